@@ -1,0 +1,175 @@
+// Package grain is the contract between mcpgrain's cluster runtime and the
+// virtual grains it hosts (sessions, continuations, the probe).
+//
+// A grain is a virtual actor: it always exists logically, and the cluster
+// activates it on the node that owns its identity the first time a request
+// arrives (the seed's "Durable Object instance"). Between requests it may be
+// passivated (the seed's "hibernation"): the in-memory activation is dropped,
+// its durable record stays in the store, and the next request activates it
+// again, restoring from that record.
+//
+// The runtime guarantees a grain implementation:
+//   - one message at a time (it runs inside one protoactor actor);
+//   - ownership: Activate runs only after this activation took ownership in
+//     the store with a new epoch, and [Context.Save] is fenced by that epoch,
+//     so a stale duplicate activation can never overwrite newer state; an
+//     activation whose save is fenced is stopped;
+//   - no lost requests: a request that reaches a passivating activation is
+//     delivered to the next activation instead of being dropped.
+//
+// Usage:
+//
+//	kind := grain.Kind{
+//		Name:        "counter",
+//		New:         func(identity string) grain.Grain { return &counter{} },
+//		IdleTimeout: time.Minute,
+//	}
+//	// pass kind to cluster.Config.Kinds; call it with node.Request(ctx, "counter", id, msg)
+package grain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Kind describes one grain kind hosted by a node.
+type Kind struct {
+	// Name is the kind's name, unique in the cluster, e.g. "session".
+	Name string
+	// New makes the in-memory grain for one activation of identity.
+	New func(identity string) Grain
+	// IdleTimeout passivates an activation that received no request for
+	// this long. Zero never passivates on idleness: the grain decides itself
+	// with [Context.Passivate] (sessions do, from their reminders).
+	IdleTimeout time.Duration
+}
+
+// Grain is one activation's behaviour. Methods are called one at a time.
+type Grain interface {
+	// Activate runs once, after ownership was taken; record is the durable
+	// record as last saved, or nil for a grain that never saved one. An
+	// error fails the activation: queued requests get a retryable
+	// "unavailable" error and the activation stops.
+	Activate(ctx context.Context, g Context, record []byte) error
+	// Receive handles one request and returns the reply. Return an error
+	// made with [Reject] for a request the grain refuses; any other error is
+	// reported to the caller as an internal error. A panic is recovered and
+	// reported as an internal error; the activation stays up.
+	Receive(ctx context.Context, g Context, msg proto.Message) (proto.Message, error)
+	// Deactivate runs once before the activation stops, for any reason.
+	// Saves are still fenced here; after [ReasonOwnershipLost] they fail.
+	Deactivate(ctx context.Context, g Context, reason Reason)
+}
+
+// LocalHandler is implemented by grains that also receive local, non-request
+// messages (timers and callbacks they send to [Context.Self]).
+type LocalHandler interface {
+	HandleLocal(ctx context.Context, g Context, msg any)
+}
+
+// Context is what the runtime gives a grain activation.
+type Context interface {
+	// Kind is the grain's kind name.
+	Kind() string
+	// Identity is the grain's identity within its kind.
+	Identity() string
+	// Node is the id of the node hosting this activation.
+	Node() string
+	// Epoch is this activation's ownership epoch.
+	Epoch() uint64
+	// Save durably replaces the grain's record, fenced by Epoch. If another
+	// activation took ownership since, it returns an error wrapping
+	// store.ErrFenced and the activation stops after the current message
+	// (reason [ReasonOwnershipLost]).
+	Save(ctx context.Context, record []byte) error
+	// Passivate asks the runtime to deactivate this activation after the
+	// current message with reason. Requests that arrive meanwhile are held
+	// and delivered to the next activation.
+	Passivate(reason Reason)
+	// Self is the activation's actor, for timers and local messages, which
+	// arrive at [LocalHandler.HandleLocal].
+	Self() *actor.PID
+	// ActorSystem is the node's actor system.
+	ActorSystem() *actor.ActorSystem
+	// Logger logs with the grain's kind, identity and epoch attached.
+	Logger() *slog.Logger
+}
+
+// Reason says why an activation stops.
+type Reason string
+
+// Reasons an activation stops. They label the deactivation metrics.
+const (
+	ReasonIdle             Reason = "idle"              // no request within Kind.IdleTimeout
+	ReasonRequested        Reason = "requested"         // the grain called Passivate without a more specific reason
+	ReasonRebalance        Reason = "rebalance"         // membership changed and another node owns it now
+	ReasonOwnershipLost    Reason = "ownership_lost"    // a fenced write failed, or this node's membership lapsed
+	ReasonShutdown         Reason = "shutdown"          // the node is stopping
+	ReasonActivationFailed Reason = "activation_failed" // taking ownership or Activate failed
+)
+
+// Error is a classified grain failure, returned to callers of
+// cluster.Node.Request.
+type Error struct {
+	// Code classifies the failure.
+	Code pb.GrainError_Code
+	// Message is a human-readable detail.
+	Message string
+	// Node is the id of the node that reported it.
+	Node string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	code := e.Code.String()
+	if e.Node != "" {
+		return fmt.Sprintf("grain %s on %s: %s", code, e.Node, e.Message)
+	}
+	return fmt.Sprintf("grain %s: %s", code, e.Message)
+}
+
+// Retryable reports whether sending the same request again can succeed:
+// the request was not executed (not owner, deactivating, unavailable,
+// overloaded, ownership lost, kind not hosted yet).
+func (e *Error) Retryable() bool {
+	switch e.Code {
+	case pb.GrainError_CODE_NOT_OWNER, pb.GrainError_CODE_DEACTIVATING, pb.GrainError_CODE_OWNERSHIP_LOST,
+		pb.GrainError_CODE_UNAVAILABLE, pb.GrainError_CODE_UNKNOWN_KIND, pb.GrainError_CODE_OVERLOADED:
+		return true
+	}
+	return false
+}
+
+// Proto converts e to its wire form.
+func (e *Error) Proto() *pb.GrainError {
+	return &pb.GrainError{Code: e.Code, Message: e.Message, Node: e.Node}
+}
+
+// FromProto converts a wire error.
+func FromProto(p *pb.GrainError) *Error {
+	return &Error{Code: p.GetCode(), Message: p.GetMessage(), Node: p.GetNode()}
+}
+
+// Reject returns an error that tells the caller the grain refused the
+// request (code REJECTED, not retryable).
+func Reject(format string, args ...any) error {
+	return &Error{Code: pb.GrainError_CODE_REJECTED, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError returns err as an *Error if it is or wraps one.
+func AsError(err error) (*Error, bool) {
+	var ge *Error
+	ok := errors.As(err, &ge)
+	return ge, ok
+}
+
+// Key is the store key of a grain: "<kind>/<identity>".
+func Key(kind, identity string) string { return kind + "/" + identity }

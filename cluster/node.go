@@ -1,0 +1,316 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/membership"
+	"github.com/mcpgrain/mcpgrain/cluster/placement"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+// Config configures a node. Zero values are safe defaults where documented.
+type Config struct {
+	// NodeID names the node in membership, logs, metrics and the store's
+	// owner column. Default: derived from the advertised address.
+	NodeID string
+	// BindAddr is the host:port the actor remote (gRPC) listens on. Port 0
+	// picks a free port. Default "127.0.0.1:0".
+	BindAddr string
+	// AdvertiseAddr is the host:port other members dial. Default: the bound
+	// address; required when BindAddr's host is unspecified (0.0.0.0).
+	AdvertiseAddr string
+	// Kinds are the grain kinds this node hosts.
+	Kinds []grain.Kind
+	// Membership discovers the other members. Default: membership.NewSingle().
+	Membership membership.Provider
+	// Store holds grain ownership and state (required).
+	Store store.Store
+	// Logger is the node's logger. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the node's metrics; every metric gets a node
+	// label. Default: a private registry.
+	Registerer prometheus.Registerer
+	// Meta is announced with the member (e.g. "http": the HTTP address).
+	Meta map[string]string
+	// RequestTimeout bounds a Request whose context has no deadline.
+	// Default 10s.
+	RequestTimeout time.Duration
+	// AttemptTimeout bounds one delivery attempt of a Request. A request
+	// that times out is retried only if it is idempotent. Default 3s.
+	AttemptTimeout time.Duration
+	// JoinTimeout bounds how long Start waits for a membership view that
+	// contains this node. Default 30s.
+	JoinTimeout time.Duration
+}
+
+// Node is one mcpgrain cluster member: a protoactor actor system with gRPC
+// remoting, a placement actor that owns this node's grain activations, and
+// the client side of grain requests.
+type Node struct {
+	cfg       Config
+	id        string
+	self      membership.Member
+	system    *actor.ActorSystem
+	remote    *remote.Remote
+	placement *actor.PID
+	logger    *slog.Logger
+	metrics   *nodeMetrics
+
+	table    atomic.Pointer[placement.Table]
+	joined   chan struct{}
+	joinOnce sync.Once
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts a node and returns once it is a member of the cluster (its
+// membership view contains itself) or ctx ends.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("cluster: Config.Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Membership == nil {
+		cfg.Membership = membership.NewSingle()
+	}
+	if cfg.BindAddr == "" {
+		cfg.BindAddr = "127.0.0.1:0"
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.AttemptTimeout == 0 {
+		cfg.AttemptTimeout = 3 * time.Second
+	}
+	if cfg.JoinTimeout == 0 {
+		cfg.JoinTimeout = 30 * time.Second
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	kinds := map[string]grain.Kind{}
+	var kindNames []string
+	for _, k := range cfg.Kinds {
+		if k.Name == "" || k.New == nil {
+			return nil, fmt.Errorf("cluster: grain kind %q needs a name and a constructor", k.Name)
+		}
+		if _, dup := kinds[k.Name]; dup {
+			return nil, fmt.Errorf("cluster: grain kind %q registered twice", k.Name)
+		}
+		kinds[k.Name] = k
+		kindNames = append(kindNames, k.Name)
+	}
+
+	host, port, err := splitHostPort(cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bad bind address %q: %w", cfg.BindAddr, err)
+	}
+	if cfg.AdvertiseAddr == "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
+		return nil, fmt.Errorf("cluster: bind address %q listens on all interfaces: set the advertised address (--advertise host:port) other nodes can dial", cfg.BindAddr)
+	}
+	// protoactor's remote panics when it cannot listen; check first to
+	// report a clear error instead.
+	if port != 0 {
+		l, err := net.Listen("tcp", cfg.BindAddr)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: cannot listen on %s for cluster traffic (is another node using it? set --bind): %w", cfg.BindAddr, err)
+		}
+		_ = l.Close()
+	}
+
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoactorLogger(cfg.Logger) }),
+		actor.WithDeadLetterThrottleCount(3),
+		actor.WithDeadLetterThrottleInterval(10*time.Second),
+	)
+	var ropts []remote.ConfigOption
+	if cfg.AdvertiseAddr != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertiseAddr))
+	}
+	rem := remote.NewRemote(system, remote.Configure(host, port, ropts...))
+	if err := startRemote(rem); err != nil {
+		system.Shutdown()
+		return nil, fmt.Errorf("cluster: start remote on %s: %w", cfg.BindAddr, err)
+	}
+	address := system.Address()
+	if cfg.NodeID == "" {
+		cfg.NodeID = "node-" + strings.NewReplacer(":", "-", ".", "-", "[", "", "]", "").Replace(address)
+	}
+	n := &Node{
+		cfg:    cfg,
+		id:     cfg.NodeID,
+		system: system,
+		remote: rem,
+		logger: cfg.Logger.With("node", cfg.NodeID),
+		joined: make(chan struct{}),
+	}
+	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
+	n.table.Store(placement.NewTable(membership.View{}))
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, cfg.Registerer)
+	n.metrics = newNodeMetrics(reg)
+
+	n.placement, err = system.Root.SpawnNamed(placement.Props(placement.Config{
+		Self:    n.self,
+		Kinds:   kinds,
+		Store:   cfg.Store,
+		Logger:  n.logger,
+		Metrics: placement.NewMetrics(reg),
+	}), placement.ActorName)
+	if err != nil {
+		n.shutdownActors()
+		return nil, fmt.Errorf("cluster: spawn placement actor: %w", err)
+	}
+
+	joinCtx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
+	defer cancel()
+	if err := cfg.Membership.Start(joinCtx, n.self, n.onMembership); err != nil {
+		n.shutdownActors()
+		return nil, fmt.Errorf("cluster: join membership: %w", err)
+	}
+	select {
+	case <-n.joined:
+	case <-joinCtx.Done():
+		_ = cfg.Membership.Stop(context.Background())
+		n.shutdownActors()
+		return nil, fmt.Errorf("cluster: node %s did not appear in its own membership view within %s: %w", n.id, cfg.JoinTimeout, joinCtx.Err())
+	}
+	n.logger.Info("node joined cluster", "address", address, "kinds", kindNames, "members", len(n.View().Members))
+	return n, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("invalid port %q", p)
+	}
+	return host, port, nil
+}
+
+func startRemote(r *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	r.Start()
+	return nil
+}
+
+// onMembership receives membership events; it must not block.
+func (n *Node) onMembership(e membership.Event) {
+	if e.Suspect {
+		n.logger.Warn("membership lease lapsed: dropping every local activation (other members may own them now)")
+		n.metrics.suspects.Inc()
+		n.system.Root.Send(n.placement, &placement.Suspect{})
+		return
+	}
+	n.table.Store(placement.NewTable(e.View))
+	n.metrics.members.Set(float64(len(e.View.Members)))
+	n.metrics.viewChanges.Inc()
+	n.system.Root.Send(n.placement, &placement.ViewChanged{View: e.View})
+	if e.View.Contains(n.id) {
+		n.joinOnce.Do(func() { close(n.joined) })
+	}
+	n.logger.Info("membership view changed", "members", memberIDs(e.View))
+}
+
+func memberIDs(v membership.View) []string {
+	ids := make([]string, len(v.Members))
+	for i, m := range v.Members {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.id }
+
+// Address returns the advertised actor-remote address.
+func (n *Node) Address() string { return n.self.Address }
+
+// Self returns this node as announced to membership.
+func (n *Node) Self() membership.Member { return n.self }
+
+// View returns the node's current membership view.
+func (n *Node) View() membership.View { return n.table.Load().View() }
+
+// Owner returns the member that owns (kind, identity) under this node's view.
+func (n *Node) Owner(kind, identity string) (membership.Member, bool) {
+	return n.table.Load().Owner(kind, identity)
+}
+
+// Member reports whether this node is in its own current view.
+func (n *Node) Member() bool { return n.View().Contains(n.id) }
+
+// ActorSystem returns the node's actor system.
+func (n *Node) ActorSystem() *actor.ActorSystem { return n.system }
+
+// Store returns the node's store.
+func (n *Node) Store() store.Store { return n.cfg.Store }
+
+// Activations returns the grain keys active and stopping on this node.
+func (n *Node) Activations(ctx context.Context) (placement.StatsReply, error) {
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	res, err := n.system.Root.RequestFuture(n.placement, &placement.Stats{}, timeout).Result()
+	if err != nil {
+		return placement.StatsReply{}, fmt.Errorf("cluster: read activations: %w", err)
+	}
+	return *res.(*placement.StatsReply), nil
+}
+
+// Stop leaves the cluster gracefully: it deregisters from membership (so
+// other members stop routing here), deactivates every local grain (each
+// releases ownership; requests arriving meanwhile are forwarded to the new
+// owners), then stops remoting and the actor system. It is bounded by ctx
+// and safe to call more than once.
+func (n *Node) Stop(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		var errs []error
+		if err := n.cfg.Membership.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("leave membership: %w", err))
+		}
+		timeout := 30 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		if timeout > 0 {
+			if _, err := n.system.Root.RequestFuture(n.placement, &placement.Drain{}, timeout).Result(); err != nil {
+				errs = append(errs, fmt.Errorf("drain activations: %w", err))
+			}
+		}
+		n.shutdownActors()
+		n.stopErr = errors.Join(errs...)
+		n.logger.Info("node stopped")
+	})
+	return n.stopErr
+}
+
+func (n *Node) shutdownActors() {
+	// Not graceful: gRPC's GracefulStop waits for peers' streams, which
+	// stay open as long as the peers live.
+	n.remote.Shutdown(false)
+	n.system.Shutdown()
+}

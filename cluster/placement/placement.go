@@ -1,0 +1,310 @@
+package placement
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/membership"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Config configures a node's placement actor.
+type Config struct {
+	// Self is this node as the membership provider announces it.
+	Self membership.Member
+	// Kinds are the grain kinds this node hosts, by name.
+	Kinds map[string]grain.Kind
+	// Store holds grain ownership and records.
+	Store store.Store
+	// Logger receives placement and grain logs.
+	Logger *slog.Logger
+	// Metrics are the placement instruments (required).
+	Metrics *Metrics
+	// MaxHops bounds how often a request is forwarded between placement
+	// actors whose views disagree. Default 2.
+	MaxHops uint32
+	// HoldLimit bounds the requests held for one deactivating grain; beyond
+	// it callers get a retryable OVERLOADED error. Default 1024.
+	HoldLimit int
+	// IOTimeout bounds each store call of an activation. Default 10s.
+	IOTimeout time.Duration
+	// Now is the clock for idle accounting. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.MaxHops == 0 {
+		c.MaxHops = 2
+	}
+	if c.HoldLimit == 0 {
+		c.HoldLimit = 1024
+	}
+	if c.IOTimeout == 0 {
+		c.IOTimeout = 10 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Props returns the props of a node's placement actor; spawn it with
+// [ActorName] so other nodes can address it.
+//
+// The placement actor is the only way into a grain. For every request it
+//  1. checks that this node owns the grain under its current view (rendezvous
+//     hashing over the members hosting the kind), otherwise forwards the
+//     request to the owner's placement actor (at most MaxHops times);
+//  2. activates the grain if needed — the activation takes ownership in the
+//     store (epoch+1) before it sees any request;
+//  3. delivers the request, keeping the caller as sender so the grain
+//     replies directly.
+//
+// Deactivation is a handshake: the activation asks, the placement actor
+// stops delivering (it holds new requests) and answers with a go-ahead
+// message. Mailbox order guarantees every request delivered before the
+// go-ahead is handled first, so nothing is dropped when the activation
+// stops; held requests go to the next activation. This replaces
+// protoactor's ReceiveTimeout+Poison passivation, which silently drops
+// requests queued behind the poison pill.
+func Props(cfg Config) *actor.Props {
+	cfg.defaults()
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &placementActor{
+			cfg:     &cfg,
+			table:   NewTable(membership.View{}),
+			entries: map[string]*entry{},
+			byPID:   map[string]string{},
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive {
+		// An activation that panics outside the grain's recovered calls is
+		// stopped, never restarted with a half-built state.
+		return actor.StopDirective
+	})))
+}
+
+type entry struct {
+	kind, identity string
+	pid            *actor.PID
+	stopping       bool
+	held           []held
+}
+
+type held struct {
+	msg    any // *LocalRequest or *pb.GrainRequest
+	sender *actor.PID
+}
+
+type placementActor struct {
+	cfg      *Config
+	table    *Table
+	entries  map[string]*entry
+	byPID    map[string]string
+	draining bool
+	drainers []*actor.PID
+}
+
+func (p *placementActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *LocalRequest:
+		p.route(ctx, m.Kind, m.Identity, m.Hops, m, ctx.Sender())
+	case *pb.GrainRequest:
+		p.route(ctx, m.GetKind(), m.GetIdentity(), m.GetHops(), m, ctx.Sender())
+	case *passivateRequest:
+		p.passivate(ctx, m.pid, m.reason)
+	case *actor.Terminated:
+		p.terminated(ctx, m.Who)
+	case *ViewChanged:
+		p.viewChanged(ctx, m.View)
+	case *Suspect:
+		p.deactivateAll(ctx, grain.ReasonOwnershipLost)
+	case *Drain:
+		p.draining = true
+		if ctx.Sender() != nil {
+			p.drainers = append(p.drainers, ctx.Sender())
+		}
+		p.deactivateAll(ctx, grain.ReasonShutdown)
+		p.maybeDrained(ctx)
+	case *Stats:
+		var r StatsReply
+		for k, e := range p.entries {
+			if e.stopping {
+				r.Stopping = append(r.Stopping, k)
+			} else {
+				r.Active = append(r.Active, k)
+			}
+		}
+		slices.Sort(r.Active)
+		slices.Sort(r.Stopping)
+		ctx.Respond(&r)
+	}
+}
+
+// route delivers one request (msg is *LocalRequest or *pb.GrainRequest).
+func (p *placementActor) route(ctx actor.Context, kind, identity string, hops uint32, msg any, sender *actor.PID) {
+	owner, ok := p.owner(kind, identity)
+	if !ok {
+		p.reject(ctx, msg, sender, pb.GrainError_CODE_UNKNOWN_KIND, fmt.Sprintf("no member hosts grain kind %q", kind))
+		return
+	}
+	if owner.ID != p.cfg.Self.ID {
+		p.forward(ctx, owner, hops, msg, sender)
+		return
+	}
+	key := grain.Key(kind, identity)
+	e := p.entries[key]
+	if e == nil {
+		e = p.spawn(ctx, kind, identity, key)
+		if e == nil {
+			p.reject(ctx, msg, sender, pb.GrainError_CODE_UNKNOWN_KIND, fmt.Sprintf("grain kind %q is not hosted here", kind))
+			return
+		}
+	}
+	if e.stopping {
+		if len(e.held) >= p.cfg.HoldLimit {
+			p.reject(ctx, msg, sender, pb.GrainError_CODE_OVERLOADED, "too many requests held for a deactivating grain; retry")
+			return
+		}
+		e.held = append(e.held, held{msg: msg, sender: sender})
+		p.cfg.Metrics.Held.WithLabelValues(kind).Inc()
+		return
+	}
+	ctx.RequestWithCustomSender(e.pid, msg, sender)
+}
+
+// owner is the owner under the current view; while draining, this node is
+// left out so requests go where they will be served after it is gone.
+func (p *placementActor) owner(kind, identity string) (membership.Member, bool) {
+	if !p.draining {
+		return p.table.Owner(kind, identity)
+	}
+	return NewTable(withoutMember(p.table.View(), p.cfg.Self.ID)).Owner(kind, identity)
+}
+
+func withoutMember(v membership.View, id string) membership.View {
+	out := make([]membership.Member, 0, len(v.Members))
+	for _, m := range v.Members {
+		if m.ID != id {
+			out = append(out, m)
+		}
+	}
+	return membership.View{Members: out}
+}
+
+func (p *placementActor) forward(ctx actor.Context, owner membership.Member, hops uint32, msg any, sender *actor.PID) {
+	if hops >= p.cfg.MaxHops {
+		p.cfg.Metrics.Forwards.WithLabelValues("refused").Inc()
+		p.reject(ctx, msg, sender, pb.GrainError_CODE_NOT_OWNER, "views disagree on the owner; retry")
+		return
+	}
+	var out *pb.GrainRequest
+	switch m := msg.(type) {
+	case *pb.GrainRequest:
+		out = &pb.GrainRequest{Kind: m.GetKind(), Identity: m.GetIdentity(), Payload: m.GetPayload(), Hops: hops + 1}
+	case *LocalRequest:
+		payload, err := anypb.New(m.Msg)
+		if err != nil {
+			p.reject(ctx, msg, sender, pb.GrainError_CODE_REJECTED, fmt.Sprintf("cannot encode request: %v", err))
+			return
+		}
+		out = &pb.GrainRequest{Kind: m.Kind, Identity: m.Identity, Payload: payload, Hops: hops + 1}
+	}
+	p.cfg.Metrics.Forwards.WithLabelValues("forwarded").Inc()
+	ctx.RequestWithCustomSender(actor.NewPID(owner.Address, ActorName), out, sender)
+}
+
+func (p *placementActor) reject(ctx actor.Context, msg any, sender *actor.PID, code pb.GrainError_Code, text string) {
+	if sender == nil {
+		return
+	}
+	ge := &grain.Error{Code: code, Message: text, Node: p.cfg.Self.ID}
+	if _, local := msg.(*LocalRequest); local {
+		ctx.Send(sender, &LocalReply{Err: ge})
+		return
+	}
+	ctx.Send(sender, ge.Proto())
+}
+
+func (p *placementActor) spawn(ctx actor.Context, kind, identity, key string) *entry {
+	k, ok := p.cfg.Kinds[kind]
+	if !ok {
+		return nil
+	}
+	a := &activation{cfg: p.cfg, kind: k, identity: identity, key: key}
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	e := &entry{kind: kind, identity: identity, pid: pid}
+	p.entries[key] = e
+	p.byPID[pid.Id] = key
+	return e
+}
+
+func (p *placementActor) passivate(ctx actor.Context, pid *actor.PID, reason grain.Reason) {
+	key, ok := p.byPID[pid.Id]
+	if !ok {
+		return
+	}
+	p.stopEntry(ctx, p.entries[key], reason)
+}
+
+func (p *placementActor) stopEntry(ctx actor.Context, e *entry, reason grain.Reason) {
+	if e.stopping {
+		return
+	}
+	e.stopping = true
+	ctx.Send(e.pid, &deactivate{reason: reason})
+}
+
+func (p *placementActor) deactivateAll(ctx actor.Context, reason grain.Reason) {
+	for _, e := range p.entries {
+		p.stopEntry(ctx, e, reason)
+	}
+}
+
+func (p *placementActor) terminated(ctx actor.Context, who *actor.PID) {
+	key, ok := p.byPID[who.Id]
+	if !ok {
+		return
+	}
+	delete(p.byPID, who.Id)
+	e := p.entries[key]
+	delete(p.entries, key)
+	// Requests held during the deactivation go through routing again: to
+	// a new activation here, or to the new owner.
+	for _, h := range e.held {
+		switch m := h.msg.(type) {
+		case *LocalRequest:
+			p.route(ctx, m.Kind, m.Identity, m.Hops, m, h.sender)
+		case *pb.GrainRequest:
+			p.route(ctx, m.GetKind(), m.GetIdentity(), m.GetHops(), m, h.sender)
+		}
+	}
+	p.maybeDrained(ctx)
+}
+
+func (p *placementActor) maybeDrained(ctx actor.Context) {
+	if !p.draining || len(p.entries) > 0 {
+		return
+	}
+	for _, d := range p.drainers {
+		ctx.Send(d, &Drained{})
+	}
+	p.drainers = nil
+}
+
+func (p *placementActor) viewChanged(ctx actor.Context, v membership.View) {
+	p.table = NewTable(v)
+	for _, e := range p.entries {
+		if owner, ok := p.owner(e.kind, e.identity); !ok || owner.ID != p.cfg.Self.ID {
+			p.stopEntry(ctx, e, grain.ReasonRebalance)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/placement"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// ErrUnknownOutcome is returned when a non-idempotent request's delivery
+// attempt timed out: the grain may or may not have executed it, so it is not
+// retried silently. Callers that can tolerate a repeat may retry.
+var ErrUnknownOutcome = errors.New("cluster: grain request timed out; it may or may not have been executed")
+
+// CallOption adjusts one [Node.Request].
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	idempotent     bool
+	attemptTimeout time.Duration
+}
+
+// Idempotent marks a request as safe to repeat: a delivery attempt that
+// times out is retried (until the request deadline) instead of failing with
+// [ErrUnknownOutcome].
+func Idempotent() CallOption { return func(o *callOptions) { o.idempotent = true } }
+
+// AttemptTimeout overrides Config.AttemptTimeout for one request.
+func AttemptTimeout(d time.Duration) CallOption { return func(o *callOptions) { o.attemptTimeout = d } }
+
+const (
+	minBackoff = 2 * time.Millisecond
+	maxBackoff = 100 * time.Millisecond
+)
+
+// Request sends msg to the grain (kind, identity), activating it if needed,
+// and returns its reply. It goes straight to the owner under this node's
+// view and retries, with short jittered backoff until ctx's deadline (or
+// Config.RequestTimeout), every attempt that provably did not execute: a
+// placement actor that is not the owner, a deactivating or fenced
+// activation, a node whose placement actor is not up (dead letter), a kind
+// no member hosts yet. Errors are *grain.Error, [ErrUnknownOutcome], or the
+// context's error.
+func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...CallOption) (proto.Message, error) {
+	o := callOptions{attemptTimeout: n.cfg.AttemptTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	began := time.Now()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = began.Add(n.cfg.RequestTimeout)
+	}
+	reply, err := n.request(ctx, kind, identity, msg, o, deadline)
+	n.metrics.requestTimes.WithLabelValues(kind).Observe(time.Since(began).Seconds())
+	n.metrics.requests.WithLabelValues(kind, outcome(err)).Inc()
+	return reply, err
+}
+
+func outcome(err error) string {
+	switch ge, isGrain := grain.AsError(err); {
+	case err == nil:
+		return "ok"
+	case isGrain && ge.Code == pb.GrainError_CODE_REJECTED:
+		return "rejected"
+	case errors.Is(err, ErrUnknownOutcome):
+		return "timeout"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	default:
+		return "error"
+	}
+}
+
+func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Message, o callOptions, deadline time.Time) (proto.Message, error) {
+	var (
+		payload *anypb.Any // marshalled once, on the first remote attempt
+		lastErr error
+		backoff = minBackoff
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, errors.Join(err, lastErr)
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			if lastErr == nil {
+				lastErr = ErrUnknownOutcome
+			}
+			return nil, fmt.Errorf("cluster: request to %s deadline exceeded after retries: %w", grain.Key(kind, identity), lastErr)
+		}
+		owner, ok := n.Owner(kind, identity)
+		var (
+			target *actor.PID
+			env    any
+		)
+		switch {
+		case !ok:
+			lastErr = &grain.Error{Code: pb.GrainError_CODE_UNKNOWN_KIND, Message: fmt.Sprintf("no member hosts grain kind %q", kind), Node: n.id}
+		case owner.ID == n.id:
+			target, env = n.placement, &placement.LocalRequest{Kind: kind, Identity: identity, Msg: msg}
+		default:
+			if payload == nil {
+				p, err := anypb.New(msg)
+				if err != nil {
+					return nil, fmt.Errorf("cluster: encode %T: %w", msg, err)
+				}
+				payload = p
+			}
+			target = actor.NewPID(owner.Address, placement.ActorName)
+			env = &pb.GrainRequest{Kind: kind, Identity: identity, Payload: payload}
+		}
+		if target != nil {
+			reply, err, retry := n.attempt(target, env, min(o.attemptTimeout, remaining), o.idempotent)
+			if !retry {
+				return reply, err
+			}
+			lastErr = err
+		} else {
+			n.metrics.retries.WithLabelValues("unknown_kind").Inc()
+		}
+		// Jittered exponential backoff, bounded by ctx and the deadline.
+		wait := min(backoff/2+rand.N(backoff), time.Until(deadline))
+		backoff = min(backoff*2, maxBackoff)
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// attempt makes one delivery attempt and classifies the result.
+func (n *Node) attempt(target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
+	res, err := n.system.Root.RequestFuture(target, env, timeout).Result()
+	switch {
+	case errors.Is(err, actor.ErrDeadLetter):
+		n.metrics.retries.WithLabelValues("dead_letter").Inc()
+		return nil, fmt.Errorf("cluster: %s not reachable yet: %w", target, err), true
+	case errors.Is(err, actor.ErrTimeout):
+		if !idempotent {
+			return nil, ErrUnknownOutcome, false
+		}
+		n.metrics.retries.WithLabelValues("timeout").Inc()
+		return nil, ErrUnknownOutcome, true
+	case err != nil:
+		return nil, fmt.Errorf("cluster: request to %s: %w", target, err), false
+	}
+	var gerr *grain.Error
+	switch r := res.(type) {
+	case *placement.LocalReply:
+		if r.Err == nil {
+			return r.Msg, nil, false
+		}
+		gerr = r.Err
+	case *pb.GrainResponse:
+		m, err := r.GetPayload().UnmarshalNew()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: decode reply %q: %w", r.GetPayload().GetTypeUrl(), err), false
+		}
+		return m, nil, false
+	case *pb.GrainError:
+		gerr = grain.FromProto(r)
+	default:
+		return nil, fmt.Errorf("cluster: unexpected reply %T from %s", res, target), false
+	}
+	if gerr.Retryable() {
+		n.metrics.retries.WithLabelValues(retryReason(gerr.Code)).Inc()
+		return nil, gerr, true
+	}
+	return nil, gerr, false
+}
+
+func retryReason(c pb.GrainError_Code) string {
+	return strings.ToLower(strings.TrimPrefix(c.String(), "CODE_"))
+}

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// migration is one schema step. Statements are shared by both engines;
+// "{{blob}}" expands to the engine's byte-string type.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// migrations is the schema history, oldest first. Never edit a released
+// step: append a new one.
+var migrations = []migration{
+	{1, "grain ownership and epochs", []string{
+		`CREATE TABLE grains (
+			grain TEXT PRIMARY KEY,
+			owner_node TEXT NOT NULL,
+			epoch BIGINT NOT NULL,
+			record {{blob}},
+			updated_at_ms BIGINT NOT NULL
+		)`,
+	}},
+}
+
+// SchemaVersion is the schema version this build migrates to.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// migrate applies every pending migration, each in its own transaction,
+// holding the dialect's cross-process lock so concurrent nodes starting
+// against one database do not race.
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	for _, m := range migrations {
+		if err := applyMigration(ctx, db, d, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, d dialect, m migration) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin migration %d: %w", m.version, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if d.lockMigrations != nil {
+		if err := d.lockMigrations(ctx, tx); err != nil {
+			return fmt.Errorf("store: lock for migration %d: %w", m.version, err)
+		}
+	}
+	// Created under the lock: concurrent CREATE TABLE IF NOT EXISTS can
+	// still collide on Postgres' catalog.
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL,
+		applied_at_ms BIGINT NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("store: create schema_migrations: %w", err)
+	}
+	var done int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&done); err != nil {
+		return fmt.Errorf("store: read schema_migrations: %w", err)
+	}
+	if done > 0 {
+		return tx.Commit()
+	}
+	for _, stmt := range m.stmts {
+		if _, err := tx.ExecContext(ctx, strings.ReplaceAll(stmt, "{{blob}}", d.blob)); err != nil {
+			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)`,
+		m.version, m.name, time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("store: record migration %d: %w", m.version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit migration %d: %w", m.version, err)
+	}
+	return nil
+}
