@@ -71,6 +71,7 @@ type Node struct {
 	metrics   *nodeMetrics
 
 	table    atomic.Pointer[placement.Table]
+	viewCh   atomic.Pointer[chan struct{}] // closed and replaced on every view change
 	joined   chan struct{}
 	joinOnce sync.Once
 	stopOnce sync.Once
@@ -162,6 +163,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
 	n.table.Store(placement.NewTable(membership.View{}))
+	ch := make(chan struct{})
+	n.viewCh.Store(&ch)
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, cfg.Registerer)
 	n.metrics = newNodeMetrics(reg)
 
@@ -225,6 +228,8 @@ func (n *Node) onMembership(e membership.Event) {
 		return
 	}
 	n.table.Store(placement.NewTable(e.View))
+	next := make(chan struct{})
+	close(*n.viewCh.Swap(&next))
 	n.metrics.members.Set(float64(len(e.View.Members)))
 	n.metrics.viewChanges.Inc()
 	n.system.Root.Send(n.placement, &placement.ViewChanged{View: e.View})
@@ -241,6 +246,9 @@ func memberIDs(v membership.View) []string {
 	}
 	return ids
 }
+
+// viewChanged returns a channel closed at the next membership view change.
+func (n *Node) viewChanged() <-chan struct{} { return *n.viewCh.Load() }
 
 // ID returns the node id.
 func (n *Node) ID() string { return n.id }

@@ -121,7 +121,7 @@ func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Mes
 			env = &pb.GrainRequest{Kind: kind, Identity: identity, Payload: payload}
 		}
 		if target != nil {
-			reply, err, retry := n.attempt(target, env, min(o.attemptTimeout, remaining), o.idempotent)
+			reply, err, retry := n.attempt(ctx, kind, identity, target, env, min(o.attemptTimeout, remaining), o.idempotent)
 			if !retry {
 				return reply, err
 			}
@@ -143,9 +143,46 @@ func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Mes
 	}
 }
 
-// attempt makes one delivery attempt and classifies the result.
-func (n *Node) attempt(target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
-	res, err := n.system.Root.RequestFuture(target, env, timeout).Result()
+// attempt makes one delivery attempt and classifies the result. An attempt
+// to another node is abandoned early when a membership change moves the
+// grain away from that node (it probably died): idempotent requests retry at
+// once, others report an unknown outcome instead of waiting for the timeout.
+func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
+	f := n.system.Root.RequestFuture(target, env, timeout)
+	var res any
+	if target.Address == n.self.Address {
+		res, err = f.Result()
+	} else {
+		type result struct {
+			res any
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, e := f.Result()
+			done <- result{r, e}
+		}()
+	wait:
+		for {
+			changed := n.viewChanged()
+			select {
+			case r := <-done:
+				res, err = r.res, r.err
+				break wait
+			case <-ctx.Done():
+				return nil, ctx.Err(), false
+			case <-changed:
+				if owner, ok := n.Owner(kind, identity); ok && owner.Address == target.Address {
+					continue
+				}
+				if !idempotent {
+					return nil, fmt.Errorf("%w (its node left the membership view mid-request)", ErrUnknownOutcome), false
+				}
+				n.metrics.retries.WithLabelValues("owner_left").Inc()
+				return nil, fmt.Errorf("cluster: %s left the membership view", target.Address), true
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, actor.ErrDeadLetter):
 		n.metrics.retries.WithLabelValues("dead_letter").Inc()

@@ -20,7 +20,7 @@ const migrationLockKey = 0x6d6370677261696e
 func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store: parse postgres DSN %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("store: parse postgres DSN %s: %w", Redact(dsn), err)
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second
@@ -31,7 +31,7 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store: cannot reach postgres at %s (is it running? check --store): %w", redact(dsn), err)
+		return nil, fmt.Errorf("store: cannot reach postgres at %s (is it running? check --store): %w", Redact(dsn), err)
 	}
 	d := dialect{
 		name: "postgres",

@@ -69,12 +69,12 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	case strings.HasSuffix(dsn, ".db"):
 		return OpenSQLite(ctx, dsn)
 	default:
-		return nil, fmt.Errorf("store: unsupported DSN %q: use sqlite:PATH or postgres://user@host:port/db", redact(dsn))
+		return nil, fmt.Errorf("store: unsupported DSN %q: use sqlite:PATH or postgres://user@host:port/db", Redact(dsn))
 	}
 }
 
-// redact hides a password in a DSN for error messages.
-func redact(dsn string) string {
+// Redact hides the password in a DSN, for logs and error messages.
+func Redact(dsn string) string {
 	at := strings.LastIndex(dsn, "@")
 	scheme := strings.Index(dsn, "://")
 	if at < 0 || scheme < 0 || at < scheme {

@@ -1,0 +1,36 @@
+// Package cluster runs an mcpgrain node: a protoactor-go actor system with
+// gRPC remoting, a membership provider, a placement actor that hosts this
+// node's grain activations, and the client side of grain requests.
+//
+// Seed terms and what replaces them here:
+//
+//	Durable Object instance  → grain activation (one per identity, cluster-wide)
+//	hibernation              → passivation (activation dropped, record kept in the store)
+//	isolate                  → node
+//	DO stub call             → Node.Request(ctx, kind, identity, msg)
+//
+// We use protoactor's actor and remote layers (fast, solid) but not its
+// cluster layer. That layer has no single-activation guarantee, drops
+// requests that race a passivating grain, blocks a member that left for ever
+// (so nodes cannot rejoin after a Consul restart without a process restart)
+// and retries with nanosecond backoff (see ../shared/reference/protoactor.md).
+// This package owns those guarantees instead:
+//
+//   - membership comes from a [membership.Provider] (Consul, single, memory);
+//   - placement is rendezvous hashing over members hosting the kind, and a
+//     placement actor only activates grains it owns under its view;
+//   - an activation takes ownership in the store (epoch+1) and every write is
+//     fenced by that epoch, so a stale duplicate can never overwrite state;
+//   - passivation is a handshake with the placement actor, so no request is
+//     lost; callers retry "not here / not now" replies with short backoff.
+//
+// Usage:
+//
+//	node, err := cluster.Start(ctx, cluster.Config{
+//		Kinds:      []grain.Kind{probe.Kind(probe.Options{})},
+//		Membership: membership.NewSingle(),
+//		Store:      st,
+//	})
+//	reply, err := node.Request(ctx, probe.KindName, "id-1", &mcpgrainv1.ProbeAdd{Delta: 1})
+//	defer node.Stop(ctx)
+package cluster

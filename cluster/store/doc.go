@@ -1,0 +1,22 @@
+// Package store is mcpgrain's durable state: grain ownership with fencing
+// epochs and grain records (later: reminders, execution journals, the SSE
+// event log, approval decisions).
+//
+// One [Store] interface, two implementations with one schema and one list of
+// versioned migrations: SQLite via modernc.org/sqlite (embedded default,
+// single node, a file under --data) and Postgres via pgx (clusters). Both
+// pass the same contract suite (contract_test.go; the Postgres run needs
+// MCPGRAIN_TEST_POSTGRES_URL).
+//
+// Ownership in one picture:
+//
+//	Acquire(grain, node)        epoch := epoch+1, owner := node  (atomic)
+//	Save(grain, epoch, record)  only if epoch is still current, else ErrFenced
+//	Release(grain, epoch)       owner := "" only if epoch is still current
+//
+// Usage:
+//
+//	st, err := store.Open(ctx, "sqlite:.mcpgrain/mcpgrain.db") // or postgres://…
+//	own, err := st.Acquire(ctx, "probe/a", "node-1")
+//	err = st.Save(ctx, "probe/a", own.Epoch, []byte("state"))
+package store

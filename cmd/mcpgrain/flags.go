@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/internal/app"
+)
+
+// errUsage marks an error in the command line or environment (exit 2).
+var errUsage = errors.New("invalid usage")
+
+func version() string { return app.Version() }
+
+// common are the flags of every serving command.
+type common struct {
+	http, grpc, bind, advertise, nodeID string
+	logLevel, logFormat                 string
+	enableProbe                         bool
+	probeIdle                           time.Duration
+}
+
+func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
+	fs.StringVar(&c.http, "http", httpDefault, "HTTP listen address of the gateway (/mcp, /healthz, /readyz, /metrics)")
+	fs.StringVar(&c.grpc, "grpc", "127.0.0.1:9090", "gRPC listen address (gRPC health; the ApprovalService); empty disables")
+	fs.StringVar(&c.bind, "bind", bindDefault, "listen address for cluster traffic between nodes (actor remote, gRPC)")
+	fs.StringVar(&c.advertise, "advertise", "", "address other nodes dial for cluster traffic (default: --bind)")
+	fs.StringVar(&c.nodeID, "node-id", "", "node id (default: derived from the advertised address)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} (smoke tests)")
+	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")
+}
+
+func (c *common) validate() error {
+	for name, addr := range map[string]string{"--http": c.http, "--bind": c.bind} {
+		if err := checkAddr(addr); err != nil {
+			return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
+		}
+	}
+	for name, addr := range map[string]string{"--grpc": c.grpc, "--advertise": c.advertise} {
+		if addr != "" {
+			if err := checkAddr(addr); err != nil {
+				return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
+			}
+		}
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return fmt.Errorf("%w: --log-format %q: want text or json", errUsage, c.logFormat)
+	}
+	if c.probeIdle < 0 {
+		return fmt.Errorf("%w: --probe-idle must not be negative", errUsage)
+	}
+	return nil
+}
+
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("unknown level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func (c *common) logger(w io.Writer) *slog.Logger {
+	level, _ := parseLevel(c.logLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// parse parses args, then fills every flag not given on the command line
+// from its MCPGRAIN_<NAME> environment variable.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		env := envName(f.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %s=%q: %v", errUsage, env, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func envName(flagName string) string {
+	return "MCPGRAIN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// newFlagSet returns a flag set whose usage lists the environment names.
+func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: mcpgrain %s [flags]\n\n%s\n\nFlags (each also settable as MCPGRAIN_<FLAG>):\n", name, summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/internal/app"
+)
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dev", "Runs one mcpgrain node with an embedded SQLite store and no external services.", stderr)
+	var c common
+	c.register(fs, "127.0.0.1:8080", "127.0.0.1:0")
+	data := fs.String("data", ".mcpgrain", "data directory (the SQLite store lives here)")
+	fs.Lookup("node-id").DefValue, c.nodeID = "dev", "dev"
+	fs.Lookup("enable-probe").DefValue, c.enableProbe = "true", true
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if *data == "" {
+		return fmt.Errorf("%w: --data must not be empty", errUsage)
+	}
+	cfg := c.appConfig(stderr)
+	cfg.Store = "sqlite:" + filepath.Join(*data, "mcpgrain.db")
+	return app.Run(ctx, cfg, func(info app.Info) {
+		fmt.Fprintf(stdout, "mcpgrain %s dev node %s\n  http:    http://%s  (/healthz /readyz /metrics)\n", version(), info.NodeID, info.HTTPAddr)
+		if info.GRPCAddr != "" {
+			fmt.Fprintf(stdout, "  grpc:    %s\n", info.GRPCAddr)
+		}
+		fmt.Fprintf(stdout, "  store:   %s\n  press Ctrl-C to stop\n", info.Store)
+	})
+}
+
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("node", "Runs a cluster member: Consul for membership, Postgres (or SQLite for one machine) for state.", stderr)
+	var c common
+	c.register(fs, "127.0.0.1:8080", "127.0.0.1:7070")
+	cluster := fs.String("cluster", "mcpgrain", "cluster name (the Consul service members register under)")
+	consulAddr := fs.String("consul", "127.0.0.1:8500", "Consul agent HTTP address; empty runs without Consul as a single node")
+	ttl := fs.Duration("consul-ttl", 3*time.Second, "membership TTL: a node that stops refreshing is dropped after about this long")
+	join := fs.Duration("join-timeout", 30*time.Second, "give up starting if the node cannot join the cluster (register in Consul) within this long")
+	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if *storeDSN == "" {
+		return fmt.Errorf("%w: --store is required (e.g. --store postgres://postgres@127.0.0.1:5432/mcpgrain)", errUsage)
+	}
+	if *cluster == "" {
+		return fmt.Errorf("%w: --cluster must not be empty", errUsage)
+	}
+	if *consulAddr != "" {
+		if err := checkAddr(*consulAddr); err != nil {
+			return fmt.Errorf("%w: --consul %q: %v (want host:port)", errUsage, *consulAddr, err)
+		}
+	}
+	if *ttl < time.Second {
+		return fmt.Errorf("%w: --consul-ttl must be at least 1s", errUsage)
+	}
+	cfg := c.appConfig(stderr)
+	if *join <= 0 {
+		return fmt.Errorf("%w: --join-timeout must be positive", errUsage)
+	}
+	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = *cluster, *consulAddr, *ttl, *storeDSN, *join
+	return app.Run(ctx, cfg, func(info app.Info) {
+		fmt.Fprintf(stdout, "mcpgrain %s node %s ready: http %s, cluster %s, %d members\n", version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)
+	})
+}
+
+func (c *common) appConfig(stderr io.Writer) app.Config {
+	return app.Config{
+		NodeID:      c.nodeID,
+		Bind:        c.bind,
+		Advertise:   c.advertise,
+		HTTP:        c.http,
+		GRPC:        c.grpc,
+		EnableProbe: c.enableProbe,
+		ProbeIdle:   c.probeIdle,
+		Logger:      c.logger(stderr),
+	}
+}

@@ -1,0 +1,13 @@
+// Package gateway is mcpgrain's HTTP front door. Every node serves it, and
+// any node can serve any session: the gateway turns HTTP requests into grain
+// requests routed by the cluster.
+//
+// This package currently serves the operational endpoints:
+//
+//	GET  /healthz            the process is up (always 200 while serving)
+//	GET  /readyz             the node is a cluster member and its store answers (200/503)
+//	GET  /metrics            Prometheus metrics (mcpgrain_*, Go runtime, process)
+//	POST /debug/probe/{id}   ?delta=N — call the built-in probe grain (only with --enable-probe)
+//
+// The MCP endpoint (/mcp) and the approval routes are added on top of these.
+package gateway

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/probe"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Options configure the gateway's HTTP handler.
+type Options struct {
+	// Node is the cluster node requests are routed through (required).
+	Node *cluster.Node
+	// Gatherer serves /metrics (required).
+	Gatherer prometheus.Gatherer
+	// Logger logs request failures. Default slog.Default().
+	Logger *slog.Logger
+	// EnableProbe serves POST /debug/probe/{id}. Default off.
+	EnableProbe bool
+	// ReadyTimeout bounds the store check of /readyz. Default 2s.
+	ReadyTimeout time.Duration
+}
+
+// NewHandler returns the gateway's HTTP handler.
+func NewHandler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 2 * time.Second
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "node": o.Node.ID()})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, o) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
+	if o.EnableProbe {
+		mux.HandleFunc("POST /debug/probe/{id}", func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) })
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
+	})
+	return mux
+}
+
+func ready(w http.ResponseWriter, r *http.Request, o Options) {
+	view := o.Node.View()
+	body := map[string]any{"node": o.Node.ID(), "members": len(view.Members)}
+	if !o.Node.Member() {
+		body["status"], body["reason"] = "not_ready", "this node is not in its own membership view"
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), o.ReadyTimeout)
+	defer cancel()
+	if err := o.Node.Store().Ping(ctx); err != nil {
+		body["status"], body["reason"] = "not_ready", "store unreachable"
+		o.Logger.Warn("readyz: store unreachable", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	body["status"] = "ready"
+	writeJSON(w, http.StatusOK, body)
+}
+
+func probeHandler(w http.ResponseWriter, r *http.Request, o Options) {
+	var delta int64
+	if d := r.URL.Query().Get("delta"); d != "" {
+		v, err := strconv.ParseInt(d, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "delta must be an integer"})
+			return
+		}
+		delta = v
+	}
+	id := r.PathValue("id")
+	if id == "" || len(id) > 256 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "probe id must be 1-256 characters"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	var opts []cluster.CallOption
+	if delta == 0 {
+		opts = append(opts, cluster.Idempotent())
+	}
+	res, err := o.Node.Request(ctx, probe.KindName, id, &pb.ProbeAdd{Delta: delta}, opts...)
+	if err != nil {
+		status, retryable := http.StatusServiceUnavailable, true
+		if ge, ok := grain.AsError(err); ok {
+			retryable = ge.Retryable()
+			if ge.Code == pb.GrainError_CODE_REJECTED {
+				status = http.StatusBadRequest
+			}
+		}
+		if errors.Is(err, cluster.ErrUnknownOutcome) {
+			status = http.StatusGatewayTimeout
+		}
+		writeJSON(w, status, map[string]any{"error": err.Error(), "retryable": retryable})
+		return
+	}
+	st, ok := res.(*pb.ProbeState)
+	if !ok {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"error": "unexpected probe reply"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"node": st.GetNode(), "epoch": st.GetEpoch(), "count": st.GetCount(), "served": st.GetServed(), "via": o.Node.ID()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
