@@ -144,9 +144,9 @@ func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Mes
 }
 
 // attempt makes one delivery attempt and classifies the result. An attempt
-// to another node is abandoned early when a membership change moves the
-// grain away from that node (it probably died): idempotent requests retry at
-// once, others report an unknown outcome instead of waiting for the timeout.
+// to another node is abandoned early when that node leaves the membership
+// view (it probably died): idempotent requests retry at once, others report
+// an unknown outcome instead of waiting for the timeout.
 func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
 	f := n.system.Root.RequestFuture(target, env, timeout)
 	var res any
@@ -172,7 +172,9 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor
 			case <-ctx.Done():
 				return nil, ctx.Err(), false
 			case <-changed:
-				if owner, ok := n.Owner(kind, identity); ok && owner.Address == target.Address {
+				if n.hasAddress(target.Address) {
+					// Still a member: it answers, even if only to say
+					// another member owns the grain now.
 					continue
 				}
 				if !idempotent {
@@ -219,6 +221,16 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor
 		return nil, gerr, true
 	}
 	return nil, gerr, false
+}
+
+// hasAddress reports whether a member with address is in the current view.
+func (n *Node) hasAddress(address string) bool {
+	for _, m := range n.View().Members {
+		if m.Address == address {
+			return true
+		}
+	}
+	return false
 }
 
 func retryReason(c pb.GrainError_Code) string {
