@@ -19,7 +19,10 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
 	"github.com/mcpgrain/mcpgrain/cluster/placement"
+	"github.com/mcpgrain/mcpgrain/cluster/reminders"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // Config configures a node. Zero values are safe defaults where documented.
@@ -52,9 +55,23 @@ type Config struct {
 	// AttemptTimeout bounds one delivery attempt of a Request. A request
 	// that times out is retried only if it is idempotent. Default 3s.
 	AttemptTimeout time.Duration
+	// Reminders tunes the durable reminder service; zero values are defaults.
+	Reminders ReminderOptions
 	// JoinTimeout bounds how long Start waits for a membership view that
 	// contains this node. Default 30s.
 	JoinTimeout time.Duration
+}
+
+// ReminderOptions tune a node's reminder service (see package reminders).
+type ReminderOptions struct {
+	// PollInterval is how often the store is scanned. Default 1s.
+	PollInterval time.Duration
+	// Lookahead arms reminders due this far ahead. Default 2×PollInterval.
+	Lookahead time.Duration
+	// Concurrency bounds deliveries in flight. Default 64.
+	Concurrency int
+	// Clock is the time source. Default the system clock.
+	Clock clock.Clock
 }
 
 // Node is one mcpgrain cluster member: a protoactor actor system with gRPC
@@ -67,6 +84,7 @@ type Node struct {
 	system    *actor.ActorSystem
 	remote    *remote.Remote
 	placement *actor.PID
+	reminders *reminders.Service
 	logger    *slog.Logger
 	metrics   *nodeMetrics
 
@@ -168,12 +186,28 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, cfg.Registerer)
 	n.metrics = newNodeMetrics(reg)
 
+	n.reminders, err = reminders.New(reminders.Config{
+		Store:        cfg.Store,
+		Owns:         func(kind, identity string) bool { o, ok := n.Owner(kind, identity); return ok && o.ID == n.id },
+		Deliver:      n.deliverReminder,
+		PollInterval: cfg.Reminders.PollInterval,
+		Lookahead:    cfg.Reminders.Lookahead,
+		Concurrency:  cfg.Reminders.Concurrency,
+		Clock:        cfg.Reminders.Clock,
+		Logger:       n.logger,
+		Registerer:   reg,
+	})
+	if err != nil {
+		n.shutdownActors()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	n.placement, err = system.Root.SpawnNamed(placement.Props(placement.Config{
-		Self:    n.self,
-		Kinds:   kinds,
-		Store:   cfg.Store,
-		Logger:  n.logger,
-		Metrics: placement.NewMetrics(reg),
+		Self:      n.self,
+		Kinds:     kinds,
+		Store:     cfg.Store,
+		Reminders: n.reminders,
+		Logger:    n.logger,
+		Metrics:   placement.NewMetrics(reg),
 	}), placement.ActorName)
 	if err != nil {
 		n.shutdownActors()
@@ -193,6 +227,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.shutdownActors()
 		return nil, fmt.Errorf("cluster: node %s did not appear in its own membership view within %s: %w", n.id, cfg.JoinTimeout, joinCtx.Err())
 	}
+	n.reminders.Start()
 	n.logger.Info("node joined cluster", "address", address, "kinds", kindNames, "members", len(n.View().Members))
 	return n, nil
 }
@@ -233,6 +268,7 @@ func (n *Node) onMembership(e membership.Event) {
 	n.metrics.members.Set(float64(len(e.View.Members)))
 	n.metrics.viewChanges.Inc()
 	n.system.Root.Send(n.placement, &placement.ViewChanged{View: e.View})
+	n.reminders.Rebalance()
 	if e.View.Contains(n.id) {
 		n.joinOnce.Do(func() { close(n.joined) })
 	}
@@ -300,6 +336,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		if err := n.cfg.Membership.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("leave membership: %w", err))
 		}
+		if err := n.reminders.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		timeout := 30 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = time.Until(dl)
@@ -315,6 +354,16 @@ func (n *Node) Stop(ctx context.Context) error {
 	})
 	return n.stopErr
 }
+
+// deliverReminder sends a fired reminder to its grain through the normal
+// request path (activating it if needed) and waits for the acknowledgement.
+func (n *Node) deliverReminder(ctx context.Context, kind, identity string, fired *pb.ReminderFired) error {
+	_, err := n.Request(ctx, kind, identity, fired, Idempotent())
+	return err
+}
+
+// Reminders returns the node's reminder service.
+func (n *Node) Reminders() *reminders.Service { return n.reminders }
 
 func (n *Node) shutdownActors() {
 	// Not graceful: gRPC's GracefulStop waits for peers' streams, which

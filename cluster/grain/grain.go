@@ -37,6 +37,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -75,6 +76,13 @@ type LocalHandler interface {
 	HandleLocal(ctx context.Context, g Context, msg any)
 }
 
+// ReminderHandler is implemented by grains that handle their reminders.
+// Delivery is at least once; an error makes the node retry the reminder at
+// its next scan.
+type ReminderHandler interface {
+	OnReminder(ctx context.Context, g Context, fired *pb.ReminderFired) error
+}
+
 // Context is what the runtime gives a grain activation.
 type Context interface {
 	// Kind is the grain's kind name.
@@ -90,6 +98,16 @@ type Context interface {
 	// store.ErrFenced and the activation stops after the current message
 	// (reason [ReasonOwnershipLost]).
 	Save(ctx context.Context, record []byte) error
+	// SetReminder creates or replaces the grain's durable reminder name,
+	// due at due and then every period (0: once), fenced by Epoch. When it
+	// fires, the grain receives a *mcpgrainv1.ReminderFired (at
+	// [ReminderHandler.OnReminder] if implemented, else at Receive), even if
+	// it was passivated meanwhile.
+	SetReminder(ctx context.Context, name string, due time.Time, period time.Duration) error
+	// CancelReminders deletes the grain's reminders by name, fenced by Epoch.
+	CancelReminders(ctx context.Context, names ...string) error
+	// Reminders lists the grain's reminders.
+	Reminders(ctx context.Context) ([]store.Reminder, error)
 	// Passivate asks the runtime to deactivate this activation after the
 	// current message with reason. Requests that arrive meanwhile are held
 	// and delivered to the next activation.

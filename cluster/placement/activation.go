@@ -63,14 +63,52 @@ func (a *activation) Logger() *slog.Logger            { return a.logger }
 
 // Save implements [grain.Context]: a write fenced by the activation's epoch.
 func (a *activation) Save(ctx context.Context, record []byte) error {
+	return a.fenced(ctx, func(ctx context.Context) error { return a.cfg.Store.Save(ctx, a.key, a.epoch, record) })
+}
+
+var errNoReminders = errors.New("grain: this node has no reminder service")
+
+// SetReminder implements [grain.Context].
+func (a *activation) SetReminder(ctx context.Context, name string, due time.Time, period time.Duration) error {
+	if a.cfg.Reminders == nil {
+		return errNoReminders
+	}
+	return a.fenced(ctx, func(ctx context.Context) error {
+		return a.cfg.Reminders.Register(ctx, a.kind.Name, a.identity, a.epoch, store.Reminder{Name: name, DueAt: due, Period: period})
+	})
+}
+
+// CancelReminders implements [grain.Context].
+func (a *activation) CancelReminders(ctx context.Context, names ...string) error {
+	if a.cfg.Reminders == nil {
+		return errNoReminders
+	}
+	return a.fenced(ctx, func(ctx context.Context) error {
+		return a.cfg.Reminders.Cancel(ctx, a.kind.Name, a.identity, a.epoch, names...)
+	})
+}
+
+// Reminders implements [grain.Context].
+func (a *activation) Reminders(ctx context.Context) ([]store.Reminder, error) {
+	if a.cfg.Reminders == nil {
+		return nil, errNoReminders
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
+	defer cancel()
+	return a.cfg.Reminders.List(ctx, a.kind.Name, a.identity)
+}
+
+// fenced runs a write fenced by the epoch: a fenced failure stops the
+// activation (ownership lost).
+func (a *activation) fenced(ctx context.Context, write func(context.Context) error) error {
 	if a.state == stateLost {
 		return fmt.Errorf("grain %s: %w", a.key, store.ErrFenced)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
 	defer cancel()
-	err := a.cfg.Store.Save(ctx, a.key, a.epoch, record)
+	err := write(ctx)
 	if errors.Is(err, store.ErrFenced) {
-		a.lose("save fenced")
+		a.lose("write fenced")
 	}
 	return err
 }
@@ -222,7 +260,17 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 		reply proto.Message
 		err   error
 	)
-	if a.guard(fmt.Sprintf("receive %T", msg), func() { reply, err = a.g.Receive(a.ctx, a, msg) }) {
+	receive := func() { reply, err = a.g.Receive(a.ctx, a, msg) }
+	if fired, ok := msg.(*pb.ReminderFired); ok {
+		if h, ok := a.g.(grain.ReminderHandler); ok {
+			receive = func() {
+				if err = h.OnReminder(a.ctx, a, fired); err == nil {
+					reply = &pb.ReminderAck{}
+				}
+			}
+		}
+	}
+	if a.guard(fmt.Sprintf("receive %T", msg), receive) {
 		return nil, a.errorf(pb.GrainError_CODE_INTERNAL, "grain failed while handling the request")
 	}
 	if a.state == stateLost {

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,6 +24,9 @@ type Config struct {
 	Kinds map[string]grain.Kind
 	// Store holds grain ownership and records.
 	Store store.Store
+	// Reminders stores and arms grains' durable reminders. Nil: grains
+	// calling SetReminder get an error.
+	Reminders Reminders
 	// Logger receives placement and grain logs.
 	Logger *slog.Logger
 	// Metrics are the placement instruments (required).
@@ -37,6 +41,14 @@ type Config struct {
 	IOTimeout time.Duration
 	// Now is the clock for idle accounting. Default time.Now.
 	Now func() time.Time
+}
+
+// Reminders is the node's reminder service as activations use it
+// (implemented by cluster/reminders.Service).
+type Reminders interface {
+	Register(ctx context.Context, kind, identity string, epoch uint64, rs ...store.Reminder) error
+	Cancel(ctx context.Context, kind, identity string, epoch uint64, names ...string) error
+	List(ctx context.Context, kind, identity string) ([]store.Reminder, error)
 }
 
 func (c *Config) defaults() {

@@ -46,45 +46,75 @@ func Kind(o Options) grain.Kind {
 	return grain.Kind{
 		Name:        KindName,
 		IdleTimeout: o.IdleTimeout,
-		New:         func(string) grain.Grain { return &probe{observer: o.Observer} },
+		New:         func(string) grain.Grain { return &probe{observer: o.Observer, rec: &pb.ProbeRecord{}, now: time.Now} },
 	}
 }
 
 type probe struct {
 	observer func(Event)
-	count    int64
+	rec      *pb.ProbeRecord
 	served   int64
+	now      func() time.Time
 }
 
 func (p *probe) Activate(_ context.Context, g grain.Context, record []byte) error {
 	if record != nil {
-		var rec pb.ProbeRecord
-		if err := proto.Unmarshal(record, &rec); err != nil {
+		if err := proto.Unmarshal(record, p.rec); err != nil {
 			return fmt.Errorf("probe: decode record: %w", err)
 		}
-		p.count = rec.GetCount()
 	}
 	p.observe(g, true, "")
 	return nil
 }
 
 func (p *probe) Receive(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
-	add, ok := msg.(*pb.ProbeAdd)
-	if !ok {
+	switch m := msg.(type) {
+	case *pb.ProbeAdd:
+		if d := m.GetDelta(); d != 0 {
+			next := proto.Clone(p.rec).(*pb.ProbeRecord)
+			next.Count += d
+			if err := p.save(ctx, g, next); err != nil {
+				return nil, err
+			}
+		}
+		p.served++
+		return &pb.ProbeState{Node: g.Node(), Epoch: g.Epoch(), Count: p.rec.GetCount(), Served: p.served}, nil
+	case *pb.ProbeRemind:
+		for _, r := range m.GetReminders() {
+			if r.GetName() == "" || r.GetPeriodMs() < 0 {
+				return nil, grain.Reject("probe: reminder needs a name and a non-negative period")
+			}
+			due := time.UnixMilli(r.GetDueAtMs())
+			if err := g.SetReminder(ctx, r.GetName(), due, time.Duration(r.GetPeriodMs())*time.Millisecond); err != nil {
+				return nil, fmt.Errorf("probe: set reminder: %w", err)
+			}
+		}
+		p.served++
+		return &pb.ProbeState{Node: g.Node(), Epoch: g.Epoch(), Count: p.rec.GetCount(), Served: p.served}, nil
+	default:
 		return nil, grain.Reject("probe: unsupported request %T", msg)
 	}
-	if d := add.GetDelta(); d != 0 {
-		rec, err := proto.Marshal(&pb.ProbeRecord{Count: p.count + d})
-		if err != nil {
-			return nil, fmt.Errorf("probe: encode record: %w", err)
-		}
-		if err := g.Save(ctx, rec); err != nil {
-			return nil, fmt.Errorf("probe: save: %w", err)
-		}
-		p.count += d
+}
+
+// OnReminder records the delivery durably (duplicates included).
+func (p *probe) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	next := proto.Clone(p.rec).(*pb.ProbeRecord)
+	next.Fires = append(next.Fires, &pb.ProbeFire{
+		Name: fired.GetName(), DueAtMs: fired.GetDueAtMs(), ReceivedAtMs: p.now().UnixMilli(), Node: g.Node(),
+	})
+	return p.save(ctx, g, next)
+}
+
+func (p *probe) save(ctx context.Context, g grain.Context, next *pb.ProbeRecord) error {
+	b, err := proto.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("probe: encode record: %w", err)
 	}
-	p.served++
-	return &pb.ProbeState{Node: g.Node(), Epoch: g.Epoch(), Count: p.count, Served: p.served}, nil
+	if err := g.Save(ctx, b); err != nil {
+		return fmt.Errorf("probe: save: %w", err)
+	}
+	p.rec = next
+	return nil
 }
 
 func (p *probe) Deactivate(_ context.Context, g grain.Context, reason grain.Reason) {

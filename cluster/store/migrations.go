@@ -28,6 +28,17 @@ var migrations = []migration{
 			updated_at_ms BIGINT NOT NULL
 		)`,
 	}},
+	{2, "durable reminders", []string{
+		`CREATE TABLE reminders (
+			grain TEXT NOT NULL,
+			name TEXT NOT NULL,
+			due_at_ms BIGINT NOT NULL,
+			period_ms BIGINT NOT NULL,
+			version BIGINT NOT NULL,
+			PRIMARY KEY (grain, name)
+		)`,
+		`CREATE INDEX reminders_due ON reminders (due_at_ms)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -32,6 +32,22 @@ type Ownership struct {
 	UpdatedAt time.Time
 }
 
+// Reminder is a durable, named timer of a grain: the stand-in for a
+// Durable Object alarm. It fires at DueAt and, if Period is set, every
+// Period after that.
+type Reminder struct {
+	// Grain is the grain's key, "<kind>/<identity>".
+	Grain string
+	// Name identifies the reminder within its grain.
+	Name string
+	// DueAt is when it fires next (millisecond precision).
+	DueAt time.Time
+	// Period repeats the reminder; zero fires once.
+	Period time.Duration
+	// Version changes whenever the reminder is replaced or advanced.
+	Version int64
+}
+
 // Store is mcpgrain's durable state. Two implementations share one schema and
 // one set of migrations: SQLite (embedded, single node) and Postgres
 // (clusters). Every method is safe for concurrent use.
@@ -47,6 +63,23 @@ type Store interface {
 	// Release clears the owner of grain if epoch is still current (a clean
 	// deactivation). It returns [ErrFenced] if the epoch was superseded.
 	Release(ctx context.Context, grain string, epoch uint64) error
+	// RegisterReminders creates or replaces named reminders of grain, in one
+	// transaction fenced by epoch ([ErrFenced] if it is not current). A
+	// replaced reminder gets a new, larger version.
+	RegisterReminders(ctx context.Context, grain string, epoch uint64, rs []Reminder) error
+	// CancelReminders deletes named reminders of grain (missing names are
+	// ignored), fenced by epoch.
+	CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error
+	// Reminders lists grain's reminders, ordered by name.
+	Reminders(ctx context.Context, grain string) ([]Reminder, error)
+	// DueReminders lists up to limit reminders due at or before t, earliest
+	// first.
+	DueReminders(ctx context.Context, t time.Time, limit int) ([]Reminder, error)
+	// CompleteReminder records that the reminder at version fired: a
+	// one-shot reminder (next zero) is deleted, a periodic one moves to next
+	// with a new version. It does nothing and returns false if the reminder
+	// was replaced or cancelled since (version differs).
+	CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// Ping checks the store is reachable.

@@ -147,7 +147,11 @@ func (x *ProbeState) GetServed() int64 {
 type ProbeRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The counter.
-	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// Every reminder delivery the probe received, in order (duplicates
+	// included), so tests can check exactly-once and never-early from the
+	// store alone.
+	Fires         []*ProbeFire `protobuf:"bytes,2,rep,name=fires,proto3" json:"fires,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -189,6 +193,196 @@ func (x *ProbeRecord) GetCount() int64 {
 	return 0
 }
 
+func (x *ProbeRecord) GetFires() []*ProbeFire {
+	if x != nil {
+		return x.Fires
+	}
+	return nil
+}
+
+// ProbeFire records one reminder delivery to a probe grain.
+type ProbeFire struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reminder name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When it was due (Unix ms).
+	DueAtMs int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	// When the grain received it (Unix ms).
+	ReceivedAtMs int64 `protobuf:"varint,3,opt,name=received_at_ms,json=receivedAtMs,proto3" json:"received_at_ms,omitempty"`
+	// Node that hosted the grain.
+	Node          string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeFire) Reset() {
+	*x = ProbeFire{}
+	mi := &file_mcpgrain_v1_probe_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeFire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeFire) ProtoMessage() {}
+
+func (x *ProbeFire) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_probe_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeFire.ProtoReflect.Descriptor instead.
+func (*ProbeFire) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_probe_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProbeFire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProbeFire) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+func (x *ProbeFire) GetReceivedAtMs() int64 {
+	if x != nil {
+		return x.ReceivedAtMs
+	}
+	return 0
+}
+
+func (x *ProbeFire) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// ProbeRemind asks a probe grain to register durable reminders.
+type ProbeRemind struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reminders to create or replace.
+	Reminders     []*ProbeReminder `protobuf:"bytes,1,rep,name=reminders,proto3" json:"reminders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeRemind) Reset() {
+	*x = ProbeRemind{}
+	mi := &file_mcpgrain_v1_probe_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeRemind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeRemind) ProtoMessage() {}
+
+func (x *ProbeRemind) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_probe_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeRemind.ProtoReflect.Descriptor instead.
+func (*ProbeRemind) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_probe_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ProbeRemind) GetReminders() []*ProbeReminder {
+	if x != nil {
+		return x.Reminders
+	}
+	return nil
+}
+
+// ProbeReminder is one reminder to register.
+type ProbeReminder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name, unique within the grain.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Due time (Unix ms).
+	DueAtMs int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	// Period in ms; 0 fires once.
+	PeriodMs      int64 `protobuf:"varint,3,opt,name=period_ms,json=periodMs,proto3" json:"period_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeReminder) Reset() {
+	*x = ProbeReminder{}
+	mi := &file_mcpgrain_v1_probe_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeReminder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeReminder) ProtoMessage() {}
+
+func (x *ProbeReminder) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_probe_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeReminder.ProtoReflect.Descriptor instead.
+func (*ProbeReminder) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_probe_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ProbeReminder) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProbeReminder) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+func (x *ProbeReminder) GetPeriodMs() int64 {
+	if x != nil {
+		return x.PeriodMs
+	}
+	return 0
+}
+
 var File_mcpgrain_v1_probe_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_probe_proto_rawDesc = "" +
@@ -201,9 +395,21 @@ const file_mcpgrain_v1_probe_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x16\n" +
-	"\x06served\x18\x04 \x01(\x03R\x06served\"#\n" +
+	"\x06served\x18\x04 \x01(\x03R\x06served\"Q\n" +
 	"\vProbeRecord\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05countB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12,\n" +
+	"\x05fires\x18\x02 \x03(\v2\x16.mcpgrain.v1.ProbeFireR\x05fires\"u\n" +
+	"\tProbeFire\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12$\n" +
+	"\x0ereceived_at_ms\x18\x03 \x01(\x03R\freceivedAtMs\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\"G\n" +
+	"\vProbeRemind\x128\n" +
+	"\treminders\x18\x01 \x03(\v2\x1a.mcpgrain.v1.ProbeReminderR\treminders\"\\\n" +
+	"\rProbeReminder\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x1b\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMsB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_probe_proto_rawDescOnce sync.Once
@@ -217,18 +423,23 @@ func file_mcpgrain_v1_probe_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_probe_proto_rawDescData
 }
 
-var file_mcpgrain_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_mcpgrain_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_mcpgrain_v1_probe_proto_goTypes = []any{
-	(*ProbeAdd)(nil),    // 0: mcpgrain.v1.ProbeAdd
-	(*ProbeState)(nil),  // 1: mcpgrain.v1.ProbeState
-	(*ProbeRecord)(nil), // 2: mcpgrain.v1.ProbeRecord
+	(*ProbeAdd)(nil),      // 0: mcpgrain.v1.ProbeAdd
+	(*ProbeState)(nil),    // 1: mcpgrain.v1.ProbeState
+	(*ProbeRecord)(nil),   // 2: mcpgrain.v1.ProbeRecord
+	(*ProbeFire)(nil),     // 3: mcpgrain.v1.ProbeFire
+	(*ProbeRemind)(nil),   // 4: mcpgrain.v1.ProbeRemind
+	(*ProbeReminder)(nil), // 5: mcpgrain.v1.ProbeReminder
 }
 var file_mcpgrain_v1_probe_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	3, // 0: mcpgrain.v1.ProbeRecord.fires:type_name -> mcpgrain.v1.ProbeFire
+	5, // 1: mcpgrain.v1.ProbeRemind.reminders:type_name -> mcpgrain.v1.ProbeReminder
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_probe_proto_init() }
@@ -242,7 +453,7 @@ func file_mcpgrain_v1_probe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_probe_proto_rawDesc), len(file_mcpgrain_v1_probe_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

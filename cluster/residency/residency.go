@@ -1,0 +1,343 @@
+package residency
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultSoftCap is the soft cap on resident session runtimes per node used
+// when [Config.SoftCap] is 0 (executor's RESIDENT_RUNTIME_SOFT_CAP).
+const DefaultSoftCap = 32
+
+// DefaultEvictionGrace is how long an entry that was asked to evict itself is
+// skipped by later picks, used when [Config.EvictionGrace] is 0 (executor's
+// EVICTION_REQUEST_GRACE_MS).
+const DefaultEvictionGrace = 15 * time.Second
+
+// Config configures a [Registry]. The zero value is valid and means the
+// defaults.
+type Config struct {
+	// SoftCap is the number of resident runtimes plus in-flight cold builds
+	// at which an admission starts asking the least-recently-active
+	// evictable runtime to evict itself. It is soft: when nothing is
+	// evictable the build proceeds anyway. 0 means [DefaultSoftCap];
+	// negative is invalid.
+	SoftCap int
+	// EvictionGrace is how long after an eviction request an entry is
+	// skipped by [Registry.Pick] and [Registry.Admit] (an entry requested at
+	// t is eligible again from t+EvictionGrace). 0 means
+	// [DefaultEvictionGrace]; negative is invalid.
+	EvictionGrace time.Duration
+}
+
+// Validate reports whether c is usable. [New] panics on a config that does
+// not validate, so callers building a Config from flags or the environment
+// should call Validate first.
+func (c Config) Validate() error {
+	if c.SoftCap < 0 {
+		return fmt.Errorf("residency: SoftCap must be >= 0 (0 means %d), got %d", DefaultSoftCap, c.SoftCap)
+	}
+	if c.EvictionGrace < 0 {
+		return fmt.Errorf("residency: EvictionGrace must be >= 0 (0 means %s), got %s", DefaultEvictionGrace, c.EvictionGrace)
+	}
+	return nil
+}
+
+// withDefaults returns c with zero fields replaced by the defaults.
+func (c Config) withDefaults() Config {
+	if c.SoftCap == 0 {
+		c.SoftCap = DefaultSoftCap
+	}
+	if c.EvictionGrace == 0 {
+		c.EvictionGrace = DefaultEvictionGrace
+	}
+	return c
+}
+
+// Entry is one resident session runtime, as handed to [Registry.Register].
+type Entry struct {
+	// ID identifies the session grain; it must not be empty.
+	ID string
+	// CanEvict is the synchronous, cheap eviction prefilter: it reports
+	// false while the runtime has open streams or paused/running
+	// executions. It is called with the registry's lock held, from
+	// whichever goroutine calls [Registry.Admit], [Registry.Pick] or
+	// [Registry.Counts], so it must be safe for concurrent use, must not
+	// block, and must not call back into the Registry (that deadlocks). A
+	// panic in it is recovered and counts as false. nil means always
+	// evictable. A wrong true is harmless: the grain re-checks itself when
+	// it receives the eviction request.
+	CanEvict func() bool
+}
+
+// Admission is the result of [Registry.Admit].
+type Admission struct {
+	// Slot is the cold-build reservation taken by the admission. It is
+	// never nil; the caller must Release it exactly when the build ends,
+	// whichever way it ends (Release is idempotent).
+	Slot *Slot
+	// OverCap reports whether resident runtimes plus in-flight builds
+	// (before this reservation) had reached the soft cap.
+	OverCap bool
+	// Evict is the id of the session grain to send an eviction request
+	// to, or "" when none was chosen. The registry has already marked it
+	// eviction-requested at the admission's time.
+	Evict string
+	// Overflow reports that the admission was over the cap and no entry
+	// was evictable. The build proceeds anyway.
+	Overflow bool
+}
+
+// Counts is a snapshot of a [Registry], for metrics and span attributes.
+type Counts struct {
+	// Resident is the number of registered runtimes.
+	Resident int
+	// Peak is the largest Resident ever reached.
+	Peak int
+	// InFlightBuilds is the number of reserved, unreleased cold-build slots.
+	InFlightBuilds int
+	// Evictable is the number of entries whose CanEvict reports true.
+	Evictable int
+	// Pinned is the number of entries whose CanEvict reports false (or
+	// panics). Evictable + Pinned == Resident.
+	Pinned int
+	// EvictionPending is the number of entries asked to evict within the
+	// grace window. It overlaps Evictable and Pinned.
+	EvictionPending int
+	// CanEvictPanics is the cumulative number of recovered panics in
+	// CanEvict callbacks (a counter, not a gauge).
+	CanEvictPanics int
+}
+
+// entry is the registry's record of one resident runtime.
+type entry struct {
+	id           string
+	canEvict     func() bool
+	lastActivity time.Time
+	seq          uint64 // registration order; breaks lastActivity ties
+	requested    bool
+	requestedAt  time.Time
+}
+
+// before reports whether e is less recently active than o.
+func (e *entry) before(o *entry) bool {
+	if !e.lastActivity.Equal(o.lastActivity) {
+		return e.lastActivity.Before(o.lastActivity)
+	}
+	return e.seq < o.seq
+}
+
+// Registry tracks the session runtimes resident on one node and the cold
+// builds in flight, and chooses eviction candidates. It never tears anything
+// down itself. All methods are safe for concurrent use; times are always
+// passed in.
+type Registry struct {
+	cap   int
+	grace time.Duration
+
+	mu       sync.Mutex
+	entries  map[string]*entry
+	peak     int
+	inFlight int
+	seq      uint64
+	panics   int
+}
+
+// New returns an empty Registry. It panics if cfg does not pass
+// [Config.Validate].
+func New(cfg Config) *Registry {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cfg = cfg.withDefaults()
+	return &Registry{
+		cap:     cfg.SoftCap,
+		grace:   cfg.EvictionGrace,
+		entries: make(map[string]*entry),
+	}
+}
+
+// Config returns the effective configuration, defaults applied.
+func (r *Registry) Config() Config {
+	return Config{SoftCap: r.cap, EvictionGrace: r.grace}
+}
+
+// Admit is called before every cold build. It always reserves a build slot
+// and returns it in the Admission. If resident runtimes plus in-flight builds
+// (counted before this reservation) reach the soft cap, it picks the
+// least-recently-active entry that can be evicted and is not inside its
+// grace window, marks it eviction-requested at now and returns its id in
+// Evict; if there is none it sets Overflow. At most one candidate is chosen
+// per admission. Admit never blocks on the cap and never fails: the caller
+// sends the candidate its eviction request and builds regardless.
+func (r *Registry) Admit(now time.Time) Admission {
+	slot := &Slot{r: r}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := Admission{Slot: slot, OverCap: len(r.entries)+r.inFlight >= r.cap}
+	r.inFlight++
+	if !a.OverCap {
+		return a
+	}
+	if e := r.pickLocked(now); e != nil {
+		e.requested, e.requestedAt = true, now
+		a.Evict = e.id
+	} else {
+		a.Overflow = true
+	}
+	return a
+}
+
+// Slot is a cold-build reservation returned by [Registry.Admit]. It counts
+// as an in-flight build until released.
+type Slot struct {
+	r        *Registry
+	released atomic.Bool
+}
+
+// Release ends the reservation. It is idempotent and safe for concurrent
+// use: however many times and from however many exit paths it is called
+// (success, failure, panic, cancellation), the in-flight count drops exactly
+// once. Release on a nil Slot does nothing.
+func (s *Slot) Release() {
+	if s == nil || s.r == nil || !s.released.CompareAndSwap(false, true) {
+		return
+	}
+	s.r.mu.Lock()
+	if s.r.inFlight > 0 {
+		s.r.inFlight--
+	}
+	s.r.mu.Unlock()
+}
+
+// Register records a successfully built runtime as resident with its last
+// activity at now, raising the peak if needed. Registering an id that is
+// already registered replaces its entry (new CanEvict, activity now, no
+// pending eviction request) without counting it twice. It panics if e.ID is
+// empty.
+func (r *Registry) Register(e Entry, now time.Time) {
+	if e.ID == "" {
+		panic("residency: Register with an empty ID")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	r.entries[e.ID] = &entry{id: e.ID, canEvict: e.CanEvict, lastActivity: now, seq: r.seq}
+	if n := len(r.entries); n > r.peak {
+		r.peak = n
+	}
+}
+
+// Touch records activity of a resident runtime at now. It does nothing for
+// an unregistered id, and never moves an entry's last activity backwards
+// (so concurrent callers with slightly out-of-order clocks are harmless).
+func (r *Registry) Touch(id string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil && now.After(e.lastActivity) {
+		e.lastActivity = now
+	}
+}
+
+// Release records that a runtime was disposed: it removes the entry and
+// decrements the resident count. It is idempotent and reports whether id
+// was registered, so a repeated or late release never decrements twice.
+func (r *Registry) Release(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.entries[id]; !ok {
+		return false
+	}
+	delete(r.entries, id)
+	return true
+}
+
+// MarkEvictionRequested records that id was asked to evict itself at now,
+// so picks skip it until now+EvictionGrace. It does nothing for an
+// unregistered id. [Registry.Admit] already marks the candidate it returns;
+// this is for callers that use [Registry.Pick] directly.
+func (r *Registry) MarkEvictionRequested(id string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil {
+		e.requested, e.requestedAt = true, now
+	}
+}
+
+// Pick returns the eviction candidate at now without marking it: the entry
+// with the oldest last activity (ties: earliest registered) among those
+// whose CanEvict reports true and that were not asked to evict less than
+// EvictionGrace before now. ok is false when there is no candidate, which
+// is a legal answer.
+func (r *Registry) Pick(now time.Time) (id string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.pickLocked(now); e != nil {
+		return e.id, true
+	}
+	return "", false
+}
+
+// pickLocked is Pick with r.mu held. It is allocation-free and calls
+// CanEvict only for entries that would beat the best candidate so far.
+func (r *Registry) pickLocked(now time.Time) *entry {
+	var best *entry
+	for _, e := range r.entries {
+		if r.pendingLocked(e, now) {
+			continue
+		}
+		if best != nil && !e.before(best) {
+			continue
+		}
+		if !r.canEvictLocked(e) {
+			continue
+		}
+		best = e
+	}
+	return best
+}
+
+// pendingLocked reports whether e is inside its eviction grace window.
+func (r *Registry) pendingLocked(e *entry, now time.Time) bool {
+	return e.requested && now.Sub(e.requestedAt) < r.grace
+}
+
+// canEvictLocked runs e's prefilter; a panic counts as false.
+func (r *Registry) canEvictLocked(e *entry) (ok bool) {
+	if e.canEvict == nil {
+		return true
+	}
+	defer func() {
+		if recover() != nil {
+			r.panics++
+			ok = false
+		}
+	}()
+	return e.canEvict()
+}
+
+// Counts returns a snapshot of the registry at now. It calls every entry's
+// CanEvict.
+func (r *Registry) Counts(now time.Time) Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := Counts{
+		Resident:       len(r.entries),
+		Peak:           r.peak,
+		InFlightBuilds: r.inFlight,
+	}
+	for _, e := range r.entries {
+		if r.canEvictLocked(e) {
+			c.Evictable++
+		} else {
+			c.Pinned++
+		}
+		if r.pendingLocked(e, now) {
+			c.EvictionPending++
+		}
+	}
+	c.CanEvictPanics = r.panics
+	return c
+}

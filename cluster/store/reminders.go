@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// fence locks grain's ownership row inside tx and checks epoch is current.
+// The row lock (Postgres) or the write transaction (SQLite) keeps a
+// concurrent Acquire from slipping in before tx commits.
+func fence(ctx context.Context, tx *sql.Tx, grain string, epoch uint64) error {
+	res, err := tx.ExecContext(ctx, `UPDATE grains SET updated_at_ms = updated_at_ms WHERE grain = $1 AND epoch = $2`, grain, int64(epoch))
+	if err != nil {
+		return fmt.Errorf("store: fence %s at epoch %d: %w", grain, epoch, err)
+	}
+	return fencedResult(res, grain, epoch)
+}
+
+func (s *sqlStore) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch uint64, rs []Reminder) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	// Versions start from the clock in nanoseconds and only grow, so a
+	// reminder cancelled and registered again never reuses a version that an
+	// in-flight completion still holds.
+	version := s.now().UnixNano()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := fence(ctx, tx, grain, epoch); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Name == "" {
+				return errors.New("store: reminder needs a name")
+			}
+			if r.Period < 0 {
+				return fmt.Errorf("store: reminder %s: negative period", r.Name)
+			}
+			_, err := tx.ExecContext(ctx, `
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END`,
+				grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version)
+			if err != nil {
+				return fmt.Errorf("store: register reminder %s/%s: %w", grain, r.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := fence(ctx, tx, grain, epoch); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $2`, grain, n); err != nil {
+				return fmt.Errorf("store: cancel reminder %s/%s: %w", grain, n, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) Reminders(ctx context.Context, grain string) ([]Reminder, error) {
+	return s.queryReminders(ctx, `SELECT grain, name, due_at_ms, period_ms, version FROM reminders WHERE grain = $1 ORDER BY name`, grain)
+}
+
+func (s *sqlStore) DueReminders(ctx context.Context, t time.Time, limit int) ([]Reminder, error) {
+	return s.queryReminders(ctx, `SELECT grain, name, due_at_ms, period_ms, version FROM reminders WHERE due_at_ms <= $1 ORDER BY due_at_ms LIMIT $2`, t.UnixMilli(), limit)
+}
+
+func (s *sqlStore) queryReminders(ctx context.Context, q string, args ...any) ([]Reminder, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: query reminders: %w", err)
+	}
+	defer rows.Close()
+	var out []Reminder
+	for rows.Next() {
+		var (
+			r           Reminder
+			due, period int64
+		)
+		if err := rows.Scan(&r.Grain, &r.Name, &due, &period, &r.Version); err != nil {
+			return nil, fmt.Errorf("store: scan reminder: %w", err)
+		}
+		r.DueAt, r.Period = time.UnixMilli(due), time.Duration(period)*time.Millisecond
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read reminders: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error) {
+	var (
+		res sql.Result
+		err error
+	)
+	if next.IsZero() {
+		res, err = s.db.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $2 AND version = $3`, grain, name, version)
+	} else {
+		res, err = s.db.ExecContext(ctx, `UPDATE reminders SET due_at_ms = $1, version = version + 1 WHERE grain = $2 AND name = $3 AND version = $4`,
+			next.UnixMilli(), grain, name, version)
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: complete reminder %s/%s: %w", grain, name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: complete reminder %s/%s: %w", grain, name, err)
+	}
+	return n > 0, nil
+}
