@@ -37,13 +37,13 @@ const (
 
 // Seed constants (executor-behaviour.md §5).
 const (
-	DefaultSessionTimeout = 5 * time.Minute                              // SESSION_TIMEOUT_MS
-	DefaultPausedLease    = 4 * time.Minute                              // PAUSED_EXECUTION_LEASE_MS
-	DefaultRunningLease   = 4 * time.Minute                              // RUNNING_EXECUTION_LEASE_MS
-	DefaultMaxPausedIdle  = DefaultSessionTimeout + DefaultPausedLease   // 9 min, MAX_PAUSED_SESSION_IDLE_MS
-	DefaultSSEMaxAge      = 30 * time.Minute                             // SSE_MAX_AGE_MS
-	DefaultMaxRunningIdle = DefaultSessionTimeout + DefaultSSEMaxAge     // 35 min, MAX_RUNNING_SESSION_IDLE_MS
-	minLease              = time.Millisecond                             // the seed's max(1, …) in ms
+	DefaultSessionTimeout = 5 * time.Minute                            // SESSION_TIMEOUT_MS
+	DefaultPausedLease    = 4 * time.Minute                            // PAUSED_EXECUTION_LEASE_MS
+	DefaultRunningLease   = 4 * time.Minute                            // RUNNING_EXECUTION_LEASE_MS
+	DefaultMaxPausedIdle  = DefaultSessionTimeout + DefaultPausedLease // 9 min, MAX_PAUSED_SESSION_IDLE_MS
+	DefaultSSEMaxAge      = 30 * time.Minute                           // SSE_MAX_AGE_MS
+	DefaultMaxRunningIdle = DefaultSessionTimeout + DefaultSSEMaxAge   // 35 min, MAX_RUNNING_SESSION_IDLE_MS
+	minLease              = time.Millisecond                           // the seed's max(1, …) in ms
 )
 
 // Policy holds the thresholds. The zero value is not useful; start from
