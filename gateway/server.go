@@ -48,6 +48,7 @@ func NewHandler(o Options) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
 	if o.EnableProbe {
 		mux.HandleFunc("POST /debug/probe/{id}", func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) })
+		mux.HandleFunc("POST /debug/probe/{id}/reminders", func(w http.ResponseWriter, r *http.Request) { probeRemindHandler(w, r, o) })
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
@@ -117,6 +118,45 @@ func probeHandler(w http.ResponseWriter, r *http.Request, o Options) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"node": st.GetNode(), "epoch": st.GetEpoch(), "count": st.GetCount(), "served": st.GetServed(), "via": o.Node.ID()})
+}
+
+// probeRemindBody is the JSON body of POST /debug/probe/{id}/reminders.
+type probeRemindBody struct {
+	Reminders []struct {
+		Name     string `json:"name"`
+		DueAtMs  int64  `json:"due_at_ms"`
+		PeriodMs int64  `json:"period_ms"`
+	} `json:"reminders"`
+}
+
+func probeRemindHandler(w http.ResponseWriter, r *http.Request, o Options) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 256 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "probe id must be 1-256 characters"})
+		return
+	}
+	var body probeRemindBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid body: " + err.Error()})
+		return
+	}
+	msg := &pb.ProbeRemind{}
+	for _, rem := range body.Reminders {
+		msg.Reminders = append(msg.Reminders, &pb.ProbeReminder{Name: rem.Name, DueAtMs: rem.DueAtMs, PeriodMs: rem.PeriodMs})
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := o.Node.Request(ctx, probe.KindName, id, msg); err != nil {
+		status := http.StatusServiceUnavailable
+		if ge, ok := grain.AsError(err); ok && ge.Code == pb.GrainError_CODE_REJECTED {
+			status = http.StatusBadRequest
+		}
+		writeJSON(w, status, map[string]any{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"registered": len(msg.Reminders)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

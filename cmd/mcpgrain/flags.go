@@ -25,7 +25,7 @@ type common struct {
 	http, grpc, bind, advertise, nodeID string
 	logLevel, logFormat                 string
 	enableProbe                         bool
-	probeIdle                           time.Duration
+	probeIdle, reminderPoll             time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
@@ -38,6 +38,7 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} (smoke tests)")
 	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")
+	fs.DurationVar(&c.reminderPoll, "reminder-poll", time.Second, "how often durable reminders are scanned (reminders due sooner are armed in memory)")
 }
 
 func (c *common) validate() error {
@@ -61,6 +62,9 @@ func (c *common) validate() error {
 	}
 	if c.probeIdle < 0 {
 		return fmt.Errorf("%w: --probe-idle must not be negative", errUsage)
+	}
+	if c.reminderPoll < 10*time.Millisecond {
+		return fmt.Errorf("%w: --reminder-poll must be at least 10ms", errUsage)
 	}
 	return nil
 }

@@ -78,13 +78,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func (c *common) appConfig(stderr io.Writer) app.Config {
 	return app.Config{
-		NodeID:      c.nodeID,
-		Bind:        c.bind,
-		Advertise:   c.advertise,
-		HTTP:        c.http,
-		GRPC:        c.grpc,
-		EnableProbe: c.enableProbe,
-		ProbeIdle:   c.probeIdle,
-		Logger:      c.logger(stderr),
+		NodeID:       c.nodeID,
+		Bind:         c.bind,
+		Advertise:    c.advertise,
+		HTTP:         c.http,
+		GRPC:         c.grpc,
+		EnableProbe:  c.enableProbe,
+		ProbeIdle:    c.probeIdle,
+		ReminderPoll: c.reminderPoll,
+		Logger:       c.logger(stderr),
 	}
 }

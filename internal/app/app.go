@@ -56,6 +56,8 @@ type Config struct {
 	EnableProbe bool
 	// ProbeIdle passivates idle probe grains after this long (0: never).
 	ProbeIdle time.Duration
+	// ReminderPoll is the reminder scan interval (default 1s).
+	ReminderPoll time.Duration
 	// JoinTimeout bounds joining the cluster at startup (default 30s).
 	JoinTimeout time.Duration
 	// ShutdownTimeout bounds a graceful stop.
@@ -142,6 +144,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		Registerer:    reg,
 		Meta:          map[string]string{"http": httpLn.Addr().String()},
 		JoinTimeout:   cfg.JoinTimeout,
+		Reminders:     cluster.ReminderOptions{PollInterval: cfg.ReminderPoll},
 	})
 	if err != nil {
 		return err

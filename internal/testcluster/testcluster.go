@@ -468,6 +468,35 @@ func (n *Node) Probe(ctx context.Context, id string, delta int64) (ProbeResult, 
 	return r, nil
 }
 
+// ReminderSpec is one reminder for [Node.Remind].
+type ReminderSpec struct {
+	Name     string `json:"name"`
+	DueAtMs  int64  `json:"due_at_ms"`
+	PeriodMs int64  `json:"period_ms"`
+}
+
+// Remind makes the probe grain id register reminders, through this node.
+func (n *Node) Remind(ctx context.Context, id string, rs []ReminderSpec) error {
+	body, err := json.Marshal(map[string]any{"reminders": rs})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://%s/debug/probe/%s/reminders", n.HTTP, id), strings.NewReader(string(body)))
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("remind %s via %s: status %d: %s", id, n.ID, resp.StatusCode, b)
+	}
+	return nil
+}
+
 // Metric returns the sum of the node's metric samples whose exposition line
 // starts with prefix (a name, optionally with labels), and whether any did.
 func (n *Node) Metric(prefix string) (float64, bool) {
