@@ -205,7 +205,7 @@ func (s *Service) Register(ctx context.Context, kind, identity string, epoch uin
 	horizon := s.cfg.Clock.Now().Add(s.cfg.Lookahead)
 	for _, r := range stored {
 		for _, n := range norm {
-			if n.Name == r.Name && !r.DueAt.After(horizon) && s.cfg.Owns(kind, identity) {
+			if n.Name == r.Name && !r.DueAt.After(horizon) {
 				s.scheduleLocked(r)
 			}
 		}
@@ -345,14 +345,24 @@ func (s *Service) applyLocked(rows []store.Reminder, seq uint64, now time.Time) 
 	s.metrics.scheduled.Set(float64(len(s.scheduled)))
 }
 
-// scheduleLocked arms r unless the same version is already armed or in flight.
+// scheduleLocked arms r if this node owns its grain, unless the same or a
+// newer version is already armed or in flight.
 func (s *Service) scheduleLocked(r store.Reminder) {
 	k := key{r.Grain, r.Name}
+	if kind, id, ok := SplitKey(r.Grain); !ok || !s.cfg.Owns(kind, id) {
+		return
+	}
 	if e, ok := s.scheduled[k]; ok {
-		if e.inflight || (e.r.Version == r.Version && e.r.DueAt.Equal(r.DueAt)) || e.r.Version > r.Version {
+		// Keep what is armed unless r replaces it (a newer version). A
+		// newer version may arrive while the old one is being delivered
+		// (the grain re-arms from its handler); the old delivery then
+		// neither completes nor disarms it.
+		if r.Version <= e.r.Version {
 			return
 		}
-		e.timer.Stop()
+		if !e.inflight {
+			e.timer.Stop()
+		}
 	}
 	e := &entry{r: r, seq: s.pollSeq}
 	if delay := r.DueAt.Sub(s.cfg.Clock.Now()); delay > 0 {

@@ -1,0 +1,175 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/residency"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// KindName is the session grain kind.
+const KindName = "session"
+
+// Reminder names a session uses.
+const (
+	ReminderIdle     = "idle"
+	ReminderExpiry   = "expiry"
+	reminderApproval = "approval:"
+)
+
+// DefaultSessionTTL ends a session this long after its last activity.
+const DefaultSessionTTL = 30 * 24 * time.Hour
+
+// Config configures the session grains of one node.
+type Config struct {
+	// Builder builds session runtimes (required).
+	Builder Builder
+	// Policy is the idle policy. Zero: alarm.DefaultPolicy().
+	Policy alarm.Policy
+	// SessionTTL ends (tombstones) a session idle this long. Default 30 days.
+	SessionTTL time.Duration
+	// Residency is the node's soft cap and eviction grace (defaults 32, 15s).
+	Residency residency.Config
+	// Evict sends RequestCapEviction to a session on this node without
+	// waiting for it (required). cluster.Node.Request in a goroutine does.
+	Evict func(ctx context.Context, sessionID string) (evicted bool, err error)
+	// Clock is the time source. Default the system clock.
+	Clock clock.Clock
+	// CloseTimeout bounds Runtime.Close. Default 10s.
+	CloseTimeout time.Duration
+	// Logger logs lifecycle events. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the session metrics (with the node label added
+	// by the caller). Default: a private registry.
+	Registerer prometheus.Registerer
+}
+
+// Host holds what the session grains of one node share: the residency
+// registry, the runtime builder, the policy and the metrics (the seed's
+// isolate-scoped module state).
+type Host struct {
+	cfg      Config
+	registry *residency.Registry
+	metrics  *metrics
+	log      *slog.Logger
+
+	mu        sync.Mutex
+	residents map[string]*resident // for gauges
+}
+
+// resident is what the node knows of one resident runtime.
+type resident struct {
+	rt     Runtime
+	leases atomic.Int32
+}
+
+func (r *resident) canEvict() bool {
+	return r.leases.Load() == 0 && r.rt.ActiveStreams() == 0 && r.rt.PausedExecutions() == 0 && r.rt.RunningExecutions() == 0
+}
+
+// NewHost returns the session host of a node.
+func NewHost(cfg Config) (*Host, error) {
+	if cfg.Builder == nil || cfg.Evict == nil {
+		return nil, errors.New("session: Config.Builder and Config.Evict are required")
+	}
+	if cfg.Policy == (alarm.Policy{}) {
+		cfg.Policy = alarm.DefaultPolicy()
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if err := cfg.Residency.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.CloseTimeout <= 0 {
+		cfg.CloseTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	h := &Host{cfg: cfg, registry: residency.New(cfg.Residency), log: cfg.Logger, residents: map[string]*resident{}}
+	h.metrics = newMetrics(cfg.Registerer, h)
+	return h, nil
+}
+
+// Kind returns the session grain kind to register on the node.
+func (h *Host) Kind() grain.Kind {
+	return grain.Kind{
+		Name: KindName,
+		New:  func(id string) grain.Grain { return &session{h: h, id: id, leases: map[string]*lease{}} },
+		// Sessions passivate from their idle reminder, never on a timer.
+	}
+}
+
+// Registry exposes the node's residency registry (tests, debugging).
+func (h *Host) Registry() *residency.Registry { return h.registry }
+
+type countsView struct {
+	residency.Counts
+	Streams, Paused, Running, Leases int
+}
+
+func (h *Host) counts() countsView {
+	c := countsView{Counts: h.registry.Counts(h.cfg.Clock.Now())}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.residents {
+		c.Streams += r.rt.ActiveStreams()
+		c.Paused += r.rt.PausedExecutions()
+		c.Running += r.rt.RunningExecutions()
+		c.Leases += int(r.leases.Load())
+	}
+	return c
+}
+
+func (h *Host) addResident(id string, r *resident) {
+	h.mu.Lock()
+	h.residents[id] = r
+	h.mu.Unlock()
+}
+
+func (h *Host) removeResident(id string) {
+	h.mu.Lock()
+	delete(h.residents, id)
+	h.mu.Unlock()
+}
+
+// requestEviction asks the candidate to evict itself, without blocking the
+// cold build that chose it. A failure leaves it registered; the registry's
+// grace window makes the next admission pick another candidate.
+func (h *Host) requestEviction(id string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		evicted, err := h.cfg.Evict(ctx, id)
+		switch {
+		case err != nil:
+			h.metrics.evictReqs.WithLabelValues("failed").Inc()
+			h.log.Warn("mcp_session_cap_eviction_request_failed", "session", id, "err", err)
+		case evicted:
+			h.metrics.evictReqs.WithLabelValues("evicted").Inc()
+		default:
+			h.metrics.evictReqs.WithLabelValues("declined").Inc()
+		}
+	}()
+}
+
+func principalEqual(a, b *pb.Principal) bool {
+	return a.GetUser() == b.GetUser() && a.GetOrg() == b.GetOrg()
+}

@@ -1,0 +1,315 @@
+package session_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// shortPolicy is the seed's e2e timing shape (3 s / 6 s) scaled to minutes
+// so the fake clock drives it.
+func shortPolicy() alarm.Policy {
+	p := alarm.DefaultPolicy()
+	p.SessionTimeout, p.PausedLease, p.MaxPausedIdle = 3*time.Minute, 4*time.Minute, 6*time.Minute
+	p.RunningLease, p.MaxRunningIdle = 4*time.Minute, 10*time.Minute
+	return p
+}
+
+func TestAccessChecksPrincipalAndExistence(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	if r := e.access("nope", alice); r.GetStatus() != pb.SessionReply_STATUS_NOT_FOUND {
+		t.Fatalf("unknown session: %v", r.GetStatus())
+	}
+	e.create("s1")
+	if r := e.do("s1", &pb.SessionCreate{Principal: bob}).(*pb.SessionReply); r.GetStatus() != pb.SessionReply_STATUS_EXISTS {
+		t.Fatalf("create over an existing id: %v", r.GetStatus())
+	}
+	if r := e.access("s1", bob); r.GetStatus() != pb.SessionReply_STATUS_FORBIDDEN {
+		t.Fatalf("other principal: %v", r.GetStatus())
+	}
+	if r := e.do("s1", &pb.SessionDelete{Principal: bob}).(*pb.SessionReply); r.GetStatus() != pb.SessionReply_STATUS_FORBIDDEN {
+		t.Fatalf("other principal delete: %v", r.GetStatus())
+	}
+	if r := e.access("s1", &pb.Principal{User: "alice", Org: "other"}); r.GetStatus() != pb.SessionReply_STATUS_FORBIDDEN {
+		t.Fatalf("same user, other org: %v", r.GetStatus())
+	}
+	if r := e.access("s1", alice); r.GetStatus() != pb.SessionReply_STATUS_OK || r.GetRestored() {
+		t.Fatalf("owner: %+v", r)
+	}
+}
+
+func TestIdleRuntimePassivatesKeepsRecordAndRestores(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	first := e.rt("s1")
+	e.clk.Advance(2 * time.Minute)
+	e.access("s1", alice) // activity at t0+2m: the idle reminder re-arms, no dispose
+	e.clk.Advance(time.Minute)
+	eventually(t, "idle reminder re-armed from in-memory activity", func() bool {
+		sn := e.inspect("s1")
+		return sn.GetResident() && e.metric("mcpgrain_reminders_fired_total", nil) >= 1
+	})
+	if e.disposals("idle") != 0 {
+		t.Fatal("disposed although active within the timeout")
+	}
+	e.clk.Advance(2 * time.Minute) // t0+5m: idle 3m since t0+2m
+	eventually(t, "idle disposal", func() bool { return e.disposals("idle") == 1 })
+	if first.closes.Load() != 1 || e.resident() != 0 {
+		t.Fatalf("closes %d resident %d", first.closes.Load(), e.resident())
+	}
+	rec, err := e.st.Load(t.Context(), "session/s1")
+	if err != nil || len(rec.Record) == 0 {
+		t.Fatalf("record after passivation: %v", err)
+	}
+	sn := e.inspect("s1")
+	if !sn.GetExists() || sn.GetResident() || sn.GetEnded() != "" {
+		t.Fatalf("after idle passivation: %+v", sn)
+	}
+	for _, r := range sn.GetReminders() {
+		if r == "idle" {
+			t.Fatal("idle reminder kept after disposal")
+		}
+	}
+	r := e.access("s1", alice)
+	if r.GetStatus() != pb.SessionReply_STATUS_OK || !r.GetRestored() || e.buildCount("s1") != 2 {
+		t.Fatalf("restore after passivation: %+v builds %d", r, e.buildCount("s1"))
+	}
+}
+
+func TestPausedExecutionExtendsLeaseUpToMaxPausedIdle(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	e.rt("s1").paused.Store(1)
+	e.clk.Advance(3 * time.Minute) // idle == timeout, paused → extend min(4m, 6m-3m) = 3m
+	eventually(t, "paused lease extension", func() bool { return e.metric("mcpgrain_reminders_fired_total", nil) == 1 })
+	if e.disposals("idle") != 0 || !e.inspect("s1").GetResident() {
+		t.Fatal("disposed a session with a paused execution before max paused idle")
+	}
+	e.clk.Advance(3 * time.Minute) // idle 6m == max paused idle → destroy
+	eventually(t, "disposal at max paused idle", func() bool { return e.disposals("idle") == 1 })
+}
+
+func TestOpenStreamExtendsRunningLeaseThenDisposes(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	e.rt("s1").streams.Store(1)
+	e.clk.Advance(3 * time.Minute)
+	eventually(t, "running lease extension", func() bool { return e.metric("mcpgrain_reminders_fired_total", nil) == 1 })
+	e.clk.Advance(4 * time.Minute) // idle 7m < 10m: extend min(4m, 3m)
+	eventually(t, "second extension", func() bool { return e.metric("mcpgrain_reminders_fired_total", nil) == 2 })
+	if e.disposals("idle") != 0 {
+		t.Fatal("disposed while streaming before max running idle")
+	}
+	e.clk.Advance(3 * time.Minute) // idle 10m == max running idle
+	eventually(t, "disposal at max running idle", func() bool { return e.disposals("idle") == 1 })
+}
+
+func TestExpiryAndDeleteEndTheSession(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("gone")
+	e.create("kept")
+	r := e.do("gone", &pb.SessionDelete{Principal: alice}).(*pb.SessionReply)
+	if r.GetStatus() != pb.SessionReply_STATUS_OK || e.disposals("delete") != 1 {
+		t.Fatalf("delete: %v, disposals %v", r.GetStatus(), e.disposals("delete"))
+	}
+	if r := e.access("gone", alice); r.GetStatus() != pb.SessionReply_STATUS_ENDED {
+		t.Fatalf("after delete: %v", r.GetStatus())
+	}
+	if sn := e.inspect("gone"); sn.GetEnded() != "deleted" || len(sn.GetReminders()) != 0 || sn.GetResident() {
+		t.Fatalf("deleted session: %+v", sn)
+	}
+	// "kept" goes idle (passivated, record kept), then expires after the TTL.
+	e.clk.Advance(3 * time.Minute)
+	eventually(t, "idle passivation", func() bool { return e.disposals("idle") == 1 })
+	e.clk.Advance(24 * time.Hour)
+	eventually(t, "expiry", func() bool { return e.inspect("kept").GetEnded() == "expired" })
+	if r := e.access("kept", alice); r.GetStatus() != pb.SessionReply_STATUS_ENDED {
+		t.Fatalf("after expiry: %v", r.GetStatus())
+	}
+	if e.buildCount("kept") != 1 {
+		t.Fatal("expiry rebuilt the runtime of a passivated session")
+	}
+}
+
+func TestExpiryCountsActivityThatHappenedMeanwhile(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	e.clk.Advance(23 * time.Hour)
+	e.access("s1", alice) // restores (it went idle) and is active again at t0+23h
+	e.clk.Advance(2 * time.Hour) // the expiry reminder (t0+24h) fires: not expired, re-armed
+	eventually(t, "expiry re-armed", func() bool {
+		sn := e.inspect("s1")
+		return sn.GetEnded() == "" && e.metric("mcpgrain_reminders_fired_total", nil) >= 2
+	})
+	if sn := e.inspect("s1"); sn.GetEnded() != "" {
+		t.Fatalf("expired despite activity: %+v", sn)
+	}
+}
+
+// Seed cases 26/28/29: cap 2 with A older than B: C's build evicts A, B
+// survives, count stays 2; A restores on its next request; a repeated
+// eviction request is a no-op with no double decrement.
+func TestCapEvictsLeastRecentlyActiveAndItRestores(t *testing.T) {
+	e := newEnv(t, 2, shortPolicy())
+	e.create("A")
+	e.clk.Advance(time.Second)
+	e.create("B")
+	e.clk.Advance(time.Second)
+	e.create("C")
+	eventually(t, "cap eviction of A", func() bool { return e.disposals("cap") == 1 })
+	if e.resident() != 2 || e.inspect("A").GetResident() || !e.inspect("B").GetResident() || !e.inspect("C").GetResident() {
+		t.Fatalf("resident %d; A %v B %v C %v", e.resident(), e.inspect("A").GetResident(), e.inspect("B").GetResident(), e.inspect("C").GetResident())
+	}
+	again := e.do("A", &pb.RequestCapEviction{}).(*pb.CapEvictionReply)
+	if again.GetEvicted() || e.resident() != 2 || e.disposals("cap") != 1 {
+		t.Fatalf("repeat eviction: evicted=%v resident %d", again.GetEvicted(), e.resident())
+	}
+	if r := e.access("A", alice); !r.GetRestored() || e.buildCount("A") != 2 {
+		t.Fatalf("evicted session did not restore: %+v", r)
+	}
+	if e.metric("mcpgrain_resident_runtimes_peak", nil) < 3 {
+		t.Fatalf("peak %v: C's build ran while A was still resident", e.metric("mcpgrain_resident_runtimes_peak", nil))
+	}
+}
+
+// Seed case 27: a streaming resident is never evicted; the new build
+// proceeds over the cap and the overflow is counted.
+func TestPinnedResidentIsNeverEvictedAndOverflowIsCounted(t *testing.T) {
+	e := newEnv(t, 1, shortPolicy())
+	e.create("A")
+	e.rt("A").streams.Store(1)
+	e.create("B")
+	if e.metric("mcpgrain_cap_overflow_total", nil) != 1 || e.resident() != 2 {
+		t.Fatalf("overflow %v resident %d", e.metric("mcpgrain_cap_overflow_total", nil), e.resident())
+	}
+	if r := e.do("A", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); r.GetEvicted() {
+		t.Fatal("a streaming session accepted a cap eviction")
+	}
+	if e.metric("mcpgrain_resident_pinned", nil) != 1 || e.metric("mcpgrain_active_streams", nil) != 1 {
+		t.Fatal("pinned/streams gauges wrong")
+	}
+}
+
+// Seed case 30: an in-flight reservation counts toward the cap.
+func TestInFlightBuildCountsTowardTheCap(t *testing.T) {
+	e := newEnv(t, 2, shortPolicy())
+	e.create("A")
+	gate := make(chan struct{})
+	e.mu.Lock()
+	e.gate["B"] = gate
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { defer close(done); e.create("B") }()
+	eventually(t, "B's build slot reserved", func() bool { return e.metric("mcpgrain_in_flight_cold_builds", nil) == 1 })
+	e.create("C") // resident 1 + in flight 1 >= 2: evicts A
+	eventually(t, "A evicted", func() bool { return e.disposals("cap") == 1 })
+	close(gate)
+	<-done
+	if e.metric("mcpgrain_in_flight_cold_builds", nil) != 0 || e.resident() != 2 {
+		t.Fatalf("in flight %v resident %d", e.metric("mcpgrain_in_flight_cold_builds", nil), e.resident())
+	}
+}
+
+// Seed cases 31/32: a failed build releases its reservation and a later
+// admission under the cap evicts nothing.
+func TestFailedBuildReleasesItsSlot(t *testing.T) {
+	e := newEnv(t, 2, shortPolicy())
+	e.create("A")
+	e.mu.Lock()
+	e.fail["B"] = true
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	r, err := e.node.Request(ctx, "session", "B", &pb.SessionCreate{Principal: alice})
+	if err == nil {
+		t.Fatalf("create with a failing build: %v", r)
+	}
+	if sn := e.inspect("B"); sn.GetExists() {
+		t.Fatal("a session whose runtime failed to build was created")
+	}
+	if e.metric("mcpgrain_in_flight_cold_builds", nil) != 0 {
+		t.Fatal("failed build kept its slot")
+	}
+	e.create("C")
+	if e.disposals("cap") != 0 {
+		t.Fatal("an admission under the cap evicted")
+	}
+}
+
+// Seed case 33/34: a request that lands mid-disposal waits for the teardown
+// (Close runs once, is not cut short) and then rebuilds a fresh runtime.
+func TestRequestDuringDisposalWaitsAndRebuilds(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.closeGate = make(chan struct{})
+	e.create("s1")
+	first := e.rt("s1")
+	e.clk.Advance(3 * time.Minute) // idle reminder → disposal blocks in Close
+	<-first.closing
+	result := make(chan *pb.SessionReply)
+	go func() { result <- e.access("s1", alice) }()
+	select {
+	case r := <-result:
+		t.Fatalf("request overtook the disposal: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(e.closeGate)
+	r := <-result
+	if !r.GetRestored() || e.buildCount("s1") != 2 || first.closes.Load() != 1 {
+		t.Fatalf("after disposal: %+v builds %d closes %d", r, e.buildCount("s1"), first.closes.Load())
+	}
+}
+
+// Seed case 35: concurrent disposal triggers (idle reminder and cap
+// eviction) close the runtime once.
+func TestConcurrentDisposalsCloseOnce(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	rt := e.rt("s1")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); e.do("s1", &pb.RequestCapEviction{}) }()
+	e.clk.Advance(3 * time.Minute)
+	wg.Wait()
+	eventually(t, "one disposal", func() bool { return e.disposals("cap")+e.disposals("idle") == 1 })
+	if rt.closes.Load() != 1 {
+		t.Fatalf("runtime closed %d times", rt.closes.Load())
+	}
+}
+
+func TestApprovalLeaseAutoDeclinesAtDeadline(t *testing.T) {
+	e := newEnv(t, 1, shortPolicy())
+	e.create("s1")
+	rt := e.rt("s1")
+	rt.hooks.Paused("exec-1", t0.Add(4*time.Minute))
+	rt.hooks.Paused("exec-2", t0.Add(4*time.Minute))
+	eventually(t, "leases taken", func() bool { return len(e.inspect("s1").GetLeases()) == 2 })
+	rt.hooks.Resuming("exec-2") // a decision arrived for exec-2: no auto-decline
+	if r := e.do("s1", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); r.GetEvicted() {
+		t.Fatal("a session with approval leases was evicted")
+	}
+	e.clk.Advance(4 * time.Minute)
+	eventually(t, "auto-decline", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.resolved["exec-1"] != nil
+	})
+	rt.mu.Lock()
+	d, other := rt.resolved["exec-1"], rt.resolved["exec-2"]
+	rt.mu.Unlock()
+	if d.GetAction() != "decline" || d.GetReason() != "approval_timeout" || other != nil {
+		t.Fatalf("decisions: exec-1 %+v exec-2 %+v", d, other)
+	}
+	if e.metric("mcpgrain_approvals_total", map[string]string{"outcome": "timeout"}) != 1 {
+		t.Fatal("timeout not counted")
+	}
+	rt.hooks.Settled("exec-1")
+	rt.hooks.Settled("exec-2")
+	eventually(t, "leases released", func() bool { return len(e.inspect("s1").GetLeases()) == 0 })
+	if e.metric("mcpgrain_approval_leases", nil) != 0 {
+		t.Fatal("lease gauge not back to 0")
+	}
+}

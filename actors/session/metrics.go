@@ -1,0 +1,63 @@
+package session
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	disposals   *prometheus.CounterVec
+	overflow    prometheus.Counter
+	activations prometheus.Counter
+	restore     prometheus.Histogram
+	approvals   *prometheus.CounterVec
+	evictReqs   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
+	m := &metrics{
+		disposals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_runtime_disposals_total",
+			Help: "Session runtimes disposed, by reason: idle (idle reminder, seed destroy_idle_session), cap (residency cap eviction), delete, expired, ownership_lost, rebalance, shutdown.",
+		}, []string{"reason"}),
+		overflow: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_cap_overflow_total",
+			Help: "Cold builds that proceeded over the residency soft cap because nothing was evictable (seed: mcp.isolate.cap_overflow).",
+		}),
+		activations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_session_activations_total",
+			Help: "Session runtimes built (first use or cold restore after passivation).",
+		}),
+		restore: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mcpgrain_session_restore_seconds",
+			Help:    "Time to build a session runtime from its record (cold restore).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_approvals_total",
+			Help: "Approval decisions applied, by outcome (accept, decline, cancel, timeout).",
+		}, []string{"outcome"}),
+		evictReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_cap_eviction_requests_total",
+			Help: "RequestCapEviction messages sent to least-recently-active sessions, by result (evicted, declined, failed).",
+		}, []string{"result"}),
+	}
+	counts := func(f func(c countsView) float64) func() float64 {
+		return func() float64 { return f(h.counts()) }
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs,
+		gauge("mcpgrain_resident_runtimes", "Session runtimes resident on this node (seed: mcp.isolate.resident_runtimes).", counts(func(c countsView) float64 { return float64(c.Resident) })),
+		gauge("mcpgrain_resident_runtimes_peak", "Peak resident session runtimes since the node started.", counts(func(c countsView) float64 { return float64(c.Peak) })),
+		gauge("mcpgrain_resident_evictable", "Resident runtimes that could be evicted now (no streams, nothing paused or running).", counts(func(c countsView) float64 { return float64(c.Evictable) })),
+		gauge("mcpgrain_resident_pinned", "Resident runtimes pinned by open streams or executions.", counts(func(c countsView) float64 { return float64(c.Pinned) })),
+		gauge("mcpgrain_resident_eviction_pending", "Resident runtimes asked to evict within the grace window.", counts(func(c countsView) float64 { return float64(c.EvictionPending) })),
+		gauge("mcpgrain_in_flight_cold_builds", "Session runtimes being built now (reserved build slots).", counts(func(c countsView) float64 { return float64(c.InFlightBuilds) })),
+		gauge("mcpgrain_active_streams", "Open response streams across resident sessions.", counts(func(c countsView) float64 { return float64(c.Streams) })),
+		gauge("mcpgrain_paused_executions", "Executions paused for approval across resident sessions.", counts(func(c countsView) float64 { return float64(c.Paused) })),
+		gauge("mcpgrain_running_executions", "Executions running across resident sessions.", counts(func(c countsView) float64 { return float64(c.Running) })),
+		gauge("mcpgrain_approval_leases", "Pending approval leases (paused executions keeping their session resident).", counts(func(c countsView) float64 { return float64(c.Leases) })),
+	)
+	return m
+}

@@ -1,0 +1,74 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Runtime is a session's in-memory, rebuildable part: for MCP sessions, the
+// go-sdk server and its transport; in tests, a fake. The session grain
+// builds it on demand from the durable record, counts what it has in flight
+// to decide when it may be disposed, and closes it on passivation.
+//
+// The count methods are called from other goroutines (the node's residency
+// registry, metrics scrapes); they must be cheap and safe for concurrent use.
+type Runtime interface {
+	// ActiveStreams is the number of open response streams.
+	ActiveStreams() int
+	// PausedExecutions is the number of executions paused for approval.
+	PausedExecutions() int
+	// RunningExecutions is the number of executions still running.
+	RunningExecutions() int
+	// Close releases the runtime. It is called at most once, after the
+	// session stopped counting the runtime as initialized; ctx bounds it.
+	Close(ctx context.Context) error
+}
+
+// ApprovalResolver is implemented by runtimes that can be told an approval
+// decision (the timeout's auto-decline, or a human's decision).
+type ApprovalResolver interface {
+	ResolveApproval(execID string, d *pb.ApprovalDecision)
+}
+
+// Builder builds runtimes (a cold build: on first use and after every
+// passivation).
+type Builder interface {
+	Build(ctx context.Context, in BuildInput) (Runtime, error)
+}
+
+// BuilderFunc adapts a function to [Builder].
+type BuilderFunc func(ctx context.Context, in BuildInput) (Runtime, error)
+
+// Build implements [Builder].
+func (f BuilderFunc) Build(ctx context.Context, in BuildInput) (Runtime, error) { return f(ctx, in) }
+
+// BuildInput is what a runtime is built from.
+type BuildInput struct {
+	// SessionID is the session's id.
+	SessionID string
+	// Principal owns the session.
+	Principal *pb.Principal
+	// State is the runtime state stored in the session record.
+	State []byte
+	// Leases reports the lifecycle of paused executions to the session
+	// (safe to call from any goroutine).
+	Leases LeaseHooks
+}
+
+// LeaseHooks are the seed's PausedExecutionHooks: the runtime reports
+// paused executions so the session keeps itself resident for the approval
+// window and auto-declines when it lapses. Safe to call from any goroutine;
+// calls after the runtime was closed are ignored.
+type LeaseHooks interface {
+	// Paused: execution execID waits for approval until deadline. The
+	// session takes a lease (keeps the runtime resident) and arms the
+	// durable reminder approval:<execID> at the deadline.
+	Paused(execID string, deadline time.Time)
+	// Resuming: a decision arrived and the execution resumes; the deadline
+	// no longer applies.
+	Resuming(execID string)
+	// Settled: the execution finished; the lease and its reminder go.
+	Settled(execID string)
+}

@@ -1,0 +1,539 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Disposal reasons (label values of mcpgrain_runtime_disposals_total).
+const (
+	DisposeIdle          = "idle"
+	DisposeCap           = "cap"
+	DisposeDelete        = "delete"
+	DisposeExpired       = "expired"
+	DisposeOwnershipLost = "ownership_lost"
+	DisposeRebalance     = "rebalance"
+	DisposeShutdown      = "shutdown"
+)
+
+// session is one session grain activation. All methods run in the grain's
+// actor, one message at a time; runtime goroutines reach it only through
+// local messages (leaseMsg).
+type session struct {
+	h  *Host
+	id string
+
+	rec      *pb.SessionRecord // nil: no such session
+	rt       Runtime           // nil: not initialized (passivated or never built)
+	res      *resident
+	last     time.Time // in-memory last activity
+	leases   map[string]*lease
+	ended    bool
+	hooks    *hooks
+	idleDue  time.Time // due time of the armed idle reminder (zero: none)
+	persists time.Time // last activity as persisted in the record
+}
+
+type lease struct {
+	deadline time.Time
+	resuming bool
+}
+
+// hooks is the LeaseHooks handed to one runtime; it forwards to the actor
+// and goes quiet once that runtime is disposed.
+type hooks struct {
+	system *actor.ActorSystem
+	self   *actor.PID
+	closed chan struct{}
+}
+
+type leaseMsg struct {
+	h        *hooks
+	op       string // paused | resuming | settled
+	execID   string
+	deadline time.Time
+}
+
+func (h *hooks) send(m *leaseMsg) {
+	select {
+	case <-h.closed:
+		return
+	default:
+	}
+	m.h = h
+	h.system.Root.Send(h.self, m)
+}
+
+func (h *hooks) Paused(execID string, deadline time.Time) {
+	h.send(&leaseMsg{op: "paused", execID: execID, deadline: deadline})
+}
+func (h *hooks) Resuming(execID string) { h.send(&leaseMsg{op: "resuming", execID: execID}) }
+func (h *hooks) Settled(execID string)  { h.send(&leaseMsg{op: "settled", execID: execID}) }
+
+func (s *session) now() time.Time { return s.h.cfg.Clock.Now() }
+
+func (s *session) Activate(_ context.Context, g grain.Context, record []byte) error {
+	if record == nil {
+		return nil
+	}
+	rec := &pb.SessionRecord{}
+	if err := proto.Unmarshal(record, rec); err != nil {
+		return fmt.Errorf("session %s: decode record: %w", s.id, err)
+	}
+	s.rec, s.ended = rec, rec.GetTombstone() != nil
+	s.last = time.UnixMilli(rec.GetLastActivityMs())
+	s.persists = s.last
+	return nil
+}
+
+func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
+	switch m := msg.(type) {
+	case *pb.SessionCreate:
+		return s.create(ctx, g, m)
+	case *pb.SessionAccess:
+		return s.access(ctx, g, m.GetPrincipal())
+	case *pb.SessionDelete:
+		return s.delete(ctx, g, m.GetPrincipal())
+	case *pb.RequestCapEviction:
+		return &pb.CapEvictionReply{Evicted: s.capEviction(ctx, g)}, nil
+	case *pb.SessionInspect:
+		return s.snapshot(ctx, g), nil
+	default:
+		return nil, grain.Reject("session: unsupported request %T", msg)
+	}
+}
+
+func (s *session) reply(g grain.Context, st pb.SessionReply_Status, restored bool) *pb.SessionReply {
+	return &pb.SessionReply{Status: st, Restored: restored, Node: g.Node(), Epoch: g.Epoch()}
+}
+
+// check is validateMcpSessionOwner: ended, unknown or foreign sessions are
+// refused before anything is restored.
+func (s *session) check(p *pb.Principal) pb.SessionReply_Status {
+	switch {
+	case s.rec == nil:
+		return pb.SessionReply_STATUS_NOT_FOUND
+	case !principalEqual(s.rec.GetPrincipal(), p):
+		return pb.SessionReply_STATUS_FORBIDDEN
+	case s.ended:
+		return pb.SessionReply_STATUS_ENDED
+	}
+	return pb.SessionReply_STATUS_OK
+}
+
+func (s *session) create(ctx context.Context, g grain.Context, m *pb.SessionCreate) (proto.Message, error) {
+	if s.rec != nil {
+		return s.reply(g, pb.SessionReply_STATUS_EXISTS, false), nil
+	}
+	if m.GetPrincipal().GetUser() == "" {
+		return nil, grain.Reject("session: create needs a principal")
+	}
+	now := s.now()
+	rec := &pb.SessionRecord{Principal: m.GetPrincipal(), CreatedAtMs: now.UnixMilli(), LastActivityMs: now.UnixMilli(), RuntimeState: m.GetRuntimeState()}
+	// Build first: a session whose runtime cannot start is not created.
+	s.rec = rec
+	if _, err := s.ensureRuntime(ctx, g); err != nil {
+		s.rec = nil
+		return nil, err
+	}
+	if err := s.save(ctx, g, rec); err != nil {
+		s.dispose(ctx, g, DisposeShutdown)
+		s.rec = nil
+		return nil, err
+	}
+	if err := g.SetReminder(ctx, ReminderExpiry, now.Add(s.h.cfg.SessionTTL), 0); err != nil {
+		return nil, fmt.Errorf("session %s: arm expiry: %w", s.id, err)
+	}
+	return s.reply(g, pb.SessionReply_STATUS_OK, true), nil
+}
+
+func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
+	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
+		s.passivateIfIdle(g)
+		return s.reply(g, st, false), nil
+	}
+	restored, err := s.ensureRuntime(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	s.markActivity()
+	return s.reply(g, pb.SessionReply_STATUS_OK, restored), nil
+}
+
+func (s *session) delete(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
+	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
+		return s.reply(g, st, false), nil
+	}
+	if err := s.end(ctx, g, "deleted", DisposeDelete); err != nil {
+		return nil, err
+	}
+	return s.reply(g, pb.SessionReply_STATUS_OK, false), nil
+}
+
+// end tombstones the record, disposes the runtime, cancels every reminder
+// and passivates.
+func (s *session) end(ctx context.Context, g grain.Context, why, reason string) error {
+	rec := proto.Clone(s.rec).(*pb.SessionRecord)
+	rec.Tombstone = &pb.Tombstone{Reason: why, AtMs: s.now().UnixMilli()}
+	rec.LastActivityMs = s.last.UnixMilli()
+	if err := s.save(ctx, g, rec); err != nil {
+		return err
+	}
+	s.ended = true
+	s.dispose(ctx, g, reason)
+	names := []string{ReminderIdle, ReminderExpiry}
+	if rs, err := g.Reminders(ctx); err == nil {
+		for _, r := range rs {
+			if !slices.Contains(names, r.Name) {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	if err := g.CancelReminders(ctx, names...); err != nil {
+		s.h.log.Warn("session: cancel reminders of an ended session", "session", s.id, "err", err)
+	}
+	g.Passivate(grain.Reason(reason))
+	return nil
+}
+
+func (s *session) save(ctx context.Context, g grain.Context, rec *pb.SessionRecord) error {
+	b, err := proto.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("session %s: encode record: %w", s.id, err)
+	}
+	if err := g.Save(ctx, b); err != nil {
+		return fmt.Errorf("session %s: save: %w", s.id, err)
+	}
+	s.rec = rec
+	s.persists = time.UnixMilli(rec.GetLastActivityMs())
+	return nil
+}
+
+func (s *session) markActivity() {
+	s.last = s.now()
+	s.h.registry.Touch(s.id, s.last)
+}
+
+// ensureRuntime builds the runtime if it is not initialized (a cold build
+// or a restore after passivation). It reports whether it built one.
+func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, error) {
+	if s.rt != nil {
+		return false, nil
+	}
+	now := s.now()
+	adm := s.h.registry.Admit(now)
+	defer adm.Slot.Release() // exactly once: success, failure, panic, cancellation
+	if adm.Evict != "" {
+		s.h.requestEviction(adm.Evict)
+	}
+	if adm.Overflow {
+		s.h.metrics.overflow.Inc()
+		s.h.log.Info("session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
+	}
+	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
+	began := time.Now()
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Principal: s.rec.GetPrincipal(), State: s.rec.GetRuntimeState(), Leases: hk})
+	if err != nil {
+		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
+	}
+	s.h.metrics.restore.Observe(time.Since(began).Seconds())
+	s.h.metrics.activations.Inc()
+	s.rt, s.hooks = rt, hk
+	s.res = &resident{rt: rt}
+	s.h.registry.Register(residencyEntry(s.id, s.res), s.now())
+	s.h.addResident(s.id, s.res)
+	s.markActivity()
+	if err := s.armIdle(ctx, g, s.last.Add(s.h.cfg.Policy.SessionTimeout)); err != nil {
+		s.h.log.Warn("session: arm idle reminder", "session", s.id, "err", err)
+	}
+	return true, nil
+}
+
+func (s *session) armIdle(ctx context.Context, g grain.Context, due time.Time) error {
+	if err := g.SetReminder(ctx, ReminderIdle, due, 0); err != nil {
+		return err
+	}
+	s.idleDue = due
+	return nil
+}
+
+// dispose is the seed's closeRuntime: single-flight by construction (the
+// grain handles one message at a time, so a second trigger finds nothing to
+// dispose and a request that arrives meanwhile waits in the mailbox and
+// rebuilds), marks the runtime not initialized before closing it, releases
+// every approval lease and cancels the idle reminder (expiry stays), and
+// closes the runtime uninterruptibly (the close ignores the caller's
+// cancellation; only CloseTimeout bounds it).
+func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
+	rt := s.rt
+	if rt == nil {
+		return
+	}
+	s.rt, s.res = nil, nil
+	close(s.hooks.closed)
+	s.hooks = nil
+	s.h.registry.Release(s.id)
+	s.h.removeResident(s.id)
+	var names []string
+	if !s.idleDue.IsZero() {
+		names = append(names, ReminderIdle)
+		s.idleDue = time.Time{}
+	}
+	for id := range s.leases {
+		names = append(names, reminderApproval+id)
+	}
+	clear(s.leases)
+	if len(names) > 0 {
+		if err := g.CancelReminders(ctx, names...); err != nil {
+			s.h.log.Warn("session: cancel reminders on disposal", "session", s.id, "err", err)
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
+	defer cancel()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.h.log.Error("session: runtime close panicked", "session", s.id, "panic", r)
+			}
+		}()
+		if err := rt.Close(cctx); err != nil {
+			s.h.log.Warn("session: runtime close", "session", s.id, "err", err)
+		}
+	}()
+	s.h.metrics.disposals.WithLabelValues(reason).Inc()
+	c := s.h.registry.Counts(s.now())
+	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", reason,
+		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", c.Resident)
+}
+
+// persistActivity writes the in-memory last activity to the record if it
+// moved (at most once per idle-reminder period, never per request).
+func (s *session) persistActivity(ctx context.Context, g grain.Context) {
+	if s.rec == nil || s.ended || !s.last.After(s.persists) {
+		return
+	}
+	rec := proto.Clone(s.rec).(*pb.SessionRecord)
+	rec.LastActivityMs = s.last.UnixMilli()
+	if err := s.save(ctx, g, rec); err != nil {
+		s.h.log.Warn("session: persist last activity", "session", s.id, "err", err)
+	}
+}
+
+// passivateIfIdle drops an activation that holds no runtime (e.g. one woken
+// only to answer "not found"), so probing ids does not pin memory.
+func (s *session) passivateIfIdle(g grain.Context) {
+	if s.rt == nil {
+		g.Passivate(grain.ReasonIdle)
+	}
+}
+
+// capEviction is requestCapEviction on the candidate: re-check liveness in
+// the session's own context, dispose with reason cap, or do nothing.
+func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
+	if s.rt == nil || !s.res.canEvict() {
+		return false
+	}
+	s.persistActivity(ctx, g)
+	s.dispose(ctx, g, DisposeCap)
+	g.Passivate(grain.Reason(DisposeCap))
+	return true
+}
+
+// OnReminder handles the session's durable reminders.
+func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.ReminderFired) error {
+	switch name := f.GetName(); {
+	case name == ReminderIdle:
+		s.onIdle(ctx, g)
+	case name == ReminderExpiry:
+		return s.onExpiry(ctx, g)
+	case strings.HasPrefix(name, reminderApproval):
+		return s.onApprovalDeadline(ctx, g, strings.TrimPrefix(name, reminderApproval))
+	}
+	return nil
+}
+
+// onIdle is the seed's alarm(): ask the pure policy, then act.
+func (s *session) onIdle(ctx context.Context, g grain.Context) {
+	s.idleDue = time.Time{} // the reminder that fired is one-shot
+	if s.rt == nil {
+		// Woken by a stale reminder: nothing resident to dispose.
+		s.passivateIfIdle(g)
+		return
+	}
+	now := s.now()
+	d := s.h.cfg.Policy.Decide(alarm.Input{
+		Idle:    now.Sub(s.last),
+		Paused:  s.rt.PausedExecutions() + s.pendingLeases(),
+		Running: s.rt.RunningExecutions(),
+		Streams: s.rt.ActiveStreams(),
+	})
+	switch d.Outcome {
+	case alarm.IdleWithinTimeout:
+		s.persistActivity(ctx, g)
+		s.rearm(ctx, g, s.last.Add(s.h.cfg.Policy.SessionTimeout))
+	case alarm.ExtendPausedLease, alarm.ExtendRunningLease:
+		s.h.log.Info("mcp_session_"+strings.TrimPrefix(string(d.Outcome), "extend_")+"_extension", "session", s.id,
+			"idle_ms", now.Sub(s.last).Milliseconds(), "lease_ms", d.Lease.Milliseconds())
+		s.persistActivity(ctx, g)
+		s.rearm(ctx, g, now.Add(d.Lease))
+	case alarm.DestroyIdleSession:
+		s.persistActivity(ctx, g)
+		s.dispose(ctx, g, DisposeIdle)
+		g.Passivate(grain.ReasonIdle)
+	}
+}
+
+func (s *session) rearm(ctx context.Context, g grain.Context, due time.Time) {
+	if err := s.armIdle(ctx, g, due); err != nil {
+		s.h.log.Warn("session: re-arm idle reminder", "session", s.id, "err", err)
+	}
+}
+
+func (s *session) pendingLeases() int {
+	n := 0
+	for _, l := range s.leases {
+		if !l.resuming {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
+	if s.rec == nil || s.ended {
+		s.passivateIfIdle(g)
+		return nil
+	}
+	last := s.last
+	if p := time.UnixMilli(s.rec.GetLastActivityMs()); p.After(last) {
+		last = p
+	}
+	if expires := last.Add(s.h.cfg.SessionTTL); s.now().Before(expires) {
+		if err := g.SetReminder(ctx, ReminderExpiry, expires, 0); err != nil {
+			return fmt.Errorf("session %s: re-arm expiry: %w", s.id, err)
+		}
+		s.passivateIfIdle(g)
+		return nil
+	}
+	return s.end(ctx, g, "expired", DisposeExpired)
+}
+
+// HandleLocal receives lease hooks from the runtime.
+func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
+	m, ok := msg.(*leaseMsg)
+	if !ok || m.h != s.hooks || s.rt == nil {
+		return // a hook of a runtime already disposed
+	}
+	switch m.op {
+	case "paused":
+		if _, ok := s.leases[m.execID]; ok {
+			return
+		}
+		s.leases[m.execID] = &lease{deadline: m.deadline}
+		s.res.leases.Add(1)
+		s.markActivity()
+		if err := g.SetReminder(ctx, reminderApproval+m.execID, m.deadline, 0); err != nil {
+			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", m.execID, "err", err)
+		}
+	case "resuming":
+		if l, ok := s.leases[m.execID]; ok {
+			l.resuming = true
+		}
+	case "settled":
+		s.releaseLease(ctx, g, m.execID)
+	}
+}
+
+func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string) {
+	if _, ok := s.leases[execID]; !ok {
+		return
+	}
+	delete(s.leases, execID)
+	s.res.leases.Add(-1)
+	if err := g.CancelReminders(ctx, reminderApproval+execID); err != nil {
+		s.h.log.Warn("session: cancel approval deadline", "session", s.id, "execution", execID, "err", err)
+	}
+	if s.rec != nil && s.rec.GetDecisions()[execID] != nil {
+		rec := proto.Clone(s.rec).(*pb.SessionRecord)
+		delete(rec.Decisions, execID)
+		if err := s.save(ctx, g, rec); err != nil {
+			s.h.log.Warn("session: drop settled decision", "session", s.id, "err", err)
+		}
+	}
+}
+
+// onApprovalDeadline is expirePendingApproval: unless a decision already
+// exists (or the execution is resuming), record a decline with reason
+// approval_timeout, hand it to the runtime, and release the lease.
+func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execID string) error {
+	l, ok := s.leases[execID]
+	if !ok || l.resuming || s.rt == nil {
+		s.passivateIfIdle(g)
+		return nil
+	}
+	if s.rec.GetDecisions()[execID] == nil {
+		d := &pb.ApprovalDecision{Action: "decline", Reason: "approval_timeout", DecidedAtMs: s.now().UnixMilli()}
+		rec := proto.Clone(s.rec).(*pb.SessionRecord)
+		if rec.Decisions == nil {
+			rec.Decisions = map[string]*pb.ApprovalDecision{}
+		}
+		rec.Decisions[execID] = d
+		if err := s.save(ctx, g, rec); err != nil {
+			return err
+		}
+		s.h.metrics.approvals.WithLabelValues("timeout").Inc()
+		s.h.log.Info("mcp_pending_approval_lease_expire", "session", s.id, "execution", execID)
+		if r, ok := s.rt.(ApprovalResolver); ok {
+			r.ResolveApproval(execID, d)
+		}
+	}
+	delete(s.leases, execID)
+	s.res.leases.Add(-1)
+	return nil
+}
+
+func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
+	if s.rt == nil {
+		return
+	}
+	why := DisposeShutdown
+	switch reason {
+	case grain.ReasonOwnershipLost:
+		why = DisposeOwnershipLost
+	case grain.ReasonRebalance:
+		why = DisposeRebalance
+	default:
+		s.persistActivity(ctx, g)
+	}
+	s.dispose(ctx, g, why)
+}
+
+func (s *session) snapshot(ctx context.Context, g grain.Context) *pb.SessionSnapshot {
+	sn := &pb.SessionSnapshot{Exists: s.rec != nil, Resident: s.rt != nil, LastActivityMs: s.last.UnixMilli(), Node: g.Node()}
+	if s.rec.GetTombstone() != nil {
+		sn.Ended = s.rec.GetTombstone().GetReason()
+	}
+	if s.rt != nil {
+		sn.Streams, sn.Paused, sn.Running = int32(s.rt.ActiveStreams()), int32(s.rt.PausedExecutions()), int32(s.rt.RunningExecutions())
+	}
+	for id := range s.leases {
+		sn.Leases = append(sn.Leases, id)
+	}
+	slices.Sort(sn.Leases)
+	if rs, err := g.Reminders(ctx); err == nil {
+		for _, r := range rs {
+			sn.Reminders = append(sn.Reminders, r.Name)
+		}
+	}
+	return sn
+}

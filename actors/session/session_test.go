@@ -1,0 +1,270 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/residency"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+var (
+	t0    = time.UnixMilli(2_000_000_000_000)
+	alice = &pb.Principal{User: "alice", Org: "acme", Role: "admin"}
+	bob   = &pb.Principal{User: "bob", Org: "acme", Role: "member"}
+)
+
+// fakeRuntime stands in for the MCP runtime: counts are set by the test.
+type fakeRuntime struct {
+	id                       string
+	streams, paused, running atomic.Int32
+	closes                   atomic.Int32
+	closeGate                chan struct{} // if set, Close blocks until it is closed
+	closing                  chan struct{} // closed when Close starts
+	hooks                    session.LeaseHooks
+	mu                       sync.Mutex
+	resolved                 map[string]*pb.ApprovalDecision
+}
+
+func (r *fakeRuntime) ActiveStreams() int     { return int(r.streams.Load()) }
+func (r *fakeRuntime) PausedExecutions() int  { return int(r.paused.Load()) }
+func (r *fakeRuntime) RunningExecutions() int { return int(r.running.Load()) }
+func (r *fakeRuntime) Close(ctx context.Context) error {
+	r.closes.Add(1)
+	close(r.closing)
+	if r.closeGate != nil {
+		select {
+		case <-r.closeGate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+func (r *fakeRuntime) ResolveApproval(id string, d *pb.ApprovalDecision) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resolved[id] = d
+}
+
+type env struct {
+	t        *testing.T
+	clk      *clock.Fake
+	node     *cluster.Node
+	host     *session.Host
+	st       store.Store
+	reg      *prometheus.Registry
+	mu       sync.Mutex
+	builds   map[string][]*fakeRuntime
+	gate     map[string]chan struct{} // build gates by session id
+	fail     map[string]bool // builds of these sessions fail
+	closeGate chan struct{}
+}
+
+func logger() *slog.Logger {
+	if os.Getenv("MCPGRAIN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
+	t.Helper()
+	e := &env{t: t, clk: clock.NewFake(t0), builds: map[string][]*fakeRuntime{}, fail: map[string]bool{}, gate: map[string]chan struct{}{}, reg: prometheus.NewRegistry()}
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	e.st = st
+	e.host, err = session.NewHost(session.Config{
+		Builder:    session.BuilderFunc(e.build),
+		Policy:     policy,
+		SessionTTL: 24 * time.Hour,
+		Residency:  residency.Config{SoftCap: softCap},
+		Evict:      e.evict,
+		Clock:      e.clk,
+		Logger:     logger(),
+		Registerer: e.reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.node, err = cluster.Start(context.Background(), cluster.Config{
+		Kinds:      []grain.Kind{e.host.Kind()},
+		Store:      st,
+		Logger:     logger(),
+		Registerer: e.reg,
+		// Every reminder is armed the moment it is registered and fires
+		// when the fake clock reaches it; no scans needed.
+		Reminders: cluster.ReminderOptions{Clock: e.clk, PollInterval: 24 * time.Hour, Lookahead: 365 * 24 * time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.node.Stop(ctx)
+	})
+	return e
+}
+
+func (e *env) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
+	e.mu.Lock()
+	gate := e.gate[in.SessionID]
+	e.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	e.mu.Lock()
+	fail := e.fail[in.SessionID]
+	e.mu.Unlock()
+	if fail {
+		return nil, errors.New("boom")
+	}
+	rt := &fakeRuntime{id: in.SessionID, hooks: in.Leases, closing: make(chan struct{}), closeGate: e.closeGate, resolved: map[string]*pb.ApprovalDecision{}}
+	e.mu.Lock()
+	e.builds[in.SessionID] = append(e.builds[in.SessionID], rt)
+	e.mu.Unlock()
+	return rt, nil
+}
+
+func (e *env) evict(ctx context.Context, id string) (bool, error) {
+	r, err := e.node.Request(ctx, session.KindName, id, &pb.RequestCapEviction{})
+	if err != nil {
+		return false, err
+	}
+	return r.(*pb.CapEvictionReply).GetEvicted(), nil
+}
+
+// rt returns the latest runtime built for id.
+func (e *env) rt(id string) *fakeRuntime {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := e.builds[id]
+	if len(b) == 0 {
+		e.t.Fatalf("no runtime built for %s", id)
+	}
+	return b[len(b)-1]
+}
+
+func (e *env) buildCount(id string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.builds[id])
+}
+
+func (e *env) do(id string, msg any) any {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var r any
+	var err error
+	switch m := msg.(type) {
+	case *pb.SessionCreate:
+		r, err = e.node.Request(ctx, session.KindName, id, m)
+	case *pb.SessionAccess:
+		r, err = e.node.Request(ctx, session.KindName, id, m)
+	case *pb.SessionDelete:
+		r, err = e.node.Request(ctx, session.KindName, id, m)
+	case *pb.SessionInspect:
+		r, err = e.node.Request(ctx, session.KindName, id, m, cluster.Idempotent())
+	case *pb.RequestCapEviction:
+		r, err = e.node.Request(ctx, session.KindName, id, m)
+	}
+	if err != nil {
+		e.t.Fatalf("%T to %s: %v", msg, id, err)
+	}
+	return r
+}
+
+func (e *env) create(id string) *pb.SessionReply {
+	e.t.Helper()
+	r := e.do(id, &pb.SessionCreate{Principal: alice}).(*pb.SessionReply)
+	if r.GetStatus() != pb.SessionReply_STATUS_OK {
+		e.t.Fatalf("create %s: %v", id, r.GetStatus())
+	}
+	return r
+}
+
+func (e *env) access(id string, p *pb.Principal) *pb.SessionReply {
+	e.t.Helper()
+	return e.do(id, &pb.SessionAccess{Principal: p}).(*pb.SessionReply)
+}
+
+func (e *env) inspect(id string) *pb.SessionSnapshot {
+	e.t.Helper()
+	return e.do(id, &pb.SessionInspect{}).(*pb.SessionSnapshot)
+}
+
+// eventually waits for an asynchronous effect (a reminder delivery, an
+// eviction request) that the test has no event to wait on.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// metric sums the samples of name whose labels include want (gauges and
+// counters alike).
+func (e *env) metric(name string, want map[string]string) float64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func (e *env) disposals(reason string) float64 {
+	return e.metric("mcpgrain_runtime_disposals_total", map[string]string{"reason": reason})
+}
+
+func (e *env) resident() int { return int(e.metric("mcpgrain_resident_runtimes", nil)) }
