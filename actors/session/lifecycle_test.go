@@ -139,7 +139,7 @@ func TestExpiryCountsActivityThatHappenedMeanwhile(t *testing.T) {
 	e := newEnv(t, 32, shortPolicy())
 	e.create("s1")
 	e.clk.Advance(23 * time.Hour)
-	e.access("s1", alice) // restores (it went idle) and is active again at t0+23h
+	e.access("s1", alice)        // restores (it went idle) and is active again at t0+23h
 	e.clk.Advance(2 * time.Hour) // the expiry reminder (t0+24h) fires: not expired, re-armed
 	eventually(t, "expiry re-armed", func() bool {
 		sn := e.inspect("s1")

@@ -64,16 +64,16 @@ func (r *fakeRuntime) ResolveApproval(id string, d *pb.ApprovalDecision) {
 }
 
 type env struct {
-	t        *testing.T
-	clk      *clock.Fake
-	node     *cluster.Node
-	host     *session.Host
-	st       store.Store
-	reg      *prometheus.Registry
-	mu       sync.Mutex
-	builds   map[string][]*fakeRuntime
-	gate     map[string]chan struct{} // build gates by session id
-	fail     map[string]bool // builds of these sessions fail
+	t         *testing.T
+	clk       *clock.Fake
+	node      *cluster.Node
+	host      *session.Host
+	st        store.Store
+	reg       *prometheus.Registry
+	mu        sync.Mutex
+	builds    map[string][]*fakeRuntime
+	gate      map[string]chan struct{} // build gates by session id
+	fail      map[string]bool          // builds of these sessions fail
 	closeGate chan struct{}
 }
 
