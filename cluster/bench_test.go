@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
@@ -147,4 +149,75 @@ func benchActivation(b *testing.B, st store.Store) {
 	}
 	b.StopTimer()
 	lat.report(b)
+}
+
+// Reminder throughput on one node: b.N reminders on 100 probe grains, all
+// due at the same instant; measures how fast the node fires them (each
+// delivery activates the grain if needed and saves its record) and their
+// tardiness. Run with -benchtime 5000x.
+func BenchmarkReminderBurstSQLite(b *testing.B) {
+	benchReminderBurst(b, benchStore(b))
+}
+
+// The same against Postgres (needs MCPGRAIN_TEST_POSTGRES_URL).
+func BenchmarkReminderBurstPostgres(b *testing.B) {
+	s, err := store.Open(context.Background(), testenv.Postgres(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	benchReminderBurst(b, s)
+}
+
+func benchReminderBurst(b *testing.B, st store.Store) {
+	nodes := benchNodes(b, st, 1)
+	ctx := context.Background()
+	const grains = 100
+	n := b.N
+	due := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	for g := range grains {
+		var rs []*pb.ProbeReminder
+		for i := g; i < n; i += grains {
+			rs = append(rs, &pb.ProbeReminder{Name: fmt.Sprint("r", i), DueAtMs: due.UnixMilli()})
+		}
+		if _, err := nodes[0].Request(ctx, probe.KindName, fmt.Sprint("burst-", g), &pb.ProbeRemind{Reminders: rs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if time.Now().After(due) {
+		b.Fatal("registration took longer than the lead time")
+	}
+	time.Sleep(time.Until(due))
+	b.ResetTimer()
+	var fired int
+	for fired < n {
+		fired = 0
+		for g := range grains {
+			o, err := st.Load(ctx, fmt.Sprint("probe/burst-", g))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var rec pb.ProbeRecord
+			_ = proto.Unmarshal(o.Record, &rec)
+			fired += len(rec.GetFires())
+		}
+		if fired < n {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	elapsed := time.Since(due)
+	b.StopTimer()
+	var tardy latencies
+	for g := range grains {
+		o, _ := st.Load(ctx, fmt.Sprint("probe/burst-", g))
+		var rec pb.ProbeRecord
+		_ = proto.Unmarshal(o.Record, &rec)
+		for _, f := range rec.GetFires() {
+			tardy = append(tardy, time.Duration(f.GetReceivedAtMs()-f.GetDueAtMs())*time.Millisecond)
+		}
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "fires/s")
+	slices.Sort(tardy)
+	b.ReportMetric(float64(tardy[len(tardy)/2].Milliseconds()), "tardy-p50-ms")
+	b.ReportMetric(float64(tardy[len(tardy)*99/100].Milliseconds()), "tardy-p99-ms")
 }

@@ -97,6 +97,10 @@ func (s *session) Activate(_ context.Context, g grain.Context, record []byte) er
 }
 
 func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
+	// An activation without a runtime (woken only to answer "not found",
+	// an inspection, a stale eviction request or a reminder) does not stay
+	// resident.
+	defer s.passivateIfIdle(g)
 	switch m := msg.(type) {
 	case *pb.SessionCreate:
 		return s.create(ctx, g, m)
@@ -159,7 +163,6 @@ func (s *session) create(ctx context.Context, g grain.Context, m *pb.SessionCrea
 
 func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
 	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
-		s.passivateIfIdle(g)
 		return s.reply(g, st, false), nil
 	}
 	restored, err := s.ensureRuntime(ctx, g)
@@ -329,8 +332,9 @@ func (s *session) persistActivity(ctx context.Context, g grain.Context) {
 	}
 }
 
-// passivateIfIdle drops an activation that holds no runtime (e.g. one woken
-// only to answer "not found"), so probing ids does not pin memory.
+// passivateIfIdle drops an activation that holds no runtime, so waking a
+// session (probing ids, inspecting it, firing a stale reminder) never pins
+// memory. Passivating twice is harmless.
 func (s *session) passivateIfIdle(g grain.Context) {
 	if s.rt == nil {
 		g.Passivate(grain.ReasonIdle)
@@ -351,6 +355,7 @@ func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
 
 // OnReminder handles the session's durable reminders.
 func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.ReminderFired) error {
+	defer s.passivateIfIdle(g)
 	switch name := f.GetName(); {
 	case name == ReminderIdle:
 		s.onIdle(ctx, g)
@@ -366,9 +371,7 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 func (s *session) onIdle(ctx context.Context, g grain.Context) {
 	s.idleDue = time.Time{} // the reminder that fired is one-shot
 	if s.rt == nil {
-		// Woken by a stale reminder: nothing resident to dispose.
-		s.passivateIfIdle(g)
-		return
+		return // woken by a stale reminder: nothing resident to dispose
 	}
 	now := s.now()
 	d := s.h.cfg.Policy.Decide(alarm.Input{
@@ -411,7 +414,6 @@ func (s *session) pendingLeases() int {
 
 func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 	if s.rec == nil || s.ended {
-		s.passivateIfIdle(g)
 		return nil
 	}
 	last := s.last
@@ -422,7 +424,6 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 		if err := g.SetReminder(ctx, ReminderExpiry, expires, 0); err != nil {
 			return fmt.Errorf("session %s: re-arm expiry: %w", s.id, err)
 		}
-		s.passivateIfIdle(g)
 		return nil
 	}
 	return s.end(ctx, g, "expired", DisposeExpired)
@@ -478,7 +479,6 @@ func (s *session) releaseLease(ctx context.Context, g grain.Context, execID stri
 func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execID string) error {
 	l, ok := s.leases[execID]
 	if !ok || l.resuming || s.rt == nil {
-		s.passivateIfIdle(g)
 		return nil
 	}
 	if s.rec.GetDecisions()[execID] == nil {

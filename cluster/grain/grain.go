@@ -104,6 +104,9 @@ type Context interface {
 	// [ReminderHandler.OnReminder] if implemented, else at Receive), even if
 	// it was passivated meanwhile.
 	SetReminder(ctx context.Context, name string, due time.Time, period time.Duration) error
+	// SetReminders creates or replaces several reminders in one store
+	// transaction (Grain and Version fields are ignored).
+	SetReminders(ctx context.Context, rs ...store.Reminder) error
 	// CancelReminders deletes the grain's reminders by name, fenced by Epoch.
 	CancelReminders(ctx context.Context, names ...string) error
 	// Reminders lists the grain's reminders.

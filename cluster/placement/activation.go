@@ -70,11 +70,16 @@ var errNoReminders = errors.New("grain: this node has no reminder service")
 
 // SetReminder implements [grain.Context].
 func (a *activation) SetReminder(ctx context.Context, name string, due time.Time, period time.Duration) error {
+	return a.SetReminders(ctx, store.Reminder{Name: name, DueAt: due, Period: period})
+}
+
+// SetReminders implements [grain.Context].
+func (a *activation) SetReminders(ctx context.Context, rs ...store.Reminder) error {
 	if a.cfg.Reminders == nil {
 		return errNoReminders
 	}
 	return a.fenced(ctx, func(ctx context.Context) error {
-		return a.cfg.Reminders.Register(ctx, a.kind.Name, a.identity, a.epoch, store.Reminder{Name: name, DueAt: due, Period: period})
+		return a.cfg.Reminders.Register(ctx, a.kind.Name, a.identity, a.epoch, rs...)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -80,14 +81,15 @@ func (p *probe) Receive(ctx context.Context, g grain.Context, msg proto.Message)
 		p.served++
 		return &pb.ProbeState{Node: g.Node(), Epoch: g.Epoch(), Count: p.rec.GetCount(), Served: p.served}, nil
 	case *pb.ProbeRemind:
+		rs := make([]store.Reminder, 0, len(m.GetReminders()))
 		for _, r := range m.GetReminders() {
 			if r.GetName() == "" || r.GetPeriodMs() < 0 {
 				return nil, grain.Reject("probe: reminder needs a name and a non-negative period")
 			}
-			due := time.UnixMilli(r.GetDueAtMs())
-			if err := g.SetReminder(ctx, r.GetName(), due, time.Duration(r.GetPeriodMs())*time.Millisecond); err != nil {
-				return nil, fmt.Errorf("probe: set reminder: %w", err)
-			}
+			rs = append(rs, store.Reminder{Name: r.GetName(), DueAt: time.UnixMilli(r.GetDueAtMs()), Period: time.Duration(r.GetPeriodMs()) * time.Millisecond})
+		}
+		if err := g.SetReminders(ctx, rs...); err != nil {
+			return nil, fmt.Errorf("probe: set reminders: %w", err)
 		}
 		p.served++
 		return &pb.ProbeState{Node: g.Node(), Epoch: g.Epoch(), Count: p.rec.GetCount(), Served: p.served}, nil

@@ -192,22 +192,16 @@ func (s *Service) Register(ctx context.Context, kind, identity string, epoch uin
 		r.Grain, r.DueAt = g, ceilMilli(r.DueAt)
 		norm[i] = r
 	}
-	if err := s.cfg.Store.RegisterReminders(ctx, g, epoch, norm); err != nil {
-		return err
-	}
-	// Read the rows back for their versions; arm those due soon.
-	stored, err := s.cfg.Store.Reminders(ctx, g)
+	stored, err := s.cfg.Store.RegisterReminders(ctx, g, epoch, norm)
 	if err != nil {
-		return nil // the next poll arms them
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	horizon := s.cfg.Clock.Now().Add(s.cfg.Lookahead)
 	for _, r := range stored {
-		for _, n := range norm {
-			if n.Name == r.Name && !r.DueAt.After(horizon) {
-				s.scheduleLocked(r)
-			}
+		if !r.DueAt.After(horizon) {
+			s.scheduleLocked(r)
 		}
 	}
 	return nil

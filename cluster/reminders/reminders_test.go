@@ -165,7 +165,7 @@ func TestOneShotFiresOnceAtDueNeverEarly(t *testing.T) {
 func TestScanArmsRemindersRegisteredElsewhere(t *testing.T) {
 	h := newHarness(t, 4)
 	o, _ := h.st.Acquire(context.Background(), "probe/b", "n2")
-	if err := h.st.RegisterReminders(context.Background(), "probe/b", o.Epoch, []store.Reminder{{Name: "x", DueAt: t0.Add(2 * time.Second)}}); err != nil {
+	if _, err := h.st.RegisterReminders(context.Background(), "probe/b", o.Epoch, []store.Reminder{{Name: "x", DueAt: t0.Add(2 * time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
 	h.svc.PollSync()

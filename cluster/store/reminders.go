@@ -38,36 +38,46 @@ func (s *sqlStore) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err err
 	return nil
 }
 
-func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch uint64, rs []Reminder) error {
+func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch uint64, rs []Reminder) ([]Reminder, error) {
 	if len(rs) == 0 {
-		return nil
+		return nil, nil
+	}
+	for _, r := range rs {
+		if r.Name == "" {
+			return nil, errors.New("store: reminder needs a name")
+		}
+		if r.Period < 0 {
+			return nil, fmt.Errorf("store: reminder %s: negative period", r.Name)
+		}
 	}
 	// Versions start from the clock in nanoseconds and only grow, so a
 	// reminder cancelled and registered again never reuses a version that an
 	// in-flight completion still holds.
 	version := s.now().UnixNano()
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	out := make([]Reminder, 0, len(rs))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {
 			return err
 		}
 		for _, r := range rs {
-			if r.Name == "" {
-				return errors.New("store: reminder needs a name")
-			}
-			if r.Period < 0 {
-				return fmt.Errorf("store: reminder %s: negative period", r.Name)
-			}
-			_, err := tx.ExecContext(ctx, `
+			stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond)}
+			err := tx.QueryRowContext(ctx, `
 INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
-	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END`,
-				grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version)
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END
+RETURNING version`,
+				grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version).Scan(&stored.Version)
 			if err != nil {
 				return fmt.Errorf("store: register reminder %s/%s: %w", grain, r.Name, err)
 			}
+			out = append(out, stored)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (s *sqlStore) CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error {

@@ -14,7 +14,7 @@ func TestRemindersRegisterListAndReplace(t *testing.T) {
 		ctx := context.Background()
 		o, _ := s.Acquire(ctx, "session/a", "n1")
 		due := time.UnixMilli(1_700_000_000_000)
-		err := s.RegisterReminders(ctx, "session/a", o.Epoch, []store.Reminder{
+		_, err := s.RegisterReminders(ctx, "session/a", o.Epoch, []store.Reminder{
 			{Name: "idle", DueAt: due},
 			{Name: "expiry", DueAt: due.Add(time.Hour), Period: time.Minute},
 		})
@@ -29,7 +29,7 @@ func TestRemindersRegisterListAndReplace(t *testing.T) {
 			t.Fatalf("unexpected reminders %+v", rs)
 		}
 		v1 := rs[1].Version
-		if err := s.RegisterReminders(ctx, "session/a", o.Epoch, []store.Reminder{{Name: "idle", DueAt: due.Add(time.Second)}}); err != nil {
+		if _, err := s.RegisterReminders(ctx, "session/a", o.Epoch, []store.Reminder{{Name: "idle", DueAt: due.Add(time.Second)}}); err != nil {
 			t.Fatal(err)
 		}
 		rs, _ = s.Reminders(ctx, "session/a")
@@ -45,13 +45,13 @@ func TestReminderWritesAreFencedByEpoch(t *testing.T) {
 		old, _ := s.Acquire(ctx, "session/f", "n1")
 		cur, _ := s.Acquire(ctx, "session/f", "n2")
 		r := []store.Reminder{{Name: "idle", DueAt: time.Now()}}
-		if err := s.RegisterReminders(ctx, "session/f", old.Epoch, r); !errors.Is(err, store.ErrFenced) {
+		if _, err := s.RegisterReminders(ctx, "session/f", old.Epoch, r); !errors.Is(err, store.ErrFenced) {
 			t.Fatalf("stale register: %v, want ErrFenced", err)
 		}
 		if rs, _ := s.Reminders(ctx, "session/f"); len(rs) != 0 {
 			t.Fatalf("stale register wrote %+v", rs)
 		}
-		if err := s.RegisterReminders(ctx, "session/f", cur.Epoch, r); err != nil {
+		if _, err := s.RegisterReminders(ctx, "session/f", cur.Epoch, r); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.CancelReminders(ctx, "session/f", old.Epoch, "idle"); !errors.Is(err, store.ErrFenced) {
@@ -63,7 +63,7 @@ func TestReminderWritesAreFencedByEpoch(t *testing.T) {
 		if rs, _ := s.Reminders(ctx, "session/f"); len(rs) != 0 {
 			t.Fatalf("cancel left %+v", rs)
 		}
-		if err := s.RegisterReminders(ctx, "session/none", 1, r); !errors.Is(err, store.ErrFenced) {
+		if _, err := s.RegisterReminders(ctx, "session/none", 1, r); !errors.Is(err, store.ErrFenced) {
 			t.Fatalf("register for a grain never activated: %v, want ErrFenced", err)
 		}
 	})
@@ -75,12 +75,12 @@ func TestDueRemindersAndCompletion(t *testing.T) {
 		base := time.UnixMilli(1_800_000_000_000)
 		for i, g := range []string{"k/a", "k/b", "k/c"} {
 			o, _ := s.Acquire(ctx, g, "n")
-			if err := s.RegisterReminders(ctx, g, o.Epoch, []store.Reminder{{Name: "r", DueAt: base.Add(time.Duration(i) * time.Second)}}); err != nil {
+			if _, err := s.RegisterReminders(ctx, g, o.Epoch, []store.Reminder{{Name: "r", DueAt: base.Add(time.Duration(i) * time.Second)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		o, _ := s.Acquire(ctx, "k/p", "n")
-		_ = s.RegisterReminders(ctx, "k/p", o.Epoch, []store.Reminder{{Name: "tick", DueAt: base, Period: time.Minute}})
+		_, _ = s.RegisterReminders(ctx, "k/p", o.Epoch, []store.Reminder{{Name: "tick", DueAt: base, Period: time.Minute}})
 
 		due, err := s.DueReminders(ctx, base.Add(time.Second), 10)
 		if err != nil {
@@ -132,10 +132,10 @@ func TestReRegisteredReminderSurvivesStaleCompletion(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
 		ctx := context.Background()
 		o, _ := s.Acquire(ctx, "k/x", "n")
-		_ = s.RegisterReminders(ctx, "k/x", o.Epoch, []store.Reminder{{Name: "r", DueAt: time.Now()}})
+		_, _ = s.RegisterReminders(ctx, "k/x", o.Epoch, []store.Reminder{{Name: "r", DueAt: time.Now()}})
 		old, _ := s.Reminders(ctx, "k/x")
 		_ = s.CancelReminders(ctx, "k/x", o.Epoch, "r")
-		_ = s.RegisterReminders(ctx, "k/x", o.Epoch, []store.Reminder{{Name: "r", DueAt: time.Now().Add(time.Hour)}})
+		_, _ = s.RegisterReminders(ctx, "k/x", o.Epoch, []store.Reminder{{Name: "r", DueAt: time.Now().Add(time.Hour)}})
 		if ok, _ := s.CompleteReminder(ctx, "k/x", "r", old[0].Version, time.Time{}); ok {
 			t.Fatal("completion of the cancelled reminder deleted its replacement")
 		}

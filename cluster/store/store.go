@@ -64,9 +64,10 @@ type Store interface {
 	// deactivation). It returns [ErrFenced] if the epoch was superseded.
 	Release(ctx context.Context, grain string, epoch uint64) error
 	// RegisterReminders creates or replaces named reminders of grain, in one
-	// transaction fenced by epoch ([ErrFenced] if it is not current). A
-	// replaced reminder gets a new, larger version.
-	RegisterReminders(ctx context.Context, grain string, epoch uint64, rs []Reminder) error
+	// transaction fenced by epoch ([ErrFenced] if it is not current), and
+	// returns them as stored (with their versions). A replaced reminder gets
+	// a new, larger version.
+	RegisterReminders(ctx context.Context, grain string, epoch uint64, rs []Reminder) ([]Reminder, error)
 	// CancelReminders deletes named reminders of grain (missing names are
 	// ignored), fenced by epoch.
 	CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error
