@@ -30,10 +30,12 @@ type Options struct {
 	EnableProbe bool
 	// ReadyTimeout bounds the store check of /readyz. Default 2s.
 	ReadyTimeout time.Duration
+	// MCP serves the MCP endpoint at /mcp when set.
+	MCP *MCPOptions
 }
 
 // NewHandler returns the gateway's HTTP handler.
-func NewHandler(o Options) http.Handler {
+func NewHandler(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -50,10 +52,17 @@ func NewHandler(o Options) http.Handler {
 		mux.HandleFunc("POST /debug/probe/{id}", func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) })
 		mux.HandleFunc("POST /debug/probe/{id}/reminders", func(w http.ResponseWriter, r *http.Request) { probeRemindHandler(w, r, o) })
 	}
+	if o.MCP != nil {
+		h, err := newMCPHandler(o.Node, o.Logger, *o.MCP)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/mcp", h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 	})
-	return mux
+	return mux, nil
 }
 
 func ready(w http.ResponseWriter, r *http.Request, o Options) {

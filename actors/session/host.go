@@ -112,7 +112,9 @@ func NewHost(cfg Config) (*Host, error) {
 func (h *Host) Kind() grain.Kind {
 	return grain.Kind{
 		Name: KindName,
-		New:  func(id string) grain.Grain { return &session{h: h, id: id, leases: map[string]*lease{}} },
+		New: func(id string) grain.Grain {
+			return &session{h: h, id: id, leases: map[string]*lease{}, exchanges: map[string]context.CancelFunc{}}
+		},
 		// Sessions passivate from their idle reminder, never on a timer.
 	}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -55,6 +56,17 @@ type BuildInput struct {
 	// Leases reports the lifecycle of paused executions to the session
 	// (safe to call from any goroutine).
 	Leases LeaseHooks
+	// StateChanged stores new runtime state in the session record, so the
+	// next build restores from it (safe to call from any goroutine; calls
+	// after the runtime was closed are ignored).
+	StateChanged func(state []byte)
+}
+
+// ExchangeServer is implemented by runtimes that serve tunnelled HTTP
+// exchanges (the MCP runtime). ServeExchange blocks until the response is
+// complete; the request's context is cancelled if the client goes away.
+type ExchangeServer interface {
+	ServeExchange(w http.ResponseWriter, r *http.Request)
 }
 
 // LeaseHooks are the seed's PausedExecutionHooks: the runtime reports

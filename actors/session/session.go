@@ -33,15 +33,17 @@ type session struct {
 	h  *Host
 	id string
 
-	rec      *pb.SessionRecord // nil: no such session
-	rt       Runtime           // nil: not initialized (passivated or never built)
-	res      *resident
-	last     time.Time // in-memory last activity
-	leases   map[string]*lease
-	ended    bool
-	hooks    *hooks
-	idleDue  time.Time // due time of the armed idle reminder (zero: none)
-	persists time.Time // last activity as persisted in the record
+	rec     *pb.SessionRecord // nil: no such session
+	rt      Runtime           // nil: not initialized (passivated or never built)
+	res     *resident
+	last    time.Time // in-memory last activity
+	leases  map[string]*lease
+	ended   bool
+	hooks   *hooks
+	idleDue time.Time // due time of the armed idle reminder (zero: none)
+	// exchanges cancels the HTTP exchanges in flight, by exchange id.
+	exchanges map[string]context.CancelFunc
+	persists  time.Time // last activity as persisted in the record
 }
 
 type lease struct {
@@ -112,6 +114,13 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 		return &pb.CapEvictionReply{Evicted: s.capEviction(ctx, g)}, nil
 	case *pb.SessionInspect:
 		return s.snapshot(ctx, g), nil
+	case *pb.HttpExchange:
+		return s.exchange(ctx, g, m)
+	case *pb.ExchangeCancel:
+		if cancel, ok := s.exchanges[m.GetExchangeId()]; ok {
+			cancel()
+		}
+		return &pb.ExchangeCancelled{}, nil
 	default:
 		return nil, grain.Reject("session: unsupported request %T", msg)
 	}
@@ -245,7 +254,7 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	}
 	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
 	began := time.Now()
-	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Principal: s.rec.GetPrincipal(), State: s.rec.GetRuntimeState(), Leases: hk})
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Principal: s.rec.GetPrincipal(), State: s.rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged})
 	if err != nil {
 		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}
@@ -283,6 +292,7 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 		return
 	}
 	s.rt, s.res = nil, nil
+	s.cancelExchanges()
 	close(s.hooks.closed)
 	s.hooks = nil
 	s.h.registry.Release(s.id)
@@ -429,8 +439,28 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 	return s.end(ctx, g, "expired", DisposeExpired)
 }
 
-// HandleLocal receives lease hooks from the runtime.
+// HandleLocal receives lease hooks, state changes and exchange
+// completions from the runtime's goroutines.
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
+	switch m := msg.(type) {
+	case *exchangeDone:
+		if _, ok := s.exchanges[m.id]; ok {
+			delete(s.exchanges, m.id)
+			if s.rt != nil {
+				s.markActivity()
+			}
+		}
+		return
+	case *stateMsg:
+		if m.h == s.hooks && s.rt != nil && s.rec != nil && !s.ended {
+			rec := proto.Clone(s.rec).(*pb.SessionRecord)
+			rec.RuntimeState = m.state
+			if err := s.save(ctx, g, rec); err != nil {
+				s.h.log.Warn("session: save runtime state", "session", s.id, "err", err)
+			}
+		}
+		return
+	}
 	m, ok := msg.(*leaseMsg)
 	if !ok || m.h != s.hooks || s.rt == nil {
 		return // a hook of a runtime already disposed

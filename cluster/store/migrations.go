@@ -39,6 +39,16 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX reminders_due ON reminders (due_at_ms)`,
 	}},
+	{3, "mcp sse event log", []string{
+		`CREATE TABLE mcp_events (
+			session TEXT NOT NULL,
+			stream TEXT NOT NULL,
+			idx BIGINT NOT NULL,
+			data {{blob}},
+			created_at_ms BIGINT NOT NULL,
+			PRIMARY KEY (session, stream, idx)
+		)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -48,6 +48,15 @@ type Reminder struct {
 	Version int64
 }
 
+// Event is one SSE event of an MCP session's stream, kept so a client can
+// resume a dropped stream with Last-Event-ID on any node.
+type Event struct {
+	Session string
+	Stream  string
+	Index   int
+	Data    []byte
+}
+
 // Store is mcpgrain's durable state. Two implementations share one schema and
 // one set of migrations: SQLite (embedded, single node) and Postgres
 // (clusters). Every method is safe for concurrent use.
@@ -81,6 +90,16 @@ type Store interface {
 	// with a new version. It does nothing and returns false if the reminder
 	// was replaced or cancelled since (version differs).
 	CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error)
+	// AppendEvents stores SSE events of MCP sessions (the resumability log).
+	// Indices are per (session, stream) and assigned by the caller; an event
+	// already stored at its index is left as is.
+	AppendEvents(ctx context.Context, events []Event) error
+	// Events returns the data of the events of (session, stream) with
+	// index > after, in order, and the stream's highest stored index (-1
+	// if none).
+	Events(ctx context.Context, session, stream string, after int) (data [][]byte, last int, err error)
+	// DeleteEvents drops every event of session (the session ended).
+	DeleteEvents(ctx context.Context, session string) error
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// Ping checks the store is reachable.

@@ -33,6 +33,11 @@ func TestCommandLineErrors(t *testing.T) {
 		{"stray argument", []string{"dev", "extra"}, nil, 2, `unexpected argument "extra"`},
 		{"bad log level", []string{"dev", "--log-level", "loud"}, nil, 2, `unknown level "loud"`},
 		{"node needs a store", []string{"node"}, nil, 2, "--store is required"},
+		{"node needs tokens", []string{"node", "--store", "sqlite:x.db"}, nil, 2, "no bearer tokens"},
+		{"unknown tool pack", []string{"dev", "--tools", "demo,nope"}, nil, 2, `unknown tool pack "nope"`},
+		{"short token", []string{"dev", "--token", "short"}, nil, 2, "--token"},
+		{"bad keys env", []string{"dev"}, map[string]string{"MCPGRAIN_KEYS": "garbage"}, 2, "MCPGRAIN_KEYS"},
+		{"bad session timeout", []string{"dev", "--session-timeout", "0s"}, nil, 2, "--session-timeout must be positive"},
 		{"bad consul address", []string{"node", "--store", "sqlite:x.db", "--consul", "consul"}, nil, 2, `--consul "consul"`},
 		{"ttl too short", []string{"node", "--store", "sqlite:x.db", "--consul-ttl", "10ms"}, nil, 2, "--consul-ttl"},
 		{"bad env value", []string{"dev"}, map[string]string{"MCPGRAIN_PROBE_IDLE": "soon"}, 2, `MCPGRAIN_PROBE_IDLE="soon"`},
@@ -62,7 +67,7 @@ func TestFlagBeatsEnvironment(t *testing.T) {
 	var errOut bytes.Buffer
 	// The flag wins, so the bad environment value is never parsed; the run
 	// then fails for the unreachable store, not for the address.
-	code := run([]string{"node", "--http", "127.0.0.1:0", "--grpc", "", "--consul", "", "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=1"}, io.Discard, &errOut)
+	code := run([]string{"node", "--http", "127.0.0.1:0", "--grpc", "", "--consul", "", "--no-auth", "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=1"}, io.Discard, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "cannot reach postgres") {
 		t.Fatalf("exit %d, stderr %q; want exit 1 about postgres", code, errOut.String())
 	}
@@ -89,12 +94,12 @@ func runBinary(t *testing.T, timeout time.Duration, args ...string) (int, string
 
 func TestUnreachableDependenciesFailClearly(t *testing.T) {
 	port := testenv.FreePort(t)
-	code, out := runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "",
+	code, out := runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--no-auth",
 		"--consul", "", "--store", "postgres://u:pw@127.0.0.1:1/db?connect_timeout=2")
 	if code != 1 || !strings.Contains(out, "cannot reach postgres at postgres://u:***@127.0.0.1:1") {
 		t.Fatalf("unreachable postgres: exit %d, output:\n%s", code, out)
 	}
-	code, out = runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--bind", "127.0.0.1:0", "--join-timeout", "2s",
+	code, out = runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--bind", "127.0.0.1:0", "--join-timeout", "2s", "--no-auth",
 		"--consul", "127.0.0.1:"+itoa(port), "--store", "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
 	if code != 1 || !strings.Contains(out, "cannot reach consul agent at 127.0.0.1:"+itoa(port)) {
 		t.Fatalf("unreachable consul: exit %d, output:\n%s", code, out)

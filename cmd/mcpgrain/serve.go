@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 
@@ -17,6 +20,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	data := fs.String("data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, c.nodeID = "dev", "dev"
 	fs.Lookup("enable-probe").DefValue, c.enableProbe = "true", true
+	var m mcpFlags
+	m.register(fs, "demo")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -26,14 +31,47 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *data == "" {
 		return fmt.Errorf("%w: --data must not be empty", errUsage)
 	}
+	generated := false
+	if m.token == "" && m.keysFile == "" && os.Getenv(auth.EnvVar) == "" && !m.noAuth {
+		tok, err := auth.GenerateToken()
+		if err != nil {
+			return err
+		}
+		m.token, generated = tok, true
+	}
+	mc, err := m.config()
+	if err != nil {
+		return err
+	}
 	cfg := c.appConfig(stderr)
+	cfg.MCP = mc
 	cfg.Store = "sqlite:" + filepath.Join(*data, "mcpgrain.db")
 	return app.Run(ctx, cfg, func(info app.Info) {
-		fmt.Fprintf(stdout, "mcpgrain %s dev node %s\n  http:    http://%s  (/healthz /readyz /metrics)\n", version(), info.NodeID, info.HTTPAddr)
-		if info.GRPCAddr != "" {
-			fmt.Fprintf(stdout, "  grpc:    %s\n", info.GRPCAddr)
+		endpoint := "http://" + info.HTTPAddr + "/mcp"
+		fmt.Fprintf(stdout, "mcpgrain %s dev node %s (tools: %s)\n\n", version(), info.NodeID, strings.Join(mc.Packs, ", "))
+		fmt.Fprintf(stdout, "  MCP endpoint:  %s\n", endpoint)
+		switch {
+		case m.noAuth:
+			fmt.Fprintf(stdout, "  auth:          none (--no-auth)\n")
+		case m.token != "":
+			note := ""
+			if generated {
+				note = "  (generated; set your own with --token)"
+			}
+			fmt.Fprintf(stdout, "  bearer token:  %s%s\n", m.token, note)
+		default:
+			fmt.Fprintf(stdout, "  auth:          bearer tokens from --keys-file / %s\n", auth.EnvVar)
 		}
-		fmt.Fprintf(stdout, "  store:   %s\n  press Ctrl-C to stop\n", info.Store)
+		fmt.Fprintf(stdout, "  operations:    http://%s/healthz  /readyz  /metrics\n", info.HTTPAddr)
+		if info.GRPCAddr != "" {
+			fmt.Fprintf(stdout, "  grpc:          %s\n", info.GRPCAddr)
+		}
+		fmt.Fprintf(stdout, "  store:         %s\n\n", info.Store)
+		header := ""
+		if !m.noAuth && m.token != "" {
+			header = fmt.Sprintf(`, "headers": {"Authorization": "Bearer %s"}`, m.token)
+		}
+		fmt.Fprintf(stdout, "  client config (URL + bearer header):\n    {\"mcpServers\": {\"mcpgrain\": {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", endpoint, header)
 	})
 }
 
@@ -46,6 +84,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ttl := fs.Duration("consul-ttl", 3*time.Second, "membership TTL: a node that stops refreshing is dropped after about this long")
 	join := fs.Duration("join-timeout", 30*time.Second, "give up starting if the node cannot join the cluster (register in Consul) within this long")
 	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required)")
+	var m mcpFlags
+	m.register(fs, "demo")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -66,10 +106,18 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *ttl < time.Second {
 		return fmt.Errorf("%w: --consul-ttl must be at least 1s", errUsage)
 	}
-	cfg := c.appConfig(stderr)
 	if *join <= 0 {
 		return fmt.Errorf("%w: --join-timeout must be positive", errUsage)
 	}
+	mc, err := m.config()
+	if err != nil {
+		return err
+	}
+	if mc.Keys.Len() == 0 && !mc.NoAuth {
+		return fmt.Errorf("%w: no bearer tokens: set --keys-file, %s or --token (or --no-auth on a loopback --http)", errUsage, auth.EnvVar)
+	}
+	cfg := c.appConfig(stderr)
+	cfg.MCP = mc
 	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = *cluster, *consulAddr, *ttl, *storeDSN, *join
 	return app.Run(ctx, cfg, func(info app.Info) {
 		fmt.Fprintf(stdout, "mcpgrain %s node %s ready: http %s, cluster %s, %d members\n", version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)

@@ -5,12 +5,14 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,13 +21,22 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
 	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
 	"github.com/mcpgrain/mcpgrain/cluster/probe"
+	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/gateway"
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // Config is everything a process needs to run. The zero value is not
@@ -64,6 +75,31 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger is the process logger.
 	Logger *slog.Logger
+	// MCP configures the MCP endpoint and session grains.
+	MCP MCPConfig
+}
+
+// MCPConfig configures the MCP side of a node.
+type MCPConfig struct {
+	// Packs are the tool packs of every session (e.g. "demo").
+	Packs []string
+	// Keys authenticates bearer tokens.
+	Keys *auth.Keys
+	// NoAuth accepts every request as the anonymous principal; only allowed
+	// on a loopback HTTP listener.
+	NoAuth bool
+	// RateLimit is requests per second per principal (0: unlimited), with
+	// bursts of RateBurst.
+	RateLimit float64
+	RateBurst int
+	// TrustedOrigins may call /mcp from browsers.
+	TrustedOrigins []string
+	// Policy is the idle policy (zero: seed defaults).
+	Policy alarm.Policy
+	// SessionTTL ends sessions idle this long (zero: 30 days).
+	SessionTTL time.Duration
+	// SoftCap is the resident runtime soft cap (zero: 32).
+	SoftCap int
 }
 
 // Info describes a running process, reported once it is ready.
@@ -78,10 +114,32 @@ type Info struct {
 
 // Version returns the build's module version (or "devel").
 func Version() string {
+	return version()
+}
+
+func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+func loopbackListener(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// defaultNodeID derives a node id from the advertised (else bound) address,
+// like cluster.Start would; with an ephemeral port it is random.
+func defaultNodeID(advertise, bind string) string {
+	addr := advertise
+	if addr == "" {
+		addr = bind
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
+		return "node-" + strings.ToLower(rand.Text()[:10])
+	}
+	return "node-" + strings.NewReplacer(":", "-", ".", "-", "[", "", "]", "").Replace(addr)
 }
 
 // Run starts the process described by cfg, calls ready once it serves,
@@ -128,13 +186,53 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		provider = p
 	}
 
+	if cfg.MCP.NoAuth && !loopbackListener(httpLn.Addr()) {
+		return fmt.Errorf("--no-auth is only allowed when --http listens on a loopback address (it is %s)", httpLn.Addr())
+	}
+	nodeID := cfg.NodeID
+	if nodeID == "" {
+		nodeID = defaultNodeID(cfg.Advertise, cfg.Bind)
+	}
 	reg := prometheus.NewRegistry()
-	var kinds []grain.Kind
+	nodeReg := prometheus.WrapRegistererWith(prometheus.Labels{"node": nodeID}, reg)
+
+	var node *cluster.Node
+	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
+		Packs:  cfg.MCP.Packs,
+		Store:  st,
+		Logger: log.With("component", "mcp"),
+		NewServer: func(opts *mcp.ServerOptions) (*mcp.Server, func(), error) {
+			return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	sessions, err := session.NewHost(session.Config{
+		Builder:    builder,
+		Policy:     cfg.MCP.Policy,
+		SessionTTL: cfg.MCP.SessionTTL,
+		Residency:  residency.Config{SoftCap: cfg.MCP.SoftCap},
+		Evict: func(ctx context.Context, id string) (bool, error) {
+			r, err := node.Request(ctx, session.KindName, id, &pb.RequestCapEviction{})
+			if err != nil {
+				return false, err
+			}
+			reply, _ := r.(*pb.CapEvictionReply)
+			return reply.GetEvicted(), nil
+		},
+		Logger:     log.With("component", "session"),
+		Registerer: nodeReg,
+	})
+	if err != nil {
+		return err
+	}
+	kinds := []grain.Kind{sessions.Kind()}
 	if cfg.EnableProbe {
 		kinds = append(kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
 	}
-	node, err := cluster.Start(ctx, cluster.Config{
-		NodeID:        cfg.NodeID,
+	node, err = cluster.Start(ctx, cluster.Config{
+		NodeID:        nodeID,
 		BindAddr:      cfg.Bind,
 		AdvertiseAddr: cfg.Advertise,
 		Kinds:         kinds,
@@ -149,7 +247,6 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return err
 	}
-	nodeReg := prometheus.WrapRegistererWith(prometheus.Labels{"node": node.ID()}, reg)
 	nodeReg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -160,13 +257,23 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}, func() float64 { return 1 }),
 	)
 
+	handler, err := gateway.NewHandler(gateway.Options{
+		Node:        node,
+		Gatherer:    reg,
+		Logger:      log,
+		EnableProbe: cfg.EnableProbe,
+		MCP: &gateway.MCPOptions{
+			Auth:           auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"}),
+			Limiter:        auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst}),
+			TrustedOrigins: cfg.MCP.TrustedOrigins,
+		},
+	})
+	if err != nil {
+		_ = node.Stop(context.Background())
+		return err
+	}
 	httpSrv := &http.Server{
-		Handler: gateway.NewHandler(gateway.Options{
-			Node:        node,
-			Gatherer:    reg,
-			Logger:      log,
-			EnableProbe: cfg.EnableProbe,
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

@@ -31,6 +31,10 @@ import (
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
+// Token is the bearer token every test cluster node accepts (user dev, org
+// local).
+const Token = "mcpg_testcluster_token_0123456789"
+
 // Options configure a test cluster.
 type Options struct {
 	// Nodes is the number of node processes. Default 3.
@@ -199,6 +203,7 @@ func (n *Node) args() []string {
 		"--consul-ttl", c.opts.ConsulTTL.String(),
 		"--store", c.DSN,
 		"--enable-probe",
+		"--token", Token,
 		"--probe-idle", c.opts.ProbeIdle.String(),
 		"--log-level", "debug",
 	}

@@ -1,0 +1,285 @@
+// Package mcpruntime is the MCP session runtime a session grain hosts: a
+// go-sdk *mcp.Server (built from the node's tool packs) behind go-sdk's own
+// Streamable HTTP handler, for exactly one session.
+//
+// The gateway tunnels each HTTP exchange of the session to the grain, which
+// calls [Runtime.ServeExchange]; go-sdk does everything MCP: JSON-RPC,
+// SSE, priming events, routing of notifications and server→client requests
+// to the right stream, protocol-version checks, 202s for notifications.
+// Nothing here interprets MCP messages except to remember the session's
+// handshake state.
+//
+// Restore after passivation: the runtime records go-sdk's
+// ServerSessionState (initialize params, initialized params, negotiated
+// version, log level) in the session record whenever it changes. A rebuilt
+// runtime replays that state into its fresh handler as the client once sent
+// it — initialize, notifications/initialized, logging/setLevel — under the
+// same session id, so the client continues without re-initializing.
+// (go-sdk's ServerSessionOptions.State cannot be used here: only the
+// StreamableHTTPHandler sets up the per-request protocol-version context that
+// the transport needs, and the handler creates sessions only from an
+// initialize request.)
+//
+//lint:file-ignore SA1019 restoring a legacy-era session replays its logging level (SEP-2577 deprecates, still serves it).
+package mcpruntime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+// Config configures the runtimes of one node.
+type Config struct {
+	// Packs are the tool packs every session's server gets.
+	Packs []string
+	// Implementation names the server. Default {Name: "mcpgrain"}.
+	Implementation *mcp.Implementation
+	// Store keeps the SSE event log for resumability (required).
+	Store store.Store
+	// Logger logs runtime problems. Default slog.Default().
+	Logger *slog.Logger
+	// EventFlushInterval is the write-behind interval of the event log.
+	// Default 10ms.
+	EventFlushInterval time.Duration
+	// EventMemory bounds the event log kept in memory per session (older,
+	// flushed events are read back from the store). Default 4 MiB.
+	EventMemory int
+	// NewServer builds a session's server (required): the node passes a
+	// function that registers its tool packs. opts carries what the runtime
+	// needs set (GetSessionID); the function may add to it.
+	NewServer func(opts *mcp.ServerOptions) (*mcp.Server, func(), error)
+}
+
+// NewBuilder returns the session.Builder that builds MCP runtimes.
+func NewBuilder(cfg Config) (session.Builder, error) {
+	if cfg.Store == nil || cfg.NewServer == nil {
+		return nil, errors.New("mcpruntime: Config.Store and Config.NewServer are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.EventFlushInterval <= 0 {
+		cfg.EventFlushInterval = 10 * time.Millisecond
+	}
+	if cfg.EventMemory <= 0 {
+		cfg.EventMemory = 4 << 20
+	}
+	return session.BuilderFunc(func(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
+		return build(ctx, cfg, in)
+	}), nil
+}
+
+// Runtime is one session's MCP server and handler.
+type Runtime struct {
+	id       string
+	server   *mcp.Server
+	closeSrv func()
+	handler  *mcp.StreamableHTTPHandler
+	events   *eventLog
+	persist  func([]byte)
+	log      *slog.Logger
+
+	posts     atomic.Int32 // POST exchanges in flight (the seed's active streams)
+	exchanges atomic.Int32 // all exchanges in flight, GET streams included
+
+	mu        sync.Mutex
+	state     mcp.ServerSessionState
+	restoring bool
+	closed    bool
+}
+
+var _ session.Runtime = (*Runtime)(nil)
+
+func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, error) {
+	r := &Runtime{id: in.SessionID, persist: in.StateChanged, log: cfg.Logger.With("session", in.SessionID)}
+	opts := &mcp.ServerOptions{
+		GetSessionID: func() string { return in.SessionID },
+		Logger:       nil,
+	}
+	srv, closeSrv, err := cfg.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("mcpruntime: build server: %w", err)
+	}
+	r.server, r.closeSrv = srv, closeSrv
+	srv.AddReceivingMiddleware(r.recordState)
+	r.events = newEventLog(cfg.Store, r.log, cfg.EventFlushInterval, cfg.EventMemory)
+	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		EventStore: r.events,
+		// The gateway already applied DNS-rebinding and origin protection
+		// and the body limit, on the client's real connection.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        -1,
+		Logger:                     r.log,
+	})
+	if len(in.State) > 0 {
+		if err := r.restore(ctx, in.State); err != nil {
+			_ = r.Close(context.Background())
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// recordState is a go-sdk receiving middleware that tracks the session's
+// handshake state and reports every change for the session record.
+func (r *Runtime) recordState(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		r.mu.Lock()
+		changed := false
+		if !r.restoring {
+			switch p := req.GetParams().(type) {
+			case *mcp.InitializeParams:
+				if method == "initialize" {
+					r.state.InitializeParams, changed = p, true
+					if ir, ok := res.(*mcp.InitializeResult); ok {
+						r.state.NegotiatedProtocolVersion = ir.ProtocolVersion
+					}
+				}
+			case *mcp.InitializedParams:
+				r.state.InitializedParams, changed = p, true
+			case *mcp.SetLoggingLevelParams:
+				r.state.LogLevel, changed = p.Level, true
+			}
+		}
+		var snapshot []byte
+		if changed {
+			snapshot, _ = json.Marshal(&r.state)
+		}
+		r.mu.Unlock()
+		if snapshot != nil && r.persist != nil {
+			r.persist(snapshot)
+		}
+		return res, err
+	}
+}
+
+// restore replays the recorded handshake into the fresh handler.
+func (r *Runtime) restore(ctx context.Context, raw []byte) error {
+	var st mcp.ServerSessionState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("mcpruntime: decode session state: %w", err)
+	}
+	if st.InitializeParams == nil {
+		return nil // never initialized: nothing to replay
+	}
+	r.mu.Lock()
+	r.restoring, r.state = true, st
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.restoring = false
+		r.mu.Unlock()
+	}()
+	version := st.NegotiatedProtocolVersion
+	if version == "" {
+		version = st.InitializeParams.ProtocolVersion
+	}
+	steps := []struct {
+		method, id string
+		params     any
+		want       int
+	}{{"initialize", `"mcpgrain-restore-initialize"`, st.InitializeParams, http.StatusOK}}
+	if st.InitializedParams != nil {
+		steps = append(steps, struct {
+			method, id string
+			params     any
+			want       int
+		}{"notifications/initialized", "", st.InitializedParams, http.StatusAccepted})
+	}
+	if st.LogLevel != "" {
+		steps = append(steps, struct {
+			method, id string
+			params     any
+			want       int
+		}{"logging/setLevel", `"mcpgrain-restore-level"`, &mcp.SetLoggingLevelParams{Level: st.LogLevel}, http.StatusOK})
+	}
+	for i, s := range steps {
+		params, err := json.Marshal(s.params)
+		if err != nil {
+			return fmt.Errorf("mcpruntime: encode %s params: %w", s.method, err)
+		}
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","method":%q,"params":%s`, s.method, params)
+		if s.id != "" {
+			body += `,"id":` + s.id
+		}
+		body += "}"
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader([]byte(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if i > 0 {
+			req.Header.Set("Mcp-Session-Id", r.id)
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
+		rec := httptest.NewRecorder()
+		r.handler.ServeHTTP(rec, req)
+		if rec.Code != s.want {
+			return fmt.Errorf("mcpruntime: restore %s: status %d: %s", s.method, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
+		}
+		if i == 0 && rec.Header().Get("Mcp-Session-Id") != r.id {
+			return fmt.Errorf("mcpruntime: restore initialize: session id %q, want %q", rec.Header().Get("Mcp-Session-Id"), r.id)
+		}
+	}
+	return nil
+}
+
+// ServeExchange serves one HTTP exchange of the session with go-sdk's
+// handler. It blocks until the response is complete (for a GET stream,
+// until the client goes away or the runtime closes).
+func (r *Runtime) ServeExchange(w http.ResponseWriter, req *http.Request) {
+	r.exchanges.Add(1)
+	defer r.exchanges.Add(-1)
+	if req.Method == http.MethodPost {
+		r.posts.Add(1)
+		defer r.posts.Add(-1)
+	}
+	r.handler.ServeHTTP(w, req)
+}
+
+// ActiveStreams implements session.Runtime: POST exchanges in flight. An
+// open standalone GET stream does not pin the runtime (as in the seed).
+func (r *Runtime) ActiveStreams() int { return int(r.posts.Load()) }
+
+// PausedExecutions implements session.Runtime (no engine yet: 0).
+func (r *Runtime) PausedExecutions() int { return 0 }
+
+// RunningExecutions implements session.Runtime (no engine yet: 0).
+func (r *Runtime) RunningExecutions() int { return 0 }
+
+// Close implements session.Runtime: it closes the MCP session (ending its
+// streams), stops the packs' background work and flushes the event log.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	// Closing the handler's sessions is only possible through DELETE; the
+	// session id is ours, so issue one.
+	req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", r.id)
+	r.handler.ServeHTTP(httptest.NewRecorder(), req)
+	if r.closeSrv != nil {
+		r.closeSrv()
+	}
+	return r.events.close(ctx)
+}

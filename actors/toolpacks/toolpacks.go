@@ -1,0 +1,258 @@
+package toolpacks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+)
+
+// Pack names.
+const (
+	// Demo is the pack of small, safe tools (echo, add, now, count_to,
+	// ask_confirmation) that make a node useful before real tools exist.
+	Demo = "demo"
+	// Conformance is the server fixture that the official MCP conformance
+	// suite drives (a port of go-sdk's conformance everything-server).
+	Conformance = "conformance"
+)
+
+// Options configures [NewServer]. The zero value is usable.
+type Options struct {
+	// Logger, if non-nil, is the server's logger (it overrides
+	// ServerOptions.Logger). Nil: ServerOptions.Logger, else the go-sdk
+	// default (discard).
+	Logger *slog.Logger
+	// ServerOptions, if non-nil, is the base of the go-sdk server options
+	// (KeepAlive, GetSessionID, PageSize, Capabilities, ...). It is copied,
+	// never modified. A handler it sets (CompletionHandler, SubscribeHandler,
+	// ...) that a selected pack also sets is a conflict: NewServer returns an
+	// error rather than silently picking one.
+	ServerOptions *mcp.ServerOptions
+	// Clock tells the demo pack's now tool the time. Nil: the system clock.
+	Clock clock.Clock
+}
+
+// Names lists the known packs, in a stable order: "demo", "conformance".
+func Names() []string {
+	names := make([]string, len(registry))
+	for i, p := range registry {
+		names[i] = p.name
+	}
+	return names
+}
+
+// Validate returns nil if every name in packs is a known pack, else an
+// error naming each unknown pack and listing the known ones. It is meant
+// for validating a command-line flag; duplicates are allowed (NewServer
+// registers a pack once).
+func Validate(packs []string) error {
+	var unknown []string
+	for _, name := range packs {
+		if lookup(name) == nil && !slices.Contains(unknown, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(unknown))
+	for i, name := range unknown {
+		quoted[i] = fmt.Sprintf("%q", name)
+	}
+	noun := "pack"
+	if len(unknown) > 1 {
+		noun = "packs"
+	}
+	return fmt.Errorf("unknown tool %s %s (known: %s)", noun, strings.Join(quoted, ", "), strings.Join(Names(), ", "))
+}
+
+// NewServer builds a fresh *mcp.Server with the given packs registered, for
+// one MCP session (packs keep per-server state, so a server must not be
+// shared by sessions that expect isolation). Duplicate pack names are
+// registered once; an empty list gives a server with no features.
+//
+// The returned closer stops the background goroutines the packs started for
+// this server (the conformance pack's watched-resource updater) and waits
+// for them to exit. It is safe to call more than once and from several
+// goroutines. On error no goroutine is left running and the closer is nil.
+func NewServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Server, func(), error) {
+	return newServer(impl, packs, opts, internalOptions{})
+}
+
+// internalOptions are knobs for this package's tests (see export_test.go).
+type internalOptions struct {
+	// watchInterval overrides the watched-resource update interval.
+	watchInterval time.Duration
+}
+
+// env is what a pack's register function gets besides the server.
+type env struct {
+	clock         clock.Clock
+	watchInterval time.Duration
+}
+
+// pack is one named set of features.
+type pack struct {
+	name string
+	// handlers are the server-level handlers the pack needs in the server
+	// options (they must be known before the server is created).
+	handlers func() serverHandlers
+	// register adds the pack's tools, resources and prompts to s and starts
+	// its background work; the returned stop function (nil if none) ends
+	// that work and waits for it.
+	register func(s *mcp.Server, e env) (stop func())
+}
+
+// serverHandlers are the mcp.ServerOptions handler fields a pack may set.
+// Each may be set by at most one source (a pack or Options.ServerOptions).
+type serverHandlers struct {
+	InitializedHandler          func(context.Context, *mcp.InitializedRequest)
+	ProgressNotificationHandler func(context.Context, *mcp.ProgressNotificationServerRequest)
+	CompletionHandler           func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
+	SubscribeHandler            func(context.Context, *mcp.SubscribeRequest) error
+	UnsubscribeHandler          func(context.Context, *mcp.UnsubscribeRequest) error
+}
+
+// registry is every known pack, in Names order.
+var registry = []pack{
+	{name: Demo, register: registerDemo},
+	{name: Conformance, handlers: conformanceHandlers, register: registerConformance},
+}
+
+func lookup(name string) *pack {
+	for i := range registry {
+		if registry[i].name == name {
+			return &registry[i]
+		}
+	}
+	return nil
+}
+
+func newServer(impl *mcp.Implementation, packs []string, opts Options, iopts internalOptions) (*mcp.Server, func(), error) {
+	if impl == nil {
+		return nil, nil, errors.New("toolpacks: nil Implementation")
+	}
+	if err := Validate(packs); err != nil {
+		return nil, nil, err
+	}
+	var selected []*pack
+	for _, name := range packs {
+		p := lookup(name)
+		if !slices.Contains(selected, p) {
+			selected = append(selected, p)
+		}
+	}
+
+	var so mcp.ServerOptions
+	if opts.ServerOptions != nil {
+		so = *opts.ServerOptions
+	}
+	if opts.Logger != nil {
+		so.Logger = opts.Logger
+	}
+	m := merger{opts: &so, owners: map[string]string{}}
+	m.claimBase()
+	for _, p := range selected {
+		if p.handlers != nil {
+			m.merge(p.name, p.handlers())
+		}
+	}
+	if err := errors.Join(m.errs...); err != nil {
+		return nil, nil, err
+	}
+	if (so.SubscribeHandler == nil) != (so.UnsubscribeHandler == nil) {
+		return nil, nil, errors.New("toolpacks: SubscribeHandler and UnsubscribeHandler must be set together")
+	}
+
+	server, err := newMCPServer(impl, &so)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	e := env{clock: opts.Clock, watchInterval: iopts.watchInterval}
+	if e.clock == nil {
+		e.clock = clock.Real()
+	}
+	var stops []func()
+	for _, p := range selected {
+		if stop := p.register(server, e); stop != nil {
+			stops = append(stops, stop)
+		}
+	}
+	closer := sync.OnceFunc(func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	})
+	return server, closer, nil
+}
+
+// newMCPServer calls mcp.NewServer, turning its option-validation panics
+// (negative PageSize, unsupported protocol version, ...) into errors.
+func newMCPServer(impl *mcp.Implementation, so *mcp.ServerOptions) (s *mcp.Server, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("toolpacks: invalid server options: %v", r)
+		}
+	}()
+	return mcp.NewServer(impl, so), nil
+}
+
+// merger folds the packs' handlers into server options, refusing to let two
+// sources set the same handler.
+type merger struct {
+	opts   *mcp.ServerOptions
+	owners map[string]string // handler field -> who set it
+	errs   []error
+}
+
+const baseOwner = "Options.ServerOptions"
+
+// claimBase records the handlers already set in the base options.
+func (m *merger) claimBase() {
+	o := m.opts
+	for field, set := range map[string]bool{
+		"InitializedHandler":          o.InitializedHandler != nil,
+		"ProgressNotificationHandler": o.ProgressNotificationHandler != nil,
+		"CompletionHandler":           o.CompletionHandler != nil,
+		"SubscribeHandler":            o.SubscribeHandler != nil,
+		"UnsubscribeHandler":          o.UnsubscribeHandler != nil,
+	} {
+		if set {
+			m.owners[field] = baseOwner
+		}
+	}
+}
+
+func (m *merger) merge(packName string, h serverHandlers) {
+	o := m.opts
+	m.claim(packName, "InitializedHandler", h.InitializedHandler != nil, func() { o.InitializedHandler = h.InitializedHandler })
+	m.claim(packName, "ProgressNotificationHandler", h.ProgressNotificationHandler != nil, func() { o.ProgressNotificationHandler = h.ProgressNotificationHandler })
+	m.claim(packName, "CompletionHandler", h.CompletionHandler != nil, func() { o.CompletionHandler = h.CompletionHandler })
+	m.claim(packName, "SubscribeHandler", h.SubscribeHandler != nil, func() { o.SubscribeHandler = h.SubscribeHandler })
+	m.claim(packName, "UnsubscribeHandler", h.UnsubscribeHandler != nil, func() { o.UnsubscribeHandler = h.UnsubscribeHandler })
+}
+
+func (m *merger) claim(packName, field string, set bool, assign func()) {
+	if !set {
+		return
+	}
+	if owner, ok := m.owners[field]; ok {
+		if owner != baseOwner {
+			owner = fmt.Sprintf("pack %q", owner)
+		}
+		m.errs = append(m.errs, fmt.Errorf("toolpacks: conflicting %s: set by %s and pack %q", field, owner, packName))
+		return
+	}
+	m.owners[field] = packName
+	assign()
+}

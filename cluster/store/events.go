@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	now := s.now().UnixMilli()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, e := range events {
+			data := e.Data
+			if data == nil {
+				data = []byte{}
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO mcp_events (session, stream, idx, data, created_at_ms) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (session, stream, idx) DO NOTHING`, e.Session, e.Stream, e.Index, data, now); err != nil {
+				return fmt.Errorf("store: append event %s/%s#%d: %w", e.Session, e.Stream, e.Index, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: read events of %s/%s: %w", session, stream, err)
+	}
+	defer rows.Close()
+	var (
+		out  [][]byte
+		last = after
+	)
+	for rows.Next() {
+		var (
+			idx  int
+			data []byte
+		)
+		if err := rows.Scan(&idx, &data); err != nil {
+			return nil, 0, fmt.Errorf("store: scan event: %w", err)
+		}
+		if data == nil {
+			data = []byte{} // SQLite reads an empty blob as nil
+		}
+		if idx != last+1 {
+			return nil, 0, fmt.Errorf("store: events of %s/%s: gap after index %d", session, stream, last)
+		}
+		out, last = append(out, data), idx
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("store: read events: %w", err)
+	}
+	if len(out) == 0 {
+		// Distinguish "nothing after" from "no such stream".
+		var max sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, `SELECT MAX(idx) FROM mcp_events WHERE session = $1 AND stream = $2`, session, stream).Scan(&max); err != nil {
+			return nil, 0, fmt.Errorf("store: read events: %w", err)
+		}
+		if !max.Valid {
+			return nil, -1, nil
+		}
+		return nil, int(max.Int64), nil
+	}
+	return out, last, nil
+}
+
+func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1`, session); err != nil {
+		return fmt.Errorf("store: delete events of %s: %w", session, err)
+	}
+	return nil
+}

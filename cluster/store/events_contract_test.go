@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+func TestEventLogAppendReplayAndDelete(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		var evs []store.Event
+		for i := range 5 {
+			evs = append(evs, store.Event{Session: "s1", Stream: "a", Index: i, Data: []byte{byte('0' + i)}})
+		}
+		evs = append(evs, store.Event{Session: "s1", Stream: "b", Index: 0, Data: nil}, store.Event{Session: "s2", Stream: "a", Index: 0, Data: []byte("x")})
+		if err := s.AppendEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		// Re-appending a stored index (a retried flush) changes nothing.
+		if err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 4, Data: []byte("other")}}); err != nil {
+			t.Fatal(err)
+		}
+		data, last, err := s.Events(ctx, "s1", "a", 1)
+		if err != nil || last != 4 || len(data) != 3 || string(data[0]) != "2" || string(data[2]) != "4" {
+			t.Fatalf("after 1: %q last %d err %v", data, last, err)
+		}
+		if data, last, _ := s.Events(ctx, "s1", "a", 4); len(data) != 0 || last != 4 {
+			t.Fatalf("after the end: %q last %d", data, last)
+		}
+		if data, last, _ := s.Events(ctx, "s1", "nope", -1); len(data) != 0 || last != -1 {
+			t.Fatalf("unknown stream: %q last %d", data, last)
+		}
+		if data, _, _ := s.Events(ctx, "s1", "b", -1); len(data) != 1 || data[0] == nil || len(data[0]) != 0 {
+			t.Fatalf("empty event: %q", data)
+		}
+		if err := s.DeleteEvents(ctx, "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, last, _ := s.Events(ctx, "s1", "a", -1); last != -1 {
+			t.Fatal("events survived DeleteEvents")
+		}
+		if data, _, _ := s.Events(ctx, "s2", "a", -1); len(data) != 1 {
+			t.Fatal("DeleteEvents touched another session")
+		}
+	})
+}

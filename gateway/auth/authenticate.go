@@ -1,0 +1,174 @@
+package auth
+
+import (
+	"net/http"
+	"strings"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// The principal [AuthOptions.NoAuth] authenticates every request as.
+const (
+	// AnonymousUser is the anonymous principal's user.
+	AnonymousUser = "anonymous"
+	// AnonymousOrg is the anonymous principal's organization.
+	AnonymousOrg = "local"
+	// AnonymousRole is the anonymous principal's role.
+	AnonymousRole = RoleAdmin
+)
+
+// Anonymous returns a new copy of the fixed principal [AuthOptions.NoAuth]
+// authenticates every request as: user "anonymous", org "local", role
+// "admin".
+func Anonymous() *pb.Principal {
+	return &pb.Principal{User: AnonymousUser, Org: AnonymousOrg, Role: AnonymousRole}
+}
+
+// RFC 6750 error codes, as found in [Error.Code].
+const (
+	// CodeInvalidRequest: the Authorization header is malformed (400).
+	CodeInvalidRequest = "invalid_request"
+	// CodeInvalidToken: the bearer token is not a known one (401).
+	CodeInvalidToken = "invalid_token"
+)
+
+// AuthOptions configure an [Authenticator].
+type AuthOptions struct {
+	// NoAuth accepts every request, whatever its headers, as the fixed
+	// [Anonymous] principal (user "anonymous", org "local", role "admin").
+	// It is only for loopback experiments: the app refuses it unless the
+	// HTTP listener is loopback (that check lives in the app, not here).
+	NoAuth bool
+	// Realm, if set, is sent as the realm parameter of WWW-Authenticate.
+	Realm string
+	// ResourceMetadataURL, if set, is sent as the resource_metadata
+	// parameter of WWW-Authenticate (RFC 9728 OAuth protected resource
+	// metadata, which MCP clients use to discover the authorization server).
+	ResourceMetadataURL string
+}
+
+// Authenticator turns an HTTP request into a principal by its bearer token.
+// It is safe for concurrent use.
+type Authenticator struct {
+	keys   *Keys
+	noAuth bool
+	// params are the challenge's fixed auth-params (realm,
+	// resource_metadata), already formatted.
+	params []string
+}
+
+// NewAuthenticator returns an Authenticator that accepts the tokens in keys
+// (nil accepts none, unless opts.NoAuth).
+func NewAuthenticator(keys *Keys, opts AuthOptions) *Authenticator {
+	a := &Authenticator{keys: keys, noAuth: opts.NoAuth}
+	if opts.Realm != "" {
+		a.params = append(a.params, "realm="+quote(opts.Realm))
+	}
+	if opts.ResourceMetadataURL != "" {
+		a.params = append(a.params, "resource_metadata="+quote(opts.ResourceMetadataURL))
+	}
+	return a
+}
+
+// Authenticate reads the request's "Authorization: Bearer <token>" header
+// (scheme case-insensitive, exactly one Authorization header, non-empty
+// token) and returns the principal the token authenticates. On failure the
+// error is an *[Error]:
+//
+//   - no Authorization header, an empty one, or a scheme other than Bearer:
+//     401, WWW-Authenticate without an error code (RFC 6750 §3.1: the client
+//     sent no bearer credentials);
+//   - more than one Authorization header, an empty bearer token, or one that
+//     is not b64token syntax: 400, error="invalid_request";
+//   - a well-formed token that is not configured: 401, error="invalid_token".
+//
+// With [AuthOptions.NoAuth] it returns [Anonymous] for every request.
+func (a *Authenticator) Authenticate(r *http.Request) (*pb.Principal, error) {
+	if a.noAuth {
+		return Anonymous(), nil
+	}
+	vals := r.Header.Values("Authorization")
+	switch {
+	case len(vals) == 0:
+		return nil, a.fail(http.StatusUnauthorized, "", "missing bearer token")
+	case len(vals) > 1:
+		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "more than one Authorization header")
+	}
+	h := strings.Trim(vals[0], " \t")
+	if h == "" {
+		return nil, a.fail(http.StatusUnauthorized, "", "missing bearer token")
+	}
+	scheme, token := h, ""
+	if i := strings.IndexAny(h, " \t"); i >= 0 {
+		scheme, token = h[:i], strings.TrimLeft(h[i:], " \t")
+	}
+	if !strings.EqualFold(scheme, "Bearer") {
+		return nil, a.fail(http.StatusUnauthorized, "", "unsupported authorization scheme; use Bearer")
+	}
+	switch {
+	case token == "":
+		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "empty bearer token")
+	case !isBearerToken(token):
+		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "malformed bearer token")
+	}
+	p, ok := a.keys.Lookup(token)
+	if !ok {
+		return nil, a.fail(http.StatusUnauthorized, CodeInvalidToken, "unknown bearer token")
+	}
+	return p, nil
+}
+
+func (a *Authenticator) fail(status int, code, msg string) *Error {
+	params := a.params
+	if code != "" {
+		params = append(params[:len(params):len(params)], "error="+quote(code), "error_description="+quote(msg))
+	}
+	challenge := "Bearer"
+	if len(params) > 0 {
+		challenge += " " + strings.Join(params, ", ")
+	}
+	return &Error{Status: status, WWWAuthenticate: challenge, Code: code, Message: msg}
+}
+
+// Error is an authentication failure, ready to be written as a response:
+// set the WWW-Authenticate header to WWWAuthenticate and answer Status with
+// Message as the body's explanation.
+type Error struct {
+	// Status is the HTTP status: 401 (no or unknown credentials) or 400
+	// (malformed Authorization header).
+	Status int
+	// WWWAuthenticate is the WWW-Authenticate header value (RFC 6750 §3),
+	// e.g. `Bearer realm="mcpgrain", error="invalid_token",
+	// error_description="unknown bearer token"`. It has no error code when
+	// the request carried no bearer credentials.
+	WWWAuthenticate string
+	// Code is the RFC 6750 error code ([CodeInvalidRequest],
+	// [CodeInvalidToken]), or empty when the request carried no bearer
+	// credentials.
+	Code string
+	// Message is a short explanation, safe to show the client: it never
+	// contains the token.
+	Message string
+}
+
+// Error returns "auth: " followed by the message.
+func (e *Error) Error() string { return "auth: " + e.Message }
+
+// quote returns s as an HTTP quoted-string, dropping control characters.
+func quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c < 0x20 || c == 0x7f:
+			continue
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}

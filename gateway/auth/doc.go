@@ -1,0 +1,63 @@
+// Package auth authenticates gateway requests by bearer token and rate-limits
+// them per principal.
+//
+// # Keys
+//
+// [Keys] maps bearer tokens to principals (mcpgrain.v1.Principal: user, org,
+// role). It keeps only SHA-256 digests of the tokens. Keys come from a JSON
+// file ([LoadKeysFile]), from the MCPGRAIN_KEYS environment variable
+// ([ParseKeysEnv]) or from code ([NewKeys]); [Keys.Merge] combines sources:
+//
+//	fileKeys, err := auth.LoadKeysFile("/etc/mcpgrain/keys.json") // chmod 600
+//	if err != nil { ... }
+//	envKeys, err := auth.ParseKeysEnv(os.Getenv(auth.EnvVar))
+//	if err != nil { ... }
+//	keys, err := fileKeys.Merge(envKeys)
+//	if err != nil { ... }
+//
+// The file looks like
+//
+//	{"keys": [
+//	  {"token": "mcpg_...", "user": "alice", "org": "acme", "role": "admin"},
+//	  {"token": "mcpg_...", "user": "bob",   "org": "acme", "role": "member"}
+//	]}
+//
+// and the variable like
+//
+//	MCPGRAIN_KEYS='mcpg_...=alice:acme:admin;mcpg_...=bob:acme:member'
+//
+// [GenerateToken] makes a suitable token. Error messages name the offending
+// entry (file path and keys[i], or the variable's entry position) and never
+// contain a token.
+//
+// # Authentication
+//
+// An [Authenticator] turns a request's "Authorization: Bearer <token>"
+// header into a principal, or into an [*Error] that carries the status and
+// the RFC 6750 WWW-Authenticate challenge to answer with:
+//
+//	authn := auth.NewAuthenticator(keys, auth.AuthOptions{Realm: "mcpgrain"})
+//	p, err := authn.Authenticate(r)
+//	if err != nil {
+//		var ae *auth.Error
+//		errors.As(err, &ae)
+//		w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+//		http.Error(w, ae.Message, ae.Status)
+//		return
+//	}
+//
+// [AuthOptions.NoAuth] authenticates every request as [Anonymous]; it is
+// meant only for loopback experiments and the app enforces that.
+//
+// # Rate limiting
+//
+// A [Limiter] is a token bucket per principal (org and user). When it
+// refuses, answer 429 with a Retry-After header:
+//
+//	lim := auth.NewLimiter(auth.LimiterOptions{Rate: 10, Burst: 20})
+//	if ok, retry := lim.Allow(p); !ok {
+//		w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
+//		http.Error(w, "rate limited", http.StatusTooManyRequests)
+//		return
+//	}
+package auth

@@ -1,0 +1,256 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	"github.com/mcpgrain/mcpgrain/internal/app"
+)
+
+const (
+	aliceToken = "mcpg_alice_token_0123456789"
+	bobToken   = "mcpg_bob_token_0123456789ab"
+)
+
+// startNode runs a real single-node mcpgrain (the app, as `mcpgrain dev`
+// runs it) and returns its HTTP address.
+func startNode(t *testing.T, tweak func(*app.Config)) string {
+	t.Helper()
+	keys, err := auth.NewKeys(
+		auth.Entry{Token: aliceToken, User: "alice", Org: "acme", Role: "admin"},
+		auth.Entry{Token: bobToken, User: "bob", Org: "acme", Role: "member"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("MCPGRAIN_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg := app.Config{
+		NodeID: "t1", Bind: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		Store:  "sqlite:" + filepath.Join(t.TempDir(), "g.db"),
+		Logger: logger,
+		MCP:    app.MCPConfig{Packs: []string{"demo", "conformance"}, Keys: keys, RateLimit: 1000, RateBurst: 1000},
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan app.Info, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cfg, func(i app.Info) { ready <- i }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case i := <-ready:
+		return i.HTTPAddr
+	case err := <-done:
+		t.Fatalf("node did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("node did not start in 20s")
+	}
+	return ""
+}
+
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
+func connect(t *testing.T, addr, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + addr + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+type rawResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func raw(t *testing.T, method, addr string, headers map[string]string, body string) rawResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+addr+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return rawResponse{resp.StatusCode, resp.Header, b}
+}
+
+func rpcCode(t *testing.T, body []byte) int {
+	t.Helper()
+	var r struct {
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("not a JSON-RPC error body: %q", body)
+	}
+	return r.Error.Code
+}
+
+func TestStatefulSessionRoundTrip(t *testing.T) {
+	addr := startNode(t, nil)
+	cs := connect(t, addr, aliceToken, "2025-11-25", nil)
+	if cs.ID() == "" {
+		t.Fatal("no session id")
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != "hi" {
+		t.Fatalf("echo: %+v", res.Content)
+	}
+}
+
+func TestGatewayRejectsBadRequestsWithSpecStatuses(t *testing.T) {
+	addr := startNode(t, func(c *app.Config) { c.MCP.RateLimit, c.MCP.RateBurst = 1000, 1000 })
+	alice := connect(t, addr, aliceToken, "2025-11-25", nil)
+	sid := alice.ID()
+	authz := "Bearer " + aliceToken
+	json := "application/json"
+	accept := "application/json, text/event-stream"
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}`
+	cases := []struct {
+		name    string
+		method  string
+		headers map[string]string
+		body    string
+		status  int
+		code    int // JSON-RPC code if the body is a JSON-RPC error (0: don't check)
+	}{
+		{"no token", "POST", map[string]string{"Content-Type": json, "Accept": accept}, initBody, 401, -32001},
+		{"unknown token", "POST", map[string]string{"Authorization": "Bearer mcpg_nobody_0123456789", "Content-Type": json, "Accept": accept}, initBody, 401, -32001},
+		{"other principal's session", "POST", map[string]string{"Authorization": "Bearer " + bobToken, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 403, -32003},
+		{"other principal's delete", "DELETE", map[string]string{"Authorization": "Bearer " + bobToken, "Mcp-Session-Id": sid}, "", 403, -32003},
+		{"unknown session", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": "NOSUCHSESSION", "Content-Type": json, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 404, -32001},
+		{"malformed session id", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": "bad id", "Content-Type": json, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 404, -32001},
+		{"missing session id", "POST", map[string]string{"Authorization": authz, "Content-Type": json, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 400, -32600},
+		{"GET without session id", "GET", map[string]string{"Authorization": authz, "Accept": "text/event-stream"}, "", 400, -32600},
+		{"bad protocol version", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "1999-01-01"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 400, -32600},
+		{"oversized body", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept}, big, 413, -32600},
+		{"unsupported method", "PUT", map[string]string{"Authorization": authz}, "", 405, -32001},
+		{"DNS rebinding host", "POST", map[string]string{"Authorization": authz, "Host": "evil.example.com", "Content-Type": json, "Accept": accept}, initBody, 403, 0},
+		{"cross-origin browser request", "POST", map[string]string{"Authorization": authz, "Origin": "https://evil.example.com", "Sec-Fetch-Site": "cross-site", "Content-Type": json, "Accept": accept}, initBody, 403, -32001},
+		// From here go-sdk's handler in the session grain answers.
+		{"wrong content type", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": "text/plain", "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 415, 0},
+		{"malformed JSON", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":`, 400, 0},
+		{"unknown method", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":3,"method":"no/such"}`, 400, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, "http://"+addr+"/mcp", bytes.NewReader([]byte(tc.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.headers {
+				if k == "Host" {
+					req.Host = v
+					continue
+				}
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d; body %q", resp.StatusCode, tc.status, body)
+			}
+			if tc.code != 0 {
+				if c := rpcCode(t, body); c != tc.code {
+					t.Fatalf("JSON-RPC code %d, want %d; body %q", c, tc.code, body)
+				}
+			}
+			if tc.status == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+			if tc.status == 403 && bytes.Contains(body, []byte("alice")) {
+				t.Fatal("403 leaks the owner")
+			}
+		})
+	}
+	// The owner still uses the session after all that.
+	if _, err := alice.ListTools(t.Context(), nil); err != nil {
+		t.Fatalf("owner after rejected requests: %v", err)
+	}
+}
+
+func TestDeleteEndsSessionThen404(t *testing.T) {
+	addr := startNode(t, nil)
+	cs := connect(t, addr, aliceToken, "2025-11-25", nil)
+	sid := cs.ID()
+	h := map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid}
+	if r := raw(t, "DELETE", addr, h, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %q", r.status, r.body)
+	}
+	h["Content-Type"], h["Accept"], h["Mcp-Protocol-Version"] = "application/json", "application/json, text/event-stream", "2025-11-25"
+	r := raw(t, "POST", addr, h, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
+	if r.status != http.StatusNotFound || rpcCode(t, r.body) != -32001 {
+		t.Fatalf("after DELETE: %d %q", r.status, r.body)
+	}
+	if r := raw(t, "DELETE", addr, map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid}, ""); r.status != http.StatusNotFound {
+		t.Fatalf("second DELETE: %d", r.status)
+	}
+}
+
+func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
+	addr := startNode(t, func(c *app.Config) { c.MCP.RateLimit, c.MCP.RateBurst = 0.5, 2 })
+	h := map[string]string{"Authorization": "Bearer " + bobToken, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}` // 400 (no session) but counted
+	for i := range 2 {
+		if r := raw(t, "POST", addr, h, body); r.status != http.StatusBadRequest {
+			t.Fatalf("request %d: %d", i, r.status)
+		}
+	}
+	r := raw(t, "POST", addr, h, body)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("third request: %d Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+	// Another principal is not affected.
+	h["Authorization"] = "Bearer " + aliceToken
+	if r := raw(t, "POST", addr, h, body); r.status != http.StatusBadRequest {
+		t.Fatalf("other principal: %d", r.status)
+	}
+}
