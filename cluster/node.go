@@ -88,8 +88,12 @@ type Node struct {
 	logger    *slog.Logger
 	metrics   *nodeMetrics
 
-	table    atomic.Pointer[placement.Table]
-	viewCh   atomic.Pointer[chan struct{}] // closed and replaced on every view change
+	table  atomic.Pointer[placement.Table]
+	viewCh atomic.Pointer[chan struct{}] // closed and replaced on every view change
+	// down holds addresses whose remote connection just broke (a peer that
+	// probably died), with when it broke. Requests are not sent there until
+	// the view moves the grain away, the peer reconnects, or downFor passes.
+	down     sync.Map
 	joined   chan struct{}
 	joinOnce sync.Once
 	stopOnce sync.Once
@@ -180,6 +184,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		joined: make(chan struct{}),
 	}
 	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
+	system.EventStream.Subscribe(func(evt any) {
+		switch e := evt.(type) {
+		case *remote.EndpointTerminatedEvent:
+			n.down.Store(e.Address, time.Now())
+		case *remote.EndpointConnectedEvent:
+			n.down.Delete(e.Address)
+		}
+	})
 	n.table.Store(placement.NewTable(membership.View{}))
 	ch := make(chan struct{})
 	n.viewCh.Store(&ch)

@@ -109,6 +109,12 @@ func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Mes
 			lastErr = &grain.Error{Code: pb.GrainError_CODE_UNKNOWN_KIND, Message: fmt.Sprintf("no member hosts grain kind %q", kind), Node: n.id}
 		case owner.ID == n.id:
 			target, env = n.placement, &placement.LocalRequest{Kind: kind, Identity: identity, Msg: msg}
+		case n.unreachable(owner.Address):
+			// Its connection just broke: the member probably died and the
+			// view will move the grain. Sending now could execute nowhere or
+			// (if it is alive after all) somewhere we cannot hear back from.
+			n.metrics.retries.WithLabelValues("owner_unreachable").Inc()
+			lastErr = fmt.Errorf("cluster: owner %s of %s is unreachable", owner.ID, grain.Key(kind, identity))
 		default:
 			if payload == nil {
 				p, err := anypb.New(msg)
@@ -221,6 +227,24 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor
 		return nil, gerr, true
 	}
 	return nil, gerr, false
+}
+
+// downFor is how long a broken connection keeps a member from receiving
+// requests before we try it again (a member that really died leaves the
+// view sooner: within its membership TTL).
+const downFor = 3 * time.Second
+
+// unreachable reports whether address's connection broke less than downFor ago.
+func (n *Node) unreachable(address string) bool {
+	v, ok := n.down.Load(address)
+	if !ok {
+		return false
+	}
+	if time.Since(v.(time.Time)) > downFor {
+		n.down.Delete(address)
+		return false
+	}
+	return true
 }
 
 // hasAddress reports whether a member with address is in the current view.

@@ -284,8 +284,15 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 			x.Headers = append(x.Headers, &pb.HttpHeader{Name: name, Values: vs})
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.StartTimeout)
-	res, err := h.node.Request(ctx, session.KindName, sid, x)
+	// A GET (open or resume a stream) has no side effects, so it is retried
+	// through a restore or a move for longer: go-sdk's client treats a failed
+	// stream reconnect as the end of the session.
+	timeout, opts := h.o.StartTimeout, []cluster.CallOption(nil)
+	if r.Method == http.MethodGet {
+		timeout, opts = 3*h.o.StartTimeout, append(opts, cluster.Idempotent())
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	res, err := h.node.Request(ctx, session.KindName, sid, x, opts...)
 	cancel()
 	if err != nil {
 		h.requestFailed(w, r, sid, err)

@@ -1,0 +1,262 @@
+package gateway_test
+
+// MCP across real processes: Consul, Postgres, three `mcpgrain node`
+// processes (internal/testcluster), the official go-sdk client.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/membership"
+	"github.com/mcpgrain/mcpgrain/cluster/placement"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
+)
+
+func sessionTable(c *testcluster.Cluster, running ...int) *placement.Table {
+	var ms []membership.Member
+	for _, i := range running {
+		n := c.Node(i)
+		ms = append(ms, membership.Member{ID: n.ID, Address: n.Bind, Kinds: []string{session.KindName, "probe"}})
+	}
+	return placement.NewTable(membership.NewView(ms...))
+}
+
+// connectOwnedBy connects through gateway node via until the minted
+// session is owned by node owner (each try has a 1/3 chance).
+func connectOwnedBy(t *testing.T, c *testcluster.Cluster, via, owner int, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	table := sessionTable(c, 0, 1, 2)
+	for range 40 {
+		cs := connect(t, c.Node(via).HTTP, testcluster.Token, "2025-11-25", opts)
+		if o, _ := table.Owner(session.KindName, cs.ID()); o.ID == c.Node(owner).ID {
+			return cs
+		}
+		_ = cs.Close()
+	}
+	t.Fatal("could not get a session owned by the wanted node")
+	return nil
+}
+
+func TestStatefulSessionAcrossNodes(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "demo,conformance"}})
+	var progress, updates atomic.Int32
+	updated := make(chan struct{}, 1)
+	cs := connectOwnedBy(t, c, 0, 1, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		},
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {
+			if updates.Add(1) == 1 {
+				updated <- struct{}{}
+			}
+		},
+	})
+	ctx := t.Context()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) < 30 {
+		t.Fatalf("tools/list: %d tools", len(tools.Tools))
+	}
+	p := &mcp.CallToolParams{Name: "count_to", Arguments: map[string]any{"n": 5}}
+	p.SetProgressToken("count")
+	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+		t.Fatalf("count_to: %+v %v", res, err)
+	}
+	awaitCount(t, "progress notifications", &progress, 5)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_confirmation", Arguments: map[string]any{"question": "ok?"}})
+	if err != nil || res.IsError {
+		t.Fatalf("elicitation round trip: %+v %v", res, err)
+	}
+	if !strings.Contains(fmt.Sprint(res.StructuredContent), "true") {
+		t.Fatalf("elicitation answer not reported: %+v", res.StructuredContent)
+	}
+	// Notifications outside any request travel on the standalone GET stream.
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-updated:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no resource update on the GET stream")
+	}
+	sid := cs.ID()
+	if err := cs.Close(); err != nil { // DELETE
+		t.Fatal(err)
+	}
+	r := raw(t, "POST", c.Node(2).HTTP, map[string]string{"Authorization": "Bearer " + testcluster.Token, "Mcp-Session-Id": sid,
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-11-25"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if r.status != http.StatusNotFound {
+		t.Fatalf("after DELETE via another gateway: %d %q", r.status, r.body)
+	}
+}
+
+func waitMetric(t *testing.T, n *testcluster.Node, prefix string, min float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if v, _ := n.Metric(prefix); v >= min {
+			return
+		}
+		if time.Now().After(deadline) {
+			v, _ := n.Metric(prefix)
+			t.Fatalf("%s on %s is %v, want >= %v", prefix, n.ID, v, min)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func echo(t *testing.T, cs *mcp.ClientSession, text string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil || res.IsError {
+		t.Fatalf("echo %q: %+v %v", text, res, err)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != text {
+		t.Fatalf("echo %q: %+v", text, res.Content)
+	}
+}
+
+// The same session (same id, no re-initialize) survives idle passivation
+// and the SIGKILL of the node that owns it.
+func TestSessionSurvivesPassivationAndOwnerKill(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second,
+		ExtraArgs: []string{"--session-timeout", "1s", "--reminder-poll", "200ms"}})
+	cs := connectOwnedBy(t, c, 0, 1, &mcp.ClientOptions{})
+	sid := cs.ID()
+	echo(t, cs, "before")
+	waitMetric(t, c.Node(1), `mcpgrain_runtime_disposals_total{node="n2",reason="idle"}`, 1)
+	echo(t, cs, "after passivation")
+	if cs.ID() != sid {
+		t.Fatal("session id changed")
+	}
+	c.Kill(1)
+	echo(t, cs, "after the owner was killed")
+	if cs.ID() != sid {
+		t.Fatal("session id changed")
+	}
+	// The survivors restored it (a cold build on one of them).
+	var built float64
+	for _, i := range []int{0, 2} {
+		v, _ := c.Node(i).Metric("mcpgrain_session_activations_total")
+		built += v
+	}
+	if built < 1 {
+		t.Fatal("no survivor built the session runtime")
+	}
+}
+
+type sseEvent struct{ id, data string }
+
+func readSSE(t *testing.T, resp *http.Response, want int) []sseEvent {
+	t.Helper()
+	var (
+		out []sseEvent
+		cur sseEvent
+	)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id:"):
+			cur.id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			cur.data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		case line == "":
+			if cur.id != "" || cur.data != "" {
+				out = append(out, cur)
+				cur = sseEvent{}
+				if len(out) == want {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
+
+func post(t *testing.T, addr, sid, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testcluster.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// A client that lost a response stream resumes it with Last-Event-ID on
+// another gateway after the node that served it died: the events come from
+// the store-backed event log.
+func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second})
+	table := sessionTable(c, 0, 1, 2)
+	var sid string
+	for range 40 {
+		resp := post(t, c.Node(0).HTTP, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		readSSE(t, resp, 2)
+		resp.Body.Close()
+		id := resp.Header.Get("Mcp-Session-Id")
+		if o, _ := table.Owner(session.KindName, id); o.ID == c.Node(1).ID {
+			sid = id
+			break
+		}
+	}
+	if sid == "" {
+		t.Fatal("no session owned by node 2")
+	}
+	resp := post(t, c.Node(0).HTTP, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %d", resp.StatusCode)
+	}
+	resp = post(t, c.Node(0).HTTP, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"replay me"}}}`)
+	evs := readSSE(t, resp, 2) // priming event, then the response
+	resp.Body.Close()
+	if len(evs) != 2 || !strings.Contains(evs[1].data, "replay me") {
+		t.Fatalf("tools/call stream: %+v", evs)
+	}
+	prime := evs[0].id
+	time.Sleep(50 * time.Millisecond) // let the write-behind event log flush (10 ms interval)
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 20*time.Second)
+	req, _ := http.NewRequest("GET", "http://"+c.Node(2).HTTP+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+testcluster.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", prime)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("resume: status %d", resp.StatusCode)
+	}
+	replayed := readSSE(t, resp, 1)
+	if len(replayed) != 1 || replayed[0].id != evs[1].id || !strings.Contains(replayed[0].data, "replay me") {
+		t.Fatalf("replayed %+v, want %+v", replayed, evs[1])
+	}
+}
