@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,6 +23,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -59,6 +61,9 @@ type MCPOptions struct {
 	// TrustedOrigins are browser origins allowed to call /mcp besides the
 	// server's own (e.g. "https://app.example.com").
 	TrustedOrigins []string
+	// StateKey verifies the requestState of 2026-07-28 retries (required to
+	// serve that era; the continuation grains sign with the same key).
+	StateKey []byte
 	// StartTimeout bounds how long the gateway waits for the session to
 	// start serving an exchange (restore or move included) before answering
 	// with the 503 restart envelope. Default 10s.
@@ -70,6 +75,9 @@ type mcpHandler struct {
 	log     *slog.Logger
 	o       MCPOptions
 	origins *http.CrossOriginProtection
+	// continuationSeq spreads fresh sessionless requests over this node's
+	// continuation grains.
+	continuationSeq atomic.Uint64
 }
 
 func newMCPHandler(node *cluster.Node, log *slog.Logger, o MCPOptions) (*mcpHandler, error) {
@@ -78,6 +86,9 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, o MCPOptions) (*mcpHand
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 10 * time.Second
+	}
+	if err := requeststate.CheckKey(o.StateKey); err != nil {
+		return nil, fmt.Errorf("gateway: requestState key: %w", err)
 	}
 	cop := http.NewCrossOriginProtection()
 	for _, origin := range o.TrustedOrigins {
@@ -172,6 +183,10 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if isModern(r, body) {
+		h.modern(w, r, principal, body)
+		return
+	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" && !validSessionID(sid) {
 		writeRPCError(w, http.StatusNotFound, CodeServerError, "Session not found")
@@ -181,9 +196,9 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodDelete && sid != "":
 		h.delete(w, r, principal, sid)
 	case sid != "":
-		h.exchange(w, r, principal, sid, body, false)
+		h.exchange(w, r, principal, session.KindName, sid, body, false)
 	case r.Method == http.MethodPost && isInitialize(body):
-		h.exchange(w, r, principal, rand.Text(), body, true)
+		h.exchange(w, r, principal, session.KindName, rand.Text(), body, true)
 	default:
 		writeRPCError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 	}
@@ -264,7 +279,7 @@ func (h *mcpHandler) delete(w http.ResponseWriter, r *http.Request, p *pb.Princi
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Principal, sid string, body []byte, create bool) {
+func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Principal, kind, sid string, body []byte, create bool) {
 	stream := newResponseStream(h.node.ActorSystem())
 	defer stream.close()
 	x := &pb.HttpExchange{
@@ -292,7 +307,7 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 		timeout, opts = 3*h.o.StartTimeout, append(opts, cluster.Idempotent())
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	res, err := h.node.Request(ctx, session.KindName, sid, x, opts...)
+	res, err := h.node.Request(ctx, kind, sid, x, opts...)
 	cancel()
 	if err != nil {
 		h.requestFailed(w, r, sid, err)
@@ -308,12 +323,12 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 		return
 	}
 	stream.watch(actor.NewPID(started.GetGrainAddress(), started.GetGrainId()))
-	h.relay(w, r, sid, x.GetExchangeId(), stream)
+	h.relay(w, r, kind, sid, x.GetExchangeId(), stream)
 }
 
 // relay copies the streamed response to the client until it ends, the
 // session's activation dies, or the client goes away.
-func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, sid, exchangeID string, stream *responseStream) {
+func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, exchangeID string, stream *responseStream) {
 	rc := http.NewResponseController(w)
 	wroteHead := false
 	var gone <-chan time.Time
@@ -329,7 +344,7 @@ func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, sid, exchange
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				_, _ = h.node.Request(ctx, session.KindName, sid, &pb.ExchangeCancel{ExchangeId: exchangeID})
+				_, _ = h.node.Request(ctx, kind, sid, &pb.ExchangeCancel{ExchangeId: exchangeID})
 			}()
 			return
 		case m := <-stream.ch:

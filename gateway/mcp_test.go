@@ -43,7 +43,8 @@ func startNode(t *testing.T, tweak func(*app.Config)) string {
 		NodeID: "t1", Bind: "127.0.0.1:0", HTTP: "127.0.0.1:0",
 		Store:  "sqlite:" + filepath.Join(t.TempDir(), "g.db"),
 		Logger: logger,
-		MCP:    app.MCPConfig{Packs: []string{"demo", "conformance"}, Keys: keys, RateLimit: 1000, RateBurst: 1000},
+		MCP: app.MCPConfig{Packs: []string{"demo", "conformance"}, Keys: keys, RateLimit: 1000, RateBurst: 1000,
+			StateKey: []byte("0123456789abcdef0123456789abcdef")},
 	}
 	if tweak != nil {
 		tweak(&cfg)

@@ -260,3 +260,37 @@ func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
 		t.Fatalf("replayed %+v, want %+v", replayed, evs[1])
 	}
 }
+
+func continuationExchanges(n *testcluster.Node) float64 {
+	v, _ := n.Metric("mcpgrain_continuation_exchanges_total")
+	return v
+}
+
+// A 2026-07-28 input_required retry sent through another gateway reaches
+// the continuation grain that issued its requestState.
+func TestSessionlessRetryThroughAnotherGatewayReachesTheOwner(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "demo,conformance"}})
+	viaA := mrtrClient(t, c.Node(0).HTTP, testcluster.Token)
+	first, err := viaA.CallTool(t.Context(), &mcp.CallToolParams{Name: "test_input_required_result_request_state"})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("first call: %+v %v", first, err)
+	}
+	viaC := mrtrClient(t, c.Node(2).HTTP, testcluster.Token)
+	before := []float64{continuationExchanges(c.Node(0)), continuationExchanges(c.Node(1)), continuationExchanges(c.Node(2))}
+	res, err := viaC.CallTool(t.Context(), confirmRetry(first.RequestState))
+	if err != nil || res.IsError {
+		t.Fatalf("retry through another gateway: %+v %v", res, err)
+	}
+	if tc := res.Content[0].(*mcp.TextContent); !strings.HasPrefix(tc.Text, "state-ok") {
+		t.Fatalf("retry answered %q", tc.Text)
+	}
+	// The first request ran on a continuation grain of the gateway that
+	// took it (node 1), and so did the retry.
+	after := []float64{continuationExchanges(c.Node(0)), continuationExchanges(c.Node(1)), continuationExchanges(c.Node(2))}
+	if after[0] != before[0]+1 || after[1] != before[1] || after[2] != before[2] {
+		t.Fatalf("continuation exchanges before %v after %v: the retry did not run on the owner (node 1)", before, after)
+	}
+	if _, err := viaC.CallTool(t.Context(), confirmRetry(first.RequestState+"x")); err == nil || !strings.Contains(err.Error(), "invalid requestState") {
+		t.Fatalf("tampered state through another gateway: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -443,9 +444,9 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 // completions from the runtime's goroutines.
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	switch m := msg.(type) {
-	case *exchangeDone:
-		if _, ok := s.exchanges[m.id]; ok {
-			delete(s.exchanges, m.id)
+	case *tunnel.Done:
+		if _, ok := s.exchanges[m.ID]; ok {
+			delete(s.exchanges, m.ID)
 			if s.rt != nil {
 				s.markActivity()
 			}

@@ -51,6 +51,10 @@ type Kind struct {
 	// this long. Zero never passivates on idleness: the grain decides itself
 	// with [Context.Passivate] (sessions do, from their reminders).
 	IdleTimeout time.Duration
+	// Ephemeral grains keep no durable state: activating one does not take
+	// ownership in the store (no store write, epoch 0) and Save and
+	// reminders fail. For grains whose state may be lost with their node.
+	Ephemeral bool
 }
 
 // Grain is one activation's behaviour. Methods are called one at a time.

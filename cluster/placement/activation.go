@@ -66,7 +66,10 @@ func (a *activation) Save(ctx context.Context, record []byte) error {
 	return a.fenced(ctx, func(ctx context.Context) error { return a.cfg.Store.Save(ctx, a.key, a.epoch, record) })
 }
 
-var errNoReminders = errors.New("grain: this node has no reminder service")
+var (
+	errNoReminders = errors.New("grain: this node has no reminder service")
+	errEphemeral   = errors.New("grain: an ephemeral grain has no durable state")
+)
 
 // SetReminder implements [grain.Context].
 func (a *activation) SetReminder(ctx context.Context, name string, due time.Time, period time.Duration) error {
@@ -106,6 +109,9 @@ func (a *activation) Reminders(ctx context.Context) ([]store.Reminder, error) {
 // fenced runs a write fenced by the epoch: a fenced failure stops the
 // activation (ownership lost).
 func (a *activation) fenced(ctx context.Context, write func(context.Context) error) error {
+	if a.kind.Ephemeral {
+		return errEphemeral
+	}
 	if a.state == stateLost {
 		return fmt.Errorf("grain %s: %w", a.key, store.ErrFenced)
 	}
@@ -178,12 +184,16 @@ func (a *activation) start(ctx actor.Context) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.logger = a.cfg.Logger.With("kind", a.kind.Name, "identity", a.identity)
 	began := time.Now()
-	ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
-	own, err := a.cfg.Store.Acquire(ioctx, a.key, a.cfg.Self.ID)
-	cancel()
-	if err != nil {
-		a.fail(fmt.Errorf("take ownership: %w", err))
-		return
+	var own store.Ownership
+	if !a.kind.Ephemeral {
+		ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
+		var err error
+		own, err = a.cfg.Store.Acquire(ioctx, a.key, a.cfg.Self.ID)
+		cancel()
+		if err != nil {
+			a.fail(fmt.Errorf("take ownership: %w", err))
+			return
+		}
 	}
 	a.epoch = own.Epoch
 	a.logger = a.logger.With("epoch", a.epoch)
@@ -327,7 +337,7 @@ func (a *activation) stop(ctx actor.Context, reason grain.Reason) {
 	if a.g != nil && (a.state == stateActive || a.state == stateLost) {
 		release := a.state == stateActive
 		a.guard("deactivate", func() { a.g.Deactivate(a.ctx, a, reason) })
-		if release && a.state != stateLost {
+		if release && a.state != stateLost && !a.kind.Ephemeral {
 			ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 			if err := a.cfg.Store.Release(ioctx, a.key, a.epoch); err != nil && !errors.Is(err, store.ErrFenced) {
 				a.logger.Warn("release grain ownership", "err", err)

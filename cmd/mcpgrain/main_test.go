@@ -34,6 +34,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{"bad log level", []string{"dev", "--log-level", "loud"}, nil, 2, `unknown level "loud"`},
 		{"node needs a store", []string{"node"}, nil, 2, "--store is required"},
 		{"node needs tokens", []string{"node", "--store", "sqlite:x.db"}, nil, 2, "no bearer tokens"},
+		{"node needs a state key", []string{"node", "--store", "sqlite:x.db", "--no-auth"}, nil, 2, "--state-key is required"},
+		{"bad state key", []string{"dev", "--state-key", "abcd"}, nil, 2, "--state-key must be hex"},
 		{"unknown tool pack", []string{"dev", "--tools", "demo,nope"}, nil, 2, `unknown tool pack "nope"`},
 		{"short token", []string{"dev", "--token", "short"}, nil, 2, "--token"},
 		{"bad keys env", []string{"dev"}, map[string]string{"MCPGRAIN_KEYS": "garbage"}, 2, "MCPGRAIN_KEYS"},
@@ -67,7 +69,7 @@ func TestFlagBeatsEnvironment(t *testing.T) {
 	var errOut bytes.Buffer
 	// The flag wins, so the bad environment value is never parsed; the run
 	// then fails for the unreachable store, not for the address.
-	code := run([]string{"node", "--http", "127.0.0.1:0", "--grpc", "", "--consul", "", "--no-auth", "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=1"}, io.Discard, &errOut)
+	code := run([]string{"node", "--http", "127.0.0.1:0", "--grpc", "", "--consul", "", "--no-auth", "--state-key", strings.Repeat("ab", 32), "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=1"}, io.Discard, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "cannot reach postgres") {
 		t.Fatalf("exit %d, stderr %q; want exit 1 about postgres", code, errOut.String())
 	}
@@ -94,12 +96,12 @@ func runBinary(t *testing.T, timeout time.Duration, args ...string) (int, string
 
 func TestUnreachableDependenciesFailClearly(t *testing.T) {
 	port := testenv.FreePort(t)
-	code, out := runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--no-auth",
+	code, out := runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--no-auth", "--state-key", strings.Repeat("ab", 32),
 		"--consul", "", "--store", "postgres://u:pw@127.0.0.1:1/db?connect_timeout=2")
 	if code != 1 || !strings.Contains(out, "cannot reach postgres at postgres://u:***@127.0.0.1:1") {
 		t.Fatalf("unreachable postgres: exit %d, output:\n%s", code, out)
 	}
-	code, out = runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--bind", "127.0.0.1:0", "--join-timeout", "2s", "--no-auth",
+	code, out = runBinary(t, 30*time.Second, "node", "--http", "127.0.0.1:0", "--grpc", "", "--bind", "127.0.0.1:0", "--join-timeout", "2s", "--no-auth", "--state-key", strings.Repeat("ab", 32),
 		"--consul", "127.0.0.1:"+itoa(port), "--store", "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
 	if code != 1 || !strings.Contains(out, "cannot reach consul agent at 127.0.0.1:"+itoa(port)) {
 		t.Fatalf("unreachable consul: exit %d, output:\n%s", code, out)

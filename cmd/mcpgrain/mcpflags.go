@@ -1,21 +1,28 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 
 // mcpFlags are the flags of the MCP endpoint and session lifecycle.
 type mcpFlags struct {
 	tools, keysFile, token, origins string
+	stateKey                        string
 	noAuth                          bool
 	rate                            float64
 	burst, softCap                  int
@@ -39,6 +46,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string) {
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
 	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 32, "resident session runtimes per node before the least recently active idle one is evicted")
+	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens; every node of a cluster needs the same")
 }
 
 func (m *mcpFlags) config() (app.MCPConfig, error) {
@@ -89,8 +97,17 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
 		}
 	}
+	var stateKey []byte
+	if m.stateKey != "" {
+		k, err := hex.DecodeString(m.stateKey)
+		if err != nil || requeststate.CheckKey(k) != nil {
+			return app.MCPConfig{}, fmt.Errorf("%w: --state-key must be hex for at least %d bytes (e.g. openssl rand -hex 32)", errUsage, requeststate.MinKeyLen)
+		}
+		stateKey = k
+	}
 	return app.MCPConfig{
-		Packs: packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst,
+		StateKey: stateKey,
+		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap,
 	}, nil
 }
@@ -103,4 +120,29 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// devStateKey reads the dev node's requestState key from dir, creating it
+// on first use, so restarts keep accepting the tokens it issued.
+func devStateKey(dir string) (string, error) {
+	path := filepath.Join(dir, "state.key")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	key := hex.EncodeToString(k)
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return key, nil
 }

@@ -39,6 +39,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		m.token, generated = tok, true
 	}
+	if m.stateKey == "" {
+		k, err := devStateKey(*data)
+		if err != nil {
+			return fmt.Errorf("requestState key: %w", err)
+		}
+		m.stateKey = k
+	}
 	mc, err := m.config()
 	if err != nil {
 		return err
@@ -115,6 +122,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if mc.Keys.Len() == 0 && !mc.NoAuth {
 		return fmt.Errorf("%w: no bearer tokens: set --keys-file, %s or --token (or --no-auth on a loopback --http)", errUsage, auth.EnvVar)
+	}
+	if mc.StateKey == nil {
+		return fmt.Errorf("%w: --state-key is required (the same hex key on every node; e.g. openssl rand -hex 32)", errUsage)
 	}
 	cfg := c.appConfig(stderr)
 	cfg.MCP = mc

@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/continuation"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
@@ -100,6 +101,9 @@ type MCPConfig struct {
 	SessionTTL time.Duration
 	// SoftCap is the resident runtime soft cap (zero: 32).
 	SoftCap int
+	// StateKey signs 2026-07-28 requestState tokens; all nodes of a cluster
+	// must share it (at least 32 bytes).
+	StateKey []byte
 }
 
 // Info describes a running process, reported once it is ready.
@@ -114,10 +118,6 @@ type Info struct {
 
 // Version returns the build's module version (or "devel").
 func Version() string {
-	return version()
-}
-
-func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
@@ -197,13 +197,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	nodeReg := prometheus.WrapRegistererWith(prometheus.Labels{"node": nodeID}, reg)
 
 	var node *cluster.Node
+	newServer := func(opts *mcp.ServerOptions) (*mcp.Server, func(), error) {
+		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts})
+	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
-		Packs:  cfg.MCP.Packs,
-		Store:  st,
-		Logger: log.With("component", "mcp"),
-		NewServer: func(opts *mcp.ServerOptions) (*mcp.Server, func(), error) {
-			return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts})
-		},
+		Packs:     cfg.MCP.Packs,
+		Store:     st,
+		Logger:    log.With("component", "mcp"),
+		NewServer: newServer,
 	})
 	if err != nil {
 		return err
@@ -227,7 +228,16 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return err
 	}
-	kinds := []grain.Kind{sessions.Kind()}
+	continuations, err := continuation.NewHost(continuation.Config{
+		NewServer:  newServer,
+		Key:        cfg.MCP.StateKey,
+		Logger:     log.With("component", "continuation"),
+		Registerer: nodeReg,
+	})
+	if err != nil {
+		return fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
+	}
+	kinds := []grain.Kind{sessions.Kind(), continuations.Kind()}
 	if cfg.EnableProbe {
 		kinds = append(kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
 	}
@@ -266,6 +276,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 			Auth:           auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"}),
 			Limiter:        auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst}),
 			TrustedOrigins: cfg.MCP.TrustedOrigins,
+			StateKey:       cfg.MCP.StateKey,
 		},
 	})
 	if err != nil {

@@ -35,6 +35,9 @@ import (
 // local).
 const Token = "mcpg_testcluster_token_0123456789"
 
+// StateKey is the requestState signing key every test cluster node shares.
+const StateKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
 // Options configure a test cluster.
 type Options struct {
 	// Nodes is the number of node processes. Default 3.
@@ -204,6 +207,7 @@ func (n *Node) args() []string {
 		"--store", c.DSN,
 		"--enable-probe",
 		"--token", Token,
+		"--state-key", StateKey,
 		"--probe-idle", c.opts.ProbeIdle.String(),
 		"--log-level", "debug",
 	}

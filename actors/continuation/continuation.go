@@ -1,0 +1,260 @@
+// Package continuation hosts the 2026-07-28 (sessionless) side of MCP.
+//
+// In that protocol era there is no session: every request carries what the
+// server needs, and a request that needs more input from the client returns
+// resultType "input_required" with an opaque requestState; the client
+// retries the same request with inputResponses and that requestState
+// (SEP-2322). mcpgrain serves such requests on continuation grains: the
+// gateway sends a request without requestState to a continuation grain on
+// its own node, and a retry to the grain named in its requestState.
+//
+// Each continuation grain runs go-sdk's stateless Streamable HTTP handler
+// over a server built from the node's tool packs. A server middleware signs
+// every requestState it returns (owner grain, principal, expiry, the tool's
+// own state; see gateway/requeststate) and verifies and unwraps the one a
+// retry brings, so a tool only ever sees its own state, and a forged,
+// expired, foreign or misrouted state never reaches it.
+//
+// Continuation grains are ephemeral: they keep nothing in the store (no
+// store write per request), and a node loss costs only what was in flight.
+// Tools whose input_required results carry all their state in requestState
+// (the protocol's design) resume on any node.
+package continuation
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/actors/tunnel"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// KindName is the continuation grain kind.
+const KindName = "continuation"
+
+// Headers the grain itself adds to a tunnelled request to tell its
+// middleware who is calling (the gateway never forwards client headers of
+// these names).
+const (
+	headerUser = "X-Mcpgrain-User"
+	headerOrg  = "X-Mcpgrain-Org"
+)
+
+// Config configures the continuation grains of a node.
+type Config struct {
+	// NewServer builds a server with the node's tool packs (required).
+	NewServer func(opts *mcp.ServerOptions) (*mcp.Server, func(), error)
+	// Key signs requestState tokens; every node must share it (required,
+	// at least requeststate.MinKeyLen bytes).
+	Key []byte
+	// StateTTL is how long an issued requestState stays valid. Default 15m.
+	StateTTL time.Duration
+	// IdleTimeout passivates an idle continuation grain. Default 5m.
+	IdleTimeout time.Duration
+	// Logger logs problems. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics (node label added by the caller).
+	Registerer prometheus.Registerer
+	// Now is the clock for token expiry. Default time.Now.
+	Now func() time.Time
+}
+
+// Host holds what the continuation grains of a node share.
+type Host struct {
+	cfg       Config
+	exchanges prometheus.Counter
+}
+
+// NewHost returns the continuation host of a node.
+func NewHost(cfg Config) (*Host, error) {
+	if cfg.NewServer == nil {
+		return nil, errors.New("continuation: Config.NewServer is required")
+	}
+	if err := requeststate.CheckKey(cfg.Key); err != nil {
+		return nil, err
+	}
+	if cfg.StateTTL <= 0 {
+		cfg.StateTTL = 15 * time.Minute
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Host{cfg: cfg, exchanges: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mcpgrain_continuation_exchanges_total",
+		Help: "2026-07-28 (sessionless) MCP requests served by continuation grains on this node.",
+	})}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(h.exchanges)
+	}
+	return h, nil
+}
+
+// Kind returns the continuation grain kind.
+func (h *Host) Kind() grain.Kind {
+	return grain.Kind{
+		Name:        KindName,
+		IdleTimeout: h.cfg.IdleTimeout,
+		Ephemeral:   true,
+		New:         func(id string) grain.Grain { return &cont{h: h, id: id, exchanges: map[string]context.CancelFunc{}} },
+	}
+}
+
+// cont is one continuation grain activation.
+type cont struct {
+	h         *Host
+	id        string
+	handler   http.Handler
+	stop      func()
+	exchanges map[string]context.CancelFunc
+}
+
+func (c *cont) Activate(context.Context, grain.Context, []byte) error { return nil }
+
+func (c *cont) ensure() error {
+	if c.handler != nil {
+		return nil
+	}
+	srv, stop, err := c.h.cfg.NewServer(&mcp.ServerOptions{})
+	if err != nil {
+		return err
+	}
+	srv.AddReceivingMiddleware(c.stateMiddleware)
+	c.stop = stop
+	c.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:                  true,
+		DisableLocalhostProtection: true, // applied by the gateway on the real connection
+		MaxRequestBodyBytes:        -1,   // idem
+		Logger:                     c.h.cfg.Logger,
+	})
+	return nil
+}
+
+func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
+	switch m := msg.(type) {
+	case *pb.HttpExchange:
+		if err := c.ensure(); err != nil {
+			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: build server: " + err.Error()}
+		}
+		extra := http.Header{
+			headerUser: {base64.RawURLEncoding.EncodeToString([]byte(m.GetPrincipal().GetUser()))},
+			headerOrg:  {base64.RawURLEncoding.EncodeToString([]byte(m.GetPrincipal().GetOrg()))},
+		}
+		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, extra, c.handler.ServeHTTP)
+		if err != nil {
+			return nil, grain.Reject("continuation: %v", err)
+		}
+		c.exchanges[m.GetExchangeId()] = cancel
+		c.h.exchanges.Inc()
+		return &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}, nil
+	case *pb.ExchangeCancel:
+		if cancel, ok := c.exchanges[m.GetExchangeId()]; ok {
+			cancel()
+		}
+		return &pb.ExchangeCancelled{}, nil
+	default:
+		return nil, grain.Reject("continuation: unsupported request %T", msg)
+	}
+}
+
+// HandleLocal receives exchange completions.
+func (c *cont) HandleLocal(_ context.Context, _ grain.Context, msg any) {
+	if d, ok := msg.(*tunnel.Done); ok {
+		delete(c.exchanges, d.ID)
+	}
+}
+
+func (c *cont) Deactivate(context.Context, grain.Context, grain.Reason) {
+	for _, cancel := range c.exchanges {
+		cancel()
+	}
+	if c.stop != nil {
+		c.stop()
+	}
+}
+
+func principalOf(req mcp.Request) (user, org string) {
+	ex := req.GetExtra()
+	if ex == nil || ex.Header == nil {
+		return "", ""
+	}
+	u, _ := base64.RawURLEncoding.DecodeString(ex.Header.Get(headerUser))
+	o, _ := base64.RawURLEncoding.DecodeString(ex.Header.Get(headerOrg))
+	return string(u), string(o)
+}
+
+// invalidState is the JSON-RPC error a bad requestState gets.
+func invalidState() error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState"}
+}
+
+// stateMiddleware unwraps incoming requestState tokens and signs outgoing
+// ones (see the package doc).
+func (c *cont) stateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		user, org := principalOf(req)
+		state := requestStateOf(req.GetParams())
+		if state != nil && *state != "" {
+			claims, err := requeststate.Verify(c.h.cfg.Key, *state, c.h.cfg.Now())
+			if err != nil || claims.User != user || claims.Org != org || claims.Owner != c.id {
+				return nil, invalidState()
+			}
+			*state = claims.Inner
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		if out, needsInput := resultStateOf(res); out != nil && (*out != "" || needsInput) {
+			*out = requeststate.Sign(c.h.cfg.Key, requeststate.Claims{
+				Owner: c.id, User: user, Org: org, Expires: c.h.cfg.Now().Add(c.h.cfg.StateTTL), Inner: *out,
+			})
+		}
+		return res, nil
+	}
+}
+
+// requestStateOf points at the requestState field of params that have one.
+func requestStateOf(p mcp.Params) *string {
+	switch p := p.(type) {
+	case *mcp.CallToolParamsRaw:
+		return &p.RequestState
+	case *mcp.CallToolParams:
+		return &p.RequestState
+	case *mcp.GetPromptParams:
+		return &p.RequestState
+	case *mcp.ReadResourceParams:
+		return &p.RequestState
+	}
+	return nil
+}
+
+// resultStateOf points at the requestState field of results that have one,
+// and reports whether the result asks for input.
+func resultStateOf(r mcp.Result) (*string, bool) {
+	switch r := r.(type) {
+	case *mcp.CallToolResult:
+		return &r.RequestState, r.InputRequests != nil
+	case *mcp.GetPromptResult:
+		return &r.RequestState, r.InputRequests != nil
+	case *mcp.ReadResourceResult:
+		return &r.RequestState, r.InputRequests != nil
+	}
+	return nil, false
+}

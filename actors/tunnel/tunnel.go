@@ -1,0 +1,173 @@
+// Package tunnel runs a tunnelled HTTP exchange inside a grain: it rebuilds
+// the http.Request the gateway forwarded (mcpgrainv1.HttpExchange), hands it
+// to a handler in its own goroutine, and streams the handler's response
+// (status and headers once, then every flushed chunk, then the end) to the
+// gateway's per-request actor. The grain keeps handling messages meanwhile.
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Done is sent to the grain (a local message) when an exchange's handler
+// returned.
+type Done struct {
+	// ID is the exchange id.
+	ID string
+}
+
+// Start validates m and serves it with serve in a new goroutine, with a
+// request whose context ends when the returned cancel is called. extra
+// headers (e.g. the caller's identity, set by the grain) are added to the
+// request. When serve returns, the response is ended and Done is sent to
+// self.
+func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request)) (cancel context.CancelFunc, err error) {
+	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
+		return nil, fmt.Errorf("exchange needs an id and a reply actor")
+	}
+	req, err := Request(m)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range extra {
+		req.Header[k] = vs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWriter(system, actor.NewPID(m.GetReplyAddress(), m.GetReplyId()), m.GetExchangeId())
+	id := m.GetExchangeId()
+	go func() {
+		defer cancel()
+		defer func() {
+			if r := recover(); r != nil {
+				w.End(fmt.Sprintf("handler panicked: %v", r))
+			} else {
+				w.End("")
+			}
+			system.Root.Send(self, &Done{ID: id})
+		}()
+		serve(w, req.WithContext(ctx))
+	}()
+	return cancel, nil
+}
+
+// Request rebuilds the forwarded request.
+func Request(m *pb.HttpExchange) (*http.Request, error) {
+	u := &url.URL{Path: m.GetPath(), RawQuery: m.GetRawQuery()}
+	if u.Path == "" {
+		u.Path = "/mcp"
+	}
+	req, err := http.NewRequest(m.GetMethod(), u.String(), bytes.NewReader(m.GetBody()))
+	if err != nil {
+		return nil, fmt.Errorf("bad exchange request: %w", err)
+	}
+	for _, h := range m.GetHeaders() {
+		for _, v := range h.GetValues() {
+			req.Header.Add(h.GetName(), v)
+		}
+	}
+	req.Host = m.GetHost()
+	req.ContentLength = int64(len(m.GetBody()))
+	return req, nil
+}
+
+// Writer is the http.ResponseWriter a tunnelled handler writes to. It
+// forwards the status and headers once, then every flushed chunk, in order.
+type Writer struct {
+	system *actor.ActorSystem
+	to     *actor.PID
+	id     string
+
+	mu     sync.Mutex
+	header http.Header
+	head   bool
+	ended  bool
+	buf    bytes.Buffer
+}
+
+// maxChunk flushes buffered body bytes beyond this size even without an
+// explicit Flush.
+const maxChunk = 32 << 10
+
+// NewWriter returns a writer streaming to the actor to.
+func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Writer {
+	return &Writer{system: system, to: to, id: exchangeID, header: http.Header{}}
+}
+
+// Header implements http.ResponseWriter.
+func (w *Writer) Header() http.Header { return w.header }
+
+// WriteHeader implements http.ResponseWriter.
+func (w *Writer) WriteHeader(status int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writeHeaderLocked(status)
+}
+
+func (w *Writer) writeHeaderLocked(status int) {
+	if w.head || w.ended {
+		return
+	}
+	w.head = true
+	hs := make([]*pb.HttpHeader, 0, len(w.header))
+	for k, v := range w.header {
+		hs = append(hs, &pb.HttpHeader{Name: k, Values: append([]string(nil), v...)})
+	}
+	w.system.Root.Send(w.to, &pb.ExchangeHead{ExchangeId: w.id, Status: int32(status), Headers: hs})
+}
+
+// Write implements http.ResponseWriter.
+func (w *Writer) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return 0, http.ErrHandlerTimeout
+	}
+	w.writeHeaderLocked(http.StatusOK)
+	w.buf.Write(b)
+	if w.buf.Len() >= maxChunk {
+		w.flushLocked()
+	}
+	return len(b), nil
+}
+
+// Flush implements http.Flusher (go-sdk flushes after every SSE event).
+func (w *Writer) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return
+	}
+	w.writeHeaderLocked(http.StatusOK)
+	w.flushLocked()
+}
+
+func (w *Writer) flushLocked() {
+	if w.buf.Len() == 0 {
+		return
+	}
+	data := append([]byte(nil), w.buf.Bytes()...)
+	w.buf.Reset()
+	w.system.Root.Send(w.to, &pb.ExchangeChunk{ExchangeId: w.id, Data: data})
+}
+
+// End flushes what is left and ends the response (once).
+func (w *Writer) End(errText string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return
+	}
+	w.writeHeaderLocked(http.StatusOK)
+	w.flushLocked()
+	w.ended = true
+	w.system.Root.Send(w.to, &pb.ExchangeEnd{ExchangeId: w.id, Error: errText})
+}

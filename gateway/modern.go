@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/continuation"
+	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// modernVersion is the first sessionless protocol version (SEP-2575).
+const modernVersion = "2026-07-28"
+
+// metaProtocolVersion is the per-request _meta key carrying the version.
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// peeked is the part of a JSON-RPC request the gateway looks at.
+type peeked struct {
+	ID     json.RawMessage `json:"id"`
+	Params struct {
+		Meta         map[string]any `json:"_meta"`
+		RequestState *string        `json:"requestState"`
+	} `json:"params"`
+}
+
+func peek(body []byte) (peeked, bool) {
+	var p peeked
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return p, false
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return p, false
+	}
+	return p, true
+}
+
+// isModern reports whether a request speaks the sessionless 2026-07-28 era:
+// by its MCP-Protocol-Version header or its per-request _meta version.
+func isModern(r *http.Request, body []byte) bool {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= modernVersion
+	}
+	if p, ok := peek(body); ok {
+		if v, _ := p.Params.Meta[metaProtocolVersion].(string); v != "" {
+			return v >= modernVersion
+		}
+	}
+	return false
+}
+
+// rpcErrorFor writes a JSON-RPC error that answers the request with id.
+func rpcErrorFor(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": msg},
+	})
+}
+
+// CodeInvalidParams is JSON-RPC's -32602 (used for a bad requestState).
+const CodeInvalidParams = -32602
+
+// localContinuation picks a continuation grain this node owns, so a fresh
+// sessionless request costs no network hop.
+func (h *mcpHandler) localContinuation() string {
+	start := h.continuationSeq.Add(1)
+	for i := range uint64(64) {
+		id := fmt.Sprintf("c-%s-%d", h.node.ID(), (start+i)%64)
+		if o, ok := h.node.Owner(continuation.KindName, id); ok && o.ID == h.node.ID() {
+			return id
+		}
+	}
+	return fmt.Sprintf("c-%s-%d", h.node.ID(), start%64) // owned elsewhere: still works
+}
+
+// modern serves a 2026-07-28 request: POST only; a retry carrying our
+// requestState goes to the grain that issued it, anything else to a local
+// continuation grain.
+func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Principal, body []byte) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeRPCError(w, http.StatusMethodNotAllowed, CodeServerError, "Method not allowed: protocol version "+modernVersion+" is sessionless (POST only)")
+		return
+	}
+	pk, _ := peek(body)
+	owner := ""
+	if st := pk.Params.RequestState; st != nil && *st != "" {
+		claims, err := requeststate.Verify(h.o.StateKey, *st, time.Now())
+		if err != nil || claims.User != p.GetUser() || claims.Org != p.GetOrg() {
+			// Same answer for forged, expired and foreign states: nothing
+			// about the token's owner leaks.
+			rpcErrorFor(w, http.StatusBadRequest, pk.ID, CodeInvalidParams, "invalid requestState")
+			return
+		}
+		owner = claims.Owner
+	}
+	if owner == "" {
+		owner = h.localContinuation()
+	}
+	h.exchange(w, r, p, continuation.KindName, owner, body, false)
+}
