@@ -24,7 +24,7 @@ func version() string { return app.Version() }
 type common struct {
 	http, grpc, bind, advertise, nodeID string
 	logLevel, logFormat                 string
-	enableProbe                         bool
+	enableProbe, gatewayOnly            bool
 	probeIdle, reminderPoll             time.Duration
 }
 
@@ -36,6 +36,7 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.nodeID, "node-id", "", "node id (default: derived from the advertised address)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&c.gatewayOnly, "gateway-only", false, "serve HTTP but host no grains: route every request to the members that do")
 	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} (smoke tests)")
 	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")
 	fs.DurationVar(&c.reminderPoll, "reminder-poll", time.Second, "how often durable reminders are scanned (reminders due sooner are armed in memory)")

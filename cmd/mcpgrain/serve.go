@@ -142,6 +142,7 @@ func (c *common) appConfig(stderr io.Writer) app.Config {
 		HTTP:         c.http,
 		GRPC:         c.grpc,
 		EnableProbe:  c.enableProbe,
+		GatewayOnly:  c.gatewayOnly,
 		ProbeIdle:    c.probeIdle,
 		ReminderPoll: c.reminderPoll,
 		Logger:       c.logger(stderr),

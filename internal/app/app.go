@@ -64,6 +64,9 @@ type Config struct {
 	GRPC string
 	// Store is the store DSN (sqlite:PATH or postgres://…).
 	Store string
+	// GatewayOnly serves HTTP but hosts no grains: every request is routed
+	// to the members that do (an edge gateway).
+	GatewayOnly bool
 	// EnableProbe hosts the probe grain kind and serves /debug/probe/{id}.
 	EnableProbe bool
 	// ProbeIdle passivates idle probe grains after this long (0: never).
@@ -240,6 +243,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	kinds := []grain.Kind{sessions.Kind(), continuations.Kind()}
 	if cfg.EnableProbe {
 		kinds = append(kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
+	}
+	if cfg.GatewayOnly {
+		kinds = nil
 	}
 	node, err = cluster.Start(ctx, cluster.Config{
 		NodeID:        nodeID,

@@ -50,6 +50,9 @@ type Options struct {
 	SQLite bool
 	// ExtraArgs are appended to every node's command line.
 	ExtraArgs []string
+	// GatewayNodes adds this many nodes, after the others, that host no
+	// grains (--gateway-only): every request through them is remote.
+	GatewayNodes int
 }
 
 // Cluster is a running test cluster.
@@ -73,6 +76,7 @@ type Node struct {
 	// HTTP and Bind are the node's gateway and cluster addresses.
 	HTTP, Bind string
 	logPath    string
+	gateway    bool
 	mu         sync.Mutex
 	cmd        *exec.Cmd
 	exited     chan struct{}
@@ -136,8 +140,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.DSN = testenv.Postgres(t)
 	}
 	c.Consul = testenv.StartConsul(t)
-	ports := testenv.FreePorts(t, 2*opts.Nodes)
-	for i := range opts.Nodes {
+	total := opts.Nodes + opts.GatewayNodes
+	ports := testenv.FreePorts(t, 2*total)
+	for i := range total {
 		n := &Node{
 			c:       c,
 			Index:   i,
@@ -145,6 +150,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			HTTP:    fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
 			Bind:    fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
 			logPath: filepath.Join(c.dir, fmt.Sprintf("n%d.log", i+1)),
+			gateway: i >= opts.Nodes,
 		}
 		c.nodes = append(c.nodes, n)
 	}
@@ -155,7 +161,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for _, n := range c.nodes {
 		n.WaitReady(30 * time.Second)
 	}
-	c.WaitMembers(opts.Nodes, 30*time.Second)
+	c.WaitMembers(total, 30*time.Second)
 	return c
 }
 
@@ -210,6 +216,9 @@ func (n *Node) args() []string {
 		"--state-key", StateKey,
 		"--probe-idle", c.opts.ProbeIdle.String(),
 		"--log-level", "debug",
+	}
+	if n.gateway {
+		args = append(args, "--gateway-only")
 	}
 	return append(args, c.opts.ExtraArgs...)
 }
