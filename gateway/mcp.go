@@ -349,25 +349,28 @@ func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, ex
 			return
 		case m := <-stream.ch:
 			switch m := m.(type) {
-			case *pb.ExchangeHead:
-				for _, hd := range m.GetHeaders() {
-					for _, v := range hd.GetValues() {
-						w.Header().Add(hd.GetName(), v)
+			case *pb.ExchangeFrame:
+				if hd := m.GetHead(); hd != nil && !wroteHead {
+					for _, h := range hd.GetHeaders() {
+						for _, v := range h.GetValues() {
+							w.Header().Add(h.GetName(), v)
+						}
+					}
+					w.WriteHeader(int(hd.GetStatus()))
+					wroteHead = true
+				}
+				if len(m.GetData()) > 0 {
+					if _, err := w.Write(m.GetData()); err != nil {
+						continue // the client is gone; the context case ends the loop
 					}
 				}
-				w.WriteHeader(int(m.GetStatus()))
-				wroteHead = true
-				_ = rc.Flush()
-			case *pb.ExchangeChunk:
-				if _, err := w.Write(m.GetData()); err != nil {
-					continue // the client is gone; the context case ends the loop
+				if m.GetEnd() {
+					if m.GetError() != "" {
+						h.log.Warn("mcp exchange failed in the grain", "kind", kind, "id", sid, "err", m.GetError())
+					}
+					return
 				}
 				_ = rc.Flush()
-			case *pb.ExchangeEnd:
-				if m.GetError() != "" {
-					h.log.Warn("mcp exchange failed in the session", "session", sid, "err", m.GetError())
-				}
-				return
 			case grainGone:
 				// The activation (or its node) stopped. Its last chunks may
 				// still be in flight on another path, so wait briefly for

@@ -26,7 +26,7 @@ const (
 
 // startNode runs a real single-node mcpgrain (the app, as `mcpgrain dev`
 // runs it) and returns its HTTP address.
-func startNode(t *testing.T, tweak func(*app.Config)) string {
+func startNode(t testing.TB, tweak func(*app.Config)) string {
 	t.Helper()
 	keys, err := auth.NewKeys(
 		auth.Entry{Token: aliceToken, User: "alice", Org: "acme", Role: "admin"},
@@ -76,7 +76,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.rt.RoundTrip(r)
 }
 
-func connect(t *testing.T, addr, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+func connect(t testing.TB, addr, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{

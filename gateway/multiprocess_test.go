@@ -32,7 +32,7 @@ func sessionTable(c *testcluster.Cluster, running ...int) *placement.Table {
 
 // connectOwnedBy connects through gateway node via until the minted
 // session is owned by node owner (each try has a 1/3 chance).
-func connectOwnedBy(t *testing.T, c *testcluster.Cluster, via, owner int, opts *mcp.ClientOptions) *mcp.ClientSession {
+func connectOwnedBy(t testing.TB, c *testcluster.Cluster, via, owner int, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	table := sessionTable(c, 0, 1, 2)
 	for range 40 {
@@ -293,4 +293,31 @@ func TestSessionlessRetryThroughAnotherGatewayReachesTheOwner(t *testing.T) {
 	if _, err := viaC.CallTool(t.Context(), confirmRetry(first.RequestState+"x")); err == nil || !strings.Contains(err.Error(), "invalid requestState") {
 		t.Fatalf("tampered state through another gateway: %v", err)
 	}
+}
+
+// A session whose node stops answering (frozen) gets the seed's restart
+// envelope in bounded time, never a hang, and works again once it moved.
+func TestFrozenOwnerYieldsRestartEnvelopeNotAHang(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second})
+	cs := connectOwnedBy(t, c, 0, 1, &mcp.ClientOptions{})
+	sid := cs.ID()
+	echo(t, cs, "before")
+	c.Freeze(1)
+	defer c.Thaw(1)
+	began := time.Now()
+	r := raw(t, "POST", c.Node(0).HTTP, map[string]string{"Authorization": "Bearer " + testcluster.Token, "Mcp-Session-Id": sid,
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-11-25"},
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
+	took := time.Since(began)
+	if r.status != http.StatusServiceUnavailable || rpcCode(t, r.body) != -32001 || !strings.Contains(string(r.body), "MCP session is restarting, please retry") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("frozen owner: %d %q Retry-After %q", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if took > 11*time.Second {
+		t.Fatalf("restart envelope after %s, want bounded by the 10s start timeout", took)
+	}
+	// After the cluster dropped the frozen node, the session is restored
+	// on a survivor.
+	c.WaitMembersOn([]int{0, 2}, 2, 20*time.Second)
+	echo(t, cs, "after the move")
+	t.Logf("restart envelope after %s", took.Round(time.Millisecond))
 }

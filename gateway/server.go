@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -28,6 +29,8 @@ type Options struct {
 	Logger *slog.Logger
 	// EnableProbe serves POST /debug/probe/{id}. Default off.
 	EnableProbe bool
+	// EnablePprof serves Go's profiler at /debug/pprof/. Default off.
+	EnablePprof bool
 	// ReadyTimeout bounds the store check of /readyz. Default 2s.
 	ReadyTimeout time.Duration
 	// MCP serves the MCP endpoint at /mcp when set.
@@ -51,6 +54,13 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.EnableProbe {
 		mux.HandleFunc("POST /debug/probe/{id}", func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) })
 		mux.HandleFunc("POST /debug/probe/{id}/reminders", func(w http.ResponseWriter, r *http.Request) { probeRemindHandler(w, r, o) })
+	}
+	if o.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	if o.MCP != nil {
 		h, err := newMCPHandler(o.Node, o.Logger, *o.MCP)

@@ -80,7 +80,9 @@ func Request(m *pb.HttpExchange) (*http.Request, error) {
 }
 
 // Writer is the http.ResponseWriter a tunnelled handler writes to. It
-// forwards the status and headers once, then every flushed chunk, in order.
+// sends the response as ExchangeFrames: the status and headers travel with
+// the first flushed bytes (or the end), so a handler that answers at once
+// costs one message.
 type Writer struct {
 	system *actor.ActorSystem
 	to     *actor.PID
@@ -88,7 +90,8 @@ type Writer struct {
 
 	mu     sync.Mutex
 	header http.Header
-	head   bool
+	status int  // set by WriteHeader (or the first Write)
+	sent   bool // the head went out
 	ended  bool
 	buf    bytes.Buffer
 }
@@ -109,19 +112,9 @@ func (w *Writer) Header() http.Header { return w.header }
 func (w *Writer) WriteHeader(status int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.writeHeaderLocked(status)
-}
-
-func (w *Writer) writeHeaderLocked(status int) {
-	if w.head || w.ended {
-		return
+	if w.status == 0 && !w.ended {
+		w.status = status
 	}
-	w.head = true
-	hs := make([]*pb.HttpHeader, 0, len(w.header))
-	for k, v := range w.header {
-		hs = append(hs, &pb.HttpHeader{Name: k, Values: append([]string(nil), v...)})
-	}
-	w.system.Root.Send(w.to, &pb.ExchangeHead{ExchangeId: w.id, Status: int32(status), Headers: hs})
 }
 
 // Write implements http.ResponseWriter.
@@ -131,10 +124,12 @@ func (w *Writer) Write(b []byte) (int, error) {
 	if w.ended {
 		return 0, http.ErrHandlerTimeout
 	}
-	w.writeHeaderLocked(http.StatusOK)
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
 	w.buf.Write(b)
 	if w.buf.Len() >= maxChunk {
-		w.flushLocked()
+		w.sendLocked(false, "")
 	}
 	return len(b), nil
 }
@@ -146,28 +141,41 @@ func (w *Writer) Flush() {
 	if w.ended {
 		return
 	}
-	w.writeHeaderLocked(http.StatusOK)
-	w.flushLocked()
-}
-
-func (w *Writer) flushLocked() {
-	if w.buf.Len() == 0 {
-		return
+	if w.status == 0 {
+		w.status = http.StatusOK
 	}
-	data := append([]byte(nil), w.buf.Bytes()...)
-	w.buf.Reset()
-	w.system.Root.Send(w.to, &pb.ExchangeChunk{ExchangeId: w.id, Data: data})
+	if w.buf.Len() > 0 || !w.sent {
+		w.sendLocked(false, "")
+	}
 }
 
-// End flushes what is left and ends the response (once).
+func (w *Writer) sendLocked(end bool, errText string) {
+	f := &pb.ExchangeFrame{ExchangeId: w.id, End: end, Error: errText}
+	if !w.sent {
+		w.sent = true
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		hs := make([]*pb.HttpHeader, 0, len(w.header))
+		for k, v := range w.header {
+			hs = append(hs, &pb.HttpHeader{Name: k, Values: append([]string(nil), v...)})
+		}
+		f.Head = &pb.ExchangeHead{Status: int32(w.status), Headers: hs}
+	}
+	if w.buf.Len() > 0 {
+		f.Data = append([]byte(nil), w.buf.Bytes()...)
+		w.buf.Reset()
+	}
+	w.system.Root.Send(w.to, f)
+}
+
+// End sends what is left and ends the response (once).
 func (w *Writer) End(errText string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ended {
 		return
 	}
-	w.writeHeaderLocked(http.StatusOK)
-	w.flushLocked()
 	w.ended = true
-	w.system.Root.Send(w.to, &pb.ExchangeEnd{ExchangeId: w.id, Error: errText})
+	w.sendLocked(true, errText)
 }

@@ -24,7 +24,7 @@ func version() string { return app.Version() }
 type common struct {
 	http, grpc, bind, advertise, nodeID string
 	logLevel, logFormat                 string
-	enableProbe, gatewayOnly            bool
+	enableProbe, gatewayOnly, pprof     bool
 	probeIdle, reminderPoll             time.Duration
 }
 
@@ -36,6 +36,7 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.nodeID, "node-id", "", "node id (default: derived from the advertised address)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&c.pprof, "enable-pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address (diagnostics)")
 	fs.BoolVar(&c.gatewayOnly, "gateway-only", false, "serve HTTP but host no grains: route every request to the members that do")
 	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} (smoke tests)")
 	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")

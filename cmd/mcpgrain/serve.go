@@ -143,6 +143,7 @@ func (c *common) appConfig(stderr io.Writer) app.Config {
 		GRPC:         c.grpc,
 		EnableProbe:  c.enableProbe,
 		GatewayOnly:  c.gatewayOnly,
+		EnablePprof:  c.pprof,
 		ProbeIdle:    c.probeIdle,
 		ReminderPoll: c.reminderPoll,
 		Logger:       c.logger(stderr),

@@ -67,6 +67,8 @@ type Config struct {
 	// GatewayOnly serves HTTP but hosts no grains: every request is routed
 	// to the members that do (an edge gateway).
 	GatewayOnly bool
+	// EnablePprof serves Go's profiler at /debug/pprof/.
+	EnablePprof bool
 	// EnableProbe hosts the probe grain kind and serves /debug/probe/{id}.
 	EnableProbe bool
 	// ProbeIdle passivates idle probe grains after this long (0: never).
@@ -278,6 +280,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		Gatherer:    reg,
 		Logger:      log,
 		EnableProbe: cfg.EnableProbe,
+		EnablePprof: cfg.EnablePprof,
 		MCP: &gateway.MCPOptions{
 			Auth:           auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"}),
 			Limiter:        auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst}),

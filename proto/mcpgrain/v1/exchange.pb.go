@@ -291,23 +291,105 @@ func (x *ExchangeStarted) GetGrainId() string {
 	return ""
 }
 
-// ExchangeHead carries the response status and headers; it is sent once,
-// before any ExchangeChunk.
-type ExchangeHead struct {
+// ExchangeFrame carries one piece of a response, in order: the first frame
+// of an exchange has the head (status and headers), later ones only body
+// bytes, and the last one has end set. A handler that answers at once (a
+// JSON response, a 202) needs a single frame.
+type ExchangeFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Exchange it belongs to.
 	ExchangeId string `protobuf:"bytes,1,opt,name=exchange_id,json=exchangeId,proto3" json:"exchange_id,omitempty"`
+	// Set on the first frame only.
+	Head *ExchangeHead `protobuf:"bytes,2,opt,name=head,proto3" json:"head,omitempty"`
+	// Body bytes (flushed SSE events or JSON), possibly empty.
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// The response is complete.
+	End bool `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	// Set with end if the grain failed while serving (logged by the gateway).
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeFrame) Reset() {
+	*x = ExchangeFrame{}
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeFrame) ProtoMessage() {}
+
+func (x *ExchangeFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeFrame.ProtoReflect.Descriptor instead.
+func (*ExchangeFrame) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExchangeFrame) GetExchangeId() string {
+	if x != nil {
+		return x.ExchangeId
+	}
+	return ""
+}
+
+func (x *ExchangeFrame) GetHead() *ExchangeHead {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ExchangeFrame) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExchangeFrame) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+func (x *ExchangeFrame) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// ExchangeHead is the response status and headers.
+type ExchangeHead struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
 	// HTTP status.
-	Status int32 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	Status int32 `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
 	// Response headers.
-	Headers       []*HttpHeader `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
+	Headers       []*HttpHeader `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExchangeHead) Reset() {
 	*x = ExchangeHead{}
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +401,7 @@ func (x *ExchangeHead) String() string {
 func (*ExchangeHead) ProtoMessage() {}
 
 func (x *ExchangeHead) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,14 +414,7 @@ func (x *ExchangeHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeHead.ProtoReflect.Descriptor instead.
 func (*ExchangeHead) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *ExchangeHead) GetExchangeId() string {
-	if x != nil {
-		return x.ExchangeId
-	}
-	return ""
+	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExchangeHead) GetStatus() int32 {
@@ -356,116 +431,6 @@ func (x *ExchangeHead) GetHeaders() []*HttpHeader {
 	return nil
 }
 
-// ExchangeChunk carries response body bytes (flushed SSE events or JSON).
-type ExchangeChunk struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exchange it belongs to.
-	ExchangeId string `protobuf:"bytes,1,opt,name=exchange_id,json=exchangeId,proto3" json:"exchange_id,omitempty"`
-	// Body bytes.
-	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExchangeChunk) Reset() {
-	*x = ExchangeChunk{}
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExchangeChunk) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExchangeChunk) ProtoMessage() {}
-
-func (x *ExchangeChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExchangeChunk.ProtoReflect.Descriptor instead.
-func (*ExchangeChunk) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *ExchangeChunk) GetExchangeId() string {
-	if x != nil {
-		return x.ExchangeId
-	}
-	return ""
-}
-
-func (x *ExchangeChunk) GetData() []byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
-
-// ExchangeEnd ends a response stream.
-type ExchangeEnd struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exchange it belongs to.
-	ExchangeId string `protobuf:"bytes,1,opt,name=exchange_id,json=exchangeId,proto3" json:"exchange_id,omitempty"`
-	// Set if the grain failed while serving (logged by the gateway).
-	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExchangeEnd) Reset() {
-	*x = ExchangeEnd{}
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExchangeEnd) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExchangeEnd) ProtoMessage() {}
-
-func (x *ExchangeEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExchangeEnd.ProtoReflect.Descriptor instead.
-func (*ExchangeEnd) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *ExchangeEnd) GetExchangeId() string {
-	if x != nil {
-		return x.ExchangeId
-	}
-	return ""
-}
-
-func (x *ExchangeEnd) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 // ExchangeCancel tells the session that the HTTP client of an exchange went
 // away, so its handler context is cancelled.
 type ExchangeCancel struct {
@@ -478,7 +443,7 @@ type ExchangeCancel struct {
 
 func (x *ExchangeCancel) Reset() {
 	*x = ExchangeCancel{}
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +455,7 @@ func (x *ExchangeCancel) String() string {
 func (*ExchangeCancel) ProtoMessage() {}
 
 func (x *ExchangeCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +468,7 @@ func (x *ExchangeCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeCancel.ProtoReflect.Descriptor instead.
 func (*ExchangeCancel) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExchangeCancel) GetExchangeId() string {
@@ -522,7 +487,7 @@ type ExchangeCancelled struct {
 
 func (x *ExchangeCancelled) Reset() {
 	*x = ExchangeCancelled{}
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +499,7 @@ func (x *ExchangeCancelled) String() string {
 func (*ExchangeCancelled) ProtoMessage() {}
 
 func (x *ExchangeCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +512,7 @@ func (x *ExchangeCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeCancelled.ProtoReflect.Descriptor instead.
 func (*ExchangeCancelled) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{7}
+	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{6}
 }
 
 var File_mcpgrain_v1_exchange_proto protoreflect.FileDescriptor
@@ -577,20 +542,17 @@ const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\x0e2 .mcpgrain.v1.SessionReply.StatusR\x06status\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12#\n" +
 	"\rgrain_address\x18\x03 \x01(\tR\fgrainAddress\x12\x19\n" +
-	"\bgrain_id\x18\x04 \x01(\tR\agrainId\"z\n" +
-	"\fExchangeHead\x12\x1f\n" +
+	"\bgrain_id\x18\x04 \x01(\tR\agrainId\"\x9b\x01\n" +
+	"\rExchangeFrame\x12\x1f\n" +
 	"\vexchange_id\x18\x01 \x01(\tR\n" +
-	"exchangeId\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\x05R\x06status\x121\n" +
-	"\aheaders\x18\x03 \x03(\v2\x17.mcpgrain.v1.HttpHeaderR\aheaders\"D\n" +
-	"\rExchangeChunk\x12\x1f\n" +
-	"\vexchange_id\x18\x01 \x01(\tR\n" +
-	"exchangeId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"D\n" +
-	"\vExchangeEnd\x12\x1f\n" +
-	"\vexchange_id\x18\x01 \x01(\tR\n" +
-	"exchangeId\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"1\n" +
+	"exchangeId\x12-\n" +
+	"\x04head\x18\x02 \x01(\v2\x19.mcpgrain.v1.ExchangeHeadR\x04head\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\bR\x03end\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"Y\n" +
+	"\fExchangeHead\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x121\n" +
+	"\aheaders\x18\x02 \x03(\v2\x17.mcpgrain.v1.HttpHeaderR\aheaders\"1\n" +
 	"\x0eExchangeCancel\x12\x1f\n" +
 	"\vexchange_id\x18\x01 \x01(\tR\n" +
 	"exchangeId\"\x13\n" +
@@ -608,29 +570,29 @@ func file_mcpgrain_v1_exchange_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_exchange_proto_rawDescData
 }
 
-var file_mcpgrain_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_mcpgrain_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_mcpgrain_v1_exchange_proto_goTypes = []any{
 	(*HttpHeader)(nil),        // 0: mcpgrain.v1.HttpHeader
 	(*HttpExchange)(nil),      // 1: mcpgrain.v1.HttpExchange
 	(*ExchangeStarted)(nil),   // 2: mcpgrain.v1.ExchangeStarted
-	(*ExchangeHead)(nil),      // 3: mcpgrain.v1.ExchangeHead
-	(*ExchangeChunk)(nil),     // 4: mcpgrain.v1.ExchangeChunk
-	(*ExchangeEnd)(nil),       // 5: mcpgrain.v1.ExchangeEnd
-	(*ExchangeCancel)(nil),    // 6: mcpgrain.v1.ExchangeCancel
-	(*ExchangeCancelled)(nil), // 7: mcpgrain.v1.ExchangeCancelled
-	(*Principal)(nil),         // 8: mcpgrain.v1.Principal
-	(SessionReply_Status)(0),  // 9: mcpgrain.v1.SessionReply.Status
+	(*ExchangeFrame)(nil),     // 3: mcpgrain.v1.ExchangeFrame
+	(*ExchangeHead)(nil),      // 4: mcpgrain.v1.ExchangeHead
+	(*ExchangeCancel)(nil),    // 5: mcpgrain.v1.ExchangeCancel
+	(*ExchangeCancelled)(nil), // 6: mcpgrain.v1.ExchangeCancelled
+	(*Principal)(nil),         // 7: mcpgrain.v1.Principal
+	(SessionReply_Status)(0),  // 8: mcpgrain.v1.SessionReply.Status
 }
 var file_mcpgrain_v1_exchange_proto_depIdxs = []int32{
 	0, // 0: mcpgrain.v1.HttpExchange.headers:type_name -> mcpgrain.v1.HttpHeader
-	8, // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
-	9, // 2: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
-	0, // 3: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7, // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
+	8, // 2: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
+	4, // 3: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
+	0, // 4: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_exchange_proto_init() }
@@ -645,7 +607,7 @@ func file_mcpgrain_v1_exchange_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_exchange_proto_rawDesc), len(file_mcpgrain_v1_exchange_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

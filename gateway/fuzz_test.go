@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// The gateway's own parsing of untrusted input (everything MCP-specific is
+// go-sdk's): the initialize and 2026-07-28 peeks and the session id check
+// must never panic and must agree with each other.
+func FuzzPeek(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"requestState":"v1.e30.AA","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`,
+		`{"method":`, ``, `null`, `{"params":[]}`, `{"params":{"_meta":[]}}`,
+	} {
+		f.Add([]byte(s), "2025-11-25", "ABCDEF")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, version, sid string) {
+		r, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(string(body)))
+		if err != nil {
+			t.Skip()
+		}
+		if version != "" {
+			r.Header.Set("Mcp-Protocol-Version", version)
+		}
+		init := isInitialize(body)
+		modern := isModern(r, body)
+		p, ok := peek(body)
+		if init && !ok {
+			t.Fatalf("an initialize request that peek cannot parse: %q", body)
+		}
+		_ = p
+		if version != "" && modern != (version >= modernVersion) {
+			t.Fatalf("era from header %q: modern=%v", version, modern)
+		}
+		if validSessionID(sid) {
+			for i := 0; i < len(sid); i++ {
+				if sid[i] < 0x21 || sid[i] > 0x7e {
+					t.Fatalf("accepted session id with byte %#x", sid[i])
+				}
+			}
+			if len(sid) > 128 || sid == "" {
+				t.Fatalf("accepted session id of length %d", len(sid))
+			}
+		}
+	})
+}
