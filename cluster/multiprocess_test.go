@@ -11,21 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/cluster/membership"
 	"github.com/mcpgrain/mcpgrain/cluster/placement"
 	"github.com/mcpgrain/mcpgrain/cluster/probe"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
-// expectedTable is the placement table the nodes compute, built
-// independently from the test cluster's addresses.
+// expectedTable is the probe placement table the running nodes compute.
 func expectedTable(c *testcluster.Cluster, running ...int) *placement.Table {
-	var ms []membership.Member
-	for _, i := range running {
-		n := c.Node(i)
-		ms = append(ms, membership.Member{ID: n.ID, Address: n.Bind, Kinds: []string{probe.KindName}})
-	}
-	return placement.NewTable(membership.NewView(ms...))
+	return c.Placement(probe.KindName, running...)
 }
 
 func probeOK(t *testing.T, n *testcluster.Node, id string, delta int64) testcluster.ProbeResult {

@@ -16,18 +16,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/cluster/membership"
 	"github.com/mcpgrain/mcpgrain/cluster/placement"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 func sessionTable(c *testcluster.Cluster, running ...int) *placement.Table {
-	var ms []membership.Member
-	for _, i := range running {
-		n := c.Node(i)
-		ms = append(ms, membership.Member{ID: n.ID, Address: n.Bind, Kinds: []string{session.KindName, "probe"}})
-	}
-	return placement.NewTable(membership.NewView(ms...))
+	return c.Placement(session.KindName, running...)
 }
 
 // connectOwnedBy connects through gateway node via until the minted

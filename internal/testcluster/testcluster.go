@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/cluster/membership"
+	"github.com/mcpgrain/mcpgrain/cluster/placement"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
@@ -163,6 +165,18 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.WaitMembers(total, 30*time.Second)
 	return c
+}
+
+// Placement is the placement table the given nodes compute for kind when
+// they are the running members, built independently of the nodes (to
+// check they agree).
+func (c *Cluster) Placement(kind string, nodes ...int) *placement.Table {
+	var ms []membership.Member
+	for _, i := range nodes {
+		n := c.nodes[i]
+		ms = append(ms, membership.Member{ID: n.ID, Address: n.Bind, Kinds: []string{kind}})
+	}
+	return placement.NewTable(membership.NewView(ms...))
 }
 
 // Node returns node i.
