@@ -49,6 +49,21 @@ var migrations = []migration{
 			PRIMARY KEY (session, stream, idx)
 		)`,
 	}},
+	{4, "paused execution directory", []string{
+		`CREATE TABLE executions (
+			exec_id TEXT PRIMARY KEY,
+			session TEXT NOT NULL,
+			user_id TEXT NOT NULL,
+			org TEXT NOT NULL,
+			address TEXT NOT NULL,
+			message TEXT NOT NULL,
+			approval_text TEXT NOT NULL,
+			args_json TEXT NOT NULL,
+			deadline_ms BIGINT NOT NULL
+		)`,
+		`CREATE INDEX executions_org ON executions (org, deadline_ms)`,
+		`CREATE INDEX executions_session ON executions (session)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

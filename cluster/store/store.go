@@ -57,6 +57,19 @@ type Event struct {
 	Data    []byte
 }
 
+// Execution is a paused execution's directory row: where it lives and
+// what it waits for.
+type Execution struct {
+	ID           string
+	Session      string
+	User, Org    string
+	Address      string
+	Message      string
+	ApprovalText string
+	ArgsJSON     string
+	Deadline     time.Time
+}
+
 // Store is mcpgrain's durable state. Two implementations share one schema and
 // one set of migrations: SQLite (embedded, single node) and Postgres
 // (clusters). Every method is safe for concurrent use.
@@ -100,6 +113,16 @@ type Store interface {
 	Events(ctx context.Context, session, stream string, after int) (data [][]byte, last int, err error)
 	// DeleteEvents drops every event of session (the session ended).
 	DeleteEvents(ctx context.Context, session string) error
+	// PutExecution records (or replaces) a paused execution in the
+	// directory that approval surfaces and cross-session resumes use.
+	PutExecution(ctx context.Context, e Execution) error
+	// GetExecution returns a paused execution, or [ErrNotFound].
+	GetExecution(ctx context.Context, execID string) (Execution, error)
+	// ListExecutions lists the paused executions of org whose deadline is
+	// after now, soonest first (at most limit).
+	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error)
+	// DeleteExecutions drops directory rows by id.
+	DeleteExecutions(ctx context.Context, execIDs ...string) error
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// Ping checks the store is reachable.

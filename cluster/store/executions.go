@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+func (s *sqlStore) PutExecution(ctx context.Context, e Execution) error {
+	_, err := s.db.ExecContext(ctx, `
+INSERT INTO executions (exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (exec_id) DO UPDATE SET session = excluded.session, user_id = excluded.user_id, org = excluded.org,
+	address = excluded.address, message = excluded.message, approval_text = excluded.approval_text,
+	args_json = excluded.args_json, deadline_ms = excluded.deadline_ms`,
+		e.ID, e.Session, e.User, e.Org, e.Address, e.Message, e.ApprovalText, e.ArgsJSON, e.Deadline.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: put execution %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms`
+
+func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
+	var (
+		e  Execution
+		ms int64
+	)
+	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms)
+	e.Deadline = time.UnixMilli(ms)
+	return e, err
+}
+
+func (s *sqlStore) GetExecution(ctx context.Context, execID string) (Execution, error) {
+	e, err := scanExecution(s.db.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE exec_id = $1`, execID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Execution{}, fmt.Errorf("%w: execution %s", ErrNotFound, execID)
+	}
+	if err != nil {
+		return Execution{}, fmt.Errorf("store: get execution %s: %w", execID, err)
+	}
+	return e, nil
+}
+
+func (s *sqlStore) ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE org = $1 AND deadline_ms > $2 ORDER BY deadline_ms LIMIT $3`,
+		org, now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []Execution
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: scan execution: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) DeleteExecutions(ctx context.Context, execIDs ...string) error {
+	for _, id := range execIDs {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM executions WHERE exec_id = $1`, id); err != nil {
+			return fmt.Errorf("store: delete execution %s: %w", id, err)
+		}
+	}
+	return nil
+}
