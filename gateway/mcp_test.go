@@ -28,6 +28,12 @@ const (
 // runs it) and returns its HTTP address.
 func startNode(t testing.TB, tweak func(*app.Config)) string {
 	t.Helper()
+	return startNodeInfo(t, tweak).HTTPAddr
+}
+
+// startNodeInfo is startNode, returning everything the node reports.
+func startNodeInfo(t testing.TB, tweak func(*app.Config)) app.Info {
+	t.Helper()
 	keys, err := auth.NewKeys(
 		auth.Entry{Token: aliceToken, User: "alice", Org: "acme", Role: "admin"},
 		auth.Entry{Token: bobToken, User: "bob", Org: "acme", Role: "member"},
@@ -56,13 +62,13 @@ func startNode(t testing.TB, tweak func(*app.Config)) string {
 	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case i := <-ready:
-		return i.HTTPAddr
+		return i
 	case err := <-done:
 		t.Fatalf("node did not start: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("node did not start in 20s")
 	}
-	return ""
+	return app.Info{}
 }
 
 type bearer struct {

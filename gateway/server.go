@@ -35,6 +35,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// MCP serves the MCP endpoint at /mcp when set.
 	MCP *MCPOptions
+	// Mount, when set, adds more routes (approvals, the demo API) to the
+	// gateway's mux.
+	Mount func(mux *http.ServeMux) error
 }
 
 // NewHandler returns the gateway's HTTP handler.
@@ -68,6 +71,11 @@ func NewHandler(o Options) (http.Handler, error) {
 			return nil, err
 		}
 		mux.Handle("/mcp", h)
+	}
+	if o.Mount != nil {
+		if err := o.Mount(mux); err != nil {
+			return nil, err
+		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})

@@ -23,7 +23,6 @@ package continuation
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -34,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
@@ -43,18 +43,13 @@ import (
 // KindName is the continuation grain kind.
 const KindName = "continuation"
 
-// Headers the grain itself adds to a tunnelled request to tell its
-// middleware who is calling (the gateway never forwards client headers of
-// these names).
-const (
-	headerUser = "X-Mcpgrain-User"
-	headerOrg  = "X-Mcpgrain-Org"
-)
-
 // Config configures the continuation grains of a node.
 type Config struct {
-	// NewServer builds a server with the node's tool packs (required).
-	NewServer func(opts *mcp.ServerOptions) (*mcp.Server, func(), error)
+	// NewServer builds a server with the node's tool packs (required);
+	// codeMode registers the grain's execute/resume tools (may be nil).
+	NewServer func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
+	// CodeMode configures the execution engine (nil: no code pack).
+	CodeMode *mcpruntime.CodeMode
 	// Key signs requestState tokens; every node must share it (required,
 	// at least requeststate.MinKeyLen bytes).
 	Key []byte
@@ -122,6 +117,7 @@ type cont struct {
 	id        string
 	handler   http.Handler
 	stop      func()
+	code      *mcpruntime.CodeRuntime
 	exchanges map[string]context.CancelFunc
 }
 
@@ -131,8 +127,19 @@ func (c *cont) ensure() error {
 	if c.handler != nil {
 		return nil
 	}
-	srv, stop, err := c.h.cfg.NewServer(&mcp.ServerOptions{})
+	var codeMode func(*mcp.Server)
+	if c.h.cfg.CodeMode != nil {
+		// Pauses here have no lease: the grain is ephemeral and its idle
+		// timeout bounds how long one waits.
+		c.code = mcpruntime.NewCodeRuntime(c.h.cfg.CodeMode, c.id, nil)
+		codeMode = c.code.Register
+	}
+	srv, stop, err := c.h.cfg.NewServer(&mcp.ServerOptions{}, codeMode)
 	if err != nil {
+		if c.code != nil {
+			c.code.Shutdown()
+			c.code = nil
+		}
 		return err
 	}
 	srv.AddReceivingMiddleware(c.stateMiddleware)
@@ -152,11 +159,7 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 		if err := c.ensure(); err != nil {
 			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: build server: " + err.Error()}
 		}
-		extra := http.Header{
-			headerUser: {base64.RawURLEncoding.EncodeToString([]byte(m.GetPrincipal().GetUser()))},
-			headerOrg:  {base64.RawURLEncoding.EncodeToString([]byte(m.GetPrincipal().GetOrg()))},
-		}
-		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, extra, c.handler.ServeHTTP)
+		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, c.id, true), c.handler.ServeHTTP)
 		if err != nil {
 			return nil, grain.Reject("continuation: %v", err)
 		}
@@ -184,6 +187,9 @@ func (c *cont) Deactivate(context.Context, grain.Context, grain.Reason) {
 	for _, cancel := range c.exchanges {
 		cancel()
 	}
+	if c.code != nil {
+		c.code.Shutdown()
+	}
 	if c.stop != nil {
 		c.stop()
 	}
@@ -194,9 +200,8 @@ func principalOf(req mcp.Request) (user, org string) {
 	if ex == nil || ex.Header == nil {
 		return "", ""
 	}
-	u, _ := base64.RawURLEncoding.DecodeString(ex.Header.Get(headerUser))
-	o, _ := base64.RawURLEncoding.DecodeString(ex.Header.Get(headerOrg))
-	return string(u), string(o)
+	p := tunnel.PrincipalOf(ex.Header)
+	return p.GetUser(), p.GetOrg()
 }
 
 // invalidState is the JSON-RPC error a bad requestState gets.

@@ -40,6 +40,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // Config configures the runtimes of one node.
@@ -60,8 +61,11 @@ type Config struct {
 	EventMemory int
 	// NewServer builds a session's server (required): the node passes a
 	// function that registers its tool packs. opts carries what the runtime
-	// needs set (GetSessionID); the function may add to it.
-	NewServer func(opts *mcp.ServerOptions) (*mcp.Server, func(), error)
+	// needs set (GetSessionID); the function may add to it. codeMode
+	// registers the session's execute and resume tools (the code pack).
+	NewServer func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
+	// CodeMode configures the execution engine (nil: no code pack).
+	CodeMode *CodeMode
 }
 
 // NewBuilder returns the session.Builder that builds MCP runtimes.
@@ -93,6 +97,7 @@ type Runtime struct {
 	persist  func([]byte)
 	log      *slog.Logger
 
+	code      *codeRuntime // nil without code mode
 	posts     atomic.Int32 // POST exchanges in flight (the seed's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 
@@ -110,8 +115,16 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 		GetSessionID: func() string { return in.SessionID },
 		Logger:       nil,
 	}
-	srv, closeSrv, err := cfg.NewServer(opts)
+	var codeMode func(*mcp.Server)
+	if cfg.CodeMode != nil {
+		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases)
+		codeMode = r.code.register
+	}
+	srv, closeSrv, err := cfg.NewServer(opts, codeMode)
 	if err != nil {
+		if r.code != nil {
+			r.code.eng.Shutdown()
+		}
 		return nil, fmt.Errorf("mcpruntime: build server: %w", err)
 	}
 	r.server, r.closeSrv = srv, closeSrv
@@ -257,11 +270,60 @@ func (r *Runtime) ServeExchange(w http.ResponseWriter, req *http.Request) {
 // open standalone GET stream does not pin the runtime (as in the seed).
 func (r *Runtime) ActiveStreams() int { return int(r.posts.Load()) }
 
-// PausedExecutions implements session.Runtime (no engine yet: 0).
-func (r *Runtime) PausedExecutions() int { return 0 }
+// PausedExecutions implements session.Runtime.
+func (r *Runtime) PausedExecutions() int {
+	if r.code == nil {
+		return 0
+	}
+	return r.code.eng.PausedCount()
+}
 
-// RunningExecutions implements session.Runtime (no engine yet: 0).
-func (r *Runtime) RunningExecutions() int { return 0 }
+// RunningExecutions implements session.Runtime.
+func (r *Runtime) RunningExecutions() int {
+	if r.code == nil {
+		return 0
+	}
+	return r.code.eng.RunningCount()
+}
+
+// ResolveApproval implements session.ApprovalResolver.
+func (r *Runtime) ResolveApproval(execID string, d *pb.ApprovalDecision) {
+	if r.code != nil {
+		r.code.resolve(execID, d)
+	}
+}
+
+// PausedExecution implements session.PauseInspector.
+func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
+	if r.code == nil {
+		return nil, false
+	}
+	p, ok := r.code.eng.Paused(execID)
+	if !ok {
+		return nil, false
+	}
+	return pausedProto(p), true
+}
+
+// PausedExecutionList implements session.PauseInspector.
+func (r *Runtime) PausedExecutionList() []*pb.PausedExecution {
+	if r.code == nil {
+		return nil
+	}
+	var out []*pb.PausedExecution
+	for _, p := range r.code.eng.PausedList() {
+		out = append(out, pausedProto(p))
+	}
+	return out
+}
+
+// ResumeForModel implements session.ModelResumer.
+func (r *Runtime) ResumeForModel(ctx context.Context, execID string, m *pb.ExecutionResumeForModel) (string, pb.ExecutionReply_Status) {
+	if r.code == nil {
+		return "", pb.ExecutionReply_STATUS_EXPIRED
+	}
+	return r.code.resumeForModel(ctx, execID, m)
+}
 
 // Close implements session.Runtime: it closes the MCP session (ending its
 // streams), stops the packs' background work and flushes the event log.
@@ -278,6 +340,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", r.id)
 	r.handler.ServeHTTP(httptest.NewRecorder(), req)
+	if r.code != nil {
+		r.code.eng.Shutdown()
+	}
 	if r.closeSrv != nil {
 		r.closeSrv()
 	}

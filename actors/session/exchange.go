@@ -53,7 +53,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	if !ok {
 		return nil, grain.Reject("session: this node's runtime does not serve HTTP exchanges")
 	}
-	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, nil, es.ServeExchange)
+	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, s.id, false), es.ServeExchange)
 	if err != nil {
 		return nil, grain.Reject("session: %v", err)
 	}

@@ -40,6 +40,8 @@ type Config struct {
 	SessionTTL time.Duration
 	// Residency is the node's soft cap and eviction grace (defaults 32, 15s).
 	Residency residency.Config
+	// Directory publishes paused executions (nil: not published).
+	Directory Directory
 	// Evict sends RequestCapEviction to a session on this node without
 	// waiting for it (required). cluster.Node.Request in a goroutine does.
 	Evict func(ctx context.Context, sessionID string) (evicted bool, err error)

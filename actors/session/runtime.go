@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -31,6 +32,30 @@ type Runtime interface {
 // decision (the timeout's auto-decline, or a human's decision).
 type ApprovalResolver interface {
 	ResolveApproval(execID string, d *pb.ApprovalDecision)
+}
+
+// PauseInspector is implemented by runtimes whose executions pause for
+// approval; the session publishes their pauses in the execution directory
+// and answers approval surfaces from it.
+type PauseInspector interface {
+	// PausedExecution describes one paused execution (SessionId unset).
+	PausedExecution(execID string) (*pb.PausedExecution, bool)
+	// PausedExecutionList describes every paused execution.
+	PausedExecutionList() []*pb.PausedExecution
+}
+
+// ModelResumer is implemented by runtimes that can resume an execution for
+// a `resume` call forwarded from another session of the same principal.
+type ModelResumer interface {
+	// ResumeForModel resumes execID and returns the MCP tool result as
+	// JSON, or a non-OK status (not found, already settled, expired).
+	ResumeForModel(ctx context.Context, execID string, resp *pb.ExecutionResumeForModel) (resultJSON string, status pb.ExecutionReply_Status)
+}
+
+// Directory is where sessions publish paused executions (store.Store).
+type Directory interface {
+	PutExecution(ctx context.Context, e store.Execution) error
+	DeleteExecutions(ctx context.Context, execIDs ...string) error
 }
 
 // Builder builds runtimes (a cold build: on first use and after every

@@ -117,6 +117,14 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 		return s.snapshot(ctx, g), nil
 	case *pb.HttpExchange:
 		return s.exchange(ctx, g, m)
+	case *pb.ExecutionGet:
+		return s.executionGet(m), nil
+	case *pb.ExecutionList:
+		return s.executionList(m), nil
+	case *pb.ExecutionDecide:
+		return s.executionDecide(ctx, g, m)
+	case *pb.ExecutionResumeForModel:
+		return s.executionResume(ctx, m), nil
 	case *pb.ExchangeCancel:
 		if cancel, ok := s.exchanges[m.GetExchangeId()]; ok {
 			cancel()
@@ -303,10 +311,13 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 		names = append(names, ReminderIdle)
 		s.idleDue = time.Time{}
 	}
+	var published []string
 	for id := range s.leases {
 		names = append(names, reminderApproval+id)
+		published = append(published, id)
 	}
 	clear(s.leases)
+	s.unpublish(ctx, published...)
 	if len(names) > 0 {
 		if err := g.CancelReminders(ctx, names...); err != nil {
 			s.h.log.Warn("session: cancel reminders on disposal", "session", s.id, "err", err)
@@ -474,6 +485,7 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		s.leases[m.execID] = &lease{deadline: m.deadline}
 		s.res.leases.Add(1)
 		s.markActivity()
+		s.publishPause(ctx, m.execID)
 		if err := g.SetReminder(ctx, reminderApproval+m.execID, m.deadline, 0); err != nil {
 			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", m.execID, "err", err)
 		}
@@ -492,6 +504,7 @@ func (s *session) releaseLease(ctx context.Context, g grain.Context, execID stri
 	}
 	delete(s.leases, execID)
 	s.res.leases.Add(-1)
+	s.unpublish(ctx, execID)
 	if err := g.CancelReminders(ctx, reminderApproval+execID); err != nil {
 		s.h.log.Warn("session: cancel approval deadline", "session", s.id, "execution", execID, "err", err)
 	}
@@ -514,12 +527,7 @@ func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execI
 	}
 	if s.rec.GetDecisions()[execID] == nil {
 		d := &pb.ApprovalDecision{Action: "decline", Reason: "approval_timeout", DecidedAtMs: s.now().UnixMilli()}
-		rec := proto.Clone(s.rec).(*pb.SessionRecord)
-		if rec.Decisions == nil {
-			rec.Decisions = map[string]*pb.ApprovalDecision{}
-		}
-		rec.Decisions[execID] = d
-		if err := s.save(ctx, g, rec); err != nil {
+		if err := s.recordDecision(ctx, g, execID, d); err != nil {
 			return err
 		}
 		s.h.metrics.approvals.WithLabelValues("timeout").Inc()
@@ -530,6 +538,7 @@ func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execI
 	}
 	delete(s.leases, execID)
 	s.res.leases.Add(-1)
+	s.unpublish(ctx, execID)
 	return nil
 }
 

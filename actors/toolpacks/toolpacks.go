@@ -23,6 +23,10 @@ const (
 	// Conformance is the server fixture that the official MCP conformance
 	// suite drives (a port of go-sdk's conformance everything-server).
 	Conformance = "conformance"
+	// Code is code mode: the execution engine's execute and resume tools.
+	// They belong to a session's runtime, so the pack only calls
+	// Options.CodeMode, which the runtime provides.
+	Code = "code"
 )
 
 // Options configures [NewServer]. The zero value is usable.
@@ -39,6 +43,9 @@ type Options struct {
 	ServerOptions *mcp.ServerOptions
 	// Clock tells the demo pack's now tool the time. Nil: the system clock.
 	Clock clock.Clock
+	// CodeMode registers the code pack's tools on the server (the session
+	// runtime's engine). Required when the code pack is selected.
+	CodeMode func(*mcp.Server)
 }
 
 // Names lists the known packs, in a stable order: "demo", "conformance".
@@ -124,6 +131,7 @@ type serverHandlers struct {
 
 // registry is every known pack, in Names order.
 var registry = []pack{
+	{name: Code},
 	{name: Demo, register: registerDemo},
 	{name: Conformance, handlers: conformanceHandlers, register: registerConformance},
 }
@@ -184,6 +192,13 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options, iopts int
 	}
 	var stops []func()
 	for _, p := range selected {
+		if p.name == Code {
+			if opts.CodeMode == nil {
+				return nil, nil, errors.New("toolpacks: the code pack needs Options.CodeMode (a session runtime)")
+			}
+			opts.CodeMode(server)
+			continue
+		}
 		if stop := p.register(server, e); stop != nil {
 			stops = append(stops, stop)
 		}

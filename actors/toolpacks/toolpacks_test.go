@@ -12,12 +12,12 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	if got, want := toolpacks.Names(), []string{"demo", "conformance"}; !slices.Equal(got, want) {
+	if got, want := toolpacks.Names(), []string{"code", "demo", "conformance"}; !slices.Equal(got, want) {
 		t.Fatalf("Names() = %q, want %q", got, want)
 	}
 	// The result is a copy.
 	toolpacks.Names()[0] = "changed"
-	if got := toolpacks.Names()[0]; got != "demo" {
+	if got := toolpacks.Names()[0]; got != "code" {
 		t.Fatalf("Names() shares its slice: first name now %q", got)
 	}
 }
@@ -33,7 +33,7 @@ func TestValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal(`Validate([demo nope]) = nil, want error`)
 	}
-	if got, want := err.Error(), `unknown tool pack "nope" (known: demo, conformance)`; got != want {
+	if got, want := err.Error(), `unknown tool pack "nope" (known: code, demo, conformance)`; got != want {
 		t.Errorf("error = %q, want %q", got, want)
 	}
 
@@ -41,8 +41,23 @@ func TestValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("Validate with several unknown packs = nil, want error")
 	}
-	if got, want := err.Error(), `unknown tool packs "x", "", "Demo" (known: demo, conformance)`; got != want {
+	if got, want := err.Error(), `unknown tool packs "x", "", "Demo" (known: code, demo, conformance)`; got != want {
 		t.Errorf("error = %q, want %q", got, want)
+	}
+}
+
+func TestCodePackDelegatesToTheRuntime(t *testing.T) {
+	if _, _, err := toolpacks.NewServer(testImpl, []string{"code"}, toolpacks.Options{}); err == nil {
+		t.Fatal("code pack without CodeMode accepted")
+	}
+	called := 0
+	srv, closer, err := toolpacks.NewServer(testImpl, []string{"code", "demo"}, toolpacks.Options{CodeMode: func(*mcp.Server) { called++ }})
+	if err != nil || srv == nil {
+		t.Fatal(err)
+	}
+	closer()
+	if called != 1 {
+		t.Fatalf("CodeMode called %d times, want 1", called)
 	}
 }
 

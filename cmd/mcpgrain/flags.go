@@ -23,6 +23,7 @@ func version() string { return app.Version() }
 // common are the flags of every serving command.
 type common struct {
 	http, grpc, bind, advertise, nodeID string
+	grpcCert, grpcKey                   string
 	logLevel, logFormat                 string
 	enableProbe, gatewayOnly, pprof     bool
 	probeIdle, reminderPoll             time.Duration
@@ -31,6 +32,8 @@ type common struct {
 func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.http, "http", httpDefault, "HTTP listen address of the gateway (/mcp, /healthz, /readyz, /metrics)")
 	fs.StringVar(&c.grpc, "grpc", "127.0.0.1:9090", "gRPC listen address (gRPC health; the ApprovalService); empty disables")
+	fs.StringVar(&c.grpcCert, "grpc-tls-cert", "", "PEM certificate: serve gRPC over TLS (with --grpc-tls-key)")
+	fs.StringVar(&c.grpcKey, "grpc-tls-key", "", "PEM private key of --grpc-tls-cert")
 	fs.StringVar(&c.bind, "bind", bindDefault, "listen address for cluster traffic between nodes (actor remote, gRPC)")
 	fs.StringVar(&c.advertise, "advertise", "", "address other nodes dial for cluster traffic (default: --bind)")
 	fs.StringVar(&c.nodeID, "node-id", "", "node id (default: derived from the advertised address)")
@@ -55,6 +58,9 @@ func (c *common) validate() error {
 				return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
 			}
 		}
+	}
+	if (c.grpcCert == "") != (c.grpcKey == "") {
+		return fmt.Errorf("%w: --grpc-tls-cert and --grpc-tls-key go together", errUsage)
 	}
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)

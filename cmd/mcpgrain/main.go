@@ -3,6 +3,7 @@
 //
 //	mcpgrain dev      one node, embedded store and membership, for trying it out
 //	mcpgrain node     a cluster member (Consul membership, Postgres store)
+//	mcpgrain approve  see and decide executions paused for approval
 //	mcpgrain version  print the version
 //
 // Every flag can also be set with an MCPGRAIN_<FLAG> environment variable
@@ -30,6 +31,7 @@ const usage = `mcpgrain hosts MCP sessions as virtual grains on a cluster.
 Usage:
   mcpgrain dev [flags]      run one node with an embedded store (try it out)
   mcpgrain node [flags]     run a cluster member (Consul + Postgres)
+  mcpgrain approve <cmd>    list, show, accept or decline paused executions
   mcpgrain version          print the version
 
 Run "mcpgrain <command> -h" for the flags of a command.
@@ -48,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runDev(ctx, args[1:], stdout, stderr)
 	case "node":
 		err = runNode(ctx, args[1:], stdout, stderr)
+	case "approve":
+		err = runApprove(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "mcpgrain", version())
 		return 0

@@ -7,12 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
@@ -28,10 +31,95 @@ type mcpFlags struct {
 	burst, softCap                  int
 	policy                          alarm.Policy
 	ttl                             time.Duration
+	code                            codeFlags
 }
 
-func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string) {
+// codeFlags are the flags of code mode (the "code" pack).
+type codeFlags struct {
+	demoAPI                 bool
+	openapi, upstream       listFlag
+	sourcesFile, policyFile string
+	publicURL               string
+	window, execTimeout     time.Duration
+	maxToolCalls, maxOutput int
+}
+
+// listFlag is a repeatable flag; one value may also hold several,
+// comma-separated (for the environment variable).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, splitList(v)...)
+	return nil
+}
+
+func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
+	fs.BoolVar(&c.demoAPI, "demo-api", demoDefault, "serve the built-in to-do API at /demo/ and register it as code-mode tool source \"demo\"")
+	fs.Var(&c.openapi, "openapi", "OpenAPI tool source NAME=SPEC[@BASE_URL] (SPEC: file or URL; repeatable); code calls tools.NAME.<operationId>")
+	fs.Var(&c.upstream, "upstream", "upstream MCP server tool source NAME=URL (streamable HTTP; repeatable); code calls tools.NAME.<tool>")
+	fs.StringVar(&c.sourcesFile, "sources", "", `tool sources JSON file {"openapi":[{"name","spec","baseUrl","headers":{…}}],"mcp":[{"name","url","headers":{…}}]}; header values may use ${ENV}`)
+	fs.StringVar(&c.policyFile, "policy", "", `approval policy JSON file {"rules":[{"pattern":"demo.*","action":"approve|require_approval|block","org":…,"user":…}]}`)
+	fs.StringVar(&c.publicURL, "public-url", "", "origin of approval links, e.g. https://mcp.example.com (default: the host the request came to)")
+	fs.DurationVar(&c.window, "approval-window", 4*time.Minute, "how long a paused execution waits for a decision before it is declined")
+	fs.DurationVar(&c.execTimeout, "exec-timeout", sandbox.DefaultWallTime, "longest an execution may run (time waiting for approval excluded)")
+	fs.IntVar(&c.maxToolCalls, "exec-max-tool-calls", sandbox.DefaultMaxToolCalls, "most tools.* calls one execution may make")
+	fs.IntVar(&c.maxOutput, "exec-max-output", sandbox.DefaultMaxOutput, "most bytes of logs and emitted values one execution may produce")
+}
+
+func (c *codeFlags) config() (app.CodeConfig, error) {
+	cc := app.CodeConfig{DemoAPI: c.demoAPI, Window: c.window, PublicURL: strings.TrimRight(c.publicURL, "/"),
+		Limits: sandbox.Limits{WallTime: c.execTimeout, MaxToolCalls: c.maxToolCalls, MaxOutput: c.maxOutput}}
+	if c.window < time.Second || c.execTimeout < 100*time.Millisecond {
+		return cc, fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
+	}
+	if c.maxToolCalls < 1 || c.maxOutput < 1024 {
+		return cc, fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)
+	}
+	if cc.PublicURL != "" {
+		if u, err := url.Parse(cc.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+			return cc, fmt.Errorf("%w: --public-url %q: want an origin like https://mcp.example.com", errUsage, c.publicURL)
+		}
+	}
+	if c.sourcesFile != "" {
+		f, err := app.LoadSourcesFile(c.sourcesFile)
+		if err != nil {
+			return cc, fmt.Errorf("%w: --sources: %v", errUsage, err)
+		}
+		cc.OpenAPI, cc.Upstreams = f.OpenAPI, f.MCP
+	}
+	for _, v := range c.openapi {
+		name, spec, ok := strings.Cut(v, "=")
+		if !ok || name == "" || spec == "" {
+			return cc, fmt.Errorf("%w: --openapi %q: want NAME=SPEC[@BASE_URL]", errUsage, v)
+		}
+		src := app.OpenAPISource{Name: name, Spec: spec}
+		if i := strings.LastIndex(spec, "@http"); i > 0 {
+			src.Spec, src.BaseURL = spec[:i], spec[i+1:]
+		}
+		cc.OpenAPI = append(cc.OpenAPI, src)
+	}
+	for _, v := range c.upstream {
+		name, u, ok := strings.Cut(v, "=")
+		if !ok || name == "" || u == "" {
+			return cc, fmt.Errorf("%w: --upstream %q: want NAME=URL", errUsage, v)
+		}
+		cc.Upstreams = append(cc.Upstreams, app.UpstreamSource{Name: name, URL: u})
+	}
+	if c.policyFile != "" {
+		set, err := policy.Load(c.policyFile)
+		if err != nil {
+			return cc, fmt.Errorf("%w: --policy: %v", errUsage, err)
+		}
+		cc.Policy = set
+	}
+	return cc, nil
+}
+
+func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault bool) {
 	d := alarm.DefaultPolicy()
+	m.code.register(fs, demoDefault)
 	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
 	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
 	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin)")
@@ -105,7 +193,12 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		}
 		stateKey = k
 	}
+	code, err := m.code.config()
+	if err != nil {
+		return app.MCPConfig{}, err
+	}
 	return app.MCPConfig{
+		Code:     code,
 		StateKey: stateKey,
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap,

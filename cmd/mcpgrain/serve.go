@@ -21,7 +21,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Lookup("node-id").DefValue, c.nodeID = "dev", "dev"
 	fs.Lookup("enable-probe").DefValue, c.enableProbe = "true", true
 	var m mcpFlags
-	m.register(fs, "demo")
+	m.register(fs, "code,demo", true)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -70,6 +70,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "  auth:          bearer tokens from --keys-file / %s\n", auth.EnvVar)
 		}
 		fmt.Fprintf(stdout, "  operations:    http://%s/healthz  /readyz  /metrics\n", info.HTTPAddr)
+		if mc.Code.DemoAPI {
+			fmt.Fprintf(stdout, "  demo API:      http://%s/demo/todos  (code calls it as tools.demo.*; writes need approval)\n", info.HTTPAddr)
+		}
+		fmt.Fprintf(stdout, "  approvals:     http://%s/approve/<execution id>  ·  mcpgrain approve list\n", info.HTTPAddr)
 		if info.GRPCAddr != "" {
 			fmt.Fprintf(stdout, "  grpc:          %s\n", info.GRPCAddr)
 		}
@@ -92,7 +96,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	join := fs.Duration("join-timeout", 30*time.Second, "give up starting if the node cannot join the cluster (register in Consul) within this long")
 	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required)")
 	var m mcpFlags
-	m.register(fs, "demo")
+	m.register(fs, "code,demo", false)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -141,6 +145,8 @@ func (c *common) appConfig(stderr io.Writer) app.Config {
 		Advertise:    c.advertise,
 		HTTP:         c.http,
 		GRPC:         c.grpc,
+		GRPCTLSCert:  c.grpcCert,
+		GRPCTLSKey:   c.grpcKey,
 		EnableProbe:  c.enableProbe,
 		GatewayOnly:  c.gatewayOnly,
 		EnablePprof:  c.pprof,

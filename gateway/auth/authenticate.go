@@ -84,10 +84,15 @@ func NewAuthenticator(keys *Keys, opts AuthOptions) *Authenticator {
 //
 // With [AuthOptions.NoAuth] it returns [Anonymous] for every request.
 func (a *Authenticator) Authenticate(r *http.Request) (*pb.Principal, error) {
+	return a.AuthenticateHeader(r.Header.Values("Authorization"))
+}
+
+// AuthenticateHeader is [Authenticator.Authenticate] for the values of an
+// Authorization header (or of gRPC "authorization" metadata).
+func (a *Authenticator) AuthenticateHeader(vals []string) (*pb.Principal, error) {
 	if a.noAuth {
 		return Anonymous(), nil
 	}
-	vals := r.Header.Values("Authorization")
 	switch {
 	case len(vals) == 0:
 		return nil, a.fail(http.StatusUnauthorized, "", "missing bearer token")
@@ -105,6 +110,15 @@ func (a *Authenticator) Authenticate(r *http.Request) (*pb.Principal, error) {
 	if !strings.EqualFold(scheme, "Bearer") {
 		return nil, a.fail(http.StatusUnauthorized, "", "unsupported authorization scheme; use Bearer")
 	}
+	return a.AuthenticateToken(token)
+}
+
+// AuthenticateToken returns the principal a bare bearer token (e.g. from
+// the approval page's cookie) authenticates, with Authenticate's errors.
+func (a *Authenticator) AuthenticateToken(token string) (*pb.Principal, error) {
+	if a.noAuth {
+		return Anonymous(), nil
+	}
 	switch {
 	case token == "":
 		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "empty bearer token")
@@ -117,6 +131,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (*pb.Principal, error) {
 	}
 	return p, nil
 }
+
+// NoAuth reports whether every request is the anonymous principal.
+func (a *Authenticator) NoAuth() bool { return a.noAuth }
 
 func (a *Authenticator) fail(status int, code, msg string) *Error {
 	params := a.params

@@ -12,12 +12,14 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -36,6 +38,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/gateway"
+	"github.com/mcpgrain/mcpgrain/gateway/approvals"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -59,9 +62,12 @@ type Config struct {
 	Advertise string
 	// HTTP is the gateway's listen address.
 	HTTP string
-	// GRPC is the public gRPC listen address (gRPC health now; the
-	// ApprovalService joins it); empty disables it.
+	// GRPC is the public gRPC listen address (gRPC health and the
+	// ApprovalService); empty disables it.
 	GRPC string
+	// GRPCTLSCert and GRPCTLSKey, when set, serve gRPC over TLS with this
+	// PEM certificate and key.
+	GRPCTLSCert, GRPCTLSKey string
 	// Store is the store DSN (sqlite:PATH or postgres://…).
 	Store string
 	// GatewayOnly serves HTTP but hosts no grains: every request is routed
@@ -106,9 +112,12 @@ type MCPConfig struct {
 	SessionTTL time.Duration
 	// SoftCap is the resident runtime soft cap (zero: 32).
 	SoftCap int
-	// StateKey signs 2026-07-28 requestState tokens; all nodes of a cluster
-	// must share it (at least 32 bytes).
+	// StateKey signs 2026-07-28 requestState tokens and the approval
+	// page's forms; all nodes of a cluster must share it (at least 32
+	// bytes).
 	StateKey []byte
+	// Code configures code mode (the "code" pack).
+	Code CodeConfig
 }
 
 // Info describes a running process, reported once it is ready.
@@ -173,6 +182,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}
 		defer grpcLn.Close()
 	}
+	var grpcOpts []grpc.ServerOption
+	if cfg.GRPCTLSCert != "" || cfg.GRPCTLSKey != "" {
+		creds, err := credentials.NewServerTLSFromFile(cfg.GRPCTLSCert, cfg.GRPCTLSKey)
+		if err != nil {
+			return fmt.Errorf("gRPC TLS (check --grpc-tls-cert and --grpc-tls-key): %w", err)
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+	}
 
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	st, err := store.Open(openCtx, cfg.Store)
@@ -202,14 +219,44 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	nodeReg := prometheus.WrapRegistererWith(prometheus.Labels{"node": nodeID}, reg)
 
 	var node *cluster.Node
-	newServer := func(opts *mcp.ServerOptions) (*mcp.Server, func(), error) {
-		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts})
+	newServer := func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
+		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts, CodeMode: codeMode})
+	}
+	var codeMode *mcpruntime.CodeMode
+	var demoAPI http.Handler
+	if slices.Contains(cfg.MCP.Packs, toolpacks.Code) || cfg.MCP.Code.DemoAPI {
+		reg, dh, closeSources, err := codeSources(ctx, cfg.MCP.Code, httpLn.Addr())
+		if err != nil {
+			return fmt.Errorf("code mode tool sources: %w", err)
+		}
+		defer closeSources()
+		demoAPI = dh
+		cc := cfg.MCP.Code
+		codeMode = &mcpruntime.CodeMode{
+			Tools: reg, Policy: cc.Policy, Limits: cc.Limits, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
+			Lookup: st.GetExecution,
+			Forward: func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
+				r, err := node.Request(ctx, session.KindName, sessionID, m, cluster.Idempotent())
+				if err != nil {
+					return nil, err
+				}
+				reply, ok := r.(*pb.ExecutionReply)
+				if !ok {
+					return nil, fmt.Errorf("forward resume: unexpected reply %T", r)
+				}
+				return reply, nil
+			},
+		}
+		if !slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
+			codeMode = nil
+		}
 	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
 		Packs:     cfg.MCP.Packs,
 		Store:     st,
 		Logger:    log.With("component", "mcp"),
 		NewServer: newServer,
+		CodeMode:  codeMode,
 	})
 	if err != nil {
 		return err
@@ -227,6 +274,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 			reply, _ := r.(*pb.CapEvictionReply)
 			return reply.GetEvicted(), nil
 		},
+		Directory:  st,
 		Logger:     log.With("component", "session"),
 		Registerer: nodeReg,
 	})
@@ -235,6 +283,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer:  newServer,
+		CodeMode:   codeMode,
 		Key:        cfg.MCP.StateKey,
 		Logger:     log.With("component", "continuation"),
 		Registerer: nodeReg,
@@ -275,6 +324,13 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}, func() float64 { return 1 }),
 	)
 
+	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"})
+	limiter := auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst})
+	approvalSvc := approvals.NewService(node, st, nil)
+	pageKey := cfg.MCP.StateKey
+	if len(pageKey) < 32 {
+		pageKey = []byte(rand.Text() + rand.Text()) // single node without --state-key: forms die with the process
+	}
 	handler, err := gateway.NewHandler(gateway.Options{
 		Node:        node,
 		Gatherer:    reg,
@@ -282,10 +338,16 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		EnableProbe: cfg.EnableProbe,
 		EnablePprof: cfg.EnablePprof,
 		MCP: &gateway.MCPOptions{
-			Auth:           auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"}),
-			Limiter:        auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst}),
+			Auth:           authn,
+			Limiter:        limiter,
 			TrustedOrigins: cfg.MCP.TrustedOrigins,
 			StateKey:       cfg.MCP.StateKey,
+		},
+		Mount: func(mux *http.ServeMux) error {
+			if demoAPI != nil {
+				mux.Handle("/demo/", demoAPI)
+			}
+			return approvals.Register(mux, approvalSvc, approvals.HTTPOptions{Auth: authn, Limiter: limiter, PageKey: pageKey, Logger: log.With("component", "approvals")})
 		},
 	})
 	if err != nil {
@@ -308,9 +370,15 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	var grpcSrv *grpc.Server
 	var healthSrv *health.Server
 	if grpcLn != nil {
-		grpcSrv = grpc.NewServer()
+		grpcSrv = grpc.NewServer(grpcOpts...)
 		healthSrv = health.NewServer()
 		healthpb.RegisterHealthServer(grpcSrv, healthSrv)
+		approvalGRPC, err := approvals.NewGRPCServer(approvalSvc, approvals.GRPCOptions{Auth: authn, Limiter: limiter, Logger: log.With("component", "approvals")})
+		if err != nil {
+			_ = node.Stop(context.Background())
+			return err
+		}
+		approvalGRPC.Register(grpcSrv)
 		go func() {
 			if err := grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				errc <- fmt.Errorf("grpc server: %w", err)

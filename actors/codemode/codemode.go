@@ -1,0 +1,257 @@
+// Package codemode is the MCP face of the execution engine: the `execute`
+// and `resume` tools, with the seed's three elicitation modes and the
+// sessionless (2026-07-28) multi-round-trip form.
+//
+//   - model (default): a pause returns waiting_for_interaction; the model asks
+//     the user and calls resume{executionId, action, content}.
+//   - browser (?elicitation_mode=browser): a pause returns
+//     user_approval_required with an approval URL; the model calls
+//     resume{executionId}, which waits for the human's decision on the page
+//     (or any approval surface).
+//   - native (?elicitation_mode=native): the server asks the client directly
+//     with an elicitation and continues.
+//   - 2026-07-28 clients: a pause is an input_required result with an
+//     "approval" elicitation input request; the client's retry (with the
+//     signed requestState) resumes it.
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/tunnel"
+)
+
+// Runtime is what the tools need from the session runtime.
+type Runtime interface {
+	// Engine runs the session's executions.
+	Engine() *engine.Engine
+	// WaitDecision waits (bounded by ctx) for a human decision recorded
+	// for execID by an approval surface, and consumes it.
+	WaitDecision(ctx context.Context, execID string) (engine.Response, bool)
+	// Forward resumes execID in the session that owns it, for caller who
+	// (cross-session resume). A nil result comes with the miss to report.
+	Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, Miss)
+}
+
+// Options configure the tools.
+type Options struct {
+	// Runtime is the session runtime (required).
+	Runtime Runtime
+	// Window is the approval window (for texts). Default 4m.
+	Window time.Duration
+	// Sources lists the tool sources for the execute description.
+	Sources []string
+	// PublicURL overrides the origin of approval URLs (default: the
+	// request's host).
+	PublicURL string
+	// Logger logs internal failures under their correlation id.
+	Logger *slog.Logger
+}
+
+type executeInput struct {
+	Code string `json:"code" jsonschema:"TypeScript to run; it may await tools.* calls and return a value"`
+}
+
+type resumeInput struct {
+	ExecutionID string `json:"executionId" jsonschema:"the executionId of the paused execution"`
+	Action      string `json:"action,omitempty" jsonschema:"accept, decline or cancel (model mode); omit in browser mode to wait for the user's decision"`
+	Content     string `json:"content,omitempty" jsonschema:"form content as a JSON object string (default {})"`
+}
+
+// Register adds execute and resume to server.
+func Register(server *mcp.Server, o Options) {
+	if o.Window <= 0 {
+		o.Window = 4 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	t := &tools{o: o}
+	desc := "Execute TypeScript in a sandboxed runtime. Call APIs as `await tools.<source>.<operation>(args)`; " +
+		"find them with `await tools.search({query})` and `await tools.describe({path})`; `emit(value)` shows output; `return` a value. " +
+		"Calls that change things may pause for the user's approval."
+	if len(o.Sources) > 0 {
+		desc += "\n\n## Available integrations\n- " + strings.Join(o.Sources, "\n- ")
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "execute", Description: desc}, t.execute)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        "resume",
+		Description: "Resume a paused execution: with action accept/decline/cancel after asking the user (model mode), or without action to wait for the user's decision in the browser (browser mode).",
+	}, t.resume)
+}
+
+type tools struct{ o Options }
+
+func header(req *mcp.CallToolRequest) http.Header {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return http.Header{}
+	}
+	return req.Extra.Header
+}
+
+func principal(req *mcp.CallToolRequest) engine.Principal {
+	p := tunnel.PrincipalOf(header(req))
+	return engine.Principal{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole()}
+}
+
+func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in executeInput) (*mcp.CallToolResult, any, error) {
+	e := t.o.Runtime.Engine()
+	h := header(req)
+	if h.Get(tunnel.HeaderSessionless) == "1" && req.Params.RequestState != "" {
+		// A 2026-07-28 retry: the (verified, unwrapped) state is the
+		// execution id; the approval input response is the decision.
+		resp := responseFromInput(req.Params.InputResponses)
+		out, found := e.Resume(ctx, req.Params.RequestState, resp)
+		if !found {
+			return ResumeMiss(t.miss(e, req.Params.RequestState), req.Params.RequestState, t.o.Window), nil, nil
+		}
+		return t.render(ctx, req, out), nil, nil
+	}
+	code := strings.TrimSpace(in.Code)
+	if code == "" {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: code must not be empty"}}}, nil, nil
+	}
+	return t.render(ctx, req, e.ExecuteWithPause(ctx, code, principal(req))), nil, nil
+}
+
+func responseFromInput(in mcp.InputResponseMap) engine.Response {
+	if r, ok := in["approval"].(*mcp.ElicitResult); ok && r != nil {
+		return engine.Response{Action: r.Action, Content: r.Content}
+	}
+	return engine.Response{Action: engine.Cancel}
+}
+
+func (t *tools) miss(e *engine.Engine, id string) Miss {
+	if e.IsSettled(id) {
+		return AlreadySettled
+	}
+	return NotFound
+}
+
+func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeInput) (*mcp.CallToolResult, any, error) {
+	id := strings.TrimSpace(in.ExecutionID)
+	if id == "" {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: executionId is required"}}}, nil, nil
+	}
+	e := t.o.Runtime.Engine()
+	var resp engine.Response
+	if in.Action == "" {
+		// Browser mode: wait for the user's decision on an approval surface.
+		wctx, cancel := context.WithTimeout(ctx, t.o.Window+time.Second)
+		r, ok := t.o.Runtime.WaitDecision(wctx, id)
+		cancel()
+		if !ok {
+			if _, live := e.Paused(id); live {
+				return UserApprovalRequired(id, t.approvalURL(req, id)), nil, nil
+			}
+			resp = engine.Response{Action: engine.Cancel} // not paused here: report the miss below
+		} else {
+			resp = r
+		}
+	} else {
+		switch in.Action {
+		case engine.Accept, engine.Decline, engine.Cancel:
+		default:
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: action must be accept, decline or cancel"}}}, nil, nil
+		}
+		resp = engine.Response{Action: in.Action, Content: parseContent(in.Content)}
+	}
+	out, found := e.Resume(ctx, id, resp)
+	if found {
+		return t.render(ctx, req, out), nil, nil
+	}
+	if e.IsSettled(id) {
+		return ResumeMiss(AlreadySettled, id, t.o.Window), nil, nil
+	}
+	if res, miss := t.o.Runtime.Forward(ctx, id, principal(req), resp); res != nil {
+		return res, nil, nil
+	} else if miss != "" {
+		return ResumeMiss(miss, id, t.o.Window), nil, nil
+	}
+	return ResumeMiss(NotFound, id, t.o.Window), nil, nil
+}
+
+// parseContent is the seed's: "{}" or anything but a JSON object → nil.
+func parseContent(s string) map[string]any {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil || len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func (t *tools) approvalURL(req *mcp.CallToolRequest, id string) string {
+	origin := t.o.PublicURL
+	if origin == "" {
+		origin = header(req).Get(tunnel.HeaderOrigin)
+	}
+	return strings.TrimRight(origin, "/") + "/approve/" + id
+}
+
+var confirmSchema = &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
+
+// render turns an engine outcome into the tool result for the request's
+// mode.
+func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine.Outcome) *mcp.CallToolResult {
+	for {
+		switch out.Status {
+		case engine.StatusCompleted:
+			return Completed(out)
+		case engine.StatusError:
+			return Failed(out)
+		case engine.StatusInternal:
+			res, id := Internal()
+			t.o.Logger.Error("execution failed internally", "correlation", id, "err", out.Internal)
+			return res
+		}
+		p := out.Pause
+		h := header(req)
+		switch {
+		case h.Get(tunnel.HeaderSessionless) == "1":
+			return &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema}},
+				RequestState:  p.ID,
+			}
+		case h.Get(tunnel.HeaderMode) == "native":
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema})
+			if err != nil {
+				out, _ = t.o.Runtime.Engine().Resume(ctx, p.ID, engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
+				return &mcp.CallToolResult{IsError: true,
+					Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Error: Native elicitation transport failed [%s]. Reconnect the MCP client and try again.", p.ID[len(p.ID)-8:])}},
+					StructuredContent: map[string]any{"status": "error", "errorCode": "native_elicitation_transport_failed"},
+				}
+			}
+			out, _ = t.o.Runtime.Engine().Resume(ctx, p.ID, engine.Response{Action: res.Action, Content: res.Content})
+			continue
+		case h.Get(tunnel.HeaderMode) == "browser":
+			return PausedBrowser(p, t.approvalURL(req, p.ID))
+		default:
+			return PausedModel(p, t.o.Window)
+		}
+	}
+}
+
+// RenderModel renders an outcome as model mode does (for a resume forwarded
+// from another session, which has no request of its own).
+func RenderModel(out engine.Outcome, window time.Duration) *mcp.CallToolResult {
+	switch out.Status {
+	case engine.StatusCompleted:
+		return Completed(out)
+	case engine.StatusError:
+		return Failed(out)
+	case engine.StatusPaused:
+		return PausedModel(out.Pause, window)
+	}
+	res, _ := Internal()
+	return res
+}

@@ -1,0 +1,550 @@
+// Package engine runs code-mode executions and pauses them for approval:
+// the seed's ExecutionEngine (executor packages/core/execution).
+//
+// An execution runs TypeScript in the sandbox; every tools.* call goes
+// through the engine, which looks the tool up, asks the policy, and either
+// calls it, refuses it (block), or pauses the execution: the sandbox
+// goroutine waits inside the tool call while the caller gets a Pause with a
+// fresh execution id. Resume hands the waiting call a decision (accept →
+// the call proceeds; decline/cancel → the call fails inside the code) and
+// returns the next outcome: completion, an error, or the next pause.
+//
+// Resume is idempotent per id: the last 64 settled outcomes are replayed, a
+// resume already in flight is joined, and the last 1,024 settled ids are
+// remembered so a late resume can be told "already settled". Pauses live in
+// memory (durable pauses are a later milestone); the engine reports their
+// lifecycle through Hooks so the session keeps itself resident and arms the
+// approval deadline.
+//
+// Usage:
+//
+//	e := engine.New(engine.Config{Tools: registry, Policy: rules, Hooks: hooks})
+//	out := e.ExecuteWithPause(ctx, `return await tools.demo.createTodo({title: "x"})`, who)
+//	if out.Status == engine.StatusPaused {
+//		out, _ = e.Resume(ctx, out.Pause.ID, engine.Response{Action: engine.Accept})
+//	}
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+)
+
+// Decision actions of a Response.
+const (
+	Accept  = "accept"
+	Decline = "decline"
+	Cancel  = "cancel"
+)
+
+// Response is a decision for a paused execution.
+type Response struct {
+	// Action is accept, decline or cancel.
+	Action string `json:"action"`
+	// Content is the form content (unused by confirmation gates).
+	Content map[string]any `json:"content,omitempty"`
+	// Reason explains an automatic decision (e.g. "approval_timeout").
+	Reason string `json:"reason,omitempty"`
+}
+
+// Principal is who runs an execution.
+type Principal struct {
+	User, Org, Role string
+}
+
+// Status is an outcome's kind.
+type Status string
+
+// Outcome statuses.
+const (
+	StatusCompleted Status = "completed"
+	StatusPaused    Status = "paused"
+	StatusError     Status = "error"    // the code failed (syntax, runtime, timeout, limit): the user sees why
+	StatusInternal  Status = "internal" // our fault: the user sees an opaque correlation id
+)
+
+// Outcome is where an execution stands after Execute or Resume returns.
+type Outcome struct {
+	Status Status
+	// Result is the completed result; for errors, what ran before.
+	Result sandbox.Result
+	// Error is the user-facing message of StatusError ("<kind>: <msg>").
+	Error string
+	// ErrorKind is syntax, runtime, timeout or limit.
+	ErrorKind string
+	// Internal is the cause of StatusInternal (log it, do not show it).
+	Internal error
+	// Pause is set for StatusPaused.
+	Pause *Pause
+}
+
+// Pause describes an execution waiting for approval.
+type Pause struct {
+	// ID is the execution id the client resumes with: "exec_<32 hex>".
+	ID string
+	// Address is the tool path that needs approval.
+	Address string
+	// Args are the call's arguments.
+	Args any
+	// ApprovalText is the source's description ("POST /todos").
+	ApprovalText string
+	// Message is the seed's approval prompt: "Approve <address>?" (with the
+	// matched policy) and the argument preview.
+	Message string
+	// Policy is the rule pattern that required approval ("" for the
+	// source default).
+	Policy string
+	// Deadline is when the approval window ends.
+	Deadline time.Time
+	// Principal ran the execution.
+	Principal Principal
+}
+
+// Hooks report pause lifecycles (session.LeaseHooks implements it).
+type Hooks interface {
+	Paused(execID string, deadline time.Time)
+	Resuming(execID string)
+	Settled(execID string)
+}
+
+// Tools is the tool registry the engine calls (tools.Registry).
+type Tools interface {
+	Lookup(ctx context.Context, path string) (tools.Tool, bool)
+	Call(ctx context.Context, path string, args map[string]any) (any, error)
+	Search(ctx context.Context, query string, limit int) []tools.Tool
+	Describe(ctx context.Context, path string) (map[string]any, bool)
+}
+
+// Config configures an engine (one per session runtime).
+type Config struct {
+	// Tools are the callable tools (required).
+	Tools Tools
+	// Policy decides approvals (nil: tool defaults).
+	Policy *policy.Set
+	// Limits bound each execution.
+	Limits sandbox.Limits
+	// ApprovalWindow is how long a pause waits. Default 4m.
+	ApprovalWindow time.Duration
+	// Hooks receive pause lifecycles (nil: none).
+	Hooks Hooks
+	// Clock tells time. Default the system clock.
+	Clock clock.Clock
+	// Logger logs problems. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Settled-outcome memory sizes (the seed's).
+const (
+	settledOutcomes = 64
+	settledIDs      = 1024
+)
+
+// Engine runs the executions of one session.
+type Engine struct {
+	cfg  Config
+	base context.Context
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	running  int
+	paused   map[string]*pending
+	resuming map[string]*resumeCall
+	outcomes map[string]Outcome // settled outcomes, last settledOutcomes
+	order    []string           // ids of outcomes, oldest first
+	ids      map[string]bool    // settled ids, last settledIDs
+	idOrder  []string
+	closed   bool
+}
+
+type execution struct {
+	events    chan event
+	principal Principal
+}
+
+type event struct {
+	pause *pending
+	done  *Outcome
+}
+
+type pending struct {
+	Pause
+	exec  *execution
+	reply chan Response
+}
+
+type resumeCall struct {
+	done    chan struct{}
+	outcome Outcome
+}
+
+// New returns an engine.
+func New(cfg Config) *Engine {
+	if cfg.ApprovalWindow <= 0 {
+		cfg.ApprovalWindow = 4 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg, base: base, stop: stop, paused: map[string]*pending{}, resuming: map[string]*resumeCall{},
+		outcomes: map[string]Outcome{}, ids: map[string]bool{}}
+}
+
+// ErrClosed is returned after Shutdown.
+var ErrClosed = errors.New("engine: shut down")
+
+// NewExecutionID returns a fresh, globally unique execution id.
+func NewExecutionID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "exec_" + hex.EncodeToString(b)
+}
+
+// ExecuteWithPause runs code and returns when it completes, fails or
+// pauses for approval. ctx bounds the execution until its first pause;
+// after that the execution belongs to the engine (resumed, declined at its
+// deadline, or interrupted by Shutdown).
+func (e *Engine) ExecuteWithPause(ctx context.Context, code string, who Principal) Outcome {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return Outcome{Status: StatusInternal, Internal: ErrClosed}
+	}
+	e.running++
+	e.mu.Unlock()
+	ex := &execution{events: make(chan event), principal: who}
+	runCtx, cancelRun := context.WithCancel(e.base)
+	// Until the first pause the caller's context bounds the run.
+	stopWatch := context.AfterFunc(ctx, cancelRun)
+	go func() {
+		defer cancelRun()
+		res, err := sandbox.Run(runCtx, code, &host{e: e, ex: ex, ctx: runCtx}, e.cfg.Limits)
+		out := Outcome{Status: StatusCompleted, Result: res}
+		var se *sandbox.Error
+		switch {
+		case errors.As(err, &se):
+			out = Outcome{Status: StatusError, Result: se.Result, Error: se.Message, ErrorKind: se.Kind}
+		case err != nil:
+			out = Outcome{Status: StatusInternal, Internal: err}
+		}
+		e.mu.Lock()
+		e.running--
+		e.mu.Unlock()
+		ex.events <- event{done: &out}
+	}()
+	out := e.await(ex)
+	if out.Status == StatusPaused {
+		stopWatch() // from now on the engine owns the execution
+		e.reportPause(out.Pause)
+	}
+	return out
+}
+
+// await waits for the execution's next event and registers a pause (its
+// Paused hook is the caller's to send, after any Settled).
+func (e *Engine) await(ex *execution) Outcome {
+	ev := <-ex.events
+	if ev.done != nil {
+		return *ev.done
+	}
+	p := ev.pause
+	e.mu.Lock()
+	e.paused[p.ID] = p
+	e.mu.Unlock()
+	pause := p.Pause
+	return Outcome{Status: StatusPaused, Pause: &pause}
+}
+
+// reportPause reports a new pause to the hooks.
+func (e *Engine) reportPause(p *Pause) {
+	if e.cfg.Hooks != nil {
+		e.cfg.Hooks.Paused(p.ID, p.Deadline)
+	}
+}
+
+// Resume decides paused execution id and returns what follows. found is
+// false for an id that is neither paused nor recently settled here.
+func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcome, found bool) {
+	switch resp.Action {
+	case Accept, Decline, Cancel:
+	default:
+		resp.Action = Cancel
+	}
+	e.mu.Lock()
+	if o, ok := e.outcomes[id]; ok {
+		e.mu.Unlock()
+		return o, true // replay
+	}
+	if rc, ok := e.resuming[id]; ok {
+		e.mu.Unlock()
+		<-rc.done // join
+		return rc.outcome, true
+	}
+	p, ok := e.paused[id]
+	if !ok {
+		e.mu.Unlock()
+		return Outcome{}, false
+	}
+	delete(e.paused, id)
+	rc := &resumeCall{done: make(chan struct{})}
+	e.resuming[id] = rc
+	e.mu.Unlock()
+
+	if e.cfg.Hooks != nil {
+		e.cfg.Hooks.Resuming(id)
+	}
+	p.reply <- resp
+	out = e.await(p.exec)
+
+	e.mu.Lock()
+	delete(e.resuming, id)
+	e.remember(id, out)
+	e.mu.Unlock()
+	rc.outcome = out
+	close(rc.done)
+	// The seed's order: resume-settle of this pause before pause of the next.
+	if e.cfg.Hooks != nil {
+		e.cfg.Hooks.Settled(id)
+	}
+	if out.Status == StatusPaused {
+		e.reportPause(out.Pause)
+	}
+	return out, true
+}
+
+// remember records a settled outcome (e.mu held).
+func (e *Engine) remember(id string, out Outcome) {
+	e.outcomes[id] = out
+	e.order = append(e.order, id)
+	if len(e.order) > settledOutcomes {
+		delete(e.outcomes, e.order[0])
+		e.order = e.order[1:]
+	}
+	if !e.ids[id] {
+		e.ids[id] = true
+		e.idOrder = append(e.idOrder, id)
+		if len(e.idOrder) > settledIDs {
+			delete(e.ids, e.idOrder[0])
+			e.idOrder = e.idOrder[1:]
+		}
+	}
+}
+
+// IsSettled reports whether id settled here recently.
+func (e *Engine) IsSettled(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ids[id]
+}
+
+// Paused returns the pause with id.
+func (e *Engine) Paused(id string) (Pause, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.paused[id]
+	if !ok {
+		return Pause{}, false
+	}
+	return p.Pause, true
+}
+
+// PausedList returns every pause, for listings.
+func (e *Engine) PausedList() []Pause {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Pause, 0, len(e.paused))
+	for _, p := range e.paused {
+		out = append(out, p.Pause)
+	}
+	return out
+}
+
+// PausedCount is the number of paused executions.
+func (e *Engine) PausedCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.paused)
+}
+
+// RunningCount is the number of executions not yet finished, paused ones
+// excluded.
+func (e *Engine) RunningCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return max(0, e.running-len(e.paused))
+}
+
+// Shutdown interrupts every execution and drops its pauses (the runtime is
+// being disposed).
+func (e *Engine) Shutdown() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	paused := e.paused
+	e.paused = map[string]*pending{}
+	e.mu.Unlock()
+	e.stop()
+	for id, p := range paused {
+		select {
+		case p.reply <- Response{Action: Cancel, Reason: "session_closed"}:
+		default:
+		}
+		if e.cfg.Hooks != nil {
+			e.cfg.Hooks.Settled(id)
+		}
+		// Drain the execution so its goroutine ends.
+		go func(ex *execution) {
+			for ev := range ex.events {
+				if ev.done != nil {
+					return
+				}
+				select {
+				case ev.pause.reply <- Response{Action: Cancel, Reason: "session_closed"}:
+				default:
+				}
+			}
+		}(p.exec)
+	}
+}
+
+// host is the sandbox's view of the engine for one execution.
+type host struct {
+	e   *Engine
+	ex  *execution
+	ctx context.Context
+}
+
+// DeclinedError is thrown into the code when a call was not approved.
+type DeclinedError struct {
+	Address, Action, Reason string
+}
+
+func (d *DeclinedError) Error() string {
+	msg := fmt.Sprintf("The call to %s was %sd by the user", d.Address, d.Action)
+	if d.Action == Cancel {
+		msg = fmt.Sprintf("The call to %s was cancelled", d.Address)
+	}
+	if d.Reason != "" {
+		msg += " (" + d.Reason + ")"
+	}
+	return msg
+}
+
+func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
+	e := h.e
+	switch path {
+	case "search":
+		q, limit, offset := "", 12, 0
+		if m, ok := args.(map[string]any); ok {
+			q, _ = m["query"].(string)
+			if l, ok := m["limit"].(float64); ok && l > 0 {
+				limit = int(min(l, 100))
+			}
+			if o, ok := m["offset"].(float64); ok && o > 0 {
+				offset = int(min(o, 1000))
+			}
+		}
+		found := e.cfg.Tools.Search(ctx, q, offset+limit)
+		out := make([]map[string]any, 0, len(found))
+		for i, t := range found {
+			if i < offset {
+				continue
+			}
+			out = append(out, map[string]any{
+				"path": t.Path, "source": t.Source, "name": t.Name, "description": truncate(t.Description, 500),
+				"requiresApproval": t.RequiresApproval,
+			})
+		}
+		return out, nil
+	case "describe":
+		p := ""
+		if m, ok := args.(map[string]any); ok {
+			p, _ = m["path"].(string)
+		}
+		d, ok := e.cfg.Tools.Describe(ctx, p)
+		if !ok {
+			return nil, fmt.Errorf("unknown tool %q", p)
+		}
+		return d, nil
+	}
+	t, ok := e.cfg.Tools.Lookup(ctx, path)
+	if !ok {
+		return nil, fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path)
+	}
+	argMap, _ := args.(map[string]any)
+	if args != nil && argMap == nil {
+		return nil, fmt.Errorf("tools.%s takes one object argument", path)
+	}
+	d := e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, t.RequiresApproval)
+	switch d.Action {
+	case policy.Block:
+		return nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, d.Pattern)
+	case policy.RequireApproval:
+		if err := h.approve(ctx, t, args, d); err != nil {
+			return nil, err
+		}
+	}
+	return e.cfg.Tools.Call(ctx, path, argMap)
+}
+
+// approve pauses the execution until a decision arrives.
+func (h *host) approve(ctx context.Context, t tools.Tool, args any, d policy.Decision) error {
+	e := h.e
+	// Waiting for a human does not count against the execution's wall time.
+	defer sandbox.Suspend(ctx)()
+	msg := fmt.Sprintf("Approve %s?", t.Path)
+	if d.Pattern != "" {
+		msg = fmt.Sprintf("Approve %s? (matched policy: %s)", t.Path, d.Pattern)
+	}
+	if preview, err := json.MarshalIndent(args, "", "  "); err == nil {
+		msg += "\n\nArguments:\n" + truncate(string(preview), 2000)
+	}
+	p := &pending{
+		Pause: Pause{
+			ID: NewExecutionID(), Address: t.Path, Args: args, ApprovalText: t.ApprovalText, Message: msg,
+			Policy: d.Pattern, Deadline: e.cfg.Clock.Now().Add(e.cfg.ApprovalWindow), Principal: h.ex.principal,
+		},
+		exec:  h.ex,
+		reply: make(chan Response, 1),
+	}
+	select {
+	case h.ex.events <- event{pause: p}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case resp := <-p.reply:
+		if resp.Action != Accept {
+			return &DeclinedError{Address: t.Path, Action: resp.Action, Reason: resp.Reason}
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

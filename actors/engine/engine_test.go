@@ -1,0 +1,266 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
+	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+)
+
+type hookLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (h *hookLog) add(s string) {
+	h.mu.Lock()
+	h.events = append(h.events, s)
+	h.mu.Unlock()
+}
+func (h *hookLog) Paused(id string, _ time.Time) { h.add("pause:" + id) }
+func (h *hookLog) Resuming(id string)            { h.add("resume-start:" + id) }
+func (h *hookLog) Settled(id string)             { h.add("resume-settle:" + id) }
+func (h *hookLog) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.events...)
+}
+
+type fixture struct {
+	api   *demo.API
+	e     *engine.Engine
+	hooks *hookLog
+	clk   *clock.Fake
+}
+
+var alice = engine.Principal{User: "alice", Org: "acme", Role: "admin"}
+
+func newFixture(t *testing.T, rules []policy.Rule) *fixture {
+	t.Helper()
+	return newFixtureLimits(t, rules, sandbox.Limits{WallTime: 10 * time.Second})
+}
+
+func newFixtureLimits(t *testing.T, rules []policy.Rule, lim sandbox.Limits) *fixture {
+	t.Helper()
+	api := demo.NewAPI()
+	ts := httptest.NewServer(api.Handler())
+	t.Cleanup(ts.Close)
+	spec := filepath.Join(t.TempDir(), "demo.json")
+	if err := os.WriteFile(spec, api.Spec(ts.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := openapi.Load(context.Background(), openapi.Options{Name: "demo", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.New(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{api: api, hooks: &hookLog{}, clk: clock.NewFake(time.UnixMilli(2_000_000_000_000))}
+	f.e = engine.New(engine.Config{Tools: reg, Policy: set, Hooks: f.hooks, Clock: f.clk, ApprovalWindow: time.Minute,
+		Limits: lim})
+	t.Cleanup(f.e.Shutdown)
+	return f
+}
+
+func (f *fixture) run(t *testing.T, code string) engine.Outcome {
+	t.Helper()
+	return f.e.ExecuteWithPause(context.Background(), code, alice)
+}
+
+func TestReadsRunWithoutApproval(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `const todos = await tools.demo.listTodos({}); return todos.length`)
+	if out.Status != engine.StatusCompleted || out.Result.Value != float64(0) {
+		t.Fatalf("outcome %+v", out)
+	}
+	if len(f.hooks.list()) != 0 {
+		t.Fatalf("hooks %v for a run without pause", f.hooks.list())
+	}
+}
+
+func TestWritePausesAndAcceptCompletesWithTheSideEffect(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `const t = await tools.demo.createTodo({title: "buy milk"}); return t.title`)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("outcome %+v, want paused", out)
+	}
+	p := out.Pause
+	if !strings.HasPrefix(p.ID, "exec_") || p.Address != "demo.createTodo" || p.ApprovalText != "POST /todos" ||
+		!strings.Contains(p.Message, "Approve demo.createTodo?") || !strings.Contains(p.Message, "buy milk") ||
+		!p.Deadline.Equal(f.clk.Now().Add(time.Minute)) || p.Principal != alice {
+		t.Fatalf("pause %+v", p)
+	}
+	if n := len(f.api.Todos()); n != 0 {
+		t.Fatalf("%d todos before approval", n)
+	}
+	if f.e.PausedCount() != 1 {
+		t.Fatalf("paused count %d", f.e.PausedCount())
+	}
+	out, found := f.e.Resume(context.Background(), p.ID, engine.Response{Action: engine.Accept})
+	if !found || out.Status != engine.StatusCompleted || out.Result.Value != "buy milk" {
+		t.Fatalf("resume: %v %+v", found, out)
+	}
+	if todos := f.api.Todos(); len(todos) != 1 || todos[0].Title != "buy milk" {
+		t.Fatalf("side effect: %+v", todos)
+	}
+	want := []string{"pause:" + p.ID, "resume-start:" + p.ID, "resume-settle:" + p.ID}
+	if got := f.hooks.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("hooks %v, want %v", got, want)
+	}
+	// Idempotent: the same outcome again, no second side effect, no hooks.
+	again, found := f.e.Resume(context.Background(), p.ID, engine.Response{Action: engine.Decline})
+	if !found || again.Result.Value != "buy milk" || len(f.api.Todos()) != 1 || len(f.hooks.list()) != 3 {
+		t.Fatalf("replay: %+v todos %d hooks %v", again, len(f.api.Todos()), f.hooks.list())
+	}
+	if !f.e.IsSettled(p.ID) || f.e.PausedCount() != 0 {
+		t.Fatal("settled bookkeeping")
+	}
+	if _, found := f.e.Resume(context.Background(), "exec_unknown", engine.Response{Action: engine.Accept}); found {
+		t.Fatal("unknown id found")
+	}
+}
+
+func TestDeclineFailsTheCallInsideTheCode(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `try { await tools.demo.createTodo({title: "x"}); return "created" } catch (e) { return "refused: " + e.message }`)
+	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Decline})
+	if out.Status != engine.StatusCompleted || !strings.HasPrefix(out.Result.Value.(string), "refused: The call to demo.createTodo was declined") {
+		t.Fatalf("outcome %+v", out)
+	}
+	// Uncaught, a decline (here: the deadline's auto-decline) fails the execution.
+	out = f.run(t, `await tools.demo.createTodo({title: "y"}); return "created"`)
+	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Decline, Reason: "approval_timeout"})
+	if out.Status != engine.StatusError || !strings.Contains(out.Error, "approval_timeout") {
+		t.Fatalf("outcome %+v", out)
+	}
+	if n := len(f.api.Todos()); n != 0 {
+		t.Fatalf("%d todos after declines", n)
+	}
+}
+
+func TestSecondPauseAfterResumeAndHookOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `await tools.demo.createTodo({title: "a"}); await tools.demo.createTodo({title: "b"}); return (await tools.demo.listTodos({})).length`)
+	e1 := out.Pause.ID
+	out, _ = f.e.Resume(context.Background(), e1, engine.Response{Action: engine.Accept})
+	if out.Status != engine.StatusPaused || out.Pause.ID == e1 {
+		t.Fatalf("after the first resume: %+v", out)
+	}
+	e2 := out.Pause.ID
+	out, _ = f.e.Resume(context.Background(), e2, engine.Response{Action: engine.Accept})
+	if out.Status != engine.StatusCompleted || out.Result.Value != float64(2) {
+		t.Fatalf("final: %+v", out)
+	}
+	want := []string{"pause:" + e1, "resume-start:" + e1, "resume-settle:" + e1, "pause:" + e2, "resume-start:" + e2, "resume-settle:" + e2}
+	if got := f.hooks.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("hooks %v\nwant %v", got, want)
+	}
+}
+
+func TestConcurrentResumesJoin(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `return (await tools.demo.createTodo({title: "once"})).id`)
+	id := out.Pause.ID
+	var wg sync.WaitGroup
+	results := make([]engine.Outcome, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], _ = f.e.Resume(context.Background(), id, engine.Response{Action: engine.Accept})
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.Status != engine.StatusCompleted || r.Result.Value != results[0].Result.Value {
+			t.Fatalf("results differ: %+v vs %+v", r, results[0])
+		}
+	}
+	if n := len(f.api.Todos()); n != 1 {
+		t.Fatalf("%d todos: the call ran more than once", n)
+	}
+}
+
+func TestPoliciesBlockAndApprove(t *testing.T) {
+	f := newFixture(t, []policy.Rule{
+		{Pattern: "demo.deleteTodo", Action: policy.Block, Org: "acme"},
+		{Pattern: "demo.createTodo", Action: policy.Approve, Org: "acme"},
+	})
+	out := f.run(t, `return (await tools.demo.createTodo({title: "trusted"})).title`)
+	if out.Status != engine.StatusCompleted || out.Result.Value != "trusted" {
+		t.Fatalf("approved by policy: %+v", out)
+	}
+	out = f.run(t, `await tools.demo.deleteTodo({id: "1"})`)
+	if out.Status != engine.StatusError || !strings.Contains(out.Error, "blocked by policy") {
+		t.Fatalf("blocked: %+v", out)
+	}
+}
+
+func TestUnknownToolsSearchAndDescribe(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `await tools.nope.thing({})`)
+	if out.Status != engine.StatusError || !strings.Contains(out.Error, `unknown tool "nope.thing"`) {
+		t.Fatalf("unknown tool: %+v", out)
+	}
+	out = f.run(t, `const hits = await tools.search({query: "create todo", limit: 3}); const d = await tools.describe({path: hits[0].path}); return [hits.length > 0, d.path, hits[0].requiresApproval, Object.keys(hits[0]).sort().join()]`)
+	if out.Status != engine.StatusCompleted || fmt.Sprint(out.Result.Value) != "[true demo.createTodo true description,name,path,requiresApproval,source]" {
+		t.Fatalf("search/describe: %+v", out)
+	}
+	out = f.run(t, `return 1 +`)
+	if out.Status != engine.StatusError || out.ErrorKind != sandbox.KindSyntax {
+		t.Fatalf("syntax error: %+v", out)
+	}
+}
+
+func TestShutdownEndsPausedExecutions(t *testing.T) {
+	f := newFixture(t, nil)
+	out := f.run(t, `await tools.demo.createTodo({title: "never"})`)
+	id := out.Pause.ID
+	f.e.Shutdown()
+	if f.e.PausedCount() != 0 {
+		t.Fatal("pauses survived shutdown")
+	}
+	if got := f.hooks.list(); got[len(got)-1] != "resume-settle:"+id {
+		t.Fatalf("hooks %v: the lease was not released", got)
+	}
+	if out := f.e.ExecuteWithPause(context.Background(), "return 1", alice); out.Status != engine.StatusInternal {
+		t.Fatalf("execute after shutdown: %+v", out)
+	}
+	if n := len(f.api.Todos()); n != 0 {
+		t.Fatal("side effect after shutdown")
+	}
+}
+
+// Waiting for approval does not count against the execution's wall time;
+// the 300ms wait stands for a human taking longer than the limit.
+func TestApprovalWaitDoesNotCountAgainstWallTime(t *testing.T) {
+	f := newFixtureLimits(t, nil, sandbox.Limits{WallTime: 100 * time.Millisecond})
+	out := f.run(t, `return await tools.demo.createTodo({title: "slow human"})`)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("want a pause: %+v", out)
+	}
+	time.Sleep(300 * time.Millisecond)
+	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Accept})
+	if out.Status != engine.StatusCompleted {
+		t.Fatalf("after a wait longer than WallTime: %+v", out)
+	}
+}

@@ -1,0 +1,233 @@
+package mcpruntime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/codemode"
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// CodeMode configures the execution engine of every session (the "code"
+// tool pack).
+type CodeMode struct {
+	// Tools are the callable tool sources (required).
+	Tools *tools.Registry
+	// Policy decides approvals (nil: the sources' defaults).
+	Policy *policy.Set
+	// Limits bound each execution.
+	Limits sandbox.Limits
+	// Window is the approval window. Default 4m.
+	Window time.Duration
+	// PublicURL is the origin of approval links (default: the request host).
+	PublicURL string
+	// Clock tells time. Default the system clock.
+	Clock clock.Clock
+	// Lookup finds the session that owns an execution (the directory).
+	Lookup func(ctx context.Context, execID string) (store.Execution, error)
+	// Forward sends a resume to the session that owns an execution.
+	Forward func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error)
+}
+
+// ForwardTimeout bounds a cross-session resume (the seed's
+// MODEL_RESUME_FORWARD_TIMEOUT_MS).
+const ForwardTimeout = 10 * time.Second
+
+// CodeRuntime runs the executions of one grain (a session, or a
+// continuation grain for sessionless clients) and serves the code pack's
+// tools for it.
+type CodeRuntime = codeRuntime
+
+// NewCodeRuntime returns the code runtime of grain ownerID; hooks (may be
+// nil) receive pause lifecycles.
+func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks) *CodeRuntime {
+	return newCodeRuntime(cfg, ownerID, hooks)
+}
+
+// Register adds the code pack's tools to s (a toolpacks.Options.CodeMode).
+func (c *codeRuntime) Register(s *mcp.Server) { c.register(s) }
+
+// Shutdown ends every execution.
+func (c *codeRuntime) Shutdown() { c.eng.Shutdown() }
+
+// codeRuntime is the part of a Runtime that runs executions.
+type codeRuntime struct {
+	cfg     *CodeMode
+	id      string
+	eng     *engine.Engine
+	mu      sync.Mutex
+	waiters map[string]chan engine.Response // browser-mode resumes waiting for a decision
+}
+
+func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks) *codeRuntime {
+	if hooks == nil {
+		hooks = noHooks{}
+	}
+	window := cfg.Window
+	if window <= 0 {
+		window = 4 * time.Minute
+	}
+	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}}
+	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: window,
+		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock})
+	return c
+}
+
+func (c *codeRuntime) window() time.Duration {
+	if c.cfg.Window > 0 {
+		return c.cfg.Window
+	}
+	return 4 * time.Minute
+}
+
+func (c *codeRuntime) register(s *mcp.Server) {
+	codemode.Register(s, codemode.Options{Runtime: c, Window: c.window(), Sources: c.cfg.Tools.Sources(), PublicURL: c.cfg.PublicURL})
+}
+
+// Engine implements codemode.Runtime.
+func (c *codeRuntime) Engine() *engine.Engine { return c.eng }
+
+// WaitDecision implements codemode.Runtime.
+func (c *codeRuntime) WaitDecision(ctx context.Context, execID string) (engine.Response, bool) {
+	c.mu.Lock()
+	if _, live := c.eng.Paused(execID); !live {
+		c.mu.Unlock()
+		return engine.Response{}, false // settled or unknown: nothing to wait for
+	}
+	ch := make(chan engine.Response, 1)
+	c.waiters[execID] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.waiters[execID] == ch {
+			delete(c.waiters, execID)
+		}
+		c.mu.Unlock()
+	}()
+	select {
+	case r := <-ch:
+		return r, true
+	case <-ctx.Done():
+		return engine.Response{}, false
+	}
+}
+
+// resolve applies a recorded decision: a waiting browser-mode resume takes
+// it; otherwise the execution resumes now (a browser-mode resume that asks
+// later finds it settled, or joins the resume, and gets its outcome).
+func (c *codeRuntime) resolve(execID string, d *pb.ApprovalDecision) {
+	resp := engine.Response{Action: d.GetAction(), Reason: d.GetReason()}
+	c.mu.Lock()
+	if ch, ok := c.waiters[execID]; ok {
+		delete(c.waiters, execID)
+		c.mu.Unlock()
+		ch <- resp
+		return
+	}
+	c.mu.Unlock()
+	go c.eng.Resume(context.Background(), execID, resp)
+}
+
+// wakeHooks passes the engine's lifecycle on and wakes a browser-mode
+// resume waiting for an execution that settled some other way.
+type wakeHooks struct {
+	engine.Hooks
+	c *codeRuntime
+}
+
+func (w wakeHooks) Settled(execID string) {
+	w.Hooks.Settled(execID)
+	c := w.c
+	c.mu.Lock()
+	ch, ok := c.waiters[execID]
+	delete(c.waiters, execID)
+	c.mu.Unlock()
+	if ok {
+		ch <- engine.Response{Action: engine.Cancel} // Resume replays the settled outcome
+	}
+}
+
+// Forward implements codemode.Runtime: the seed's resumeFallback.
+func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, codemode.Miss) {
+	if c.cfg.Lookup == nil || c.cfg.Forward == nil {
+		return nil, codemode.NotFound
+	}
+	rec, err := c.cfg.Lookup(ctx, execID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, codemode.NotFound
+	}
+	if err != nil {
+		return nil, codemode.NotFound
+	}
+	if rec.User != who.User || rec.Org != who.Org {
+		return nil, codemode.Forbidden
+	}
+	if rec.Session == c.id {
+		return nil, codemode.Expired // it names us, and we have no live pause
+	}
+	content, _ := json.Marshal(resp.Content)
+	fctx, cancel := context.WithTimeout(ctx, ForwardTimeout)
+	defer cancel()
+	reply, err := c.cfg.Forward(fctx, rec.Session, &pb.ExecutionResumeForModel{
+		Principal: &pb.Principal{User: who.User, Org: who.Org, Role: who.Role}, ExecutionId: execID, Action: resp.Action, ContentJson: string(content),
+	})
+	if err != nil {
+		return nil, codemode.Expired
+	}
+	switch reply.GetStatus() {
+	case pb.ExecutionReply_STATUS_OK:
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(reply.GetResultJson()), &res); err != nil {
+			return nil, codemode.Expired
+		}
+		return &res, ""
+	case pb.ExecutionReply_STATUS_FORBIDDEN:
+		return nil, codemode.Forbidden
+	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
+		return nil, codemode.AlreadySettled
+	}
+	return nil, codemode.Expired
+}
+
+// resumeForModel serves a forwarded resume.
+func (c *codeRuntime) resumeForModel(ctx context.Context, execID string, m *pb.ExecutionResumeForModel) (string, pb.ExecutionReply_Status) {
+	var content map[string]any
+	_ = json.Unmarshal([]byte(m.GetContentJson()), &content)
+	out, found := c.eng.Resume(ctx, execID, engine.Response{Action: m.GetAction(), Content: content})
+	if !found {
+		if c.eng.IsSettled(execID) {
+			return "", pb.ExecutionReply_STATUS_ALREADY_SETTLED
+		}
+		return "", pb.ExecutionReply_STATUS_EXPIRED
+	}
+	b, err := json.Marshal(codemode.RenderModel(out, c.window()))
+	if err != nil {
+		return "", pb.ExecutionReply_STATUS_EXPIRED
+	}
+	return string(b), pb.ExecutionReply_STATUS_OK
+}
+
+func pausedProto(p engine.Pause) *pb.PausedExecution {
+	args, _ := json.Marshal(p.Args)
+	return &pb.PausedExecution{
+		ExecutionId: p.ID, Address: p.Address, ArgumentsJson: string(args), Message: p.Message, ApprovalText: p.ApprovalText,
+		DeadlineMs: p.Deadline.UnixMilli(), Principal: &pb.Principal{User: p.Principal.User, Org: p.Principal.Org, Role: p.Principal.Role},
+	}
+}
+
+type noHooks struct{}
+
+func (noHooks) Paused(string, time.Time) {}
+func (noHooks) Resuming(string)          {}
+func (noHooks) Settled(string)           {}

@@ -1,0 +1,185 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Approval surfaces (HTTP routes and page, gRPC, CLI) and cross-session
+// resumes reach a session's paused executions through these messages.
+
+func execReply(st pb.ExecutionReply_Status) *pb.ExecutionReply {
+	return &pb.ExecutionReply{Status: st}
+}
+
+// sameOrg: anyone of the owner's organization may see and decide the
+// session's paused executions (the seed's approvers).
+func (s *session) sameOrg(p *pb.Principal) bool {
+	return s.rec != nil && p.GetOrg() != "" && p.GetOrg() == s.rec.GetPrincipal().GetOrg()
+}
+
+func (s *session) inspector() (PauseInspector, bool) {
+	if s.rt == nil {
+		return nil, false
+	}
+	pi, ok := s.rt.(PauseInspector)
+	return pi, ok
+}
+
+func (s *session) withSession(p *pb.PausedExecution) *pb.PausedExecution {
+	p.SessionId = s.id
+	return p
+}
+
+func (s *session) executionGet(m *pb.ExecutionGet) *pb.ExecutionReply {
+	if !s.sameOrg(m.GetPrincipal()) {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND) // learn nothing about other orgs
+	}
+	pi, ok := s.inspector()
+	if !ok {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND)
+	}
+	p, ok := pi.PausedExecution(m.GetExecutionId())
+	if !ok {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND)
+	}
+	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Executions: []*pb.PausedExecution{s.withSession(p)}}
+}
+
+func (s *session) executionList(m *pb.ExecutionList) *pb.ExecutionReply {
+	r := execReply(pb.ExecutionReply_STATUS_OK)
+	if !s.sameOrg(m.GetPrincipal()) {
+		return r
+	}
+	if pi, ok := s.inspector(); ok {
+		for _, p := range pi.PausedExecutionList() {
+			r.Executions = append(r.Executions, s.withSession(p))
+		}
+	}
+	return r
+}
+
+// decisionTexts are the seed's confirmations.
+var decisionTexts = map[string][2]string{
+	"accept":  {"I've approved it", "approved"},
+	"decline": {"I've denied it", "denied"},
+	"cancel":  {"I've canceled it", "canceled"},
+}
+
+// executionDecide records a human decision, once, and hands it to the
+// runtime (which wakes a waiting browser-mode resume or resumes at once).
+func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.ExecutionDecide) (*pb.ExecutionReply, error) {
+	texts, ok := decisionTexts[m.GetAction()]
+	if !ok {
+		return nil, grain.Reject("session: action must be accept, decline or cancel")
+	}
+	if !s.sameOrg(m.GetPrincipal()) {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND), nil
+	}
+	id := m.GetExecutionId()
+	if s.rec.GetDecisions()[id] != nil {
+		return execReply(pb.ExecutionReply_STATUS_ALREADY_DECIDED), nil
+	}
+	pi, ok := s.inspector()
+	if !ok {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND), nil
+	}
+	if _, ok := pi.PausedExecution(id); !ok {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND), nil
+	}
+	d := &pb.ApprovalDecision{
+		Action: m.GetAction(), Reason: decisionReason(m.GetContentJson()),
+		OrgWriteAccess: m.GetPrincipal().GetRole() == "admin", DecidedAtMs: s.now().UnixMilli(),
+	}
+	if err := s.recordDecision(ctx, g, id, d); err != nil {
+		return nil, err
+	}
+	s.h.metrics.approvals.WithLabelValues(m.GetAction()).Inc()
+	if r, ok := s.rt.(ApprovalResolver); ok {
+		r.ResolveApproval(id, d)
+	}
+	s.markActivity()
+	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0]}, nil
+}
+
+// decisionReason is the "reason" string of a decision's content, if any
+// (at most 1,000 bytes).
+func decisionReason(contentJSON string) string {
+	var c struct {
+		Reason string `json:"reason"`
+	}
+	if contentJSON == "" || json.Unmarshal([]byte(contentJSON), &c) != nil {
+		return ""
+	}
+	if len(c.Reason) > 1000 {
+		c.Reason = strings.ToValidUTF8(c.Reason[:1000], "")
+	}
+	return c.Reason
+}
+
+func (s *session) recordDecision(ctx context.Context, g grain.Context, id string, d *pb.ApprovalDecision) error {
+	rec := proto.Clone(s.rec).(*pb.SessionRecord)
+	if rec.Decisions == nil {
+		rec.Decisions = map[string]*pb.ApprovalDecision{}
+	}
+	rec.Decisions[id] = d
+	return s.save(ctx, g, rec)
+}
+
+// executionResume serves a `resume` forwarded from another session: only
+// the session's own principal may, and only while the pause is live here.
+func (s *session) executionResume(ctx context.Context, m *pb.ExecutionResumeForModel) *pb.ExecutionReply {
+	if s.rec == nil || !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
+		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN)
+	}
+	if s.rt == nil {
+		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
+	}
+	mr, ok := s.rt.(ModelResumer)
+	if !ok {
+		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
+	}
+	s.markActivity()
+	result, st := mr.ResumeForModel(ctx, m.GetExecutionId(), m)
+	return &pb.ExecutionReply{Status: st, ResultJson: result}
+}
+
+// publishPause writes a new pause to the execution directory.
+func (s *session) publishPause(ctx context.Context, execID string) {
+	if s.h.cfg.Directory == nil {
+		return
+	}
+	pi, ok := s.inspector()
+	if !ok {
+		return
+	}
+	p, ok := pi.PausedExecution(execID)
+	if !ok {
+		return
+	}
+	e := store.Execution{
+		ID: execID, Session: s.id, User: s.rec.GetPrincipal().GetUser(), Org: s.rec.GetPrincipal().GetOrg(),
+		Address: p.GetAddress(), Message: p.GetMessage(), ApprovalText: p.GetApprovalText(), ArgsJSON: p.GetArgumentsJson(),
+		Deadline: time.UnixMilli(p.GetDeadlineMs()),
+	}
+	if err := s.h.cfg.Directory.PutExecution(ctx, e); err != nil {
+		s.h.log.Warn("session: publish paused execution", "session", s.id, "execution", execID, "err", err)
+	}
+}
+
+func (s *session) unpublish(ctx context.Context, execIDs ...string) {
+	if s.h.cfg.Directory == nil || len(execIDs) == 0 {
+		return
+	}
+	if err := s.h.cfg.Directory.DeleteExecutions(ctx, execIDs...); err != nil {
+		s.h.log.Warn("session: unpublish executions", "session", s.id, "err", err)
+	}
+}

@@ -1,0 +1,212 @@
+// Package demo is a small in-memory to-do HTTP API and its OpenAPI 3.0
+// document. `mcpgrain dev` serves it so that code mode has a tool source to
+// call before any real one is configured, and tests use it as a real HTTP
+// upstream for the openapi source.
+//
+// The operations are:
+//
+//	listTodos  GET    /todos?done=&limit=  200 [Todo...]
+//	getTodo    GET    /todos/{id}          200 Todo, 404
+//	createTodo POST   /todos {title}       201 Todo, 400
+//	deleteTodo DELETE /todos/{id}          204, 404
+//
+// Errors are JSON objects {"error": "<message>"}. A title is required, at
+// most 200 characters, and is stored with surrounding space trimmed.
+//
+// Usage:
+//
+//	api := demo.NewAPI()
+//	srv := httptest.NewServer(api.Handler())
+//	spec := api.Spec(srv.URL) // load it with openapi.Load
+//
+// Through the openapi source, code calls tools.demo.createTodo({title: "x"}):
+// the arguments are the request body.
+package demo
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxTitleLen is the longest title, in characters, createTodo accepts.
+const MaxTitleLen = 200
+
+// maxBodyBytes bounds a createTodo request body.
+const maxBodyBytes = 64 << 10
+
+// Todo is one to-do item as the API returns it.
+type Todo struct {
+	// ID is the server-assigned identifier, a decimal string ("1", "2", ...).
+	ID string `json:"id"`
+	// Title is what to do.
+	Title string `json:"title"`
+	// Done reports whether the item is done. New items are not.
+	Done bool `json:"done"`
+	// CreatedAt is when the item was created, in UTC.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// API is the in-memory to-do API. It is safe for concurrent use.
+type API struct {
+	mu     sync.Mutex
+	todos  map[string]Todo
+	order  []string // ids in creation order
+	nextID int
+}
+
+// NewAPI returns an empty to-do API.
+func NewAPI() *API {
+	return &API{todos: make(map[string]Todo), nextID: 1}
+}
+
+// Todos returns a copy of the current items in creation order.
+func (a *API) Todos() []Todo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Todo, 0, len(a.order))
+	for _, id := range a.order {
+		out = append(out, a.todos[id])
+	}
+	return out
+}
+
+// Handler returns the API's HTTP handler, serving the paths of Spec at the
+// root ("/todos", "/todos/{id}").
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /todos", a.list)
+	mux.HandleFunc("POST /todos", a.create)
+	mux.HandleFunc("GET /todos/{id}", a.get)
+	mux.HandleFunc("DELETE /todos/{id}", a.delete)
+	return mux
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var done *bool
+	if s := q.Get("done"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("done: want true or false, got %q", s))
+			return
+		}
+		done = &b
+	}
+	limit := 100
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit: want an integer from 1 to 100, got %q", s))
+			return
+		}
+		limit = n
+	}
+	out := []Todo{}
+	for _, t := range a.Todos() {
+		if done != nil && t.Done != *done {
+			continue
+		}
+		if len(out) == limit {
+			break
+		}
+		out = append(out, t)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	t, ok := a.todos[r.PathValue("id")]
+	a.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Title *string `json:"title"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return
+	}
+	if dec.Decode(new(json.RawMessage)) != io.EOF {
+		writeError(w, http.StatusBadRequest, "invalid JSON body: trailing data")
+		return
+	}
+	if in.Title == nil {
+		writeError(w, http.StatusBadRequest, "title is required")
+		return
+	}
+	title := strings.TrimSpace(*in.Title)
+	switch n := utf8.RuneCountInString(title); {
+	case n == 0:
+		writeError(w, http.StatusBadRequest, "title must not be empty")
+		return
+	case n > MaxTitleLen:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("title is %d characters; the limit is %d", n, MaxTitleLen))
+		return
+	}
+	a.mu.Lock()
+	t := Todo{ID: strconv.Itoa(a.nextID), Title: title, CreatedAt: time.Now().UTC()}
+	a.nextID++
+	a.todos[t.ID] = t
+	a.order = append(a.order, t.ID)
+	a.mu.Unlock()
+	w.Header().Set("Location", "/todos/"+t.ID)
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	a.mu.Lock()
+	_, ok := a.todos[id]
+	if ok {
+		delete(a.todos, id)
+		for i, o := range a.order {
+			if o == id {
+				a.order = append(a.order[:i], a.order[i+1:]...)
+				break
+			}
+		}
+	}
+	a.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "not found")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

@@ -1,0 +1,37 @@
+// Package tools defines the tool sources that code-mode executions call.
+//
+// An agent's TypeScript calls tools.<source>.<name>(args). Each <source> is a
+// [Source]: an OpenAPI document (package openapi), an upstream MCP server
+// (package mcpupstream), or anything else that can look a tool up by name
+// and call it. A [Registry] holds the sources of one catalog by name and
+// resolves the dotted path "<source>.<name>" the sandbox hands it.
+//
+// Sources answer point lookups: [Source.Lookup] finds one tool by name
+// without listing the catalog, so an OpenAPI document of 10,000 operations
+// costs one map lookup per call, not a scan. Only [Source.Search] looks at
+// many tools, over text the source precomputed, and it returns at most a
+// caller-chosen number of them.
+//
+// Each [Tool] carries its source's approval default: RequiresApproval and
+// the ApprovalText shown to the human (for OpenAPI, every method other than
+// GET, HEAD and OPTIONS, with text "<METHOD> <pathTemplate>"; for MCP,
+// destructiveHint true, with text "Call upstream tool <name>"). The
+// execution engine combines the default with policies; this package does not
+// pause anything itself. Idempotent marks tools that are safe to retry after
+// a crash (OpenAPI GET/HEAD/OPTIONS, MCP readOnlyHint).
+//
+// Errors from [Registry.Call] and [Source.Call] are written to be shown to
+// the calling code: they name the tool or the HTTP request, never the
+// configured credentials, and they truncate response bodies (see
+// [TruncateText]). An unknown source, tool or malformed path wraps
+// [ErrUnknownTool].
+//
+// Usage:
+//
+//	api, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "todo.json"})
+//	...
+//	reg, err := tools.NewRegistry(api)
+//	...
+//	tool, ok := reg.Lookup(ctx, "demo.createTodo") // tool.RequiresApproval == true
+//	out, err := reg.Call(ctx, "demo.createTodo", map[string]any{"title": "x"})
+package tools

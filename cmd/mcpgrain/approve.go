@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+const approveUsage = `Usage: mcpgrain approve <command> [flags] [EXECUTION_ID]
+
+Sees and decides executions paused for approval, through a node's gRPC
+ApprovalService.
+
+Commands:
+  list                 the paused executions of your organization
+  show ID              one paused execution, with its arguments
+  accept ID            approve it: the tool call runs and the execution goes on
+  decline ID           decline it: the call fails with a declined error
+  watch                print each paused execution as it appears (Ctrl-C stops)
+
+Flags (each also settable as MCPGRAIN_<FLAG>):
+`
+
+// approveFlags are the approve command's flags.
+type approveFlags struct {
+	addr, token, caFile, reason string
+	useTLS, asJSON              bool
+	timeout                     time.Duration
+}
+
+func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f approveFlags
+	fs.StringVar(&f.addr, "grpc", "127.0.0.1:9090", "gRPC address of any mcpgrain node")
+	fs.StringVar(&f.token, "token", "", "bearer token (your identity; its organization's executions are visible)")
+	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (system roots unless --tls-ca)")
+	fs.StringVar(&f.caFile, "tls-ca", "", "PEM CA certificate(s) to verify the node with (implies --tls)")
+	fs.StringVar(&f.reason, "reason", "", "decline: why (kept with the decision)")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "per-request timeout")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, approveUsage)
+		fs.PrintDefaults()
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fs.Usage()
+			return flag.ErrHelp
+		}
+		fs.Usage()
+		return fmt.Errorf("%w: approve needs a command: list, show, accept, decline or watch", errUsage)
+	}
+	cmd := args[0]
+	// Flags may come before or after the execution id.
+	var pos []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if err := parse(fs, nil); err != nil { // MCPGRAIN_* for flags not given
+		return err
+	}
+	wantID := cmd == "show" || cmd == "accept" || cmd == "decline"
+	switch {
+	case cmd != "list" && cmd != "watch" && !wantID:
+		return fmt.Errorf("%w: unknown approve command %q (want list, show, accept, decline or watch)", errUsage, cmd)
+	case wantID && len(pos) != 1:
+		return fmt.Errorf("%w: approve %s needs exactly one execution id", errUsage, cmd)
+	case !wantID && len(pos) != 0:
+		return fmt.Errorf("%w: approve %s takes no arguments", errUsage, cmd)
+	case f.reason != "" && cmd != "decline":
+		return fmt.Errorf("%w: --reason is only for decline", errUsage)
+	}
+	if err := checkAddr(f.addr); err != nil {
+		return fmt.Errorf("%w: --grpc %q: %v (want host:port)", errUsage, f.addr, err)
+	}
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := pb.NewApprovalServiceClient(conn)
+	if f.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
+	}
+	if cmd == "watch" {
+		return approveWatch(ctx, client, f, stdout)
+	}
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	switch cmd {
+	case "list":
+		resp, err := client.ListPausedExecutions(rctx, &pb.ListPausedExecutionsRequest{})
+		if err != nil {
+			return rpcError(err)
+		}
+		return printList(stdout, resp.GetExecutions(), f.asJSON)
+	case "show":
+		resp, err := client.GetPausedExecution(rctx, &pb.GetPausedExecutionRequest{ExecutionId: pos[0]})
+		if err != nil {
+			return rpcError(err)
+		}
+		return printOne(stdout, resp.GetExecution(), f.asJSON)
+	}
+	req := &pb.DecideExecutionRequest{ExecutionId: pos[0], Action: cmd}
+	if f.reason != "" {
+		b, _ := json.Marshal(map[string]string{"reason": f.reason})
+		req.ContentJson = string(b)
+	}
+	resp, err := client.DecideExecution(rctx, req)
+	if err != nil {
+		return rpcError(err)
+	}
+	if f.asJSON {
+		return writeProtoJSON(stdout, resp)
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", pos[0], resp.GetStatus())
+	return nil
+}
+
+func (f approveFlags) dial() (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if f.useTLS || f.caFile != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if f.caFile != "" {
+			pem, err := os.ReadFile(f.caFile)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --tls-ca: %v", errUsage, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: --tls-ca %s: no PEM certificates", errUsage, f.caFile)
+			}
+			cfg.RootCAs = pool
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", f.addr, err)
+	}
+	return conn, nil
+}
+
+// rpcError turns a gRPC status into the CLI's message.
+func rpcError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unauthenticated:
+		return fmt.Errorf("not authenticated (set --token or MCPGRAIN_TOKEN): %s", st.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("unavailable: %s", st.Message())
+	}
+	return errors.New(st.Message())
+}
+
+func writeProtoJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: false}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func until(ms int64) string {
+	d := time.Until(time.UnixMilli(ms)).Round(time.Second)
+	if d <= 0 {
+		return "expired"
+	}
+	return "in " + d.String()
+}
+
+func printList(w io.Writer, list []*pb.PausedExecution, asJSON bool) error {
+	if asJSON {
+		return writeProtoJSON(w, &pb.ListPausedExecutionsResponse{Executions: list})
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no paused executions")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXECUTION\tTOOL\tOWNER\tDECIDE BY\tSESSION")
+	for _, p := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.GetExecutionId(), p.GetAddress(), p.GetPrincipal().GetUser(), until(p.GetDeadlineMs()), p.GetSessionId())
+	}
+	return tw.Flush()
+}
+
+func printOne(w io.Writer, p *pb.PausedExecution, asJSON bool) error {
+	if asJSON {
+		return writeProtoJSON(w, p)
+	}
+	args := p.GetArgumentsJson()
+	var v any
+	if json.Unmarshal([]byte(args), &v) == nil {
+		if b, err := json.MarshalIndent(v, "  ", "  "); err == nil {
+			args = string(b)
+		}
+	}
+	fmt.Fprintf(w, "execution:  %s\nsession:    %s\ntool:       %s\n", p.GetExecutionId(), p.GetSessionId(), p.GetAddress())
+	if p.GetApprovalText() != "" {
+		fmt.Fprintf(w, "request:    %s\n", p.GetApprovalText())
+	}
+	if p.GetMessage() != "" {
+		fmt.Fprintf(w, "message:    %s\n", p.GetMessage())
+	}
+	fmt.Fprintf(w, "owner:      %s (%s)\ndecide by:  %s (%s)\narguments:\n  %s\n", p.GetPrincipal().GetUser(), p.GetPrincipal().GetOrg(),
+		time.UnixMilli(p.GetDeadlineMs()).UTC().Format(time.RFC3339), until(p.GetDeadlineMs()), args)
+	return nil
+}
+
+func approveWatch(ctx context.Context, client pb.ApprovalServiceClient, f approveFlags, w io.Writer) error {
+	stream, err := client.WatchPausedExecutions(ctx, &pb.WatchPausedExecutionsRequest{})
+	if err != nil {
+		return rpcError(err)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return rpcError(err)
+		}
+		p := m.GetExecution()
+		if f.asJSON {
+			b, err := protojson.Marshal(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(w, string(b))
+			continue
+		}
+		fmt.Fprintf(w, "%s  %s  %s  decide %s\n", p.GetExecutionId(), p.GetAddress(), p.GetPrincipal().GetUser(), until(p.GetDeadlineMs()))
+	}
+}

@@ -1,0 +1,305 @@
+package approvals
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// TokenCookie holds the approval page's bearer token after a sign-in (or a
+// link with ?token=). It is HttpOnly, SameSite=Strict and scoped to
+// /approve/.
+const TokenCookie = "mcpgrain_approval_token"
+
+// maxFormBody bounds the page's form posts.
+const maxFormBody = 8 << 10
+
+type page struct {
+	svc *Service
+	o   HTTPOptions
+}
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"until": func(t time.Time, now time.Time) string {
+		d := t.Sub(now).Round(time.Second)
+		if d <= 0 {
+			return "expired"
+		}
+		return "in " + d.String()
+	},
+}).Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}} · mcpgrain</title>
+<style>
+body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}
+h1{font-size:1.4rem}
+dt{font-weight:600;margin-top:.6rem}
+dd{margin:0}
+pre{background:#f4f4f4;padding:.8rem;overflow:auto;max-height:24rem;white-space:pre-wrap;word-break:break-word}
+button{font:inherit;padding:.5rem 1.4rem;margin-right:.6rem;border-radius:.3rem;border:1px solid #888;cursor:pointer}
+button.approve{background:#1e7d32;color:#fff;border-color:#1e7d32}
+button.decline{background:#b3261e;color:#fff;border-color:#b3261e}
+.note{color:#555}
+.result{font-size:1.2rem;font-weight:600}
+</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+{{if .Exec}}
+<p>{{if .Exec.Message}}{{.Exec.Message}}{{else}}An execution wants to call a tool that needs approval.{{end}}</p>
+<dl>
+<dt>Tool</dt><dd><code id="tool">{{.Exec.Tool}}</code>{{if .Exec.ApprovalText}} — <span id="approval-text">{{.Exec.ApprovalText}}</span>{{end}}</dd>
+<dt>Arguments</dt><dd><pre id="arguments">{{.Args}}</pre></dd>
+<dt>Requested by</dt><dd id="owner">{{.Exec.Owner.User}} ({{.Exec.Owner.Org}})</dd>
+<dt>Decide by</dt><dd id="deadline">{{.Exec.Deadline.Format "2006-01-02 15:04:05 UTC"}} ({{until .Exec.Deadline .Now}}; then it is declined)</dd>
+<dt>Execution</dt><dd><code>{{.Exec.ExecutionID}}</code></dd>
+</dl>
+<form method="post" action="/approve/{{.Exec.ExecutionID}}">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<button class="approve" type="submit" name="action" value="accept">Approve</button>
+<button class="decline" type="submit" name="action" value="decline">Decline</button>
+</form>
+{{else if .Login}}
+<p>Sign in with your mcpgrain token to see this execution.</p>
+{{if .Detail}}<p class="note">{{.Detail}}</p>{{end}}
+<form method="post" action="/approve/{{.ID}}/login">
+<label>Token <input type="password" name="token" autocomplete="off" required></label>
+<button type="submit">Sign in</button>
+</form>
+{{else}}
+<p class="result" id="result">{{.Result}}</p>
+{{if .Detail}}<p class="note">{{.Detail}}</p>{{end}}
+{{end}}
+</body>
+</html>
+`))
+
+type pageData struct {
+	Title  string
+	ID     string
+	Exec   *ExecutionJSON
+	Args   string
+	Now    time.Time
+	CSRF   string
+	Login  bool
+	Result string
+	Detail string
+}
+
+func (p *page) render(w http.ResponseWriter, status int, d pageData) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// No scripts at all; no framing (the buttons must not be clickjacked);
+	// forms only post back here; the URL may carry a token: no Referer.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, d); err != nil {
+		p.o.Logger.Error("approvals: render page", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (p *page) message(w http.ResponseWriter, status int, title, result, detail string) {
+	p.render(w, status, pageData{Title: title, Result: result, Detail: detail})
+}
+
+// principal authenticates a page request: the Authorization header, else
+// the token cookie. ok=false with a nil error: no credentials were sent.
+func (p *page) principal(r *http.Request) (*pb.Principal, bool, error) {
+	if p.o.Auth.NoAuth() || r.Header.Get("Authorization") != "" {
+		who, err := p.o.Auth.Authenticate(r)
+		return who, err == nil, err
+	}
+	if c, err := r.Cookie(TokenCookie); err == nil && c.Value != "" {
+		who, err := p.o.Auth.AuthenticateToken(c.Value)
+		return who, err == nil, err
+	}
+	return nil, false, nil
+}
+
+func (p *page) limited(w http.ResponseWriter, who *pb.Principal) bool {
+	if p.o.Limiter == nil {
+		return false
+	}
+	if ok, retry := p.o.Limiter.Allow(who); !ok {
+		w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
+		p.message(w, http.StatusTooManyRequests, "Slow down", "Too many requests.", "Try again in a moment.")
+		return true
+	}
+	return false
+}
+
+func (p *page) setToken(w http.ResponseWriter, r *http.Request, token string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: TokenCookie, Value: token, Path: "/approve/", HttpOnly: true, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
+		SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds()),
+	})
+}
+
+func (p *page) show(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("eid")
+	if !validID(id) {
+		p.message(w, http.StatusNotFound, "Not found", "There is no such execution.", "")
+		return
+	}
+	// A link with ?token=… signs in: keep the token in a cookie and drop it
+	// from the address bar and history.
+	if tok := r.URL.Query().Get("token"); tok != "" && !p.o.Auth.NoAuth() {
+		if _, err := p.o.Auth.AuthenticateToken(tok); err != nil {
+			p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
+			return
+		}
+		p.setToken(w, r, tok)
+		http.Redirect(w, r, "/approve/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	who, ok, _ := p.principal(r)
+	if !ok {
+		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
+		return
+	}
+	if p.limited(w, who) {
+		return
+	}
+	pe, err := p.svc.Get(r.Context(), who, "", id)
+	if err != nil {
+		p.failed(w, err)
+		return
+	}
+	ej := ToJSON(pe)
+	var args bytes.Buffer
+	if json.Indent(&args, ej.Arguments, "", "  ") != nil {
+		args.Reset()
+		args.Write(ej.Arguments)
+	}
+	p.render(w, http.StatusOK, pageData{
+		Title: "Approve " + ej.Tool + "?", ID: id, Exec: &ej, Args: args.String(), Now: p.svc.now(), CSRF: p.csrf(who, id),
+	})
+}
+
+func (p *page) failed(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		p.message(w, http.StatusNotFound, "Not found", "This execution is not waiting for approval.",
+			"It may have been decided already, timed out, or belong to another organization.")
+	case errors.Is(err, ErrAlreadyDecided):
+		p.message(w, http.StatusConflict, "Already decided", "A decision was already recorded for this execution.", "")
+	case errors.Is(err, ErrInvalid):
+		p.message(w, http.StatusBadRequest, "Bad request", "The form was not understood.", "")
+	default:
+		p.o.Logger.Warn("approvals: page request failed", "err", err)
+		p.message(w, http.StatusServiceUnavailable, "Try again", "The execution's session could not be reached.",
+			"Reload this page before deciding again: a decision may have been recorded.")
+	}
+}
+
+// csrf is the page form's token: a MAC of the principal and execution, so
+// a form is only valid for the one who was shown it.
+func (p *page) csrf(who *pb.Principal, id string) string {
+	m := hmac.New(sha256.New, p.o.PageKey)
+	m.Write([]byte("mcpgrain approve form\x00" + who.GetOrg() + "\x00" + who.GetUser() + "\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sameOrigin refuses cross-site form posts (with the CSRF token this is
+// defence in depth; with --no-auth it is the main guard).
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *page) form(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		p.message(w, http.StatusBadRequest, "Bad request", "The form was not understood.", "")
+		return nil, false
+	}
+	if !sameOrigin(r) {
+		p.message(w, http.StatusForbidden, "Forbidden", "Cross-site form posts are refused.", "")
+		return nil, false
+	}
+	return r.PostForm, true
+}
+
+func (p *page) decide(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("eid")
+	form, ok := p.form(w, r)
+	if !ok {
+		return
+	}
+	who, ok, _ := p.principal(r)
+	if !ok {
+		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
+		return
+	}
+	if p.limited(w, who) {
+		return
+	}
+	if !hmac.Equal([]byte(form.Get("csrf")), []byte(p.csrf(who, id))) {
+		p.message(w, http.StatusForbidden, "Forbidden", "This form has expired or was not issued to you.", "Reload the page and decide again.")
+		return
+	}
+	action := form.Get("action")
+	if action != "accept" && action != "decline" {
+		p.message(w, http.StatusBadRequest, "Bad request", "Choose Approve or Decline.", "")
+		return
+	}
+	var content map[string]any
+	if action == "decline" {
+		content = map[string]any{"reason": "declined in the approval page"}
+	}
+	d, err := p.svc.Decide(r.Context(), who, "", id, action, content)
+	if err != nil {
+		p.failed(w, err)
+		return
+	}
+	title := "Approved"
+	if d.Status != "approved" {
+		title = "Declined"
+	}
+	p.message(w, http.StatusOK, title, d.Text+".", "You can close this page; the execution continues.")
+}
+
+func (p *page) login(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("eid")
+	form, ok := p.form(w, r)
+	if !ok {
+		return
+	}
+	tok := strings.TrimSpace(form.Get("token"))
+	if _, err := p.o.Auth.AuthenticateToken(tok); err != nil {
+		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true, Detail: "That token is not valid."})
+		return
+	}
+	p.setToken(w, r, tok)
+	http.Redirect(w, r, "/approve/"+url.PathEscape(id), http.StatusSeeOther)
+}

@@ -1,0 +1,199 @@
+// Package approvals serves the human side of paused executions: the HTTP
+// routes, the browser approval page and the gRPC ApprovalService. All three
+// go through one [Service], which finds an execution's owner session in the
+// store's execution directory and asks that session grain — wherever it
+// lives in the cluster — to show or decide it.
+//
+// Who may do what: anyone authenticated in the owner's organization may see
+// and decide an execution (the seed's approvers); the decider's role is
+// recorded with the decision as organization write access (admin: allowed,
+// otherwise denied). Executions of other organizations do not exist for the
+// caller (not found, never forbidden), so ids leak nothing.
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// Errors of [Service] methods; the surfaces map them to statuses.
+var (
+	// ErrNotFound: no such paused execution for the caller (unknown,
+	// settled, expired or of another organization).
+	ErrNotFound = errors.New("execution_not_found")
+	// ErrAlreadyDecided: a decision was recorded before.
+	ErrAlreadyDecided = errors.New("execution_already_decided")
+	// ErrInvalid: the request is malformed (bad action, bad content).
+	ErrInvalid = errors.New("invalid_request")
+	// ErrUnavailable: the owner could not be reached, or the outcome of a
+	// decision is unknown (it may have been recorded: look again).
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Actions a decision may take.
+var actions = map[string]string{"accept": "approved", "decline": "denied", "cancel": "canceled"}
+
+// Requester sends a message to a grain (a *cluster.Node).
+type Requester interface {
+	Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...cluster.CallOption) (proto.Message, error)
+}
+
+// Directory is the store's execution directory.
+type Directory interface {
+	GetExecution(ctx context.Context, execID string) (store.Execution, error)
+	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]store.Execution, error)
+}
+
+// Service is the approval logic shared by every surface. It is safe for
+// concurrent use.
+type Service struct {
+	node Requester
+	dir  Directory
+	now  func() time.Time
+}
+
+// NewService returns a Service that finds executions in dir and reaches
+// their sessions through node. now may be nil (time.Now).
+func NewService(node Requester, dir Directory, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{node: node, dir: dir, now: now}
+}
+
+// ListLimit bounds List.
+const ListLimit = 500
+
+// maxIDLen bounds execution and session ids accepted from callers.
+const maxIDLen = 128
+
+// List returns the caller organization's paused executions, soonest
+// deadline first, from the directory (no session is woken for it).
+func (s *Service) List(ctx context.Context, who *pb.Principal) ([]*pb.PausedExecution, error) {
+	rows, err := s.dir.ListExecutions(ctx, who.GetOrg(), s.now(), ListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list executions: %v", ErrUnavailable, err)
+	}
+	out := make([]*pb.PausedExecution, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, fromRow(r))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GetDeadlineMs() < out[j].GetDeadlineMs() })
+	return out, nil
+}
+
+func fromRow(r store.Execution) *pb.PausedExecution {
+	return &pb.PausedExecution{
+		ExecutionId: r.ID, SessionId: r.Session, Address: r.Address, ArgumentsJson: r.ArgsJSON,
+		Message: r.Message, ApprovalText: r.ApprovalText, DeadlineMs: r.Deadline.UnixMilli(),
+		Principal: &pb.Principal{User: r.User, Org: r.Org},
+	}
+}
+
+// owner finds the session that owns execID for the caller. sessionID, when
+// set, must name it.
+func (s *Service) owner(ctx context.Context, who *pb.Principal, sessionID, execID string) (string, error) {
+	if !validID(execID) || (sessionID != "" && !validID(sessionID)) {
+		return "", ErrNotFound
+	}
+	row, err := s.dir.GetExecution(ctx, execID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: look up execution: %v", ErrUnavailable, err)
+	}
+	if row.Org != who.GetOrg() || (sessionID != "" && row.Session != sessionID) {
+		return "", ErrNotFound
+	}
+	return row.Session, nil
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDLen {
+		return false
+	}
+	return !strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r == 0x7f })
+}
+
+// Get returns one paused execution, as its session sees it now. sessionID
+// may be empty; when set the execution must belong to it.
+func (s *Service) Get(ctx context.Context, who *pb.Principal, sessionID, execID string) (*pb.PausedExecution, error) {
+	sid, err := s.owner(ctx, who, sessionID, execID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.node.Request(ctx, session.KindName, sid, &pb.ExecutionGet{Principal: who, ExecutionId: execID}, cluster.Idempotent())
+	if err != nil {
+		return nil, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
+	}
+	r, ok := m.(*pb.ExecutionReply)
+	if !ok {
+		return nil, fmt.Errorf("%w: unexpected reply %T", ErrUnavailable, m)
+	}
+	if r.GetStatus() != pb.ExecutionReply_STATUS_OK || len(r.GetExecutions()) == 0 {
+		return nil, ErrNotFound
+	}
+	return r.GetExecutions()[0], nil
+}
+
+// Decision is a recorded decision.
+type Decision struct {
+	// Status is "approved", "denied" or "canceled".
+	Status string `json:"status"`
+	// Text is the confirmation ("I've approved it").
+	Text string `json:"text"`
+}
+
+// MaxContentBytes bounds a decision's content (as JSON).
+const MaxContentBytes = 64 << 10
+
+// Decide records who's decision for execID, once. content (may be nil) is
+// the form content; for "decline" a "reason" string in it is kept.
+func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, execID, action string, content map[string]any) (Decision, error) {
+	status, ok := actions[action]
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: action must be accept, decline or cancel (got %q)", ErrInvalid, action)
+	}
+	var contentJSON string
+	if content != nil {
+		b, err := json.Marshal(content)
+		if err != nil || len(b) > MaxContentBytes {
+			return Decision{}, fmt.Errorf("%w: content must be a JSON object of at most %d bytes", ErrInvalid, MaxContentBytes)
+		}
+		contentJSON = string(b)
+	}
+	sid, err := s.owner(ctx, who, sessionID, execID)
+	if err != nil {
+		return Decision{}, err
+	}
+	// Not idempotent: a retry after an unknown outcome would report "already
+	// decided" for the caller's own decision, so the node does not retry.
+	m, err := s.node.Request(ctx, session.KindName, sid, &pb.ExecutionDecide{Principal: who, ExecutionId: execID, Action: action, ContentJson: contentJSON})
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
+	}
+	r, ok := m.(*pb.ExecutionReply)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: unexpected reply %T", ErrUnavailable, m)
+	}
+	switch r.GetStatus() {
+	case pb.ExecutionReply_STATUS_OK:
+		return Decision{Status: status, Text: r.GetText()}, nil
+	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
+		return Decision{}, ErrAlreadyDecided
+	}
+	return Decision{}, ErrNotFound
+}

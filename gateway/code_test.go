@@ -1,0 +1,392 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	"github.com/mcpgrain/mcpgrain/internal/app"
+)
+
+const (
+	carolToken = "mcpg_carol_token_0123456789" // org "globex"
+	createCode = `const t = await tools.demo.createTodo({title: "ship it"}); return t;`
+)
+
+// startCodeNode runs a node with code mode and the demo API.
+func startCodeNode(t testing.TB, tweak func(*app.Config)) app.Info {
+	t.Helper()
+	return startNodeInfo(t, func(c *app.Config) {
+		c.GRPC = "127.0.0.1:0"
+		c.MCP.Packs = []string{"code"}
+		c.MCP.Code.DemoAPI = true
+		k, err := c.MCP.Keys.Merge(mustKeys(t, carolToken, "carol", "globex", "admin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MCP.Keys = k
+		if tweak != nil {
+			tweak(c)
+		}
+	})
+}
+
+// connectMode connects with ?elicitation_mode=mode ("" for the default).
+func connectMode(t testing.TB, addr, token, mode string) *mcp.ClientSession {
+	t.Helper()
+	endpoint := "http://" + addr + "/mcp"
+	if mode != "" {
+		endpoint += "?elicitation_mode=" + mode
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// call calls a tool and returns its result with the structured content
+// decoded.
+func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return res, structured(t, res)
+}
+
+func structured(t testing.TB, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	var m map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	return m
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// pause runs createCode and returns the paused execution's id.
+func pause(t testing.TB, cs *mcp.ClientSession, wantStatus string) string {
+	t.Helper()
+	res, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
+	if res.IsError || sc["status"] != wantStatus {
+		t.Fatalf("execute: want %s, got %s / %v", wantStatus, resultText(res), sc)
+	}
+	id, _ := sc["executionId"].(string)
+	if !strings.HasPrefix(id, "exec_") {
+		t.Fatalf("executionId %q", id)
+	}
+	return id
+}
+
+type apiResponse struct {
+	status int
+	body   map[string]any
+}
+
+func api(t testing.TB, method, url, token, body string) apiResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s %s: %d %q is not JSON", method, url, resp.StatusCode, b)
+		}
+	}
+	return apiResponse{resp.StatusCode, m}
+}
+
+// todos reads the demo API's items over HTTP.
+func todos(t testing.TB, addr string) []map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/demo/todos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestExecuteReadCompletesWithoutApproval(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	res, sc := callTool(t, cs, "execute", map[string]any{"code": `
+		const all = await tools.demo.listTodos({});
+		console.log("listed", all.length);
+		emit({seen: all.length});
+		return {count: all.length};`})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("execute: %s / %v", resultText(res), sc)
+	}
+	if r, _ := sc["result"].(map[string]any); r["count"] != float64(0) {
+		t.Fatalf("result %v", sc["result"])
+	}
+	if logs, _ := sc["logs"].([]any); len(logs) != 1 || logs[0] != "listed 0" {
+		t.Fatalf("logs %v", sc["logs"])
+	}
+
+	// Discovery and errors come back as results, not protocol errors.
+	res, sc = callTool(t, cs, "execute", map[string]any{"code": `return (await tools.search({query: "create todo"}))[0].path`})
+	if res.IsError || sc["result"] != "demo.createTodo" {
+		t.Fatalf("search: %s", resultText(res))
+	}
+	res, _ = callTool(t, cs, "execute", map[string]any{"code": `let x = ;`})
+	if !res.IsError || !strings.Contains(resultText(res), "1:") {
+		t.Fatalf("syntax error: %s", resultText(res))
+	}
+	res, _ = callTool(t, cs, "execute", map[string]any{"code": `await tools.demo.getTodo({id: "nope"})`})
+	if !res.IsError || !strings.Contains(resultText(res), "404") {
+		t.Fatalf("404 from the API: %s", resultText(res))
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("reads changed the API: %d todos", n)
+	}
+}
+
+func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
+	info := startCodeNode(t, nil)
+	base := "http://" + info.HTTPAddr
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	sid := cs.ID()
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("paused call ran: %d todos", n)
+	}
+
+	// Anyone of the owner's org sees it; other orgs and strangers do not.
+	url := fmt.Sprintf("%s/api/mcp-sessions/%s/executions/%s", base, sid, id)
+	got := api(t, "GET", url, bobToken, "")
+	ex, _ := got.body["execution"].(map[string]any)
+	if got.status != 200 || ex["tool"] != "demo.createTodo" || ex["sessionId"] != sid {
+		t.Fatalf("GET: %d %v", got.status, got.body)
+	}
+	if args, _ := ex["arguments"].(map[string]any); args["title"] != "ship it" {
+		t.Fatalf("arguments %v", ex["arguments"])
+	}
+	if r := api(t, "GET", url, carolToken, ""); r.status != 404 || r.body["error"] != "execution_not_found" {
+		t.Fatalf("other org: %d %v", r.status, r.body)
+	}
+	if r := api(t, "GET", url, "", ""); r.status != 401 {
+		t.Fatalf("no token: %d", r.status)
+	}
+	if r := api(t, "GET", fmt.Sprintf("%s/api/mcp-sessions/%s/executions/%s", base, "other-session", id), aliceToken, ""); r.status != 404 {
+		t.Fatalf("wrong session: %d", r.status)
+	}
+	if r := api(t, "GET", base+"/api/executions", aliceToken, ""); r.status != 200 || len(r.body["executions"].([]any)) != 1 {
+		t.Fatalf("list: %d %v", r.status, r.body)
+	}
+
+	// Bad decisions are refused and lose nothing.
+	for _, body := range []string{`{"action":"maybe"}`, `not json`, `{"action":"accept","content":"x"}`} {
+		if r := api(t, "POST", url+"/resume", bobToken, body); r.status != 400 {
+			t.Fatalf("POST %s: %d %v", body, r.status, r.body)
+		}
+	}
+	if r := api(t, "POST", url+"/resume", carolToken, `{"action":"accept"}`); r.status != 404 {
+		t.Fatalf("other org decided: %d", r.status)
+	}
+
+	r := api(t, "POST", url+"/resume", bobToken, `{"action":"accept"}`)
+	if r.status != 200 || r.body["status"] != "approved" || r.body["text"] != "I've approved it" {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	// A second decision is rejected: 409 while the execution settles, 404
+	// once it has.
+	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 && r.status != 404 {
+		t.Fatalf("second decision: %d %v", r.status, r.body)
+	}
+
+	// The model's resume returns the completed execution; the side effect
+	// happened once.
+	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("resume: %s", resultText(res))
+	}
+	if r, _ := sc["result"].(map[string]any); r["title"] != "ship it" {
+		t.Fatalf("result %v", sc["result"])
+	}
+	if got := todos(t, info.HTTPAddr); len(got) != 1 || got[0]["title"] != "ship it" {
+		t.Fatalf("todos %v", got)
+	}
+	// Resuming again replays the same result.
+	res2, sc2 := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res2.IsError || fmt.Sprint(sc2["result"]) != fmt.Sprint(sc["result"]) {
+		t.Fatalf("replay: %s", resultText(res2))
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+		t.Fatalf("replay ran the call again: %d todos", n)
+	}
+	// Settled executions leave the directory.
+	if r := api(t, "GET", url, aliceToken, ""); r.status != 404 {
+		t.Fatalf("settled execution still listed: %d", r.status)
+	}
+}
+
+func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "decline", "content": `{"reason":"not now"}`})
+	if !res.IsError || sc["status"] != "error" || !strings.Contains(resultText(res), "decline") {
+		t.Fatalf("decline: %s / %v", resultText(res), sc)
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("declined call ran: %d todos", n)
+	}
+	// A later resume of the settled execution replays the declined result.
+	res, _ = callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if !res.IsError {
+		t.Fatalf("resume after decline: %s", resultText(res))
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("accept after decline ran the call: %d todos", n)
+	}
+}
+
+func TestCodeCatchesDeclineAndGoesOn(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	res, sc := callTool(t, cs, "execute", map[string]any{"code": `
+		try { await tools.demo.createTodo({title: "x"}); return "created"; }
+		catch (e) { return "declined: " + e.message; }`})
+	id, _ := sc["executionId"].(string)
+	if sc["status"] != "waiting_for_interaction" {
+		t.Fatalf("execute: %s", resultText(res))
+	}
+	res, sc = callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "decline"})
+	if res.IsError || !strings.HasPrefix(fmt.Sprint(sc["result"]), "declined: ") {
+		t.Fatalf("resume: %s / %v", resultText(res), sc)
+	}
+}
+
+func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "browser")
+	res, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
+	if sc["status"] != "user_approval_required" {
+		t.Fatalf("execute: %s", resultText(res))
+	}
+	id := sc["executionId"].(string)
+	wantURL := "http://" + info.HTTPAddr + "/approve/" + id
+	if sc["approvalUrl"] != wantURL || !strings.Contains(resultText(res), wantURL) {
+		t.Fatalf("approvalUrl %v, want %s", sc["approvalUrl"], wantURL)
+	}
+	done := make(chan map[string]any, 1)
+	go func() {
+		_, sc := callTool(t, cs, "resume", map[string]any{"executionId": id})
+		done <- sc
+	}()
+	waitListed(t, info.HTTPAddr, aliceToken, id)
+	if r := api(t, "POST", "http://"+info.HTTPAddr+"/api/executions/"+id+"/resume", aliceToken, `{"action":"accept"}`); r.status != 200 {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	select {
+	case sc := <-done:
+		if sc["status"] != "completed" {
+			t.Fatalf("resume: %v", sc)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting resume did not wake")
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+		t.Fatalf("todos %d", n)
+	}
+}
+
+// waitListed waits until id is in the caller's paused listing.
+func waitListed(t testing.TB, addr, token, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		r := api(t, "GET", "http://"+addr+"/api/executions", token, "")
+		for _, e := range r.body["executions"].([]any) {
+			if e.(map[string]any)["executionId"] == id {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never listed", id)
+}
+
+func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
+	info := startCodeNode(t, func(c *app.Config) {
+		c.MCP.Code.Window = 1500 * time.Millisecond
+		c.ReminderPoll = 50 * time.Millisecond
+	})
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	url := "http://" + info.HTTPAddr + "/api/executions/" + id
+	if r := api(t, "GET", url, aliceToken, ""); r.status != 200 {
+		t.Fatalf("GET: %d", r.status)
+	}
+	// Nobody decides: at the deadline the approval reminder declines it
+	// and the pause leaves the directory.
+	deadline := time.Now().Add(20 * time.Second)
+	for api(t, "GET", url, aliceToken, "").status != 404 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pause outlived its window")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if !res.IsError || !strings.Contains(resultText(res), "approval_timeout") && sc["status"] != "execution_already_settled" {
+		t.Fatalf("resume after the window: %s / %v", resultText(res), sc)
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("timed-out call ran: %d todos", n)
+	}
+}
+
+func mustKeys(t testing.TB, token, user, org, role string) *auth.Keys {
+	t.Helper()
+	k, err := auth.NewKeys(auth.Entry{Token: token, User: user, Org: org, Role: role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
