@@ -97,7 +97,7 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	if err != nil || d.GetStatus() != "approved" {
 		t.Fatalf("decide: %v %v", d, err)
 	}
-	if _, err := client.DecideExecution(withToken(t, aliceToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "decline"}); status.Code(err) != codes.FailedPrecondition && status.Code(err) != codes.NotFound {
+	if _, err := client.DecideExecution(withToken(t, aliceToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "decline"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("second decision: %v", err)
 	}
 	select {
@@ -111,7 +111,7 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	if got := todos(t, info.HTTPAddr); len(got) != 1 || got[0]["title"] != "ship it" {
 		t.Fatalf("todos %v", got)
 	}
-	if _, err := client.GetPausedExecution(withToken(t, bobToken), &pb.GetPausedExecutionRequest{ExecutionId: id}); status.Code(err) != codes.NotFound {
+	if _, err := client.GetPausedExecution(withToken(t, bobToken), &pb.GetPausedExecutionRequest{ExecutionId: id}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("settled execution: %v", err)
 	}
 }
@@ -158,8 +158,7 @@ func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 		t.Fatalf("decline: %v\n%s", err, out)
 	}
 	out, err = mcpgrainCLI(t, bin, append([]string{"approve", "accept", accepted}, flags...)...)
-	// Rejected: "already decided" while it settles, "not waiting" after.
-	if err == nil || !strings.Contains(out, "already decided") && !strings.Contains(out, "execution_not_found") {
+	if err == nil || !strings.Contains(out, "execution_already_decided") {
 		t.Fatalf("second decision: %v\n%s", err, out)
 	}
 	out, err = mcpgrainCLI(t, bin, "approve", "list", "--grpc", info.GRPCAddr)

@@ -234,9 +234,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	if r.status != 200 || r.body["status"] != "approved" || r.body["text"] != "I've approved it" {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
-	// A second decision is rejected: 409 while the execution settles, 404
-	// once it has.
-	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 && r.status != 404 {
+	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 || r.body["error"] != "execution_already_decided" {
 		t.Fatalf("second decision: %d %v", r.status, r.body)
 	}
 
@@ -260,9 +258,12 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	if n := len(todos(t, info.HTTPAddr)); n != 1 {
 		t.Fatalf("replay ran the call again: %d todos", n)
 	}
-	// Settled executions leave the directory.
-	if r := api(t, "GET", url, aliceToken, ""); r.status != 404 {
-		t.Fatalf("settled execution still listed: %d", r.status)
+	// Settled executions leave the listing; looking one up says so.
+	if r := api(t, "GET", url, aliceToken, ""); r.status != 409 {
+		t.Fatalf("settled execution: %d", r.status)
+	}
+	if r := api(t, "GET", base+"/api/executions", aliceToken, ""); len(r.body["executions"].([]any)) != 0 {
+		t.Fatalf("settled execution still listed: %v", r.body)
 	}
 }
 
@@ -320,7 +321,7 @@ func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
 		_, sc := callTool(t, cs, "resume", map[string]any{"executionId": id})
 		done <- sc
 	}()
-	waitListed(t, info.HTTPAddr, aliceToken, id)
+	// No waiting: the pause is in the directory before execute answers.
 	if r := api(t, "POST", "http://"+info.HTTPAddr+"/api/executions/"+id+"/resume", aliceToken, `{"action":"accept"}`); r.status != 200 {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
@@ -337,22 +338,6 @@ func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
 	}
 }
 
-// waitListed waits until id is in the caller's paused listing.
-func waitListed(t testing.TB, addr, token, id string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		r := api(t, "GET", "http://"+addr+"/api/executions", token, "")
-		for _, e := range r.body["executions"].([]any) {
-			if e.(map[string]any)["executionId"] == id {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never listed", id)
-}
-
 func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 	info := startCodeNode(t, func(c *app.Config) {
 		c.MCP.Code.Window = 1500 * time.Millisecond
@@ -365,9 +350,9 @@ func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 		t.Fatalf("GET: %d", r.status)
 	}
 	// Nobody decides: at the deadline the approval reminder declines it
-	// and the pause leaves the directory.
+	// and the execution settles.
 	deadline := time.Now().Add(20 * time.Second)
-	for api(t, "GET", url, aliceToken, "").status != 404 {
+	for api(t, "GET", url, aliceToken, "").status != 409 {
 		if time.Now().After(deadline) {
 			t.Fatal("the pause outlived its window")
 		}
@@ -389,4 +374,53 @@ func mustKeys(t testing.TB, token, user, org, role string) *auth.Keys {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// A 2026-07-28 client gets the pause as an MRTR input request; the SDK
+// asks its elicitation handler and retries with the signed requestState,
+// which resumes the execution in the continuation grain.
+func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
+	info := startCodeNode(t, nil)
+	for _, tc := range []struct {
+		action string
+		todos  int
+	}{{"decline", 0}, {"accept", 1}} {
+		var asked string
+		cs := connect(t, info.HTTPAddr, aliceToken, "", &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked = req.Params.Message
+				return &mcp.ElicitResult{Action: tc.action, Content: map[string]any{}}, nil
+			},
+		})
+		if cs.ID() != "" {
+			t.Fatalf("sessionless client got a session %q", cs.ID())
+		}
+		res, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
+		if !strings.Contains(asked, "demo.createTodo") {
+			t.Fatalf("%s: the client was asked %q", tc.action, asked)
+		}
+		if tc.action == "accept" && (res.IsError || sc["status"] != "completed") {
+			t.Fatalf("accepted: %s", resultText(res))
+		}
+		if tc.action == "decline" && (!res.IsError || !strings.Contains(resultText(res), "decline")) {
+			t.Fatalf("declined: %s", resultText(res))
+		}
+		if n := len(todos(t, info.HTTPAddr)); n != tc.todos {
+			t.Fatalf("%s: %d todos, want %d", tc.action, n, tc.todos)
+		}
+	}
+	// A retry whose requestState was tampered with is refused.
+	raw := mrtrClient(t, info.HTTPAddr, aliceToken)
+	first, err := raw.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": createCode}})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("first call: %+v %v", first, err)
+	}
+	_, err = raw.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": createCode},
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept"}}, RequestState: first.RequestState + "x"})
+	if err == nil || !strings.Contains(err.Error(), "invalid requestState") {
+		t.Fatalf("tampered retry: %v", err)
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+		t.Fatalf("tampered retry ran the call: %d todos", n)
+	}
 }

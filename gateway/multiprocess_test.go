@@ -28,9 +28,15 @@ func sessionTable(c *testcluster.Cluster, running ...int) *placement.Table {
 // session is owned by node owner (each try has a 1/3 chance).
 func connectOwnedBy(t testing.TB, c *testcluster.Cluster, via, owner int, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectOwnedByAs(t, c, via, owner, testcluster.Token, opts)
+}
+
+// connectOwnedByAs is connectOwnedBy with the given bearer token.
+func connectOwnedByAs(t testing.TB, c *testcluster.Cluster, via, owner int, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	table := sessionTable(c, 0, 1, 2)
 	for range 40 {
-		cs := connect(t, c.Node(via).HTTP, testcluster.Token, "2025-11-25", opts)
+		cs := connect(t, c.Node(via).HTTP, token, "2025-11-25", opts)
 		if o, _ := table.Owner(session.KindName, cs.ID()); o.ID == c.Node(owner).ID {
 			return cs
 		}

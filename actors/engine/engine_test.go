@@ -48,12 +48,12 @@ type fixture struct {
 
 var alice = engine.Principal{User: "alice", Org: "acme", Role: "admin"}
 
-func newFixture(t *testing.T, rules []policy.Rule) *fixture {
+func newFixture(t testing.TB, rules []policy.Rule) *fixture {
 	t.Helper()
 	return newFixtureLimits(t, rules, sandbox.Limits{WallTime: 10 * time.Second})
 }
 
-func newFixtureLimits(t *testing.T, rules []policy.Rule, lim sandbox.Limits) *fixture {
+func newFixtureLimits(t testing.TB, rules []policy.Rule, lim sandbox.Limits) *fixture {
 	t.Helper()
 	api := demo.NewAPI()
 	ts := httptest.NewServer(api.Handler())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,13 +33,29 @@ type CodeMode struct {
 	Window time.Duration
 	// PublicURL is the origin of approval links (default: the request host).
 	PublicURL string
+	// Logger logs directory failures. Default slog.Default().
+	Logger *slog.Logger
 	// Clock tells time. Default the system clock.
 	Clock clock.Clock
 	// Lookup finds the session that owns an execution (the directory).
 	Lookup func(ctx context.Context, execID string) (store.Execution, error)
+	// Directory, when set, is where sessions publish their pauses (and mark
+	// them settled) before the paused result reaches the client, so an
+	// approver who acts at once finds the execution.
+	Directory Directory
 	// Forward sends a resume to the session that owns an execution.
 	Forward func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error)
 }
+
+// Directory is the part of the store's execution directory a session's
+// code runtime writes.
+type Directory interface {
+	PutExecution(ctx context.Context, e store.Execution) error
+	SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error
+}
+
+// directoryTimeout bounds one directory write.
+const directoryTimeout = 5 * time.Second
 
 // ForwardTimeout bounds a cross-session resume (the seed's
 // MODEL_RESUME_FORWARD_TIMEOUT_MS).
@@ -50,9 +67,10 @@ const ForwardTimeout = 10 * time.Second
 type CodeRuntime = codeRuntime
 
 // NewCodeRuntime returns the code runtime of grain ownerID; hooks (may be
-// nil) receive pause lifecycles.
+// nil) receive pause lifecycles. Its pauses are not published in the
+// directory (sessionless continuations are approved in-band).
 func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks) *CodeRuntime {
-	return newCodeRuntime(cfg, ownerID, hooks)
+	return newCodeRuntime(cfg, ownerID, hooks, false)
 }
 
 // Register adds the code pack's tools to s (a toolpacks.Options.CodeMode).
@@ -68,9 +86,10 @@ type codeRuntime struct {
 	eng     *engine.Engine
 	mu      sync.Mutex
 	waiters map[string]chan engine.Response // browser-mode resumes waiting for a decision
+	publish bool                            // write pauses to cfg.Directory
 }
 
-func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks) *codeRuntime {
+func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool) *codeRuntime {
 	if hooks == nil {
 		hooks = noHooks{}
 	}
@@ -78,10 +97,17 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks) *codeRu
 	if window <= 0 {
 		window = 4 * time.Minute
 	}
-	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}}
+	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil}
 	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: window,
 		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock})
 	return c
+}
+
+func (c *codeRuntime) log() *slog.Logger {
+	if c.cfg.Logger != nil {
+		return c.cfg.Logger
+	}
+	return slog.Default()
 }
 
 func (c *codeRuntime) window() time.Duration {
@@ -139,16 +165,44 @@ func (c *codeRuntime) resolve(execID string, d *pb.ApprovalDecision) {
 	go c.eng.Resume(context.Background(), execID, resp)
 }
 
-// wakeHooks passes the engine's lifecycle on and wakes a browser-mode
-// resume waiting for an execution that settled some other way.
+// wakeHooks passes the engine's lifecycle on, keeps the execution
+// directory current, and wakes a browser-mode resume waiting for an
+// execution that settled some other way.
 type wakeHooks struct {
 	engine.Hooks
 	c *codeRuntime
 }
 
+// Paused publishes the pause before the hooks (and, after them, the client)
+// hear of it.
+func (w wakeHooks) Paused(execID string, deadline time.Time) {
+	if c := w.c; c.publish {
+		if p, ok := c.eng.Paused(execID); ok {
+			args, _ := json.Marshal(p.Args)
+			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
+			err := c.cfg.Directory.PutExecution(ctx, store.Execution{
+				ID: execID, Session: c.id, User: p.Principal.User, Org: p.Principal.Org, Address: p.Address,
+				Message: p.Message, ApprovalText: p.ApprovalText, ArgsJSON: string(args), Deadline: deadline,
+			})
+			cancel()
+			if err != nil {
+				c.log().Warn("mcpruntime: publish paused execution", "session", c.id, "execution", execID, "err", err)
+			}
+		}
+	}
+	w.Hooks.Paused(execID, deadline)
+}
+
 func (w wakeHooks) Settled(execID string) {
-	w.Hooks.Settled(execID)
 	c := w.c
+	if c.publish {
+		ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
+		if err := c.cfg.Directory.SettleExecutions(ctx, time.Now(), execID); err != nil {
+			c.log().Warn("mcpruntime: settle execution", "session", c.id, "execution", execID, "err", err)
+		}
+		cancel()
+	}
+	w.Hooks.Settled(execID)
 	c.mu.Lock()
 	ch, ok := c.waiters[execID]
 	delete(c.waiters, execID)

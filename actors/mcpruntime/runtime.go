@@ -117,7 +117,7 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 	}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
-		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases)
+		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true)
 		codeMode = r.code.register
 	}
 	srv, closeSrv, err := cfg.NewServer(opts, codeMode)

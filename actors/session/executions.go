@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
-	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -152,29 +150,8 @@ func (s *session) executionResume(ctx context.Context, m *pb.ExecutionResumeForM
 	return &pb.ExecutionReply{Status: st, ResultJson: result}
 }
 
-// publishPause writes a new pause to the execution directory.
-func (s *session) publishPause(ctx context.Context, execID string) {
-	if s.h.cfg.Directory == nil {
-		return
-	}
-	pi, ok := s.inspector()
-	if !ok {
-		return
-	}
-	p, ok := pi.PausedExecution(execID)
-	if !ok {
-		return
-	}
-	e := store.Execution{
-		ID: execID, Session: s.id, User: s.rec.GetPrincipal().GetUser(), Org: s.rec.GetPrincipal().GetOrg(),
-		Address: p.GetAddress(), Message: p.GetMessage(), ApprovalText: p.GetApprovalText(), ArgsJSON: p.GetArgumentsJson(),
-		Deadline: time.UnixMilli(p.GetDeadlineMs()),
-	}
-	if err := s.h.cfg.Directory.PutExecution(ctx, e); err != nil {
-		s.h.log.Warn("session: publish paused execution", "session", s.id, "execution", execID, "err", err)
-	}
-}
-
+// unpublish drops the directory rows of pauses lost with a disposed
+// runtime (the runtime itself publishes and settles them).
 func (s *session) unpublish(ctx context.Context, execIDs ...string) {
 	if s.h.cfg.Directory == nil || len(execIDs) == 0 {
 		return

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -52,9 +51,9 @@ type ModelResumer interface {
 	ResumeForModel(ctx context.Context, execID string, resp *pb.ExecutionResumeForModel) (resultJSON string, status pb.ExecutionReply_Status)
 }
 
-// Directory is where sessions publish paused executions (store.Store).
+// Directory is the execution directory (store.Store): the runtime publishes
+// pauses; the session drops those lost with a disposed runtime.
 type Directory interface {
-	PutExecution(ctx context.Context, e store.Execution) error
 	DeleteExecutions(ctx context.Context, execIDs ...string) error
 }
 

@@ -485,7 +485,6 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		s.leases[m.execID] = &lease{deadline: m.deadline}
 		s.res.leases.Add(1)
 		s.markActivity()
-		s.publishPause(ctx, m.execID)
 		if err := g.SetReminder(ctx, reminderApproval+m.execID, m.deadline, 0); err != nil {
 			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", m.execID, "err", err)
 		}
@@ -504,7 +503,6 @@ func (s *session) releaseLease(ctx context.Context, g grain.Context, execID stri
 	}
 	delete(s.leases, execID)
 	s.res.leases.Add(-1)
-	s.unpublish(ctx, execID)
 	if err := g.CancelReminders(ctx, reminderApproval+execID); err != nil {
 		s.h.log.Warn("session: cancel approval deadline", "session", s.id, "execution", execID, "err", err)
 	}
@@ -538,7 +536,6 @@ func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execI
 	}
 	delete(s.leases, execID)
 	s.res.leases.Add(-1)
-	s.unpublish(ctx, execID)
 	return nil
 }
 

@@ -10,27 +10,37 @@ import (
 
 func (s *sqlStore) PutExecution(ctx context.Context, e Execution) error {
 	_, err := s.db.ExecContext(ctx, `
-INSERT INTO executions (exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+INSERT INTO executions (exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (exec_id) DO UPDATE SET session = excluded.session, user_id = excluded.user_id, org = excluded.org,
 	address = excluded.address, message = excluded.message, approval_text = excluded.approval_text,
-	args_json = excluded.args_json, deadline_ms = excluded.deadline_ms`,
-		e.ID, e.Session, e.User, e.Org, e.Address, e.Message, e.ApprovalText, e.ArgsJSON, e.Deadline.UnixMilli())
+	args_json = excluded.args_json, deadline_ms = excluded.deadline_ms, settled_at_ms = excluded.settled_at_ms`,
+		e.ID, e.Session, e.User, e.Org, e.Address, e.Message, e.ApprovalText, e.ArgsJSON, e.Deadline.UnixMilli(), msOrZero(e.Settled))
 	if err != nil {
 		return fmt.Errorf("store: put execution %s: %w", e.ID, err)
 	}
 	return nil
 }
 
-const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms`
+const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms`
+
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
 
 func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	var (
-		e  Execution
-		ms int64
+		e               Execution
+		ms, settledAtMs int64
 	)
-	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms)
+	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms, &settledAtMs)
 	e.Deadline = time.UnixMilli(ms)
+	if settledAtMs != 0 {
+		e.Settled = time.UnixMilli(settledAtMs)
+	}
 	return e, err
 }
 
@@ -46,7 +56,7 @@ func (s *sqlStore) GetExecution(ctx context.Context, execID string) (Execution, 
 }
 
 func (s *sqlStore) ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE org = $1 AND deadline_ms > $2 ORDER BY deadline_ms LIMIT $3`,
+	rows, err := s.db.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE org = $1 AND deadline_ms > $2 AND settled_at_ms = 0 ORDER BY deadline_ms LIMIT $3`,
 		org, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list executions: %w", err)
@@ -73,4 +83,22 @@ func (s *sqlStore) DeleteExecutions(ctx context.Context, execIDs ...string) erro
 		}
 	}
 	return nil
+}
+
+func (s *sqlStore) SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error {
+	for _, id := range execIDs {
+		if _, err := s.db.ExecContext(ctx, `UPDATE executions SET settled_at_ms = $1 WHERE exec_id = $2 AND settled_at_ms = 0`, at.UnixMilli(), id); err != nil {
+			return fmt.Errorf("store: settle execution %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) PruneExecutions(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM executions WHERE deadline_ms < $1`, before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("store: prune executions: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }

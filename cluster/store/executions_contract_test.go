@@ -36,6 +36,25 @@ func TestExecutionDirectory(t *testing.T) {
 		if got, _ := s.GetExecution(ctx, "e1"); got.Message != "changed" {
 			t.Fatal("put did not replace")
 		}
+		// Settled rows stay readable but leave the listing; the first settle
+		// time sticks.
+		if err := s.SettleExecutions(ctx, now, "e2", "missing"); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.SettleExecutions(ctx, now.Add(time.Minute), "e2")
+		if got, err := s.GetExecution(ctx, "e2"); err != nil || !got.Settled.Equal(now) {
+			t.Fatalf("settled row: %+v %v", got, err)
+		}
+		if list, _ := s.ListExecutions(ctx, "acme", now, 10); len(list) != 1 || list[0].ID != "e1" {
+			t.Fatalf("list after settle: %+v", list)
+		}
+		// Pruning drops rows whose deadline passed, settled or not.
+		if n, err := s.PruneExecutions(ctx, now); err != nil || n != 1 {
+			t.Fatalf("prune: %d %v (want the one past its deadline)", n, err)
+		}
+		if _, err := s.GetExecution(ctx, "old"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("pruned row: %v", err)
+		}
 		if err := s.DeleteExecutions(ctx, "e1", "missing"); err != nil {
 			t.Fatal(err)
 		}

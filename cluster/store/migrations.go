@@ -64,6 +64,10 @@ var migrations = []migration{
 		`CREATE INDEX executions_org ON executions (org, deadline_ms)`,
 		`CREATE INDEX executions_session ON executions (session)`,
 	}},
+	{5, "settled executions stay in the directory until pruned", []string{
+		`ALTER TABLE executions ADD COLUMN settled_at_ms BIGINT NOT NULL DEFAULT 0`,
+		`CREATE INDEX executions_deadline ON executions (deadline_ms)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -58,7 +58,9 @@ type Event struct {
 }
 
 // Execution is a paused execution's directory row: where it lives and
-// what it waits for.
+// what it waits for. A settled row stays (Settled set) until pruned, so a
+// late resume from another session still reaches the owner, which replays
+// the outcome or answers "already settled".
 type Execution struct {
 	ID           string
 	Session      string
@@ -68,6 +70,8 @@ type Execution struct {
 	ApprovalText string
 	ArgsJSON     string
 	Deadline     time.Time
+	// Settled is when the execution stopped waiting (zero: still paused).
+	Settled time.Time
 }
 
 // Store is mcpgrain's durable state. Two implementations share one schema and
@@ -118,11 +122,17 @@ type Store interface {
 	PutExecution(ctx context.Context, e Execution) error
 	// GetExecution returns a paused execution, or [ErrNotFound].
 	GetExecution(ctx context.Context, execID string) (Execution, error)
-	// ListExecutions lists the paused executions of org whose deadline is
-	// after now, soonest first (at most limit).
+	// ListExecutions lists the unsettled executions of org whose deadline
+	// is after now, soonest first (at most limit).
 	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error)
+	// SettleExecutions marks rows settled at at (rows settled before keep
+	// their time).
+	SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error
 	// DeleteExecutions drops directory rows by id.
 	DeleteExecutions(ctx context.Context, execIDs ...string) error
+	// PruneExecutions drops rows whose deadline is before before and
+	// returns how many.
+	PruneExecutions(ctx context.Context, before time.Time) (int64, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// Ping checks the store is reachable.

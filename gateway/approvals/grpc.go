@@ -82,7 +82,7 @@ func (g *GRPCServer) fail(err error) error {
 	case errors.Is(err, ErrNotFound):
 		return status.Error(codes.NotFound, "execution_not_found: no execution with this id is waiting for approval (already decided, timed out, or not in your organization)")
 	case errors.Is(err, ErrAlreadyDecided):
-		return status.Error(codes.FailedPrecondition, "execution_already_decided: a decision was already recorded")
+		return status.Error(codes.FailedPrecondition, "execution_already_decided: this execution was already decided (or timed out)")
 	case errors.Is(err, ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.Canceled):

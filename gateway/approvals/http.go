@@ -149,7 +149,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, ErrNotFound.Error(), "no execution with this id is waiting for approval (already decided, timed out, or not in your organization)")
 	case errors.Is(err, ErrAlreadyDecided):
-		writeError(w, http.StatusConflict, ErrAlreadyDecided.Error(), "a decision was already recorded for this execution")
+		writeError(w, http.StatusConflict, ErrAlreadyDecided.Error(), "this execution was already decided (or timed out)")
 	case errors.Is(err, ErrInvalid):
 		writeError(w, http.StatusBadRequest, ErrInvalid.Error(), err.Error())
 	default:

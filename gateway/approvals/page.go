@@ -204,7 +204,7 @@ func (p *page) failed(w http.ResponseWriter, err error) {
 		p.message(w, http.StatusNotFound, "Not found", "This execution is not waiting for approval.",
 			"It may have been decided already, timed out, or belong to another organization.")
 	case errors.Is(err, ErrAlreadyDecided):
-		p.message(w, http.StatusConflict, "Already decided", "A decision was already recorded for this execution.", "")
+		p.message(w, http.StatusConflict, "Already decided", "This execution was already decided (or timed out).", "")
 	case errors.Is(err, ErrInvalid):
 		p.message(w, http.StatusBadRequest, "Bad request", "The form was not understood.", "")
 	default:

@@ -33,7 +33,8 @@ var (
 	// ErrNotFound: no such paused execution for the caller (unknown,
 	// settled, expired or of another organization).
 	ErrNotFound = errors.New("execution_not_found")
-	// ErrAlreadyDecided: a decision was recorded before.
+	// ErrAlreadyDecided: a decision was recorded before, or the execution
+	// settled otherwise (timed out, cancelled).
 	ErrAlreadyDecided = errors.New("execution_already_decided")
 	// ErrInvalid: the request is malformed (bad action, bad content).
 	ErrInvalid = errors.New("invalid_request")
@@ -117,6 +118,9 @@ func (s *Service) owner(ctx context.Context, who *pb.Principal, sessionID, execI
 	}
 	if row.Org != who.GetOrg() || (sessionID != "" && row.Session != sessionID) {
 		return "", ErrNotFound
+	}
+	if !row.Settled.IsZero() {
+		return "", ErrAlreadyDecided
 	}
 	return row.Session, nil
 }

@@ -234,7 +234,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		cc := cfg.MCP.Code
 		codeMode = &mcpruntime.CodeMode{
 			Tools: reg, Policy: cc.Policy, Limits: cc.Limits, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
-			Lookup: st.GetExecution,
+			Lookup: st.GetExecution, Directory: st, Logger: log.With("component", "code"),
 			Forward: func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
 				r, err := node.Request(ctx, session.KindName, sessionID, m, cluster.Idempotent())
 				if err != nil {
@@ -401,6 +401,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		ready(info)
 	}
 
+	go pruneExecutions(ctx, st, log)
+
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -424,4 +426,34 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		grpcSrv.Stop()
 	}
 	return runErr
+}
+
+// Settled and expired rows of the execution directory are kept this long
+// after their deadline (late cross-session resumes still find the owner),
+// then pruned.
+const (
+	executionRetention = time.Hour
+	pruneEvery         = 10 * time.Minute
+)
+
+// pruneExecutions drops old directory rows until ctx ends. Every node does
+// it; the deletes are idempotent.
+func pruneExecutions(ctx context.Context, st store.Store, log *slog.Logger) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := st.PruneExecutions(pctx, time.Now().Add(-executionRetention))
+		cancel()
+		if err != nil {
+			log.Warn("prune execution directory", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned execution directory", "rows", n)
+		}
+	}
 }

@@ -1,0 +1,59 @@
+package engine_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+)
+
+// Execution costs, side by side (docs/benchmarks.md):
+//
+//	go test ./actors/engine -run '^$' -bench . -benchtime 200x
+//
+// complete: an execution that returns at once (sandbox start-up included);
+// read: one GET of the demo API over HTTP; paused: the heap an execution
+// holds while it waits for approval (its goroutine and runtime stay).
+func BenchmarkExecution(b *testing.B) {
+	f := newFixtureLimits(b, nil, sandbox.Limits{WallTime: 10 * time.Second})
+	b.Run("complete", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if out := f.e.ExecuteWithPause(context.Background(), `return 1 + 1`, alice); out.Status != engine.StatusCompleted {
+				b.Fatalf("%+v", out)
+			}
+		}
+	})
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if out := f.e.ExecuteWithPause(context.Background(), `return (await tools.demo.listTodos({})).length`, alice); out.Status != engine.StatusCompleted {
+				b.Fatalf("%+v", out)
+			}
+		}
+	})
+	b.Run("paused", func(b *testing.B) {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		var ids []string
+		for b.Loop() {
+			out := f.e.ExecuteWithPause(context.Background(), `return await tools.demo.createTodo({title: "x"})`, alice)
+			if out.Status != engine.StatusPaused {
+				b.Fatalf("%+v", out)
+			}
+			ids = append(ids, out.Pause.ID)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(len(ids))/1024, "KiB-held/paused")
+		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/float64(len(ids)), "goroutines/paused")
+		for _, id := range ids {
+			f.e.Resume(context.Background(), id, engine.Response{Action: engine.Decline})
+		}
+	})
+}

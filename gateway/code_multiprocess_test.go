@@ -1,0 +1,71 @@
+package gateway_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
+)
+
+// keysFile writes alice and bob (org acme) to a --keys-file.
+func keysFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"}]}`,
+		aliceToken, bobToken)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A client that recycles its MCP session resumes from a new session owned
+// by another node: the resume is forwarded to the owner, with the caller's
+// identity checked there, on three real nodes behind one gateway.
+func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "code", "--demo-api", "--keys-file", keysFile(t)}})
+	owner := connectOwnedByAs(t, c, 0, 1, aliceToken, nil)
+	id := pause(t, owner, "waiting_for_interaction")
+	recycled := connectOwnedByAs(t, c, 0, 2, aliceToken, nil)
+	other := connectOwnedByAs(t, c, 0, 2, bobToken, nil)
+
+	res, sc := callTool(t, other, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if !res.IsError || sc["status"] != "execution_forbidden" || !strings.Contains(resultText(res), "same account and organization") {
+		t.Fatalf("another principal: %s / %v", resultText(res), sc)
+	}
+	if n := len(todos(t, c.Node(1).HTTP)); n != 0 {
+		t.Fatalf("forbidden resume ran the call: %d todos", n)
+	}
+
+	res, sc = callTool(t, recycled, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("forwarded resume: %s / %v", resultText(res), sc)
+	}
+	first := fmt.Sprint(sc["result"])
+	if !strings.Contains(first, "ship it") {
+		t.Fatalf("result %v", sc["result"])
+	}
+	// The call ran once, on the owner's node.
+	if got := todos(t, c.Node(1).HTTP); len(got) != 1 || got[0]["title"] != "ship it" {
+		t.Fatalf("owner's todos %v", got)
+	}
+	// Again, from either session: the owner replays the same result.
+	for name, s := range map[string]*mcp.ClientSession{"recycled": recycled, "owner": owner} {
+		res, sc = callTool(t, s, "resume", map[string]any{"executionId": id, "action": "accept"})
+		if res.IsError || fmt.Sprint(sc["result"]) != first {
+			t.Fatalf("second resume from the %s session: %s", name, resultText(res))
+		}
+	}
+	if n := len(todos(t, c.Node(1).HTTP)); n != 1 {
+		t.Fatalf("replays ran the call again: %d todos", n)
+	}
+	res, sc = callTool(t, recycled, "resume", map[string]any{"executionId": "exec_00000000000000000000000000000000", "action": "accept"})
+	if !res.IsError || sc["status"] != "execution_not_found" || sc["recovery"] != "re_execute" {
+		t.Fatalf("unknown id: %s / %v", resultText(res), sc)
+	}
+}
