@@ -424,3 +424,49 @@ func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
 		t.Fatalf("tampered retry ran the call: %d todos", n)
 	}
 }
+
+func TestApprovalAPIRejectsBadInputAndLosesNothing(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	url := "http://" + info.HTTPAddr + "/api/executions/" + id + "/resume"
+	do := func(contentType, body string) int {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name, contentType, body string
+		want                    int
+	}{
+		{"form body", "application/x-www-form-urlencoded", "action=accept", 415},
+		{"no content type", "", `{"action":"accept"}`, 415},
+		{"oversized", "application/json", `{"action":"accept","content":{"x":"` + strings.Repeat("a", 80<<10) + `"}}`, 413},
+		{"array", "application/json", `[1,2]`, 400},
+		{"unknown action", "application/json", `{"action":"approve"}`, 400},
+	} {
+		if got := do(tc.contentType, tc.body); got != tc.want {
+			t.Fatalf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"exec_%00", strings.Repeat("x", 200), "nope"} {
+		if r := api(t, "GET", "http://"+info.HTTPAddr+"/api/executions/"+bad, aliceToken, ""); r.status != 404 {
+			t.Fatalf("GET %q: %d", bad, r.status)
+		}
+	}
+	if r := api(t, "GET", "http://"+info.HTTPAddr+"/api/executions", "mcpg_not_a_known_token_000", ""); r.status != 401 || r.body["error"] != "invalid_token" {
+		t.Fatalf("unknown token: %d %v", r.status, r.body)
+	}
+	// Nothing was decided: the pause is still there and a valid decision works.
+	if got := do("application/json; charset=utf-8", `{"action":"accept"}`); got != 200 {
+		t.Fatalf("valid decision after bad ones: %d", got)
+	}
+}
