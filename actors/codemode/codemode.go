@@ -154,10 +154,15 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 			if _, live := e.Paused(id); live {
 				return UserApprovalRequired(id, t.approvalURL(req, id)), nil, nil
 			}
-			resp = engine.Response{Action: engine.Cancel} // not paused here: report the miss below
-		} else {
-			resp = r
+			// Not paused here and no decision: replay a settled outcome or
+			// report the miss. Never forward: there is no decision to send,
+			// and a cancel would decide the owning session's live pause.
+			if out, found := e.Resume(ctx, id, engine.Response{Action: engine.Cancel}); found {
+				return t.render(ctx, req, out), nil, nil
+			}
+			return ResumeMiss(t.miss(e, id), id, t.o.Window), nil, nil
 		}
+		resp = r
 	} else {
 		switch in.Action {
 		case engine.Accept, engine.Decline, engine.Cancel:
@@ -231,7 +236,13 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine
 					StructuredContent: map[string]any{"status": "error", "errorCode": "native_elicitation_transport_failed"},
 				}
 			}
-			out, _ = t.o.Runtime.Engine().Resume(ctx, p.ID, engine.Response{Action: res.Action, Content: res.Content})
+			next, found := t.o.Runtime.Engine().Resume(ctx, p.ID, engine.Response{Action: res.Action, Content: res.Content})
+			if !found {
+				// The execution is gone (the engine shut down while the
+				// client answered): report the miss.
+				return ResumeMiss(t.miss(t.o.Runtime.Engine(), p.ID), p.ID, t.o.Window)
+			}
+			out = next
 			continue
 		case h.Get(tunnel.HeaderMode) == "browser":
 			return PausedBrowser(p, t.approvalURL(req, p.ID))

@@ -81,7 +81,7 @@ type Outcome struct {
 	Status Status
 	// Result is the completed result; for errors, what ran before.
 	Result sandbox.Result
-	// Error is the user-facing message of StatusError ("<kind>: <msg>").
+	// Error is the user-facing message of StatusError (ErrorKind says which kind).
 	Error string
 	// ErrorKind is syntax, runtime, timeout or limit.
 	ErrorKind string
