@@ -216,6 +216,29 @@ func NewExecutionID() string {
 	return "exec_" + hex.EncodeToString(b)
 }
 
+// Execute runs code to the end, asking decide for each approval inline
+// (the seed's execute; native elicitation works this way). A nil decide,
+// or one that returns an empty action, cancels the call needing approval.
+// If ctx ends while decide runs, the call is cancelled.
+func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide func(context.Context, Pause) Response) Outcome {
+	out := e.ExecuteWithPause(ctx, code, who)
+	for out.Status == StatusPaused {
+		p := *out.Pause
+		resp := Response{Action: Cancel, Reason: "no approver"}
+		if decide != nil && ctx.Err() == nil {
+			if r := decide(ctx, p); r.Action != "" && ctx.Err() == nil {
+				resp = r
+			}
+		}
+		next, found := e.Resume(context.WithoutCancel(ctx), p.ID, resp)
+		if !found {
+			return Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: paused execution %s vanished (engine shut down?)", p.ID)}
+		}
+		out = next
+	}
+	return out
+}
+
 // ExecuteWithPause runs code and returns when it completes, fails or
 // pauses for approval. ctx bounds the execution until its first pause;
 // after that the execution belongs to the engine (resumed, declined at its

@@ -264,3 +264,36 @@ func TestApprovalWaitDoesNotCountAgainstWallTime(t *testing.T) {
 		t.Fatalf("after a wait longer than WallTime: %+v", out)
 	}
 }
+
+func TestExecuteDecidesApprovalsInline(t *testing.T) {
+	f := newFixture(t, nil)
+	var asked []string
+	out := f.e.Execute(context.Background(), `
+		const a = await tools.demo.createTodo({title: "one"});
+		let b = "declined";
+		try { await tools.demo.createTodo({title: "two"}); b = "created"; } catch (e) { b = e.message; }
+		return [a.title, b];`, alice, func(_ context.Context, p engine.Pause) engine.Response {
+		asked = append(asked, p.Address)
+		if len(asked) == 1 {
+			return engine.Response{Action: engine.Accept}
+		}
+		return engine.Response{Action: engine.Decline, Reason: "not twice"}
+	})
+	if out.Status != engine.StatusCompleted || len(asked) != 2 {
+		t.Fatalf("execute: %+v, asked %v", out, asked)
+	}
+	if got := fmt.Sprint(out.Result.Value); !strings.HasPrefix(got, "[one ") || !strings.Contains(got, "not twice") {
+		t.Fatalf("result %s", got)
+	}
+	if todos := f.api.Todos(); len(todos) != 1 || todos[0].Title != "one" {
+		t.Fatalf("todos %+v", todos)
+	}
+	// Without an approver, calls needing approval are cancelled.
+	out = f.e.Execute(context.Background(), `return await tools.demo.createTodo({title: "three"})`, alice, nil)
+	if out.Status != engine.StatusError || !strings.Contains(out.Error, "no approver") {
+		t.Fatalf("no approver: %+v", out)
+	}
+	if n := len(f.api.Todos()); n != 1 {
+		t.Fatalf("cancelled call ran: %d todos", n)
+	}
+}
