@@ -131,11 +131,7 @@ func (r *Registry) Search(ctx context.Context, query string, limit int) []Tool {
 	if len(hits) > limit {
 		hits = hits[:limit]
 	}
-	out := make([]Tool, len(hits))
-	for i, h := range hits {
-		out[i] = h.Tool
-	}
-	return out
+	return HitTools(hits)
 }
 
 // Describe returns the description of the tool at path as a JSON-able map:

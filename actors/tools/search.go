@@ -168,3 +168,12 @@ func SortHits(hits []Hit) {
 		return strings.Compare(a.Tool.Path, b.Tool.Path)
 	})
 }
+
+// HitTools returns the tools of hits, in order.
+func HitTools(hits []Hit) []Tool {
+	out := make([]Tool, len(hits))
+	for i, h := range hits {
+		out[i] = h.Tool
+	}
+	return out
+}

@@ -166,20 +166,11 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 	// A link with ?token=… signs in: keep the token in a cookie and drop it
 	// from the address bar and history.
 	if tok := r.URL.Query().Get("token"); tok != "" && !p.o.Auth.NoAuth() {
-		if _, err := p.o.Auth.AuthenticateToken(tok); err != nil {
-			p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
-			return
-		}
-		p.setToken(w, r, tok)
-		http.Redirect(w, r, "/approve/"+url.PathEscape(id), http.StatusSeeOther)
+		p.signIn(w, r, id, tok, "")
 		return
 	}
-	who, ok, _ := p.principal(r)
+	who, ok := p.signedIn(w, r, id)
 	if !ok {
-		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
-		return
-	}
-	if p.limited(w, who) {
 		return
 	}
 	pe, err := p.svc.Get(r.Context(), who, "", id)
@@ -256,12 +247,8 @@ func (p *page) decide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	who, ok, _ := p.principal(r)
+	who, ok := p.signedIn(w, r, id)
 	if !ok {
-		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
-		return
-	}
-	if p.limited(w, who) {
 		return
 	}
 	if !hmac.Equal([]byte(form.Get("csrf")), []byte(p.csrf(who, id))) {
@@ -295,11 +282,31 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	tok := strings.TrimSpace(form.Get("token"))
-	if _, err := p.o.Auth.AuthenticateToken(tok); err != nil {
-		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true, Detail: "That token is not valid."})
+	p.signIn(w, r, id, strings.TrimSpace(form.Get("token")), "That token is not valid.")
+}
+
+// signIn keeps a valid token in the page's cookie and redirects to the
+// page without it in the address; an invalid one gets the sign-in form
+// (with detail).
+func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail string) {
+	if _, err := p.o.Auth.AuthenticateToken(token); err != nil {
+		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true, Detail: detail})
 		return
 	}
-	p.setToken(w, r, tok)
+	p.setToken(w, r, token)
 	http.Redirect(w, r, "/approve/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// signedIn returns the caller of a page request, or answers with the
+// sign-in form (no credentials) or 429 (rate limited) itself.
+func (p *page) signedIn(w http.ResponseWriter, r *http.Request, id string) (*pb.Principal, bool) {
+	who, ok, _ := p.principal(r)
+	if !ok {
+		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
+		return nil, false
+	}
+	if p.limited(w, who) {
+		return nil, false
+	}
+	return who, true
 }

@@ -460,12 +460,7 @@ func jsonValue(v any) any {
 // score over name, title, path and description; an empty query returns
 // the first tools by name.
 func (s *Source) Search(ctx context.Context, query string, limit int) []tools.Tool {
-	hits := s.SearchScored(ctx, query, limit)
-	out := make([]tools.Tool, len(hits))
-	for i, h := range hits {
-		out[i] = h.Tool
-	}
-	return out
+	return tools.HitTools(s.SearchScored(ctx, query, limit))
 }
 
 // SearchScored is Search with scores; it implements tools.ScoredSearcher.

@@ -13,12 +13,7 @@ import (
 // returns the first operations in path order. limit is clamped as by
 // tools.ClampSearchLimit.
 func (s *Source) Search(ctx context.Context, query string, limit int) []tools.Tool {
-	hits := s.SearchScored(ctx, query, limit)
-	out := make([]tools.Tool, len(hits))
-	for i, h := range hits {
-		out[i] = h.Tool
-	}
-	return out
+	return tools.HitTools(s.SearchScored(ctx, query, limit))
 }
 
 // SearchScored is Search with scores; it implements tools.ScoredSearcher.
