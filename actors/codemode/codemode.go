@@ -209,14 +209,7 @@ var confirmSchema = &jsonschema.Schema{Type: "object", Properties: map[string]*j
 // mode.
 func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine.Outcome) *mcp.CallToolResult {
 	for {
-		switch out.Status {
-		case engine.StatusCompleted:
-			return Completed(out)
-		case engine.StatusError:
-			return Failed(out)
-		case engine.StatusInternal:
-			res, id := Internal()
-			t.o.Logger.Error("execution failed internally", "correlation", id, "err", out.Internal)
+		if res, done := Finished(out, t.o.Logger); done {
 			return res
 		}
 		p := out.Pause
@@ -252,17 +245,28 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine
 	}
 }
 
-// RenderModel renders an outcome as model mode does (for a resume forwarded
-// from another session, which has no request of its own).
-func RenderModel(out engine.Outcome, window time.Duration) *mcp.CallToolResult {
+// Finished renders an outcome that is not a pause (done false for a
+// pause). An internal failure is logged to log under the correlation id
+// the result shows.
+func Finished(out engine.Outcome, log *slog.Logger) (res *mcp.CallToolResult, done bool) {
 	switch out.Status {
 	case engine.StatusCompleted:
-		return Completed(out)
+		return Completed(out), true
 	case engine.StatusError:
-		return Failed(out)
+		return Failed(out), true
 	case engine.StatusPaused:
-		return PausedModel(out.Pause, window)
+		return nil, false
 	}
-	res, _ := Internal()
-	return res
+	res, id := Internal()
+	log.Error("execution failed internally", "correlation", id, "err", out.Internal)
+	return res, true
+}
+
+// RenderModel renders an outcome as model mode does (for a resume forwarded
+// from another session, which has no request of its own).
+func RenderModel(out engine.Outcome, window time.Duration, log *slog.Logger) *mcp.CallToolResult {
+	if res, done := Finished(out, log); done {
+		return res
+	}
+	return PausedModel(out.Pause, window)
 }

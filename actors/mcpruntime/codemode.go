@@ -93,12 +93,8 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish
 	if hooks == nil {
 		hooks = noHooks{}
 	}
-	window := cfg.Window
-	if window <= 0 {
-		window = 4 * time.Minute
-	}
 	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil}
-	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: window,
+	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
 		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock})
 	return c
 }
@@ -265,7 +261,7 @@ func (c *codeRuntime) resumeForModel(ctx context.Context, execID string, m *pb.E
 		}
 		return "", pb.ExecutionReply_STATUS_EXPIRED
 	}
-	b, err := json.Marshal(codemode.RenderModel(out, c.window()))
+	b, err := json.Marshal(codemode.RenderModel(out, c.window(), c.log()))
 	if err != nil {
 		return "", pb.ExecutionReply_STATUS_EXPIRED
 	}
