@@ -30,6 +30,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
@@ -222,15 +223,17 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	newServer := func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
 		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts, CodeMode: codeMode})
 	}
+	var demoAPI *demo.API
+	if cfg.MCP.Code.DemoAPI {
+		demoAPI = demo.NewAPI()
+	}
 	var codeMode *mcpruntime.CodeMode
-	var demoAPI http.Handler
-	if slices.Contains(cfg.MCP.Packs, toolpacks.Code) || cfg.MCP.Code.DemoAPI {
-		reg, dh, closeSources, err := codeSources(ctx, cfg.MCP.Code, httpLn.Addr())
+	if slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
+		reg, closeSources, err := codeSources(ctx, cfg.MCP.Code, demoAPI, httpLn.Addr())
 		if err != nil {
 			return fmt.Errorf("code mode tool sources: %w", err)
 		}
 		defer closeSources()
-		demoAPI = dh
 		cc := cfg.MCP.Code
 		codeMode = &mcpruntime.CodeMode{
 			Tools: reg, Policy: cc.Policy, Limits: cc.Limits, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
@@ -246,9 +249,6 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 				}
 				return reply, nil
 			},
-		}
-		if !slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
-			codeMode = nil
 		}
 	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
@@ -345,7 +345,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		},
 		Mount: func(mux *http.ServeMux) error {
 			if demoAPI != nil {
-				mux.Handle("/demo/", demoAPI)
+				mux.Handle("/demo/", http.StripPrefix("/demo", demoAPI.Handler()))
 			}
 			return approvals.Register(mux, approvalSvc, approvals.HTTPOptions{Auth: authn, Limiter: limiter, PageKey: pageKey, Logger: log.With("component", "approvals")})
 		},

@@ -23,7 +23,7 @@ import (
 // and the tool sources its code calls.
 type CodeConfig struct {
 	// DemoAPI serves the built-in to-do API at /demo/ on the HTTP listener
-	// and registers it as tool source "demo".
+	// and, with the code pack, registers it as tool source "demo".
 	DemoAPI bool
 	// OpenAPI are OpenAPI tool sources.
 	OpenAPI []OpenAPISource
@@ -124,9 +124,10 @@ func localURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(ip.String(), fmt.Sprint(ta.Port))
 }
 
-// codeSources builds the tool registry. demoHandler is non-nil when the
-// demo API is served (mount it at /demo/); closeFn ends upstream sessions.
-func codeSources(ctx context.Context, cfg CodeConfig, httpAddr net.Addr) (reg *tools.Registry, demoHandler http.Handler, closeFn func(), err error) {
+// codeSources builds the tool registry: the demo API (when served, as
+// source "demo" at /demo/ on the HTTP listener), then the configured
+// sources. closeFn ends upstream sessions.
+func codeSources(ctx context.Context, cfg CodeConfig, demoAPI *demo.API, httpAddr net.Addr) (reg *tools.Registry, closeFn func(), err error) {
 	var sources []tools.Source
 	var closers []func() error
 	closeFn = func() {
@@ -139,42 +140,39 @@ func codeSources(ctx context.Context, cfg CodeConfig, httpAddr net.Addr) (reg *t
 			closeFn()
 		}
 	}()
-	if cfg.DemoAPI {
-		api := demo.NewAPI()
-		base := localURL(httpAddr) + "/demo"
-		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: api.Spec(base)})
+	if demoAPI != nil {
+		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: demoAPI.Spec(localURL(httpAddr) + "/demo")})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("demo source: %w", err)
+			return nil, nil, fmt.Errorf("demo source: %w", err)
 		}
 		sources = append(sources, src)
-		demoHandler = http.StripPrefix("/demo", api.Handler())
 	}
 	for _, s := range cfg.OpenAPI {
 		h, err := headers(s.Name, s.Headers)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		src, err := openapi.Load(ctx, openapi.Options{Name: s.Name, Spec: s.Spec, BaseURL: s.BaseURL, Headers: h})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		sources = append(sources, src)
 	}
 	for _, u := range cfg.Upstreams {
 		h, err := headers(u.Name, u.Headers)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		src, err := mcpupstream.New(ctx, mcpupstream.Options{Name: u.Name, Endpoint: u.URL, Headers: h})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		closers = append(closers, src.Close)
 		sources = append(sources, src)
 	}
 	reg, err = tools.NewRegistry(sources...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return reg, demoHandler, closeFn, nil
+	return reg, closeFn, nil
 }
