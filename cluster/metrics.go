@@ -27,11 +27,11 @@ func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
 		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_grain_requests_total",
-			Help: "Grain requests made by this node, by kind and outcome (ok, rejected, error, timeout, canceled).",
+			Help: "Grain requests made by this node, by kind and outcome (ok, rejected, error, timeout, store_unavailable, canceled).",
 		}, []string{"kind", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_grain_request_retries_total",
-			Help: "Grain request attempts retried, by reason (not_owner, deactivating, ownership_lost, unavailable, overloaded, unknown_kind, dead_letter, timeout).",
+			Help: "Grain request attempts retried, by reason (not_owner, deactivating, ownership_lost, unavailable, store_unavailable, overloaded, unknown_kind, dead_letter, timeout).",
 		}, []string{"reason"}),
 		requestTimes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpgrain_grain_request_seconds",

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +17,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
@@ -57,6 +61,12 @@ type Config struct {
 	AttemptTimeout time.Duration
 	// Reminders tunes the durable reminder service; zero values are defaults.
 	Reminders ReminderOptions
+	// TLS, when set, protects cluster traffic (the actor remote's gRPC)
+	// with mutual TLS: Server is the listener's config (set ClientCAs and
+	// ClientAuth to require member certificates), Client the config used to
+	// dial other members (RootCAs, Certificates). Every member of a cluster
+	// must use TLS or none may. Default: plaintext (a private network).
+	TLS *RemoteTLS
 	// JoinTimeout bounds how long Start waits for a membership view that
 	// contains this node. Default 30s.
 	JoinTimeout time.Duration
@@ -165,6 +175,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	var ropts []remote.ConfigOption
 	if cfg.AdvertiseAddr != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertiseAddr))
+	}
+	if cfg.TLS != nil {
+		if cfg.TLS.Server == nil || cfg.TLS.Client == nil {
+			system.Shutdown()
+			return nil, errors.New("cluster: TLS needs both a server and a client config")
+		}
+		ropts = append(ropts,
+			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg.TLS.Server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))))
 	}
 	rem := remote.NewRemote(system, remote.Configure(host, port, ropts...))
 	if err := startRemote(rem); err != nil {
@@ -382,4 +401,32 @@ func (n *Node) shutdownActors() {
 	// stay open as long as the peers live.
 	n.remote.Shutdown(false)
 	n.system.Shutdown()
+}
+
+// RemoteTLS is the mutual TLS of cluster traffic (Config.TLS).
+type RemoteTLS struct {
+	// Server is used by this member's listener.
+	Server *tls.Config
+	// Client is used to dial other members.
+	Client *tls.Config
+}
+
+// MutualTLS returns the RemoteTLS of a member holding cert (its
+// certificate and key) that trusts members whose certificates chain to
+// roots: both directions verify the peer, TLS 1.3 only. The certificate
+// must name every address members dial it by (IP or DNS SANs).
+func MutualTLS(cert tls.Certificate, roots *x509.CertPool) *RemoteTLS {
+	return &RemoteTLS{
+		Server: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientCAs:    roots,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			MinVersion:   tls.VersionTLS13,
+		},
+		Client: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			RootCAs:      roots,
+			MinVersion:   tls.VersionTLS13,
+		},
+	}
 }

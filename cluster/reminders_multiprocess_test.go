@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -113,6 +114,16 @@ func openTestStore(t *testing.T, dsn string) store.Store {
 	return st
 }
 
+// skipUnderRace skips the 10,000-reminder scenarios when the node processes
+// are race-built: they measure delivery timing (lateness bounds, exactly
+// once in the steady state), which race-built nodes on 2 shared cores do
+// not meet; the same scenarios run in the plain integration tier.
+func skipUnderRace(t *testing.T) {
+	if os.Getenv("MCPGRAIN_TEST_RACE") == "1" {
+		t.Skip("timing scenario: runs with plain-built nodes (MCPGRAIN_TEST_RACE=1 builds them with -race)")
+	}
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(ds)
 	return ds[int(p*float64(len(ds)-1))]
@@ -121,6 +132,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // 10,000 reminders due over 10 s fire exactly once each, never early, and
 // wake grains that passivated after registering them.
 func TestRemindersFireExactlyOnceAcrossProcesses(t *testing.T) {
+	skipUnderRace(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ProbeIdle: time.Second, ExtraArgs: []string{"--reminder-poll", "500ms"}})
 	st := openTestStore(t, c.DSN)
 	start := time.Now().Add(8 * time.Second)
@@ -164,6 +176,7 @@ func TestRemindersFireExactlyOnceAcrossProcesses(t *testing.T) {
 // Killing a node with a third of the reminders pending loses none: the new
 // owners fire them (at least once) within 5 s of their due time.
 func TestRemindersSurviveNodeKill(t *testing.T) {
+	skipUnderRace(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second, ExtraArgs: []string{"--reminder-poll", "500ms"}})
 	st := openTestStore(t, c.DSN)
 	start := time.Now().Add(8 * time.Second)

@@ -73,6 +73,8 @@ func outcome(err error) string {
 		return "ok"
 	case isGrain && ge.Code == pb.GrainError_CODE_REJECTED:
 		return "rejected"
+	case errors.Is(err, errStoreUnavailable):
+		return "store_unavailable"
 	case errors.Is(err, ErrUnknownOutcome):
 		return "timeout"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -176,6 +178,11 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor
 				res, err = r.res, r.err
 				break wait
 			case <-ctx.Done():
+				// The request is on its way or running: the caller gave up,
+				// not the grain, so whether it ran is unknown.
+				if !idempotent {
+					return nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), false
+				}
 				return nil, ctx.Err(), false
 			case <-changed:
 				if n.hasAddress(target.Address) {
@@ -226,7 +233,34 @@ func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor
 		n.metrics.retries.WithLabelValues(retryReason(gerr.Code)).Inc()
 		return nil, gerr, true
 	}
+	if gerr.Code == pb.GrainError_CODE_STORE_UNAVAILABLE {
+		// The grain ran but its store went away mid-request: a repeat is
+		// safe only for idempotent requests (the store usually comes back
+		// within the request's deadline, e.g. a database restart).
+		if idempotent {
+			n.metrics.retries.WithLabelValues(retryReason(gerr.Code)).Inc()
+			return nil, gerr, true
+		}
+		return nil, &unknownOutcome{cause: gerr}, false
+	}
 	return nil, gerr, false
+}
+
+// errStoreUnavailable matches (errors.Is) a request that failed with an
+// unknown outcome because the grain's store became unreachable.
+var errStoreUnavailable = errors.New("cluster: the grain's store became unreachable mid-request")
+
+// unknownOutcome is [ErrUnknownOutcome] caused by the grain's store going
+// away mid-request. It does not unwrap to the grain error: callers must not
+// read it as a plain failure of the request.
+type unknownOutcome struct{ cause *grain.Error }
+
+func (e *unknownOutcome) Error() string {
+	return fmt.Sprintf("%v: the grain's store became unreachable mid-request (%s)", ErrUnknownOutcome, e.cause.Message)
+}
+
+func (e *unknownOutcome) Is(target error) bool {
+	return target == ErrUnknownOutcome || target == errStoreUnavailable
 }
 
 // downFor is how long a broken connection keeps a member from receiving
@@ -259,4 +293,31 @@ func (n *Node) hasAddress(address string) bool {
 
 func retryReason(c pb.GrainError_Code) string {
 	return strings.ToLower(strings.TrimPrefix(c.String(), "CODE_"))
+}
+
+// Departed returns a channel that is closed once the member at address
+// (an actor-remote address, as in a PID) is no longer in this node's
+// membership view, or never was; it is never closed if ctx ends first.
+// A frozen or partitioned member keeps its connections open, so this is
+// how a caller streaming from it learns it is gone.
+func (n *Node) Departed(ctx context.Context, address string) <-chan struct{} {
+	out := make(chan struct{})
+	if address == n.self.Address {
+		return out // this node does not leave its own view while it serves
+	}
+	go func() {
+		for {
+			changed := n.viewChanged()
+			if !n.hasAddress(address) {
+				close(out)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return out
 }

@@ -26,6 +26,8 @@ import (
 //	(b) mcpgrain, one node in this process
 //	(c) mcpgrain, 3 node processes, session owned by another node than the
 //	    gateway the client talks to (needs Consul and Postgres: integration tier)
+//	(d) mcpgrain, 3 node processes, --session-placement local (the default):
+//	    the gateway the client talks to mints an id its node owns
 //
 //	go test ./gateway -run '^$' -bench ToolCall -benchtime 3000x
 //
@@ -53,6 +55,12 @@ func plainTarget(b *testing.B) target {
 func singleNodeTarget(b *testing.B) target {
 	addr := startNode(b, func(c *app.Config) { c.MCP.RateLimit = 0 })
 	return target{endpoint: "http://" + addr + "/mcp", token: aliceToken}
+}
+
+func localPlacementTarget(b *testing.B) target {
+	c := testcluster.Start(b, testcluster.Options{Nodes: 3, SQLite: os.Getenv("BENCH_SQLITE") == "1",
+		ExtraArgs: []string{"--rate-limit", "0", "--log-level", "warn", "--session-placement", "local"}})
+	return target{endpoint: "http://" + c.Node(0).HTTP + "/mcp", token: testcluster.Token}
 }
 
 func clusterTarget(b *testing.B) target {
@@ -157,6 +165,7 @@ func BenchmarkToolCall(b *testing.B) {
 	b.Run("a-plain-go-sdk", func(b *testing.B) { benchTarget(b, plainTarget) })
 	b.Run("b-mcpgrain-1-node", func(b *testing.B) { benchTarget(b, singleNodeTarget) })
 	b.Run("c-mcpgrain-3-nodes-remote-session", func(b *testing.B) { benchTarget(b, clusterTarget) })
+	b.Run("d-mcpgrain-3-nodes-local-placement", func(b *testing.B) { benchTarget(b, localPlacementTarget) })
 }
 
 // Memory per resident MCP session on one node: heap after opening 200

@@ -5,7 +5,7 @@
 // This package currently serves the operational endpoints:
 //
 //	GET  /healthz            the process is up (always 200 while serving)
-//	GET  /readyz             the node is a cluster member and its store answers (200/503)
+//	GET  /readyz             the node is a cluster member and its store answers, or failed < 5s (200/503)
 //	GET  /metrics            Prometheus metrics (mcpgrain_*, Go runtime, process)
 //	POST /debug/probe/{id}   ?delta=N — call the built-in probe grain (only with --enable-probe)
 //

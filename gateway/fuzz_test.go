@@ -26,6 +26,13 @@ func FuzzPeek(f *testing.F) {
 		if version != "" {
 			r.Header.Set("Mcp-Protocol-Version", version)
 		}
+		// The metrics label of a hostile body stays in a fixed set: clients
+		// cannot grow the series count.
+		switch l := rpcMethodLabel(body); {
+		case knownMethods[l], l == "other", l == "batch", l == "response", l == "notification":
+		default:
+			t.Fatalf("method label %q for body %q", l, body)
+		}
 		init := isInitialize(body)
 		modern := isModern(r, body)
 		p, ok := peek(body)

@@ -18,8 +18,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -64,6 +66,17 @@ type MCPOptions struct {
 	// StateKey verifies the requestState of 2026-07-28 retries (required to
 	// serve that era; the continuation grains sign with the same key).
 	StateKey []byte
+	// BodyTimeout bounds how long reading a request body may take, so a
+	// client trickling a body (slow loris) cannot hold a request open.
+	// Default 30s; the response then is 408.
+	BodyTimeout time.Duration
+	// LocalSessionIDs mints the id of a new session among ids this node
+	// owns (consistent hashing still places it; the id is chosen so that it
+	// lands here): a client that keeps its connection to one gateway then
+	// reaches its session without a network hop. Sessions spread as evenly
+	// as the load balancer spreads initialize requests. Off: any id, so
+	// sessions spread evenly whatever the balancer does.
+	LocalSessionIDs bool
 	// StartTimeout bounds how long the gateway waits for the session to
 	// start serving an exchange (restore or move included) before answering
 	// with the 503 restart envelope. Default 10s.
@@ -78,14 +91,18 @@ type mcpHandler struct {
 	// continuationSeq spreads fresh sessionless requests over this node's
 	// continuation grains.
 	continuationSeq atomic.Uint64
+	metrics         *gatewayMetrics
 }
 
-func newMCPHandler(node *cluster.Node, log *slog.Logger, o MCPOptions) (*mcpHandler, error) {
+func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Registerer, o MCPOptions) (*mcpHandler, error) {
 	if o.MaxBody == 0 {
 		o.MaxBody = DefaultMaxBody
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 10 * time.Second
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = 30 * time.Second
 	}
 	if err := requeststate.CheckKey(o.StateKey); err != nil {
 		return nil, fmt.Errorf("gateway: requestState key: %w", err)
@@ -96,7 +113,11 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, o MCPOptions) (*mcpHand
 			return nil, fmt.Errorf("gateway: trusted origin %q: %w", origin, err)
 		}
 	}
-	return &mcpHandler{node: node, log: log, o: o, origins: cop}, nil
+	m, err := newGatewayMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	return &mcpHandler{node: node, log: log, o: o, origins: cop, metrics: m}, nil
 }
 
 // writeRPCError writes a JSON-RPC error response (id null) with status.
@@ -111,10 +132,7 @@ func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
 
 // writeRestarting writes the seed's restart envelope: the session is being
 // restored or moved and could not answer in time; the client should retry.
-func writeRestarting(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "2")
-	writeRPCError(w, http.StatusServiceUnavailable, CodeServerError, "MCP session is restarting, please retry")
-}
+func writeRestarting(w http.ResponseWriter) { tunnel.WriteRestarting(w) }
 
 func isLoopback(hostport string) bool {
 	host := hostport
@@ -129,6 +147,20 @@ func isLoopback(hostport string) bool {
 }
 
 func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	labels := requestLabels{era: eraUnknown}
+	defer func() {
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		h.metrics.observe(r, labels, status, time.Since(start))
+	}()
+	h.serve(rec, r, &labels)
+}
+
+func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *requestLabels) {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodDelete:
 	default:
@@ -172,21 +204,34 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
+		_ = rc.SetReadDeadline(time.Time{}) // streams live on; only the body had a deadline
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				writeRPCError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
 				return
 			}
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				w.Header().Set("Connection", "close")
+				writeRPCError(w, http.StatusRequestTimeout, CodeInvalidRequest, fmt.Sprintf("request body not received within %s", h.o.BodyTimeout))
+				return
+			}
 			writeRPCError(w, http.StatusBadRequest, CodeParseError, "failed to read request body")
 			return
 		}
 	}
+	if r.Method == http.MethodPost {
+		labels.method = rpcMethodLabel(body)
+	}
 	if isModern(r, body) {
+		labels.era = eraSessionless
 		h.modern(w, r, principal, body)
 		return
 	}
+	labels.era = eraStateful
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" && !validSessionID(sid) {
 		writeRPCError(w, http.StatusNotFound, CodeServerError, "Session not found")
@@ -198,10 +243,37 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case sid != "":
 		h.exchange(w, r, principal, session.KindName, sid, body, false)
 	case r.Method == http.MethodPost && isInitialize(body):
-		h.exchange(w, r, principal, session.KindName, rand.Text(), body, true)
+		h.exchange(w, r, principal, session.KindName, h.newSessionID(), body, true)
 	default:
 		writeRPCError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 	}
+}
+
+// newSessionID mints a session id (rand.Text: 130 random bits), among
+// ids this node owns with LocalSessionIDs. Choosing among the ids of one
+// of N nodes costs log2(N) bits of the id's entropy.
+func (h *mcpHandler) newSessionID() string {
+	if !h.o.LocalSessionIDs {
+		return rand.Text()
+	}
+	return h.ownedID(session.KindName, 64, func(int) string { return rand.Text() })
+}
+
+// ownedID returns the first of up to tries ids from next that this node
+// owns (its grain lives here: no network hop), else the first one (owned
+// elsewhere: still works, one hop away).
+func (h *mcpHandler) ownedID(kind string, tries int, next func(i int) string) string {
+	first := ""
+	for i := range tries {
+		id := next(i)
+		if o, ok := h.node.Owner(kind, id); ok && o.ID == h.node.ID() {
+			return id
+		}
+		if i == 0 {
+			first = id
+		}
+	}
+	return first
 }
 
 // validSessionID accepts the ids we mint and anything that could be one:
@@ -244,13 +316,14 @@ func (h *mcpHandler) statusError(w http.ResponseWriter, st pb.SessionReply_Statu
 }
 
 // requestFailed maps a failed grain request to a response: the restart
-// envelope for anything transient, 500 otherwise.
+// envelope for anything transient (including a store outage that outlasted
+// the retries of an idempotent request), 500 otherwise.
 func (h *mcpHandler) requestFailed(w http.ResponseWriter, r *http.Request, sid string, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away
 	}
 	ge, isGrain := grain.AsError(err)
-	if isGrain && !ge.Retryable() && ge.Code != pb.GrainError_CODE_UNAVAILABLE {
+	if isGrain && !ge.Retryable() && ge.Code != pb.GrainError_CODE_STORE_UNAVAILABLE {
 		h.log.Warn("mcp request failed", "session", sid, "err", err)
 		writeRPCError(w, http.StatusInternalServerError, CodeServerError, "Internal error")
 		return
@@ -294,10 +367,27 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 		Create:       create,
 		Host:         r.Host,
 	}
-	for _, name := range forwardedHeaders {
-		if vs := r.Header.Values(name); len(vs) > 0 {
-			x.Headers = append(x.Headers, &pb.HttpHeader{Name: name, Values: vs})
+	// The JSON-RPC id of the request whose response stream this is: from
+	// the body, or for a resumed stream from the tag on its Last-Event-ID
+	// (see resume.go), which is forwarded without the tag.
+	var reqID json.RawMessage
+	resume := false
+	if r.Method == http.MethodPost {
+		if pk, ok := peek(body); ok {
+			reqID = pk.ID
 		}
+	}
+	for _, name := range forwardedHeaders {
+		vs := r.Header.Values(name)
+		if len(vs) == 0 {
+			continue
+		}
+		if name == "Last-Event-Id" && r.Method == http.MethodGet && len(vs) == 1 {
+			if base, id, ok := splitEventID(vs[0]); ok {
+				vs, reqID, resume = []string{base}, id, true
+			}
+		}
+		x.Headers = append(x.Headers, &pb.HttpHeader{Name: name, Values: vs})
 	}
 	// A GET (open or resume a stream) has no side effects, so it is retried
 	// through a restore or a move for longer: go-sdk's client treats a failed
@@ -309,13 +399,19 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	res, err := h.node.Request(ctx, kind, sid, x, opts...)
 	cancel()
-	if err != nil {
-		h.requestFailed(w, r, sid, err)
-		return
-	}
 	started, ok := res.(*pb.ExchangeStarted)
-	if !ok {
-		h.requestFailed(w, r, sid, fmt.Errorf("unexpected reply %T", res))
+	if err == nil && !ok {
+		err = fmt.Errorf("unexpected reply %T", res)
+	}
+	if err != nil {
+		if resume && r.Context().Err() == nil {
+			// A failed resume would end the client's session: answer the
+			// request it waits for instead.
+			h.log.Info("mcp stream resume failed; answered its request with the restart envelope", "session", sid, "err", err)
+			writeLostStream(w, reqID)
+			return
+		}
+		h.requestFailed(w, r, sid, err)
 		return
 	}
 	if started.GetStatus() != pb.SessionReply_STATUS_OK {
@@ -323,21 +419,82 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 		return
 	}
 	stream.watch(actor.NewPID(started.GetGrainAddress(), started.GetGrainId()))
-	h.relay(w, r, kind, sid, x.GetExchangeId(), stream)
+	dctx, stopWatching := context.WithCancel(r.Context())
+	defer stopWatching()
+	h.relay(w, r, kind, sid, x.GetExchangeId(), stream, h.node.Departed(dctx, started.GetGrainAddress()), reqID, resume)
 }
+
+// departedSilence is how long an exchange whose node left the membership
+// view may stay silent before the gateway gives up on it.
+const departedSilence = 3 * time.Second
 
 // relay copies the streamed response to the client until it ends, the
 // session's activation dies, or the client goes away.
-func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, exchangeID string, stream *responseStream) {
+//
+// departed closes when the grain's node leaves the membership view. A
+// node that leaves gracefully still finishes (or cancels) its exchanges
+// while it drains; a frozen or partitioned one keeps its connection, so no
+// termination arrives, and says nothing more. So after the departure the
+// exchange is abandoned only once the stream has been silent for
+// departedSilence.
+//
+// reqID is the JSON-RPC id of the request whose response stream this is
+// (nil for a notification, a batch or the standalone GET stream). If its
+// SSE stream breaks before the response went out — the grain's node died,
+// froze or drained it — the gateway ends the stream with a retryable
+// JSON-RPC error for it (the restart envelope's), so the client gets an
+// answer instead of a stream that ends without one. The stream's event ids
+// are tagged with reqID, and resume (a GET resuming such a stream) answers
+// it the same way when the stream cannot be replayed up to the response
+// (resume.go).
+func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, exchangeID string, stream *responseStream, departed <-chan struct{}, reqID json.RawMessage, resume bool) {
 	rc := http.NewResponseController(w)
-	wroteHead := false
-	var gone <-chan time.Time
+	wroteHead, sse, responded := false, false, false
+	answered := [][]byte{}
+	if len(reqID) > 0 && string(reqID) != "null" {
+		answered = [][]byte{[]byte(`"id":` + string(reqID) + `,"result"`), []byte(`"id":` + string(reqID) + `,"error"`)}
+	}
+	var tag *idTagger
+	if suffix := eventIDSuffix(reqID); suffix != "" {
+		tag = &idTagger{suffix: suffix}
+	}
+	unanswered := func() {
+		if sse && !responded && len(answered) > 0 {
+			if tag != nil {
+				_, _ = w.Write(tag.rest())
+			}
+			_, _ = w.Write(restartingEvent(reqID))
+			_ = rc.Flush()
+		}
+	}
+	broken := func() {
+		if wroteHead {
+			unanswered()
+		} else if resume {
+			writeLostStream(w, reqID)
+		} else {
+			writeRestarting(w)
+		}
+	}
+	var gone, silent <-chan time.Time
+	var silence *time.Timer
+	defer func() {
+		if silence != nil {
+			silence.Stop()
+		}
+	}()
 	for {
 		select {
+		case <-departed:
+			departed = nil
+			silence = time.NewTimer(departedSilence)
+			silent = silence.C
+		case <-silent:
+			h.log.Info("mcp exchange abandoned: the session's node left the membership view and went silent", "kind", kind, "id", sid)
+			broken()
+			return
 		case <-gone:
-			if !wroteHead {
-				writeRestarting(w)
-			}
+			broken()
 			return
 		case <-r.Context().Done():
 			// The client went away: cancel the handler in the grain.
@@ -348,9 +505,19 @@ func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, ex
 			}()
 			return
 		case m := <-stream.ch:
+			if silence != nil {
+				silence.Reset(departedSilence)
+			}
 			switch m := m.(type) {
 			case *pb.ExchangeFrame:
 				if hd := m.GetHead(); hd != nil && !wroteHead {
+					if resume && hd.GetStatus() == http.StatusBadRequest {
+						// The new owner cannot replay the stream (its
+						// events died with the node that had them).
+						h.log.Info("mcp stream resume: events lost with their node; answered its request with the restart envelope", "session", sid)
+						writeLostStream(w, reqID)
+						return
+					}
 					for _, h := range hd.GetHeaders() {
 						for _, v := range h.GetValues() {
 							w.Header().Add(h.GetName(), v)
@@ -358,15 +525,34 @@ func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, ex
 					}
 					w.WriteHeader(int(hd.GetStatus()))
 					wroteHead = true
+					sse = strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream")
 				}
-				if len(m.GetData()) > 0 {
-					if _, err := w.Write(m.GetData()); err != nil {
+				for _, a := range answered {
+					responded = responded || bytes.Contains(m.GetData(), a)
+				}
+				data := m.GetData()
+				if sse && tag != nil {
+					data = tag.rewrite(data)
+				}
+				if len(data) > 0 {
+					if _, err := w.Write(data); err != nil {
 						continue // the client is gone; the context case ends the loop
 					}
 				}
 				if m.GetEnd() {
 					if m.GetError() != "" {
-						h.log.Warn("mcp exchange failed in the grain", "kind", kind, "id", sid, "err", m.GetError())
+						level := slog.LevelWarn
+						if strings.HasPrefix(m.GetError(), "cancelled") {
+							level = slog.LevelInfo // its runtime closed (passivation, drain)
+						}
+						h.log.Log(r.Context(), level, "mcp exchange ended early in the grain", "kind", kind, "id", sid, "err", m.GetError())
+						broken()
+					} else if resume {
+						// A replay that ended without the response: the
+						// response died with the node that produced it.
+						unanswered()
+					} else if tag != nil {
+						_, _ = w.Write(tag.rest())
 					}
 					return
 				}

@@ -73,13 +73,9 @@ const CodeInvalidParams = -32602
 // sessionless request costs no network hop.
 func (h *mcpHandler) localContinuation() string {
 	start := h.continuationSeq.Add(1)
-	for i := range uint64(64) {
-		id := fmt.Sprintf("c-%s-%d", h.node.ID(), (start+i)%64)
-		if o, ok := h.node.Owner(continuation.KindName, id); ok && o.ID == h.node.ID() {
-			return id
-		}
-	}
-	return fmt.Sprintf("c-%s-%d", h.node.ID(), start%64) // owned elsewhere: still works
+	return h.ownedID(continuation.KindName, 64, func(i int) string {
+		return fmt.Sprintf("c-%s-%d", h.node.ID(), (start+uint64(i))%64)
+	})
 }
 
 // modern serves a 2026-07-28 request: POST only; a retry carrying our

@@ -6,6 +6,8 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -216,27 +218,8 @@ func post(t *testing.T, addr, sid, body string) *http.Response {
 // the store-backed event log.
 func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second})
-	table := sessionTable(c, 0, 1, 2)
-	var sid string
-	for range 40 {
-		resp := post(t, c.Node(0).HTTP, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-		readSSE(t, resp, 2)
-		resp.Body.Close()
-		id := resp.Header.Get("Mcp-Session-Id")
-		if o, _ := table.Owner(session.KindName, id); o.ID == c.Node(1).ID {
-			sid = id
-			break
-		}
-	}
-	if sid == "" {
-		t.Fatal("no session owned by node 2")
-	}
-	resp := post(t, c.Node(0).HTTP, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("initialized: %d", resp.StatusCode)
-	}
-	resp = post(t, c.Node(0).HTTP, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"replay me"}}}`)
+	sid := rawSessionOwnedBy(t, c, 0, 1, `{}`)
+	resp := post(t, c.Node(0).HTTP, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"replay me"}}}`)
 	evs := readSSE(t, resp, 2) // priming event, then the response
 	resp.Body.Close()
 	if len(evs) != 2 || !strings.Contains(evs[1].data, "replay me") {
@@ -246,16 +229,7 @@ func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // let the write-behind event log flush (10 ms interval)
 	c.Kill(1)
 	c.WaitMembersOn([]int{0, 2}, 2, 20*time.Second)
-	req, _ := http.NewRequest("GET", "http://"+c.Node(2).HTTP+"/mcp", nil)
-	req.Header.Set("Authorization", "Bearer "+testcluster.Token)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Last-Event-ID", prime)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = resumeStream(t, c.Node(2).HTTP, sid, prime)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("resume: status %d", resp.StatusCode)
@@ -264,6 +238,106 @@ func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
 	if len(replayed) != 1 || replayed[0].id != evs[1].id || !strings.Contains(replayed[0].data, "replay me") {
 		t.Fatalf("replayed %+v, want %+v", replayed, evs[1])
 	}
+}
+
+// rawSessionOwnedBy initializes (with capabilities) a 2025-11-25 session
+// through gateway via, over plain HTTP, until one is owned by node owner.
+func rawSessionOwnedBy(t *testing.T, c *testcluster.Cluster, via, owner int, capabilities string) string {
+	t.Helper()
+	table := sessionTable(c, 0, 1, 2)
+	for range 40 {
+		resp := post(t, c.Node(via).HTTP, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+capabilities+`,"clientInfo":{"name":"raw","version":"1"}}}`)
+		readSSE(t, resp, 2)
+		resp.Body.Close()
+		sid := resp.Header.Get("Mcp-Session-Id")
+		if o, _ := table.Owner(session.KindName, sid); o.ID != c.Node(owner).ID {
+			continue
+		}
+		resp = post(t, c.Node(via).HTTP, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("initialized: %d", resp.StatusCode)
+		}
+		return sid
+	}
+	t.Fatalf("no session owned by node %d", owner+1)
+	return ""
+}
+
+// resumeStream resumes a response stream with Last-Event-ID through addr.
+func resumeStream(t *testing.T, addr, sid, lastEventID string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+testcluster.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", lastEventID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// Regression (chaos kill rounds): the owner dies while a request's
+// response stream is open and its response not yet produced; the stream's
+// newest events die with it (the event log writes behind). The client
+// resumes on another gateway: instead of go-sdk's 400 "failed to replay
+// events" — which makes go-sdk's client close the whole session — the
+// resumed stream answers the request with the retryable restart error, and
+// the session goes on.
+func TestResumeOfAStreamWhoseResponseDiedAnswersItsRequest(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second, ExtraArgs: []string{"--tools", "demo,conformance"}})
+	sid := rawSessionOwnedBy(t, c, 0, 1, `{"elicitation":{}}`)
+	// The tool asks the client a question (on the response stream) and
+	// waits for the answer, which never comes: the response cannot exist
+	// before the kill.
+	resp := post(t, c.Node(0).HTTP, sid, `{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"test_elicitation","arguments":{"message":"ok?"}}}`)
+	evs := readSSE(t, resp, 2) // priming event, the elicitation request
+	if len(evs) != 2 || !strings.Contains(evs[1].data, "elicitation/create") {
+		t.Fatalf("tools/call stream: %+v", evs)
+	}
+	for _, e := range evs {
+		if !strings.HasSuffix(e.id, eventIDSuffix(`"call-7"`)) {
+			t.Fatalf("event id %q is not tagged with the request id", e.id)
+		}
+	}
+	c.Kill(1)
+	resp.Body.Close()
+	c.WaitMembersOn([]int{0, 2}, 2, 20*time.Second)
+
+	resp = resumeStream(t, c.Node(2).HTTP, sid, evs[1].id)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("resume: status %d, want 200 (any other status ends the client's session)", resp.StatusCode)
+	}
+	replayed := readSSE(t, resp, 10)
+	if len(replayed) == 0 {
+		t.Fatal("resumed stream ended without answering call-7")
+	}
+	last := replayed[len(replayed)-1]
+	var answer struct {
+		ID    string `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(last.data), &answer); err != nil || answer.ID != "call-7" || answer.Error.Code != -32001 || !strings.Contains(answer.Error.Message, "restarting") {
+		t.Fatalf("resumed stream ended with %+v (%v), want the retryable restart error for call-7", last, err)
+	}
+	// The session goes on, restored on a survivor.
+	resp = post(t, c.Node(2).HTTP, sid, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}`)
+	defer resp.Body.Close()
+	if evs := readSSE(t, resp, 2); resp.StatusCode != http.StatusOK || len(evs) != 2 || !strings.Contains(evs[1].data, "still here") {
+		t.Fatalf("after the lost response: %d %+v", resp.StatusCode, evs)
+	}
+}
+
+// eventIDSuffix mirrors the gateway's tag: "~" + base64url(request id).
+func eventIDSuffix(reqID string) string {
+	return "~" + base64.RawURLEncoding.EncodeToString([]byte(reqID))
 }
 
 func continuationExchanges(n *testcluster.Node) float64 {
@@ -325,4 +399,30 @@ func TestFrozenOwnerYieldsRestartEnvelopeNotAHang(t *testing.T) {
 	c.WaitMembersOn([]int{0, 2}, 2, 20*time.Second)
 	echo(t, cs, "after the move")
 	t.Logf("restart envelope after %s", took.Round(time.Millisecond))
+}
+
+// With --session-placement local (the production default) a gateway mints
+// session ids its own node owns, so a client that keeps its connection
+// reaches its session in process; the session is still placed by the
+// hash, so any other gateway finds it too.
+func TestLocalSessionPlacementMintsIDsTheGatewayOwns(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--session-placement", "local"}})
+	table := sessionTable(c, 0, 1, 2)
+	for via := range 3 {
+		for range 5 {
+			cs := connect(t, c.Node(via).HTTP, testcluster.Token, "2025-11-25", nil)
+			if o, _ := table.Owner(session.KindName, cs.ID()); o.ID != c.Node(via).ID {
+				t.Fatalf("a session minted by %s is owned by %s", c.Node(via).ID, o.ID)
+			}
+			echo(t, cs, "local")
+			// Another gateway reaches it (one hop away).
+			other := raw(t, "POST", c.Node((via+1)%3).HTTP, map[string]string{"Authorization": "Bearer " + testcluster.Token,
+				"Mcp-Session-Id": cs.ID(), "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+				"Mcp-Protocol-Version": "2025-11-25"},
+				`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"via another"}}}`)
+			if other.status != http.StatusOK || !strings.Contains(string(other.body), "via another") {
+				t.Fatalf("through another gateway: %d %s", other.status, other.body)
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ type Options struct {
 	Node *cluster.Node
 	// Gatherer serves /metrics (required).
 	Gatherer prometheus.Gatherer
+	// Registerer receives the gateway's request metrics (nil: not
+	// registered). Wrap it with the node label.
+	Registerer prometheus.Registerer
 	// Logger logs request failures. Default slog.Default().
 	Logger *slog.Logger
 	// EnableProbe serves POST /debug/probe/{id}. Default off.
@@ -33,6 +37,11 @@ type Options struct {
 	EnablePprof bool
 	// ReadyTimeout bounds the store check of /readyz. Default 2s.
 	ReadyTimeout time.Duration
+	// StoreGrace is how long the store may fail /readyz's check before the
+	// node reports not ready. A store outage is shared by every node: a
+	// blip (a database restart) must not take the whole cluster out of the
+	// load balancer at once. Default 5s.
+	StoreGrace time.Duration
 	// MCP serves the MCP endpoint at /mcp when set.
 	MCP *MCPOptions
 	// Mount, when set, adds more routes (approvals, the demo API) to the
@@ -48,11 +57,15 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 2 * time.Second
 	}
+	if o.StoreGrace == 0 {
+		o.StoreGrace = 5 * time.Second
+	}
+	rd := &readiness{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "node": o.Node.ID()})
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, o) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { rd.serve(w, r, o) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
 	if o.EnableProbe {
 		mux.HandleFunc("POST /debug/probe/{id}", func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) })
@@ -66,7 +79,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	if o.MCP != nil {
-		h, err := newMCPHandler(o.Node, o.Logger, *o.MCP)
+		h, err := newMCPHandler(o.Node, o.Logger, o.Registerer, *o.MCP)
 		if err != nil {
 			return nil, err
 		}
@@ -83,24 +96,93 @@ func NewHandler(o Options) (http.Handler, error) {
 	return mux, nil
 }
 
-func ready(w http.ResponseWriter, r *http.Request, o Options) {
+// readiness caches /readyz's store check. A readiness probe must answer
+// at once: load balancers give it a short timeout, and a probe that waits
+// for an unreachable store (up to ReadyTimeout) fails on every node at
+// once, whatever the grace — which empties the balancer during a database
+// restart. So the store is pinged in the background, at most every
+// storeCheckEvery, and /readyz answers from the last result (only the
+// first call waits for one).
+type readiness struct {
+	mu           sync.Mutex
+	checked      bool      // a check has completed
+	checking     bool      // a check is in flight
+	checkedAt    time.Time // when the last completed check started
+	storeErr     error     // its result
+	failingSince time.Time // zero while the store answers
+}
+
+// storeCheckEvery is how often /readyz refreshes its store check.
+const storeCheckEvery = time.Second
+
+// store returns the store's state as last checked and how long it has
+// been failing, refreshing it in the background when it is stale.
+func (rd *readiness) store(o Options) (failingFor time.Duration, storeErr error) {
+	rd.mu.Lock()
+	if !rd.checked {
+		rd.mu.Unlock()
+		rd.check(o)
+		rd.mu.Lock()
+	} else if !rd.checking && time.Since(rd.checkedAt) >= storeCheckEvery {
+		rd.checking = true
+		go rd.check(o)
+	}
+	defer rd.mu.Unlock()
+	if rd.storeErr != nil {
+		return time.Since(rd.failingSince), rd.storeErr
+	}
+	return 0, nil
+}
+
+// check pings the store (bounded by ReadyTimeout) and records the result.
+func (rd *readiness) check(o Options) {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), o.ReadyTimeout)
+	err := o.Node.Store().Ping(ctx)
+	cancel()
+	rd.mu.Lock()
+	rd.checked, rd.checking, rd.checkedAt, rd.storeErr = true, false, began, err
+	if err == nil {
+		rd.failingSince = time.Time{}
+	} else if rd.failingSince.IsZero() {
+		rd.failingSince = began
+	}
+	failingFor := time.Since(rd.failingSince)
+	rd.mu.Unlock()
+	if err != nil {
+		o.Logger.Warn("readyz: store unreachable", "err", err, "for", failingFor.Round(time.Millisecond))
+	}
+}
+
+func (rd *readiness) serve(w http.ResponseWriter, _ *http.Request, o Options) {
 	view := o.Node.View()
 	body := map[string]any{"node": o.Node.ID(), "members": len(view.Members)}
-	if !o.Node.Member() {
-		body["status"], body["reason"] = "not_ready", "this node is not in its own membership view"
-		writeJSON(w, http.StatusServiceUnavailable, body)
-		return
+	failingFor, storeErr := rd.store(o)
+	if storeErr != nil {
+		body["store"] = "unreachable"
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), o.ReadyTimeout)
-	defer cancel()
-	if err := o.Node.Store().Ping(ctx); err != nil {
-		body["status"], body["reason"] = "not_ready", "store unreachable"
-		o.Logger.Warn("readyz: store unreachable", "err", err)
+	ok, reason := readyDecision(o.Node.Member(), storeErr != nil, failingFor, o.StoreGrace)
+	if !ok {
+		body["status"], body["reason"] = "not_ready", reason
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	body["status"] = "ready"
 	writeJSON(w, http.StatusOK, body)
+}
+
+// readyDecision is /readyz's verdict: a node is ready while it is in its
+// own membership view and its store answers — or has failed for less than
+// grace (every node shares the store, so a short outage must not empty
+// the load balancer; requests meanwhile get retryable answers).
+func readyDecision(member, storeFailing bool, failingFor, grace time.Duration) (ready bool, reason string) {
+	switch {
+	case !member:
+		return false, "this node is not in its own membership view"
+	case storeFailing && failingFor >= grace:
+		return false, "store unreachable"
+	}
+	return true, ""
 }
 
 func probeHandler(w http.ResponseWriter, r *http.Request, o Options) {
@@ -128,7 +210,9 @@ func probeHandler(w http.ResponseWriter, r *http.Request, o Options) {
 	if err != nil {
 		status, retryable := http.StatusServiceUnavailable, true
 		if ge, ok := grain.AsError(err); ok {
-			retryable = ge.Retryable()
+			// A store outage that outlasted an idempotent request's
+			// retries: later may work.
+			retryable = ge.Retryable() || ge.Code == pb.GrainError_CODE_STORE_UNAVAILABLE
 			if ge.Code == pb.GrainError_CODE_REJECTED {
 				status = http.StatusBadRequest
 			}
@@ -175,7 +259,9 @@ func probeRemindHandler(w http.ResponseWriter, r *http.Request, o Options) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := o.Node.Request(ctx, probe.KindName, id, msg); err != nil {
+	// Setting reminders replaces them by name: safe to retry after a
+	// timed-out attempt.
+	if _, err := o.Node.Request(ctx, probe.KindName, id, msg, cluster.Idempotent()); err != nil {
 		status := http.StatusServiceUnavailable
 		if ge, ok := grain.AsError(err); ok && ge.Code == pb.GrainError_CODE_REJECTED {
 			status = http.StatusBadRequest

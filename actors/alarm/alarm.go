@@ -77,8 +77,13 @@ func DefaultPolicy() Policy {
 type Input struct {
 	// Idle is now minus the last activity (0 if there was none).
 	Idle time.Duration
-	// Paused is the number of executions paused for approval.
+	// Paused is the number of executions paused for approval that live
+	// only in memory: they extend the session's residency.
 	Paused int
+	// DurablePaused is the number of durable paused executions (journaled;
+	// a fresh runtime restores them by replay). They do not keep the
+	// session resident: their approval reminders wake it.
+	DurablePaused int
 	// Running is the number of executions still running.
 	Running int
 	// Streams is the number of open response streams.
@@ -97,6 +102,7 @@ type Decision struct {
 //	idle < SessionTimeout                       → idle_within_timeout
 //	paused > 0: idle < MaxPausedIdle            → extend_paused_lease(min(PausedLease, MaxPausedIdle-idle))
 //	            else                            → destroy (paused wins over running/streams)
+//	(durable pauses count for nothing: they survive passivation)
 //	(running > 0 || streams > 0) && idle < MaxRunningIdle
 //	                                            → extend_running_lease(min(RunningLease, MaxRunningIdle-idle))
 //	else                                        → destroy

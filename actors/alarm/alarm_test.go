@@ -35,6 +35,10 @@ func TestDecide(t *testing.T) {
 		{"12 idle == max running with an open stream", def, Input{Idle: 35 * time.Minute, Streams: 1}, Decision{Outcome: DestroyIdleSession}},
 		{"lease is at least 1ms", small(10*ms, 10*ms+ms/2, DefaultMaxRunningIdle), Input{Idle: 10 * ms, Paused: 1}, Decision{ExtendPausedLease, ms}},
 		{"zero idle is within timeout", def, Input{}, Decision{Outcome: IdleWithinTimeout}},
+		{"durable pauses alone passivate at the timeout", def, Input{Idle: def.SessionTimeout, DurablePaused: 2}, Decision{Outcome: DestroyIdleSession}},
+		{"durable pauses within timeout stay", def, Input{Idle: def.SessionTimeout - ms, DurablePaused: 1}, Decision{Outcome: IdleWithinTimeout}},
+		{"in-memory pause beside durable ones still extends", def, Input{Idle: def.SessionTimeout, Paused: 1, DurablePaused: 1}, Decision{ExtendPausedLease, 240000 * ms}},
+		{"durable pause with running work extends the running lease", def, Input{Idle: def.SessionTimeout, DurablePaused: 1, Running: 1}, Decision{ExtendRunningLease, 240000 * ms}},
 		{"constants", def, Input{Idle: 9*time.Minute - ms, Paused: 1}, Decision{ExtendPausedLease, ms}},
 	}
 	for _, tc := range cases {

@@ -18,6 +18,7 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -25,10 +26,12 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
 // Runtime is what the tools need from the session runtime.
@@ -112,16 +115,21 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		// execution id; the approval input response is the decision.
 		resp := responseFromInput(req.Params.InputResponses)
 		out, found := e.Resume(ctx, req.Params.RequestState, resp)
+		if !found && e.RestorePaused(ctx, req.Params.RequestState) {
+			// A durable pause of this grain that its activation does not
+			// hold (passivated, restarted or moved since): replayed now.
+			out, found = e.Resume(ctx, req.Params.RequestState, resp)
+		}
 		if !found {
 			return ResumeMiss(t.miss(e, req.Params.RequestState), req.Params.RequestState, t.o.Window), nil, nil
 		}
-		return t.render(ctx, req, out), nil, nil
+		return t.answer(ctx, req, out, false)
 	}
 	code := strings.TrimSpace(in.Code)
 	if code == "" {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: code must not be empty"}}}, nil, nil
 	}
-	return t.render(ctx, req, e.ExecuteWithPause(ctx, code, principal(req))), nil, nil
+	return t.answer(ctx, req, e.ExecuteWithPause(ctx, code, principal(req)), true)
 }
 
 func responseFromInput(in mcp.InputResponseMap) engine.Response {
@@ -158,7 +166,7 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 			// report the miss. Never forward: there is no decision to send,
 			// and a cancel would decide the owning session's live pause.
 			if out, found := e.Resume(ctx, id, engine.Response{Action: engine.Cancel}); found {
-				return t.render(ctx, req, out), nil, nil
+				return t.answer(ctx, req, out, false)
 			}
 			return ResumeMiss(t.miss(e, id), id, t.o.Window), nil, nil
 		}
@@ -173,7 +181,7 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 	}
 	out, found := e.Resume(ctx, id, resp)
 	if found {
-		return t.render(ctx, req, out), nil, nil
+		return t.answer(ctx, req, out, false)
 	}
 	if e.IsSettled(id) {
 		return ResumeMiss(AlreadySettled, id, t.o.Window), nil, nil
@@ -243,6 +251,24 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine
 			return PausedModel(p, t.o.Window)
 		}
 	}
+}
+
+// answer is the tool's answer to out: its rendering for the request's
+// mode, or the restart envelope's JSON-RPC error for an execution stopped
+// because its session moved on (a journal write fenced by a newer
+// activation: the journal as the new owner holds it is the truth, and the
+// retry reaches that owner) or, on a fresh execute, because its store was
+// unreachable (nothing of it is durable; a retry runs it again). The
+// client is told to retry, as for any request a move cut short, instead of
+// getting an opaque internal error. A resume stopped by an unreachable
+// store keeps the internal error: its outcome is what a retry would
+// replay here, so a retry could never succeed.
+func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, out engine.Outcome, fresh bool) (*mcp.CallToolResult, any, error) {
+	if out.Status == engine.StatusInternal && (errors.Is(out.Internal, store.ErrFenced) || fresh && store.Unavailable(out.Internal)) {
+		t.o.Logger.Info("execution stopped: its session moved on or its store was unreachable; the client is told to retry", "err", out.Internal)
+		return nil, nil, &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+	}
+	return t.render(ctx, req, out), nil, nil
 }
 
 // Finished renders an outcome that is not a pause (done false for a

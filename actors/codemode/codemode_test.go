@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -49,6 +50,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
@@ -56,6 +58,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -127,7 +130,7 @@ func (h *hookLog) add(s string) {
 	h.mu.Unlock()
 }
 func (h *hookLog) Paused(id string, _ time.Time) { h.add("pause:" + id) }
-func (h *hookLog) Resuming(id string)            { h.add("resume-start:" + id) }
+func (h *hookLog) Resuming(id, _ string)         { h.add("resume-start:" + id) }
 func (h *hookLog) Settled(id string)             { h.add("resume-settle:" + id) }
 func (h *hookLog) list() []string {
 	h.mu.Lock()
@@ -237,6 +240,7 @@ type harnessOptions struct {
 	window    time.Duration // engine and tool approval window; default 4m
 	publicURL string
 	sources   []string
+	journal   engine.Journal // makes executions durable
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -250,7 +254,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	h.eng = engine.New(engine.Config{Tools: reg, Hooks: h.hooks, Clock: clock.NewFake(epoch), ApprovalWindow: o.window,
-		Limits: sandbox.Limits{WallTime: 20 * time.Second}})
+		Limits: sandbox.Limits{WallTime: 20 * time.Second}, Journal: o.journal, Session: "s1"})
 	t.Cleanup(h.eng.Shutdown)
 	h.rt = &testRuntime{eng: h.eng, decisions: make(chan decision, 4)}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "codemode-test", Version: "v0.0.0"}, nil)
@@ -473,6 +477,59 @@ func TestInternalFailureIsOpaque(t *testing.T) {
 	if !strings.Contains(logged, `"correlation":"`+m[1]+`"`) || !strings.Contains(logged, engine.ErrClosed.Error()) {
 		t.Fatalf("the log does not carry the correlation id and cause: %s", logged)
 	}
+}
+
+// Regression (CI chaos, graceful stop): an execution whose journal write
+// was fenced — its session had moved to another node mid-execution —
+// answered "Internal tool error", which a client does not retry. The
+// session lives on and nothing of the execution is durable, so the answer
+// is the restart envelope's retryable JSON-RPC error. The fence is real:
+// a SQLite store whose grain another activation has taken since.
+func TestExecutionFencedByASessionMoveAnswersRestarting(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	stale, err := st.Acquire(context.Background(), "session/s1", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Acquire(context.Background(), "session/s1", "n2"); err != nil { // the session moved on
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{journal: engine.StoreJournal{Store: st, Grain: "session/s1", Epoch: stale.Epoch}})
+	cs := h.connect(t, clientOptions{})
+	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
+		"code": `return await tools.shop.order({item: "pear"})`}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32001 || !strings.Contains(rpcErr.Message, "restarting") {
+		t.Fatalf("execute on a moved session: %v, want the -32001 restart error", err)
+	}
+	if got := h.shop.placed(); len(got) != 0 {
+		t.Fatalf("orders %v: the write ran", got)
+	}
+
+	// A fresh execute whose store stays unreachable past the journal's
+	// deadline is retryable too. (The outage is injected: a unit test
+	// cannot line a journal write up with a real database restart.)
+	h = newHarness(t, harnessOptions{journal: engine.StoreJournal{Store: downStore{st}, Grain: "session/s1", Epoch: stale.Epoch + 1}})
+	cs = h.connect(t, clientOptions{})
+	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
+		"code": `return await tools.shop.order({item: "pear"})`}})
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32001 {
+		t.Fatalf("execute with the store down: %v, want the -32001 restart error", err)
+	}
+}
+
+// downStore is a store whose journal writes fail as an unreachable one's do.
+type downStore struct{ engine.RunStore }
+
+func (downStore) PutRun(context.Context, string, uint64, store.Run) error {
+	return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+}
+func (downStore) PutJournalEntry(context.Context, string, uint64, string, store.JournalEntry) error {
+	return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 }
 
 func TestModelModePausePayload(t *testing.T) {

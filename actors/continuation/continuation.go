@@ -15,10 +15,18 @@
 // retry brings, so a tool only ever sees its own state, and a forged,
 // expired, foreign or misrouted state never reaches it.
 //
-// Continuation grains are ephemeral: they keep nothing in the store (no
-// store write per request), and a node loss costs only what was in flight.
+// Continuation grains keep no record: a request costs no store write.
 // Tools whose input_required results carry all their state in requestState
-// (the protocol's design) resume on any node.
+// (the protocol's design) resume on any node. Code-mode executions are the
+// exception: with durable code mode (CodeMode.Durable and a Store) the
+// grain journals them like a session does (the grain is then written into
+// existence at its first exchange, once per activation: Kind.CreatedByWrite),
+// so an execution paused for approval survives the grain's passivation, a
+// restart and the loss of its node: the retry that brings the decision
+// goes to the grain named in its requestState, wherever it now lives, and
+// that activation restores the execution from its journal on demand.
+// Without durable code mode the grains are ephemeral, and a node loss costs
+// what was in flight.
 package continuation
 
 import (
@@ -33,9 +41,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -50,6 +60,9 @@ type Config struct {
 	NewServer func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *mcpruntime.CodeMode
+	// Store journals code-mode executions when CodeMode.Durable is set
+	// (required then).
+	Store engine.RunStore
 	// Key signs requestState tokens; every node must share it (required,
 	// at least requeststate.MinKeyLen bytes).
 	Key []byte
@@ -79,6 +92,9 @@ func NewHost(cfg Config) (*Host, error) {
 	if err := requeststate.CheckKey(cfg.Key); err != nil {
 		return nil, err
 	}
+	if cfg.durable() && cfg.Store == nil {
+		return nil, errors.New("continuation: Config.Store is required with durable code mode")
+	}
 	if cfg.StateTTL <= 0 {
 		cfg.StateTTL = 15 * time.Minute
 	}
@@ -101,13 +117,18 @@ func NewHost(cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// durable reports whether code-mode executions are journaled.
+func (cfg Config) durable() bool { return cfg.CodeMode != nil && cfg.CodeMode.Durable }
+
 // Kind returns the continuation grain kind.
 func (h *Host) Kind() grain.Kind {
+	durable := h.cfg.durable()
 	return grain.Kind{
-		Name:        KindName,
-		IdleTimeout: h.cfg.IdleTimeout,
-		Ephemeral:   true,
-		New:         func(id string) grain.Grain { return &cont{h: h, id: id, exchanges: map[string]context.CancelFunc{}} },
+		Name:           KindName,
+		IdleTimeout:    h.cfg.IdleTimeout,
+		Ephemeral:      !durable,
+		CreatedByWrite: durable,
+		New:            func(id string) grain.Grain { return &cont{h: h, id: id, exchanges: map[string]context.CancelFunc{}} },
 	}
 }
 
@@ -123,15 +144,26 @@ type cont struct {
 
 func (c *cont) Activate(context.Context, grain.Context, []byte) error { return nil }
 
-func (c *cont) ensure() error {
+func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 	if c.handler != nil {
 		return nil
 	}
 	var codeMode func(*mcp.Server)
 	if c.h.cfg.CodeMode != nil {
-		// Pauses here have no lease: the grain is ephemeral and its idle
-		// timeout bounds how long one waits.
-		c.code = mcpruntime.NewCodeRuntime(c.h.cfg.CodeMode, c.id, nil)
+		// Pauses here have no lease or deadline reminder: the client's
+		// retry brings the decision, and the requestState's expiry bounds
+		// how long it may take. Without a journal the grain's idle timeout
+		// bounds how long a pause lives; with one, a pause outlives the
+		// activation and is restored when its retry comes.
+		var journal engine.Journal
+		if c.h.cfg.durable() {
+			// The journal is fenced by the epoch: own the grain first.
+			if err := g.Own(ctx); err != nil {
+				return err
+			}
+			journal = engine.StoreJournal{Store: c.h.cfg.Store, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch()}
+		}
+		c.code = mcpruntime.NewCodeRuntime(c.h.cfg.CodeMode, c.id, nil, journal)
 		codeMode = c.code.Register
 	}
 	srv, stop, err := c.h.cfg.NewServer(&mcp.ServerOptions{}, codeMode)
@@ -156,7 +188,10 @@ func (c *cont) ensure() error {
 func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
 	switch m := msg.(type) {
 	case *pb.HttpExchange:
-		if err := c.ensure(); err != nil {
+		if err := c.ensure(ctx, g); err != nil {
+			if errors.Is(err, store.ErrFenced) || store.Unavailable(err) {
+				return nil, err // the activation's answer to a lost grain or an unreachable store
+			}
 			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: build server: " + err.Error()}
 		}
 		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, c.id, true), c.handler.ServeHTTP)

@@ -57,3 +57,43 @@ func BenchmarkExecution(b *testing.B) {
 		}
 	})
 }
+
+// Restoring a paused durable execution whose journal holds 1,000 calls
+// (real demo API reads over HTTP when recorded, answered from the journal
+// on replay) and a pause (docs/benchmarks.md):
+//
+//	go test ./actors/engine -run '^$' -bench Replay -benchtime 50x
+func BenchmarkReplay1000Calls(b *testing.B) {
+	f := newDurableFixture(b)
+	lim := sandbox.Limits{WallTime: 60 * time.Second, MaxToolCalls: 2000}
+	e := f.activateWith(&hookLog{}, lim)
+	out := e.ExecuteWithPause(context.Background(), `
+		let n = 0;
+		for (let i = 0; i < 1000; i++) n += (await tools.demo.listTodos({limit: 1 + (i % 50)})).length;
+		return await tools.demo.createTodo({title: "after " + n});`, alice)
+	if out.Status != engine.StatusPaused {
+		b.Fatalf("%+v", out)
+	}
+	e.Shutdown()
+	runs, err := f.st.PausedRuns(context.Background(), "s1")
+	if err != nil || len(runs) != 1 {
+		b.Fatalf("%v %v", runs, err)
+	}
+	run, entries, err := f.st.GetRun(context.Background(), runs[0].ID)
+	if err != nil || len(entries) != 1001 {
+		b.Fatalf("%d entries %v", len(entries), err)
+	}
+	gets := f.gets.Load()
+	b.ResetTimer()
+	for b.Loop() {
+		r := f.activateWith(&hookLog{}, lim)
+		if out := r.Restore(run, entries); out.Status != engine.StatusPaused || out.Pause.ID != run.PauseID {
+			b.Fatalf("%+v", out)
+		}
+		r.Shutdown()
+	}
+	b.StopTimer()
+	if f.gets.Load() != gets {
+		b.Fatal("replay sent calls")
+	}
+}

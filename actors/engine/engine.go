@@ -11,10 +11,15 @@
 //
 // Resume is idempotent per id: the last 64 settled outcomes are replayed, a
 // resume already in flight is joined, and the last 1,024 settled ids are
-// remembered so a late resume can be told "already settled". Pauses live in
-// memory (durable pauses are a later milestone); the engine reports their
-// lifecycle through Hooks so the session keeps itself resident and arms the
-// approval deadline.
+// remembered so a late resume can be told "already settled". The engine
+// reports pause lifecycles through Hooks so the session arms the approval
+// deadline (and, for pauses that are not durable, keeps itself resident).
+//
+// With a Journal (see durable.go) executions are durable: every tool call
+// is journaled before its result reaches the code, and a paused execution
+// lost with its runtime is brought back on a fresh activation by
+// deterministic replay ([Engine.Restore]). A parked goroutine is still the
+// fast path while the runtime is resident.
 //
 // Usage:
 //
@@ -116,7 +121,8 @@ type Pause struct {
 // Hooks report pause lifecycles (session.LeaseHooks implements it).
 type Hooks interface {
 	Paused(execID string, deadline time.Time)
-	Resuming(execID string)
+	// Resuming: a decision (action) was handed to the paused code.
+	Resuming(execID, action string)
 	Settled(execID string)
 }
 
@@ -144,6 +150,10 @@ type Config struct {
 	Clock clock.Clock
 	// Logger logs problems. Default slog.Default().
 	Logger *slog.Logger
+	// Journal makes executions durable (nil: pauses live only in memory).
+	Journal Journal
+	// Session is the owning grain's identity, recorded in durable runs.
+	Session string
 }
 
 // Settled-outcome memory sizes (the seed's).
@@ -162,9 +172,10 @@ type Engine struct {
 	running  int
 	paused   map[string]*pending
 	resuming map[string]*resumeCall
-	outcomes map[string]Outcome // settled outcomes, last settledOutcomes
-	order    []string           // ids of outcomes, oldest first
-	ids      map[string]bool    // settled ids, last settledIDs
+	loading  map[string]chan struct{} // pauses being restored on demand (RestorePaused)
+	outcomes map[string]Outcome       // settled outcomes, last settledOutcomes
+	order    []string                 // ids of outcomes, oldest first
+	ids      map[string]bool          // settled ids, last settledIDs
 	idOrder  []string
 	closed   bool
 }
@@ -172,6 +183,7 @@ type Engine struct {
 type execution struct {
 	events    chan event
 	principal Principal
+	dur       *durable // nil: not durable
 }
 
 type event struct {
@@ -203,7 +215,7 @@ func New(cfg Config) *Engine {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, base: base, stop: stop, paused: map[string]*pending{}, resuming: map[string]*resumeCall{},
-		outcomes: map[string]Outcome{}, ids: map[string]bool{}}
+		loading: map[string]chan struct{}{}, outcomes: map[string]Outcome{}, ids: map[string]bool{}}
 }
 
 // ErrClosed is returned after Shutdown.
@@ -244,6 +256,21 @@ func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide
 // after that the execution belongs to the engine (resumed, declined at its
 // deadline, or interrupted by Shutdown).
 func (e *Engine) ExecuteWithPause(ctx context.Context, code string, who Principal) Outcome {
+	lim := e.cfg.Limits
+	var dur *durable
+	if e.cfg.Journal != nil {
+		d, err := e.newRun(code, who)
+		if err != nil {
+			return Outcome{Status: StatusInternal, Internal: err}
+		}
+		dur, lim = d, d.limits()
+	}
+	return e.start(ctx, code, who, lim, dur)
+}
+
+// start runs code (fresh or, with a replay journal, restored) until it
+// completes, fails or pauses.
+func (e *Engine) start(ctx context.Context, code string, who Principal, lim sandbox.Limits, dur *durable) Outcome {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -251,13 +278,16 @@ func (e *Engine) ExecuteWithPause(ctx context.Context, code string, who Principa
 	}
 	e.running++
 	e.mu.Unlock()
-	ex := &execution{events: make(chan event), principal: who}
-	runCtx, cancelRun := context.WithCancel(e.base)
+	ex := &execution{events: make(chan event), principal: who, dur: dur}
+	runCtx, cancelRun := context.WithCancelCause(e.base)
+	if dur != nil {
+		dur.cancel = cancelRun
+	}
 	// Until the first pause the caller's context bounds the run.
-	stopWatch := context.AfterFunc(ctx, cancelRun)
+	stopWatch := context.AfterFunc(ctx, func() { cancelRun(context.Cause(ctx)) })
 	go func() {
-		defer cancelRun()
-		res, err := sandbox.Run(runCtx, code, &host{e: e, ex: ex, ctx: runCtx}, e.cfg.Limits)
+		defer cancelRun(nil)
+		res, err := sandbox.Run(runCtx, code, &host{e: e, ex: ex, ctx: runCtx}, lim)
 		out := Outcome{Status: StatusCompleted, Result: res}
 		var se *sandbox.Error
 		switch {
@@ -265,6 +295,10 @@ func (e *Engine) ExecuteWithPause(ctx context.Context, code string, who Principa
 			out = Outcome{Status: StatusError, Result: se.Result, Error: se.Message, ErrorKind: se.Kind}
 		case err != nil:
 			out = Outcome{Status: StatusInternal, Internal: err}
+		}
+		if dur != nil {
+			out = dur.finishRun(out)
+			e.settle(dur, out)
 		}
 		e.mu.Lock()
 		e.running--
@@ -322,7 +356,7 @@ func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcom
 	p, ok := e.paused[id]
 	if !ok {
 		e.mu.Unlock()
-		return Outcome{}, false
+		return e.settledDurable(id)
 	}
 	delete(e.paused, id)
 	rc := &resumeCall{done: make(chan struct{})}
@@ -330,21 +364,25 @@ func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcom
 	e.mu.Unlock()
 
 	if e.cfg.Hooks != nil {
-		e.cfg.Hooks.Resuming(id)
+		e.cfg.Hooks.Resuming(id, resp.Action)
 	}
 	p.reply <- resp
 	out = e.await(p.exec)
 
+	rc.outcome = out
+	// Settled before anyone else sees the outcome — joined resumes and
+	// later replays alike: a caller that got the outcome finds the
+	// execution settled everywhere (the directory too). Until then a
+	// concurrent Resume joins this one. The seed's order: resume-settle of
+	// this pause before pause of the next.
+	if e.cfg.Hooks != nil {
+		e.cfg.Hooks.Settled(id)
+	}
 	e.mu.Lock()
 	delete(e.resuming, id)
 	e.remember(id, out)
 	e.mu.Unlock()
-	rc.outcome = out
 	close(rc.done)
-	// The seed's order: resume-settle of this pause before pause of the next.
-	if e.cfg.Hooks != nil {
-		e.cfg.Hooks.Settled(id)
-	}
 	if out.Status == StatusPaused {
 		e.reportPause(out.Pause)
 	}
@@ -369,11 +407,114 @@ func (e *Engine) remember(id string, out Outcome) {
 	}
 }
 
-// IsSettled reports whether id settled here recently.
-func (e *Engine) IsSettled(id string) bool {
+// RestorePaused restores durable paused execution id of this engine's
+// owner from the journal, on demand, if it is not here: a grain that
+// restores its pauses lazily (a continuation grain, whose pauses are
+// resumed one request at a time) calls it when a resume misses. It
+// reports whether the execution is now known here (paused again, or
+// settled during the replay); concurrent calls for one id replay once.
+func (e *Engine) RestorePaused(ctx context.Context, id string) bool {
+	if e.cfg.Journal == nil {
+		return false
+	}
+	e.mu.Lock()
+	if known := e.knownLocked(id); known || e.closed {
+		e.mu.Unlock()
+		return known
+	}
+	if wait, ok := e.loading[id]; ok {
+		e.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false
+		}
+		return e.known(id)
+	}
+	done := make(chan struct{})
+	e.loading[id] = done
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.loading, id)
+		e.mu.Unlock()
+		close(done)
+	}()
+	rctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	run, entries, ok := e.cfg.Journal.RunOf(rctx, id)
+	cancel()
+	if !ok || run.Session != e.cfg.Session || !run.Settled.IsZero() || run.PauseID != id {
+		return false // unknown, another owner's, settled (replayed by Resume) or an earlier pause of a run that moved on
+	}
+	began := time.Now()
+	out := e.Restore(run, entries)
+	e.cfg.Logger.Info("engine: restored a paused execution on demand by replay", "owner", e.cfg.Session, "run", run.ID,
+		"execution", id, "calls", len(entries), "status", out.Status, "replay_ms", time.Since(began).Milliseconds())
+	return e.known(id)
+}
+
+// known reports whether id is paused, being resumed or settled here.
+func (e *Engine) known(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.ids[id]
+	return e.knownLocked(id)
+}
+
+// knownLocked is known with e.mu held.
+func (e *Engine) knownLocked(id string) bool {
+	_, paused := e.paused[id]
+	_, settled := e.outcomes[id]
+	_, resuming := e.resuming[id]
+	return paused || settled || resuming
+}
+
+// settledDurable replays the outcome of a durable run that settled in an
+// earlier activation.
+func (e *Engine) settledDurable(id string) (Outcome, bool) {
+	if e.cfg.Journal == nil {
+		return Outcome{}, false
+	}
+	ctx, cancel := writeCtx()
+	defer cancel()
+	r, _, ok := e.cfg.Journal.RunOf(ctx, id)
+	if !ok || r.Session != e.cfg.Session {
+		return Outcome{}, false // another session's: the resume forward checks the caller there
+	}
+	return settledOutcome(r)
+}
+
+// IsSettled reports whether id settled here recently (or, for durable
+// executions, at all while the journal keeps it).
+func (e *Engine) IsSettled(id string) bool {
+	e.mu.Lock()
+	settled := e.ids[id]
+	e.mu.Unlock()
+	if !settled {
+		_, settled = e.settledDurable(id)
+	}
+	return settled
+}
+
+// IsDurable reports whether paused execution id is durable: journaled, so
+// it survives the runtime and needs no lease to keep it resident.
+func (e *Engine) IsDurable(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.paused[id]
+	return ok && p.exec.dur != nil
+}
+
+// DurablePausedCount is the number of paused executions that are durable.
+func (e *Engine) DurablePausedCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, p := range e.paused {
+		if p.exec.dur != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Paused returns the pause with id.
@@ -414,7 +555,9 @@ func (e *Engine) RunningCount() int {
 }
 
 // Shutdown interrupts every execution and drops its pauses (the runtime is
-// being disposed).
+// being disposed). Pauses that are not durable are cancelled and settled;
+// durable ones are left as journaled (not decided, not settled), for a
+// later activation to restore.
 func (e *Engine) Shutdown() {
 	e.mu.Lock()
 	if e.closed {
@@ -427,12 +570,14 @@ func (e *Engine) Shutdown() {
 	e.mu.Unlock()
 	e.stop()
 	for id, p := range paused {
-		select {
-		case p.reply <- Response{Action: Cancel, Reason: "session_closed"}:
-		default:
-		}
-		if e.cfg.Hooks != nil {
-			e.cfg.Hooks.Settled(id)
+		if p.exec.dur == nil {
+			select {
+			case p.reply <- Response{Action: Cancel, Reason: "session_closed"}:
+			default:
+			}
+			if e.cfg.Hooks != nil {
+				e.cfg.Hooks.Settled(id)
+			}
 		}
 		// Drain the execution so its goroutine ends.
 		go func(ex *execution) {
@@ -473,6 +618,40 @@ func (d *DeclinedError) Error() string {
 }
 
 func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
+	if h.ex.dur != nil {
+		return h.durableCall(ctx, path, args)
+	}
+	switch path {
+	case "search", "describe":
+		return h.local(ctx, path, args)
+	}
+	e := h.e
+	t, ok := e.cfg.Tools.Lookup(ctx, path)
+	if !ok {
+		return nil, fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path)
+	}
+	argMap, _ := args.(map[string]any)
+	if args != nil && argMap == nil {
+		return nil, fmt.Errorf("tools.%s takes one object argument", path)
+	}
+	d := e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, t.RequiresApproval)
+	switch d.Action {
+	case policy.Block:
+		return nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, d.Pattern)
+	case policy.RequireApproval:
+		resp, err := h.wait(ctx, h.pending(h.newPause(t, args, d)))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Action != Accept {
+			return nil, &DeclinedError{Address: t.Path, Action: resp.Action, Reason: resp.Reason}
+		}
+	}
+	return e.cfg.Tools.Call(ctx, path, argMap)
+}
+
+// local answers tools.search and tools.describe from the registry.
+func (h *host) local(ctx context.Context, path string, args any) (any, error) {
 	e := h.e
 	switch path {
 	case "search":
@@ -509,31 +688,12 @@ func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
 		}
 		return d, nil
 	}
-	t, ok := e.cfg.Tools.Lookup(ctx, path)
-	if !ok {
-		return nil, fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path)
-	}
-	argMap, _ := args.(map[string]any)
-	if args != nil && argMap == nil {
-		return nil, fmt.Errorf("tools.%s takes one object argument", path)
-	}
-	d := e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, t.RequiresApproval)
-	switch d.Action {
-	case policy.Block:
-		return nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, d.Pattern)
-	case policy.RequireApproval:
-		if err := h.approve(ctx, t, args, d); err != nil {
-			return nil, err
-		}
-	}
-	return e.cfg.Tools.Call(ctx, path, argMap)
+	return nil, fmt.Errorf("unknown tool %q", path)
 }
 
-// approve pauses the execution until a decision arrives.
-func (h *host) approve(ctx context.Context, t tools.Tool, args any, d policy.Decision) error {
+// newPause describes the pause of a call that needs approval.
+func (h *host) newPause(t tools.Tool, args any, d policy.Decision) Pause {
 	e := h.e
-	// Waiting for a human does not count against the execution's wall time.
-	defer sandbox.Suspend(ctx)()
 	msg := fmt.Sprintf("Approve %s?", t.Path)
 	if d.Pattern != "" {
 		msg = fmt.Sprintf("Approve %s? (matched policy: %s)", t.Path, d.Pattern)
@@ -541,27 +701,30 @@ func (h *host) approve(ctx context.Context, t tools.Tool, args any, d policy.Dec
 	if preview, err := json.MarshalIndent(args, "", "  "); err == nil {
 		msg += "\n\nArguments:\n" + truncate(string(preview), 2000)
 	}
-	p := &pending{
-		Pause: Pause{
-			ID: NewExecutionID(), Address: t.Path, Args: args, ApprovalText: t.ApprovalText, Message: msg,
-			Policy: d.Pattern, Deadline: e.cfg.Clock.Now().Add(e.cfg.ApprovalWindow), Principal: h.ex.principal,
-		},
-		exec:  h.ex,
-		reply: make(chan Response, 1),
+	return Pause{
+		ID: NewExecutionID(), Address: t.Path, Args: args, ApprovalText: t.ApprovalText, Message: msg,
+		Policy: d.Pattern, Deadline: e.cfg.Clock.Now().Add(e.cfg.ApprovalWindow), Principal: h.ex.principal,
 	}
+}
+
+func (h *host) pending(p Pause) *pending {
+	return &pending{Pause: p, exec: h.ex, reply: make(chan Response, 1)}
+}
+
+// wait pauses the execution until a decision arrives (or ctx ends).
+func (h *host) wait(ctx context.Context, p *pending) (Response, error) {
+	// Waiting for a human does not count against the execution's wall time.
+	defer sandbox.Suspend(ctx)()
 	select {
 	case h.ex.events <- event{pause: p}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return Response{}, ctx.Err()
 	}
 	select {
 	case resp := <-p.reply:
-		if resp.Action != Accept {
-			return &DeclinedError{Address: t.Path, Action: resp.Action, Reason: resp.Reason}
-		}
-		return nil
+		return resp, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return Response{}, ctx.Err()
 	}
 }
 

@@ -31,7 +31,7 @@ func (h *hookLog) add(s string) {
 	h.mu.Unlock()
 }
 func (h *hookLog) Paused(id string, _ time.Time) { h.add("pause:" + id) }
-func (h *hookLog) Resuming(id string)            { h.add("resume-start:" + id) }
+func (h *hookLog) Resuming(id, _ string)         { h.add("resume-start:" + id) }
 func (h *hookLog) Settled(id string)             { h.add("resume-settle:" + id) }
 func (h *hookLog) list() []string {
 	h.mu.Lock()

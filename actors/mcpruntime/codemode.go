@@ -45,6 +45,12 @@ type CodeMode struct {
 	Directory Directory
 	// Forward sends a resume to the session that owns an execution.
 	Forward func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error)
+	// Durable journals every execution in the store (the runtime's
+	// Config.Store; a continuation host's Store), so a paused execution
+	// survives passivation, restarts and node loss: a fresh session
+	// runtime restores its pauses by replay, a continuation grain restores
+	// one when its retry comes.
+	Durable bool
 }
 
 // Directory is the part of the store's execution directory a session's
@@ -67,10 +73,12 @@ const ForwardTimeout = 10 * time.Second
 type CodeRuntime = codeRuntime
 
 // NewCodeRuntime returns the code runtime of grain ownerID; hooks (may be
-// nil) receive pause lifecycles. Its pauses are not published in the
-// directory (sessionless continuations are approved in-band).
-func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks) *CodeRuntime {
-	return newCodeRuntime(cfg, ownerID, hooks, false)
+// nil) receive pause lifecycles; journal (may be nil) makes its executions
+// durable, restored on demand ([engine.Engine.RestorePaused]). Its pauses
+// are not published in the directory (sessionless continuations are
+// approved in-band).
+func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks, journal engine.Journal) *CodeRuntime {
+	return newCodeRuntime(cfg, ownerID, hooks, false, journal)
 }
 
 // Register adds the code pack's tools to s (a toolpacks.Options.CodeMode).
@@ -89,14 +97,37 @@ type codeRuntime struct {
 	publish bool                            // write pauses to cfg.Directory
 }
 
-func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool) *codeRuntime {
+func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool, journal engine.Journal) *codeRuntime {
 	if hooks == nil {
 		hooks = noHooks{}
 	}
 	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil}
 	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
-		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock})
+		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger})
 	return c
+}
+
+// restore brings back the session's paused durable executions (after
+// passivation, a restart or the loss of its node) by replaying their
+// journals. A run that cannot be read is logged and left for the next
+// activation.
+func (c *codeRuntime) restore(ctx context.Context, st store.Store) {
+	runs, err := st.PausedRuns(ctx, c.id)
+	if err != nil {
+		c.log().Warn("mcpruntime: list paused executions to restore", "session", c.id, "err", err)
+		return
+	}
+	for _, r := range runs {
+		run, entries, err := st.GetRun(ctx, r.ID)
+		if err != nil {
+			c.log().Warn("mcpruntime: read paused execution to restore", "session", c.id, "run", r.ID, "err", err)
+			continue
+		}
+		began := time.Now()
+		out := c.eng.Restore(run, entries)
+		c.log().Info("mcpruntime: restored paused execution by replay", "session", c.id, "run", run.ID, "execution", run.PauseID,
+			"calls", len(entries), "status", out.Status, "replay_ms", time.Since(began).Milliseconds())
+	}
 }
 
 func (c *codeRuntime) log() *slog.Logger {
@@ -176,10 +207,13 @@ func (w wakeHooks) Paused(execID string, deadline time.Time) {
 		if p, ok := c.eng.Paused(execID); ok {
 			args, _ := json.Marshal(p.Args)
 			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
-			err := c.cfg.Directory.PutExecution(ctx, store.Execution{
+			row := store.Execution{
 				ID: execID, Session: c.id, User: p.Principal.User, Org: p.Principal.Org, Address: p.Address,
 				Message: p.Message, ApprovalText: p.ApprovalText, ArgsJSON: string(args), Deadline: deadline,
-			})
+			}
+			// An approver acts on the directory row: ride out a store
+			// blip (an upsert) rather than hand out an id nobody can find.
+			err := store.ThroughOutage(ctx, func() error { return c.cfg.Directory.PutExecution(ctx, row) })
 			cancel()
 			if err != nil {
 				c.log().Warn("mcpruntime: publish paused execution", "session", c.id, "execution", execID, "err", err)
@@ -193,7 +227,8 @@ func (w wakeHooks) Settled(execID string) {
 	c := w.c
 	if c.publish {
 		ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
-		if err := c.cfg.Directory.SettleExecutions(ctx, time.Now(), execID); err != nil {
+		now := time.Now()
+		if err := store.ThroughOutage(ctx, func() error { return c.cfg.Directory.SettleExecutions(ctx, now, execID) }); err != nil {
 			c.log().Warn("mcpruntime: settle execution", "session", c.id, "execution", execID, "err", err)
 		}
 		cancel()
@@ -279,5 +314,5 @@ func pausedProto(p engine.Pause) *pb.PausedExecution {
 type noHooks struct{}
 
 func (noHooks) Paused(string, time.Time) {}
-func (noHooks) Resuming(string)          {}
+func (noHooks) Resuming(string, string)  {}
 func (noHooks) Settled(string)           {}

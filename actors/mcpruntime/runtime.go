@@ -38,7 +38,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -117,7 +119,11 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 	}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
-		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true)
+		var journal engine.Journal
+		if cfg.CodeMode.Durable && in.Grain != "" {
+			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, Epoch: in.Epoch}
+		}
+		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 		codeMode = r.code.register
 	}
 	srv, closeSrv, err := cfg.NewServer(opts, codeMode)
@@ -143,6 +149,9 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 			_ = r.Close(context.Background())
 			return nil, err
 		}
+	}
+	if r.code != nil && r.code.eng != nil && cfg.CodeMode.Durable && in.Grain != "" {
+		r.code.restore(ctx, cfg.Store)
 	}
 	return r, nil
 }
@@ -263,19 +272,89 @@ func (r *Runtime) ServeExchange(w http.ResponseWriter, req *http.Request) {
 		r.posts.Add(1)
 		defer r.posts.Add(-1)
 	}
-	r.handler.ServeHTTP(w, req)
+	r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
+}
+
+func (r *Runtime) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// closingGuard keeps a runtime being disposed from ending its session for
+// the client. Close ends go-sdk's session (a DELETE to the handler), and
+// go-sdk answers 404 to a request that reaches the handler afterwards —
+// an exchange the grain accepted just before it disposed this runtime
+// (ownership lost, cap eviction, idle). go-sdk's client takes a 404 as
+// the end of its session, but the session lives on, in the next runtime:
+// such a request gets the restart envelope instead, and the client retries.
+type closingGuard struct {
+	http.ResponseWriter
+	r        *Runtime
+	swallow  bool // the 404 was replaced: drop its body
+	wroteHdr bool
+}
+
+func (g *closingGuard) WriteHeader(status int) {
+	if g.wroteHdr {
+		return
+	}
+	g.wroteHdr = true
+	if status == http.StatusNotFound && g.r.isClosed() {
+		g.swallow = true
+		for k := range g.Header() {
+			delete(g.Header(), k)
+		}
+		tunnel.WriteRestarting(g.ResponseWriter)
+		return
+	}
+	g.ResponseWriter.WriteHeader(status)
+}
+
+func (g *closingGuard) Write(p []byte) (int, error) {
+	if !g.wroteHdr {
+		g.WriteHeader(http.StatusOK)
+	}
+	if g.swallow {
+		return len(p), nil
+	}
+	return g.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the tunnel's writer (Flush).
+func (g *closingGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+// Flush implements http.Flusher.
+func (g *closingGuard) Flush() {
+	if f, ok := g.ResponseWriter.(http.Flusher); ok && !g.swallow {
+		f.Flush()
+	}
 }
 
 // ActiveStreams implements session.Runtime: POST exchanges in flight. An
 // open standalone GET stream does not pin the runtime (as in the seed).
 func (r *Runtime) ActiveStreams() int { return int(r.posts.Load()) }
 
-// PausedExecutions implements session.Runtime.
+// PausedExecutions implements session.Runtime: the pauses that live only
+// in memory (durable ones do not keep the runtime resident).
 func (r *Runtime) PausedExecutions() int {
 	if r.code == nil {
 		return 0
 	}
-	return r.code.eng.PausedCount()
+	return r.code.eng.PausedCount() - r.code.eng.DurablePausedCount()
+}
+
+// DurablePausedExecutions implements session.DurablePauses.
+func (r *Runtime) DurablePausedExecutions() int {
+	if r.code == nil {
+		return 0
+	}
+	return r.code.eng.DurablePausedCount()
+}
+
+// DurablePause implements session.DurablePauses.
+func (r *Runtime) DurablePause(execID string) bool {
+	return r.code != nil && r.code.eng.IsDurable(execID)
 }
 
 // RunningExecutions implements session.Runtime.

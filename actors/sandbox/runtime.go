@@ -243,7 +243,7 @@ func (ex *execution) run(code string) (out outcome) {
 			result = p.Result()
 		}
 	}
-	value, err := ex.toGo(result)
+	value, err := ex.resultToGo(result)
 	if err != nil {
 		var se *Error
 		if !errors.As(err, &se) {
@@ -253,6 +253,28 @@ func (ex *execution) run(code string) (out outcome) {
 		return outcome{err: se}
 	}
 	return outcome{value: value}
+}
+
+// resultToGo is toGo for the return value, which counts against MaxOutput
+// like emitted values and logs (a huge result would otherwise go to the
+// client whole).
+func (ex *execution) resultToGo(v sobek.Value) (any, error) {
+	s, ok, err := ex.toJSON(v)
+	if err != nil || !ok {
+		return nil, err
+	}
+	ex.mu.Lock()
+	used := ex.outBytes
+	ex.mu.Unlock()
+	if used+len(s) > ex.lim.MaxOutput {
+		return nil, &Error{Kind: KindLimit, Message: fmt.Sprintf(
+			"exceeds the output limit: %d bytes as JSON, with emitted values and log lines over %d bytes", len(s), ex.lim.MaxOutput)}
+	}
+	var out any
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("sandbox: internal error: decoding JSON from the runtime: %w", err)
+	}
+	return out, nil
 }
 
 // classify maps an error from the runtime to what Run reports.

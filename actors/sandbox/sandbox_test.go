@@ -558,6 +558,9 @@ func TestMaxOutput(t *testing.T) {
 		t.Fatalf("Result = %#v, want %#v", se.Result, want)
 	}
 	wantError(t, `for (let i = 0; ; i++) console.log("line " + i)`, nil, Limits{MaxOutput: 1000}, KindLimit, "1000 bytes")
+	// The return value counts too (it used to go to the client whole).
+	wantError(t, `return "z".repeat(2000)`, nil, Limits{MaxOutput: 1000}, KindLimit, "the return value exceeds the output limit")
+	wantError(t, `emit("x".repeat(600)); return "z".repeat(600)`, nil, Limits{MaxOutput: 1000}, KindLimit, "over 1000 bytes")
 }
 
 func TestMemoryBomb(t *testing.T) {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"net/http"
 
 	"google.golang.org/protobuf/proto"
 
@@ -53,8 +54,20 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	if !ok {
 		return nil, grain.Reject("session: this node's runtime does not serve HTTP exchanges")
 	}
-	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, s.id, false), es.ServeExchange)
+	serve := es.ServeExchange
+	if m.GetMethod() == http.MethodPost {
+		res := s.res
+		res.posts.Add(1) // in this turn: whatever the grain decides next sees it
+		serve = func(w http.ResponseWriter, r *http.Request) {
+			defer res.posts.Add(-1)
+			es.ServeExchange(w, r)
+		}
+	}
+	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, s.id, false), serve)
 	if err != nil {
+		if m.GetMethod() == http.MethodPost {
+			s.res.posts.Add(-1)
+		}
 		return nil, grain.Reject("session: %v", err)
 	}
 	s.markActivity()

@@ -86,6 +86,9 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	if s.rec.GetDecisions()[id] != nil {
 		return execReply(pb.ExecutionReply_STATUS_ALREADY_DECIDED), nil
 	}
+	if err := s.restoreForExecutions(ctx, g); err != nil {
+		return nil, err
+	}
 	pi, ok := s.inspector()
 	if !ok {
 		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND), nil
@@ -100,10 +103,7 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	if err := s.recordDecision(ctx, g, id, d); err != nil {
 		return nil, err
 	}
-	s.h.metrics.approvals.WithLabelValues(m.GetAction()).Inc()
-	if r, ok := s.rt.(ApprovalResolver); ok {
-		r.ResolveApproval(id, d)
-	}
+	s.handOver(id, d)
 	s.markActivity()
 	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0]}, nil
 }
@@ -134,7 +134,10 @@ func (s *session) recordDecision(ctx context.Context, g grain.Context, id string
 
 // executionResume serves a `resume` forwarded from another session: only
 // the session's own principal may, and only while the pause is live here.
-func (s *session) executionResume(ctx context.Context, m *pb.ExecutionResumeForModel) *pb.ExecutionReply {
+// The resumed code runs until it pauses again or ends, which may take a
+// while: the reply is deferred to its own goroutine, so the session serves
+// its other requests meanwhile instead of queueing them behind the code.
+func (s *session) executionResume(ctx context.Context, g grain.Context, m *pb.ExecutionResumeForModel) proto.Message {
 	if s.rec == nil || !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
 		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN)
 	}
@@ -146,8 +149,12 @@ func (s *session) executionResume(ctx context.Context, m *pb.ExecutionResumeForM
 		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
 	}
 	s.markActivity()
-	result, st := mr.ResumeForModel(ctx, m.GetExecutionId(), m)
-	return &pb.ExecutionReply{Status: st, ResultJson: result}
+	answer := g.Defer()
+	go func() {
+		result, st := mr.ResumeForModel(context.WithoutCancel(ctx), m.GetExecutionId(), m)
+		answer(&pb.ExecutionReply{Status: st, ResultJson: result}, nil)
+	}()
+	return nil
 }
 
 // unpublish drops the directory rows of pauses lost with a disposed

@@ -30,6 +30,9 @@ const (
 // DefaultSessionTTL ends a session this long after its last activity.
 const DefaultSessionTTL = 30 * 24 * time.Hour
 
+// DefaultTombstoneRetention keeps an ended session's tombstone this long.
+const DefaultTombstoneRetention = time.Hour
+
 // Config configures the session grains of one node.
 type Config struct {
 	// Builder builds session runtimes (required).
@@ -38,6 +41,10 @@ type Config struct {
 	Policy alarm.Policy
 	// SessionTTL ends (tombstones) a session idle this long. Default 30 days.
 	SessionTTL time.Duration
+	// TombstoneRetention is how long an ended session's tombstone stays in
+	// the store before the grain is deleted (either way its id answers
+	// 404). Default 1h.
+	TombstoneRetention time.Duration
 	// Residency is the node's soft cap and eviction grace (defaults 32, 15s).
 	Residency residency.Config
 	// Directory publishes paused executions (nil: not published).
@@ -73,10 +80,22 @@ type Host struct {
 type resident struct {
 	rt     Runtime
 	leases atomic.Int32
+	// posts counts POST exchanges from the grain turn that starts them to
+	// the end of their handler. The runtime counts them too, but only once
+	// the handler's goroutine runs: a cap eviction or idle decision in the
+	// turn right after the start would not see them and would close the
+	// runtime under the request (which then answered 404).
+	posts atomic.Int32
+	// decided counts executions handed a decision and not settled yet
+	// (session.handedOver): they are about to run, so they pin.
+	decided atomic.Int32
 }
 
+// streams is the number of POST exchanges in flight.
+func (r *resident) streams() int { return max(int(r.posts.Load()), r.rt.ActiveStreams()) }
+
 func (r *resident) canEvict() bool {
-	return r.leases.Load() == 0 && r.rt.ActiveStreams() == 0 && r.rt.PausedExecutions() == 0 && r.rt.RunningExecutions() == 0
+	return r.leases.Load() == 0 && r.decided.Load() == 0 && r.streams() == 0 && r.rt.PausedExecutions() == 0 && r.rt.RunningExecutions() == 0
 }
 
 // NewHost returns the session host of a node.
@@ -86,6 +105,9 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	if cfg.Policy == (alarm.Policy{}) {
 		cfg.Policy = alarm.DefaultPolicy()
+	}
+	if cfg.TombstoneRetention <= 0 {
+		cfg.TombstoneRetention = DefaultTombstoneRetention
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
@@ -118,6 +140,9 @@ func (h *Host) Kind() grain.Kind {
 			return &session{h: h, id: id, leases: map[string]*lease{}, exchanges: map[string]context.CancelFunc{}}
 		},
 		// Sessions passivate from their idle reminder, never on a timer.
+		// They exist once created: a request for an unknown (or guessed)
+		// id answers "not found" without writing to the store.
+		CreatedByWrite: true,
 	}
 }
 
@@ -136,6 +161,9 @@ func (h *Host) counts() countsView {
 	for _, r := range h.residents {
 		c.Streams += r.rt.ActiveStreams()
 		c.Paused += r.rt.PausedExecutions()
+		if dp, ok := r.rt.(DurablePauses); ok {
+			c.Paused += dp.DurablePausedExecutions() // parked here, though they pin nothing
+		}
 		c.Running += r.rt.RunningExecutions()
 		c.Leases += int(r.leases.Load())
 	}

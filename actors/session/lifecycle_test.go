@@ -2,11 +2,15 @@ package session_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -119,12 +123,29 @@ func TestExpiryAndDeleteEndTheSession(t *testing.T) {
 	if r := e.access("gone", alice); r.GetStatus() != pb.SessionReply_STATUS_ENDED {
 		t.Fatalf("after delete: %v", r.GetStatus())
 	}
-	if sn := e.inspect("gone"); sn.GetEnded() != "deleted" || len(sn.GetReminders()) != 0 || sn.GetResident() {
+	// Only the reminder that deletes the tombstone after its retention.
+	if sn := e.inspect("gone"); sn.GetEnded() != "deleted" || fmt.Sprint(sn.GetReminders()) != "[expiry]" || sn.GetResident() {
 		t.Fatalf("deleted session: %+v", sn)
 	}
 	// "kept" goes idle (passivated, record kept), then expires after the TTL.
 	e.clk.Advance(3 * time.Minute)
 	eventually(t, "idle passivation", func() bool { return e.disposals("idle") == 1 })
+	// Meanwhile the tombstone of "gone" was kept for its retention (1h),
+	// then the grain was deleted: no row, no reminder; the id is unknown.
+	e.clk.Advance(time.Hour)
+	eventually(t, "tombstone deletion", func() bool {
+		_, err := e.st.Load(context.Background(), "session/gone")
+		return errors.Is(err, store.ErrNotFound)
+	})
+	if rs, err := e.st.Reminders(context.Background(), "session/gone"); err != nil || len(rs) != 0 {
+		t.Fatalf("reminders of a deleted grain: %v %v", rs, err)
+	}
+	if r := e.access("gone", alice); r.GetStatus() != pb.SessionReply_STATUS_NOT_FOUND {
+		t.Fatalf("after the tombstone's deletion: %v", r.GetStatus())
+	}
+	if _, err := e.st.Load(context.Background(), "session/gone"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("asking for a deleted session wrote its row again: %v", err)
+	}
 	e.clk.Advance(24 * time.Hour)
 	eventually(t, "expiry", func() bool { return e.inspect("kept").GetEnded() == "expired" })
 	if r := e.access("kept", alice); r.GetStatus() != pb.SessionReply_STATUS_ENDED {
@@ -287,7 +308,12 @@ func TestApprovalLeaseAutoDeclinesAtDeadline(t *testing.T) {
 	rt.hooks.Paused("exec-1", t0.Add(4*time.Minute))
 	rt.hooks.Paused("exec-2", t0.Add(4*time.Minute))
 	eventually(t, "leases taken", func() bool { return len(e.inspect("s1").GetLeases()) == 2 })
-	rt.hooks.Resuming("exec-2") // a decision arrived for exec-2: no auto-decline
+	rt.hooks.Resuming("exec-2", "accept") // a decision arrived for exec-2: no auto-decline
+	// exec-2 runs again (as in the engine): the idle alarm, due before the
+	// deadlines, extends the running lease whichever it is delivered
+	// after, instead of disposing the runtime before the deadline's
+	// decision reached the code (a flake under -race).
+	rt.running.Add(1)
 	if r := e.do("s1", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); r.GetEvicted() {
 		t.Fatal("a session with approval leases was evicted")
 	}
@@ -303,13 +329,212 @@ func TestApprovalLeaseAutoDeclinesAtDeadline(t *testing.T) {
 	if d.GetAction() != "decline" || d.GetReason() != "approval_timeout" || other != nil {
 		t.Fatalf("decisions: exec-1 %+v exec-2 %+v", d, other)
 	}
-	if e.metric("mcpgrain_approvals_total", map[string]string{"outcome": "timeout"}) != 1 {
-		t.Fatal("timeout not counted")
-	}
+	// Counted when the decision reaches the code (an actor message after
+	// the resolve).
+	eventually(t, "timeout counted", func() bool {
+		return e.metric("mcpgrain_approvals_total", map[string]string{"outcome": "timeout"}) == 1
+	})
 	rt.hooks.Settled("exec-1")
 	rt.hooks.Settled("exec-2")
 	eventually(t, "leases released", func() bool { return len(e.inspect("s1").GetLeases()) == 0 })
 	if e.metric("mcpgrain_approval_leases", nil) != 0 {
 		t.Fatal("lease gauge not back to 0")
+	}
+}
+
+// A durable pause (journaled; a fresh runtime restores it) does not pin
+// the runtime: the session passivates at its idle timeout and may be
+// cap-evicted, its approval reminder stays, and at the deadline the
+// reminder wakes the session, whose new runtime restored the pause, and
+// declines it.
+func TestDurablePauseLetsTheSessionPassivateAndItsDeadlineWakesIt(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	rt := e.durablePause("s1", "exec-1")
+	e.mu.Lock()
+	e.restored["s1"] = []string{"exec-1"} // the next runtime restores the pause
+	e.mu.Unlock()
+	if e.metric("mcpgrain_approval_leases", nil) != 0 || e.metric("mcpgrain_resident_evictable", nil) != 1 {
+		t.Fatal("a durable pause pins the runtime")
+	}
+	e.clk.Advance(3 * time.Minute) // idle == timeout: nothing but a durable pause → passivate
+	eventually(t, "idle disposal", func() bool { return e.disposals("idle") == 1 })
+	// The fired idle reminder's row goes once its delivery is acknowledged,
+	// just after the disposal.
+	eventually(t, "idle reminder acknowledged", func() bool { return len(e.inspect("s1").GetReminders()) == 2 })
+	sn := e.inspect("s1")
+	if sn.GetResident() || len(sn.GetReminders()) != 2 || sn.GetReminders()[0] != "approval:exec-1" {
+		t.Fatalf("after passivation: %+v (want the approval reminder kept)", sn)
+	}
+	e.clk.Advance(time.Minute) // the deadline
+	eventually(t, "restored and declined", func() bool {
+		if e.buildCount("s1") != 2 {
+			return false
+		}
+		r := e.rt("s1")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.resolved["exec-1"] != nil
+	})
+	r := e.rt("s1")
+	r.mu.Lock()
+	d := r.resolved["exec-1"]
+	r.mu.Unlock()
+	if d.GetAction() != "decline" || d.GetReason() != "approval_timeout" || rt.resolved["exec-1"] != nil {
+		t.Fatalf("decision %+v", d)
+	}
+	// Declined, the execution runs again until it settles, and pins the
+	// restored runtime meanwhile; then the runtime is evictable again.
+	if ev := e.do("s1", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); ev.GetEvicted() {
+		t.Fatal("evicted before the declined execution settled")
+	}
+	e.settleThenEvictable(r, "s1", "exec-1")
+}
+
+// Regression (chaos, 2 of 13 full runs): a durable pause does not pin its
+// runtime, and it stayed evictable after a decision was handed to it but
+// before the execution ran again; a cap eviction in that window left the
+// acknowledged decision waiting for the session's next activation. A
+// decided execution pins the runtime until it settles.
+func TestDecidedDurablePausePinsTheRuntimeUntilItSettles(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	rt := e.durablePause("s1", "exec-1")
+	r := e.do("s1", &pb.ExecutionDecide{Principal: alice, ExecutionId: "exec-1", Action: "accept"}).(*pb.ExecutionReply)
+	if r.GetStatus() != pb.ExecutionReply_STATUS_OK {
+		t.Fatalf("decide: %v", r.GetStatus())
+	}
+	rt.mu.Lock()
+	d := rt.resolved["exec-1"]
+	rt.mu.Unlock()
+	if d.GetAction() != "accept" {
+		t.Fatalf("decision handed over: %+v", d)
+	}
+	// The fake does not run the execution: it stays decided and unsettled,
+	// as a real one is until its goroutine resumes it.
+	if ev := e.do("s1", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); ev.GetEvicted() {
+		t.Fatal("a session whose decided execution had not run yet was cap-evicted")
+	}
+	e.clk.Advance(3 * time.Minute) // idle timeout: a decided execution counts as running
+	eventually(t, "idle alarm handled", func() bool {
+		if e.disposals("idle") != 0 {
+			return true
+		}
+		rs, _ := e.st.Reminders(context.Background(), "session/s1")
+		for _, r := range rs {
+			if r.Name == session.ReminderIdle && r.DueAt.After(t0.Add(3*time.Minute)) {
+				return true // re-armed: the lease was extended
+			}
+		}
+		return false
+	})
+	if e.disposals("idle") != 0 {
+		t.Fatal("the idle alarm disposed a runtime whose decided execution had not run yet")
+	}
+	e.settleThenEvictable(rt, "s1", "exec-1")
+}
+
+// durablePause creates session id whose runtime holds exec as a durable
+// pause, and waits for the session to take its approval lease.
+func (e *env) durablePause(id, exec string) *fakeRuntime {
+	e.t.Helper()
+	e.create(id)
+	rt := e.rt(id)
+	rt.mu.Lock()
+	rt.durable[exec] = true
+	rt.mu.Unlock()
+	rt.hooks.Paused(exec, t0.Add(4*time.Minute))
+	eventually(e.t, "lease taken", func() bool { return len(e.inspect(id).GetLeases()) == 1 })
+	return rt
+}
+
+// settleThenEvictable settles exec in rt and waits until session id may be
+// cap-evicted again (a decided execution pins its runtime until it settles).
+func (e *env) settleThenEvictable(rt *fakeRuntime, id, exec string) {
+	e.t.Helper()
+	rt.hooks.Settled(exec)
+	eventually(e.t, "evictable once settled", func() bool {
+		return e.do(id, &pb.RequestCapEviction{}).(*pb.CapEvictionReply).GetEvicted()
+	})
+}
+
+// A graceful stop lets a running execution finish before the runtime is
+// disposed (disposing cuts its tool call in flight, whose outcome is then
+// unknown).
+func TestGracefulStopWaitsForRunningExecutions(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	rt := e.rt("s1")
+	rt.running.Store(1)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- e.node.Stop(ctx)
+	}()
+	select {
+	case <-rt.closing:
+		t.Fatal("the runtime was closed while an execution ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	rt.running.Store(0) // the execution finished
+	select {
+	case <-rt.closing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runtime was not closed once the execution finished")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A resume forwarded from another session runs the resumed code outside
+// the session's turn: the session answers its other requests while the
+// code runs, and the forwarder gets the result when it ends.
+func TestForwardedResumeDoesNotHoldTheSessionsTurn(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	rt := e.rt("s1")
+	started, gate := make(chan string, 1), make(chan struct{})
+	rt.mu.Lock()
+	rt.resumeStarted, rt.resumeGate = started, gate
+	rt.mu.Unlock()
+
+	type result struct {
+		reply any
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := e.node.Request(ctx, session.KindName, "s1", &pb.ExecutionResumeForModel{Principal: alice, ExecutionId: "exec_1", Action: "accept"})
+		done <- result{r, err}
+	}()
+	if id := <-started; id != "exec_1" {
+		t.Fatalf("resumed %q", id)
+	}
+	// The code is still running (the gate is closed); the session answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := e.node.Request(ctx, session.KindName, "s1", &pb.SessionAccess{Principal: alice}); err != nil {
+		t.Fatalf("the session did not answer while a forwarded resume ran: %v", err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the forwarded resume was answered before its code ended: %+v", r)
+	default:
+	}
+	close(gate)
+	r := <-done
+	reply, ok := r.reply.(*pb.ExecutionReply)
+	if r.err != nil || !ok || reply.GetStatus() != pb.ExecutionReply_STATUS_OK || reply.GetResultJson() != `{"resumed":"exec_1"}` {
+		t.Fatalf("forwarded resume: %+v %v", r.reply, r.err)
+	}
+	// Another principal is refused at once, without running anything.
+	other := &pb.Principal{User: "mallory", Org: "acme"}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	fr, err := e.node.Request(ctx2, session.KindName, "s1", &pb.ExecutionResumeForModel{Principal: other, ExecutionId: "exec_1", Action: "accept"})
+	if err != nil || fr.(*pb.ExecutionReply).GetStatus() != pb.ExecutionReply_STATUS_FORBIDDEN {
+		t.Fatalf("another principal: %+v %v", fr, err)
 	}
 }

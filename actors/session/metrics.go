@@ -55,9 +55,9 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 		gauge("mcpgrain_resident_eviction_pending", "Resident runtimes asked to evict within the grace window.", counts(func(c countsView) float64 { return float64(c.EvictionPending) })),
 		gauge("mcpgrain_in_flight_cold_builds", "Session runtimes being built now (reserved build slots).", counts(func(c countsView) float64 { return float64(c.InFlightBuilds) })),
 		gauge("mcpgrain_active_streams", "Open response streams across resident sessions.", counts(func(c countsView) float64 { return float64(c.Streams) })),
-		gauge("mcpgrain_paused_executions", "Executions paused for approval across resident sessions.", counts(func(c countsView) float64 { return float64(c.Paused) })),
+		gauge("mcpgrain_paused_executions", "Executions paused for approval in resident sessions (durable ones included; a passivated session's durable pauses live in the store).", counts(func(c countsView) float64 { return float64(c.Paused) })),
 		gauge("mcpgrain_running_executions", "Executions running across resident sessions.", counts(func(c countsView) float64 { return float64(c.Running) })),
-		gauge("mcpgrain_approval_leases", "Pending approval leases (paused executions keeping their session resident).", counts(func(c countsView) float64 { return float64(c.Leases) })),
+		gauge("mcpgrain_approval_leases", "Pending approval leases: non-durable pauses keeping their session resident (durable pauses take none).", counts(func(c countsView) float64 { return float64(c.Leases) })),
 	)
 	return m
 }

@@ -43,6 +43,19 @@ type PauseInspector interface {
 	PausedExecutionList() []*pb.PausedExecution
 }
 
+// DurablePauses is implemented by runtimes whose paused executions can be
+// durable (journaled in the store): such a pause survives the runtime — a
+// fresh runtime restores it by replay — so it takes no residency lease,
+// does not keep the session from passivating or being cap-evicted, and its
+// approval reminder and directory row stay when the runtime is disposed.
+type DurablePauses interface {
+	// DurablePause reports whether paused execution execID is durable.
+	DurablePause(execID string) bool
+	// DurablePausedExecutions is the number of durable paused executions
+	// (not counted in Runtime.PausedExecutions).
+	DurablePausedExecutions() int
+}
+
 // ModelResumer is implemented by runtimes that can resume an execution for
 // a `resume` call forwarded from another session of the same principal.
 type ModelResumer interface {
@@ -73,6 +86,11 @@ func (f BuilderFunc) Build(ctx context.Context, in BuildInput) (Runtime, error) 
 type BuildInput struct {
 	// SessionID is the session's id.
 	SessionID string
+	// Grain is the session grain's store key and Epoch the activation's
+	// ownership epoch: durable executions fence their journal writes with
+	// them.
+	Grain string
+	Epoch uint64
 	// Principal owns the session.
 	Principal *pb.Principal
 	// State is the runtime state stored in the session record.
@@ -104,7 +122,7 @@ type LeaseHooks interface {
 	Paused(execID string, deadline time.Time)
 	// Resuming: a decision arrived and the execution resumes; the deadline
 	// no longer applies.
-	Resuming(execID string)
+	Resuming(execID, action string)
 	// Settled: the execution finished; the lease and its reminder go.
 	Settled(execID string)
 }

@@ -45,11 +45,19 @@ type session struct {
 	// exchanges cancels the HTTP exchanges in flight, by exchange id.
 	exchanges map[string]context.CancelFunc
 	persists  time.Time // last activity as persisted in the record
+	// handedOver holds the executions this runtime was handed a decision
+	// for and that have not settled yet. They pin the runtime: a durable
+	// pause does not, but once decided it is about to run again, and
+	// disposing the runtime before it does would leave an acknowledged
+	// decision waiting for the next activation.
+	handedOver map[string]bool
 }
 
 type lease struct {
 	deadline time.Time
 	resuming bool
+	// durable: the pause survives the runtime, so it does not pin it.
+	durable bool
 }
 
 // hooks is the LeaseHooks handed to one runtime; it forwards to the actor
@@ -65,6 +73,7 @@ type leaseMsg struct {
 	op       string // paused | resuming | settled
 	execID   string
 	deadline time.Time
+	action   string // resuming: the decision handed to the code
 }
 
 func (h *hooks) send(m *leaseMsg) {
@@ -80,8 +89,10 @@ func (h *hooks) send(m *leaseMsg) {
 func (h *hooks) Paused(execID string, deadline time.Time) {
 	h.send(&leaseMsg{op: "paused", execID: execID, deadline: deadline})
 }
-func (h *hooks) Resuming(execID string) { h.send(&leaseMsg{op: "resuming", execID: execID}) }
-func (h *hooks) Settled(execID string)  { h.send(&leaseMsg{op: "settled", execID: execID}) }
+func (h *hooks) Resuming(execID, action string) {
+	h.send(&leaseMsg{op: "resuming", execID: execID, action: action})
+}
+func (h *hooks) Settled(execID string) { h.send(&leaseMsg{op: "settled", execID: execID}) }
 
 func (s *session) now() time.Time { return s.h.cfg.Clock.Now() }
 
@@ -118,13 +129,21 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 	case *pb.HttpExchange:
 		return s.exchange(ctx, g, m)
 	case *pb.ExecutionGet:
+		if err := s.restoreForExecutions(ctx, g); err != nil {
+			return nil, err
+		}
 		return s.executionGet(m), nil
 	case *pb.ExecutionList:
 		return s.executionList(m), nil
 	case *pb.ExecutionDecide:
 		return s.executionDecide(ctx, g, m)
 	case *pb.ExecutionResumeForModel:
-		return s.executionResume(ctx, m), nil
+		if s.rec != nil && principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
+			if err := s.restoreForExecutions(ctx, g); err != nil {
+				return nil, err
+			}
+		}
+		return s.executionResume(ctx, g, m), nil
 	case *pb.ExchangeCancel:
 		if cancel, ok := s.exchanges[m.GetExchangeId()]; ok {
 			cancel()
@@ -159,6 +178,11 @@ func (s *session) create(ctx context.Context, g grain.Context, m *pb.SessionCrea
 	}
 	if m.GetPrincipal().GetUser() == "" {
 		return nil, grain.Reject("session: create needs a principal")
+	}
+	// The grain is written into existence here (Kind.CreatedByWrite): take
+	// ownership first, the runtime's journal is fenced by the epoch.
+	if err := g.Own(ctx); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	rec := &pb.SessionRecord{Principal: m.GetPrincipal(), CreatedAtMs: now.UnixMilli(), LastActivityMs: now.UnixMilli(), RuntimeState: m.GetRuntimeState()}
@@ -202,7 +226,8 @@ func (s *session) delete(ctx context.Context, g grain.Context, p *pb.Principal) 
 }
 
 // end tombstones the record, disposes the runtime, cancels every reminder
-// and passivates.
+// but the expiry reminder, which comes back after the tombstone retention
+// to delete the grain, and passivates.
 func (s *session) end(ctx context.Context, g grain.Context, why, reason string) error {
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	rec.Tombstone = &pb.Tombstone{Reason: why, AtMs: s.now().UnixMilli()}
@@ -212,10 +237,10 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	}
 	s.ended = true
 	s.dispose(ctx, g, reason)
-	names := []string{ReminderIdle, ReminderExpiry}
+	names := []string{ReminderIdle}
 	if rs, err := g.Reminders(ctx); err == nil {
 		for _, r := range rs {
-			if !slices.Contains(names, r.Name) {
+			if !slices.Contains(names, r.Name) && r.Name != ReminderExpiry {
 				names = append(names, r.Name)
 			}
 		}
@@ -223,7 +248,22 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	if err := g.CancelReminders(ctx, names...); err != nil {
 		s.h.log.Warn("session: cancel reminders of an ended session", "session", s.id, "err", err)
 	}
+	if err := g.SetReminder(ctx, ReminderExpiry, s.now().Add(s.h.cfg.TombstoneRetention), 0); err != nil {
+		s.h.log.Warn("session: arm the tombstone's deletion", "session", s.id, "err", err)
+	}
 	g.Passivate(grain.Reason(reason))
+	return nil
+}
+
+// purge deletes an ended session's grain once its tombstone retention is
+// over (the id keeps answering 404: a grain with no row is no session).
+func (s *session) purge(ctx context.Context, g grain.Context) error {
+	if due := time.UnixMilli(s.rec.GetTombstone().GetAtMs()).Add(s.h.cfg.TombstoneRetention); s.now().Before(due) {
+		return g.SetReminder(ctx, ReminderExpiry, due, 0)
+	}
+	if err := g.Delete(ctx); err != nil {
+		return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
+	}
 	return nil
 }
 
@@ -263,7 +303,8 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	}
 	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
 	began := time.Now()
-	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Principal: s.rec.GetPrincipal(), State: s.rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged})
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch(),
+		Principal: s.rec.GetPrincipal(), State: s.rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged})
 	if err != nil {
 		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}
@@ -277,7 +318,34 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	if err := s.armIdle(ctx, g, s.last.Add(s.h.cfg.Policy.SessionTimeout)); err != nil {
 		s.h.log.Warn("session: arm idle reminder", "session", s.id, "err", err)
 	}
+	s.reapplyDecisions()
 	return true, nil
+}
+
+// reapplyDecisions hands a freshly built runtime the decisions recorded for
+// pauses it restored (a decision that arrived just before the runtime was
+// lost, before the execution could journal it).
+func (s *session) reapplyDecisions() {
+	pi, ok := s.inspector()
+	if !ok {
+		return
+	}
+	for id, d := range s.rec.GetDecisions() {
+		if _, live := pi.PausedExecution(id); live {
+			s.handOver(id, d)
+		}
+	}
+}
+
+// restoreForExecutions builds the runtime, if the session has none, so
+// that its durable paused executions are restored: approval surfaces, the
+// resume forward and approval deadlines reach a passivated session.
+func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) error {
+	if s.rt != nil || s.rec == nil || s.ended {
+		return nil
+	}
+	_, err := s.ensureRuntime(ctx, g)
+	return err
 }
 
 func (s *session) armIdle(ctx context.Context, g grain.Context, due time.Time) error {
@@ -301,6 +369,7 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 		return
 	}
 	s.rt, s.res = nil, nil
+	clear(s.handedOver)
 	s.cancelExchanges()
 	close(s.hooks.closed)
 	s.hooks = nil
@@ -312,7 +381,11 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 		s.idleDue = time.Time{}
 	}
 	var published []string
-	for id := range s.leases {
+	keepDurable := reason != DisposeDelete && reason != DisposeExpired
+	for id, l := range s.leases {
+		if l.durable && keepDurable {
+			continue // journaled: the next runtime restores it; its deadline and directory row stay
+		}
 		names = append(names, reminderApproval+id)
 		published = append(published, id)
 	}
@@ -396,11 +469,16 @@ func (s *session) onIdle(ctx context.Context, g grain.Context) {
 		return // woken by a stale reminder: nothing resident to dispose
 	}
 	now := s.now()
+	durable := 0
+	if dp, ok := s.rt.(DurablePauses); ok {
+		durable = dp.DurablePausedExecutions()
+	}
 	d := s.h.cfg.Policy.Decide(alarm.Input{
-		Idle:    now.Sub(s.last),
-		Paused:  s.rt.PausedExecutions() + s.pendingLeases(),
-		Running: s.rt.RunningExecutions(),
-		Streams: s.rt.ActiveStreams(),
+		Idle:          now.Sub(s.last),
+		Paused:        s.rt.PausedExecutions() + s.pendingLeases(),
+		DurablePaused: durable,
+		Running:       s.rt.RunningExecutions() + len(s.handedOver),
+		Streams:       s.res.streams(),
 	})
 	switch d.Outcome {
 	case alarm.IdleWithinTimeout:
@@ -427,7 +505,7 @@ func (s *session) rearm(ctx context.Context, g grain.Context, due time.Time) {
 func (s *session) pendingLeases() int {
 	n := 0
 	for _, l := range s.leases {
-		if !l.resuming {
+		if !l.resuming && !l.durable {
 			n++
 		}
 	}
@@ -435,8 +513,11 @@ func (s *session) pendingLeases() int {
 }
 
 func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
-	if s.rec == nil || s.ended {
+	if s.rec == nil {
 		return nil
+	}
+	if s.ended {
+		return s.purge(ctx, g)
 	}
 	last := s.last
 	if p := time.UnixMilli(s.rec.GetLastActivityMs()); p.After(last) {
@@ -482,8 +563,14 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		if _, ok := s.leases[m.execID]; ok {
 			return
 		}
-		s.leases[m.execID] = &lease{deadline: m.deadline}
-		s.res.leases.Add(1)
+		l := &lease{deadline: m.deadline}
+		if dp, ok := s.rt.(DurablePauses); ok {
+			l.durable = dp.DurablePause(m.execID)
+		}
+		s.leases[m.execID] = l
+		if !l.durable {
+			s.res.leases.Add(1)
+		}
 		s.markActivity()
 		if err := g.SetReminder(ctx, reminderApproval+m.execID, m.deadline, 0); err != nil {
 			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", m.execID, "err", err)
@@ -492,17 +579,54 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		if l, ok := s.leases[m.execID]; ok {
 			l.resuming = true
 		}
+		// Every decision passes here, whichever surface made it (model
+		// resume, browser, native elicitation, approval API, forward, the
+		// deadline); the deadline's decline is counted as a timeout.
+		outcome := m.action
+		if d := s.rec.GetDecisions()[m.execID]; d != nil && d.GetReason() == "approval_timeout" {
+			outcome = "timeout"
+		}
+		s.h.metrics.approvals.WithLabelValues(outcome).Inc()
 	case "settled":
+		s.settledHandOver(m.execID)
 		s.releaseLease(ctx, g, m.execID)
 	}
 }
 
+// handOver gives the runtime a decision for execID and pins the runtime
+// until the execution settles.
+func (s *session) handOver(execID string, d *pb.ApprovalDecision) {
+	r, ok := s.rt.(ApprovalResolver)
+	if !ok {
+		return
+	}
+	if !s.handedOver[execID] {
+		if s.handedOver == nil {
+			s.handedOver = map[string]bool{}
+		}
+		s.handedOver[execID] = true
+		s.res.decided.Add(1)
+	}
+	r.ResolveApproval(execID, d)
+}
+
+// settledHandOver unpins a settled execution.
+func (s *session) settledHandOver(execID string) {
+	if s.handedOver[execID] {
+		delete(s.handedOver, execID)
+		s.res.decided.Add(-1)
+	}
+}
+
 func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string) {
-	if _, ok := s.leases[execID]; !ok {
+	l, ok := s.leases[execID]
+	if !ok {
 		return
 	}
 	delete(s.leases, execID)
-	s.res.leases.Add(-1)
+	if !l.durable {
+		s.res.leases.Add(-1)
+	}
 	if err := g.CancelReminders(ctx, reminderApproval+execID); err != nil {
 		s.h.log.Warn("session: cancel approval deadline", "session", s.id, "execution", execID, "err", err)
 	}
@@ -519,23 +643,41 @@ func (s *session) releaseLease(ctx context.Context, g grain.Context, execID stri
 // exists (or the execution is resuming), record a decline with reason
 // approval_timeout, hand it to the runtime, and release the lease.
 func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execID string) error {
-	l, ok := s.leases[execID]
-	if !ok || l.resuming || s.rt == nil {
+	// A passivated session restores its durable pauses first.
+	if err := s.restoreForExecutions(ctx, g); err != nil {
+		return err
+	}
+	if s.rt == nil {
 		return nil
+	}
+	l, ok := s.leases[execID]
+	if ok && l.resuming {
+		return nil
+	}
+	pi, inspectable := s.inspector()
+	if !ok {
+		// Restored just now (its lease is on its way) or gone.
+		if !inspectable {
+			return nil
+		}
+		if _, live := pi.PausedExecution(execID); !live {
+			return nil
+		}
 	}
 	if s.rec.GetDecisions()[execID] == nil {
 		d := &pb.ApprovalDecision{Action: "decline", Reason: "approval_timeout", DecidedAtMs: s.now().UnixMilli()}
 		if err := s.recordDecision(ctx, g, execID, d); err != nil {
 			return err
 		}
-		s.h.metrics.approvals.WithLabelValues("timeout").Inc()
 		s.h.log.Info("mcp_pending_approval_lease_expire", "session", s.id, "execution", execID)
-		if r, ok := s.rt.(ApprovalResolver); ok {
-			r.ResolveApproval(execID, d)
+		s.handOver(execID, d)
+	}
+	if ok {
+		delete(s.leases, execID)
+		if !l.durable {
+			s.res.leases.Add(-1)
 		}
 	}
-	delete(s.leases, execID)
-	s.res.leases.Add(-1)
 	return nil
 }
 
@@ -552,7 +694,26 @@ func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.
 	default:
 		s.persistActivity(ctx, g)
 	}
+	if why != DisposeOwnershipLost {
+		s.drainExecutions()
+	}
 	s.dispose(ctx, g, why)
+}
+
+// executionDrain bounds how long a graceful deactivation (node stop, move)
+// waits for running executions before it disposes the runtime.
+const executionDrain = 5 * time.Second
+
+// drainExecutions lets running executions finish (or pause) before a
+// graceful disposal, up to executionDrain: disposing cuts a tool call in
+// flight, whose outcome is then unknown (a durable execution continues in
+// the next activation with the call interrupted; a write is not sent
+// again). A fenced activation does not wait: its writes fail anyway.
+func (s *session) drainExecutions() {
+	deadline := time.Now().Add(executionDrain)
+	for s.rt.RunningExecutions() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (s *session) snapshot(ctx context.Context, g grain.Context) *pb.SessionSnapshot {

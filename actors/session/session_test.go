@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/session"
@@ -40,7 +41,43 @@ type fakeRuntime struct {
 	hooks                    session.LeaseHooks
 	mu                       sync.Mutex
 	resolved                 map[string]*pb.ApprovalDecision
+	durable                  map[string]bool // durable pauses (restored at build from env.restored)
+	resumeStarted            chan string     // if set, told when a forwarded resume starts
+	resumeGate               chan struct{}   // if set, a forwarded resume waits for it
 }
+
+// ResumeForModel implements session.ModelResumer: the resumed code "runs"
+// until resumeGate is closed.
+func (r *fakeRuntime) ResumeForModel(_ context.Context, id string, _ *pb.ExecutionResumeForModel) (string, pb.ExecutionReply_Status) {
+	r.mu.Lock()
+	started, gate := r.resumeStarted, r.resumeGate
+	r.mu.Unlock()
+	if started != nil {
+		started <- id
+	}
+	if gate != nil {
+		<-gate
+	}
+	return `{"resumed":"` + id + `"}`, pb.ExecutionReply_STATUS_OK
+}
+
+func (r *fakeRuntime) DurablePause(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.durable[id]
+}
+func (r *fakeRuntime) DurablePausedExecutions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.durable)
+}
+func (r *fakeRuntime) PausedExecution(id string) (*pb.PausedExecution, bool) {
+	if !r.DurablePause(id) {
+		return nil, false
+	}
+	return &pb.PausedExecution{ExecutionId: id}, true
+}
+func (r *fakeRuntime) PausedExecutionList() []*pb.PausedExecution { return nil }
 
 func (r *fakeRuntime) ActiveStreams() int     { return int(r.streams.Load()) }
 func (r *fakeRuntime) PausedExecutions() int  { return int(r.paused.Load()) }
@@ -59,8 +96,11 @@ func (r *fakeRuntime) Close(ctx context.Context) error {
 }
 func (r *fakeRuntime) ResolveApproval(id string, d *pb.ApprovalDecision) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.resolved[id] = d
+	r.mu.Unlock()
+	if r.hooks != nil {
+		r.hooks.Resuming(id, d.GetAction()) // as the engine does when it hands the decision over
+	}
 }
 
 type env struct {
@@ -75,6 +115,7 @@ type env struct {
 	gate      map[string]chan struct{} // build gates by session id
 	fail      map[string]bool          // builds of these sessions fail
 	closeGate chan struct{}
+	restored  map[string][]string // durable pauses a new runtime of a session restores
 }
 
 func logger() *slog.Logger {
@@ -86,7 +127,8 @@ func logger() *slog.Logger {
 
 func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 	t.Helper()
-	e := &env{t: t, clk: clock.NewFake(t0), builds: map[string][]*fakeRuntime{}, fail: map[string]bool{}, gate: map[string]chan struct{}{}, reg: prometheus.NewRegistry()}
+	e := &env{t: t, clk: clock.NewFake(t0), builds: map[string][]*fakeRuntime{}, fail: map[string]bool{}, gate: map[string]chan struct{}{}, reg: prometheus.NewRegistry(),
+		restored: map[string][]string{}}
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +185,12 @@ func (e *env) build(ctx context.Context, in session.BuildInput) (session.Runtime
 	if fail {
 		return nil, errors.New("boom")
 	}
-	rt := &fakeRuntime{id: in.SessionID, hooks: in.Leases, closing: make(chan struct{}), closeGate: e.closeGate, resolved: map[string]*pb.ApprovalDecision{}}
+	rt := &fakeRuntime{id: in.SessionID, hooks: in.Leases, closing: make(chan struct{}), closeGate: e.closeGate, resolved: map[string]*pb.ApprovalDecision{},
+		durable: map[string]bool{}}
 	e.mu.Lock()
+	for _, id := range e.restored[in.SessionID] {
+		rt.durable[id] = true
+	}
 	e.builds[in.SessionID] = append(e.builds[in.SessionID], rt)
 	e.mu.Unlock()
 	return rt, nil
@@ -190,8 +236,8 @@ func (e *env) do(id string, msg any) any {
 		r, err = e.node.Request(ctx, session.KindName, id, m)
 	case *pb.SessionInspect:
 		r, err = e.node.Request(ctx, session.KindName, id, m, cluster.Idempotent())
-	case *pb.RequestCapEviction:
-		r, err = e.node.Request(ctx, session.KindName, id, m)
+	case *pb.RequestCapEviction, *pb.ExecutionDecide:
+		r, err = e.node.Request(ctx, session.KindName, id, m.(proto.Message))
 	}
 	if err != nil {
 		e.t.Fatalf("%T to %s: %v", msg, id, err)

@@ -38,7 +38,9 @@ type Tool struct {
 	// "POST /todos" (OpenAPI) or "Call upstream tool delete_file" (MCP).
 	ApprovalText string
 	// Idempotent reports that the tool is safe to call again after a crash:
-	// OpenAPI GET, HEAD and OPTIONS, MCP readOnlyHint true.
+	// OpenAPI GET, HEAD and OPTIONS, MCP readOnlyHint or idempotentHint
+	// true. A durable execution retries such a call once if it was in
+	// flight when its node died (others fail with execution_interrupted).
 	Idempotent bool
 }
 

@@ -47,9 +47,14 @@ func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 	go func() {
 		defer cancel()
 		defer func() {
-			if r := recover(); r != nil {
+			switch r := recover(); {
+			case r != nil:
 				w.End(fmt.Sprintf("handler panicked: %v", r))
-			} else {
+			case ctx.Err() != nil:
+				// Cancelled before it finished on its own: the runtime
+				// closed (passivation, drain) or the client left.
+				w.End("cancelled before the handler finished")
+			default:
 				w.End("")
 			}
 			system.Root.Send(self, &Done{ID: id})

@@ -55,6 +55,14 @@ type Kind struct {
 	// ownership in the store (no store write, epoch 0) and Save and
 	// reminders fail. For grains whose state may be lost with their node.
 	Ephemeral bool
+	// CreatedByWrite grains exist only once written: activating one whose
+	// row is not in the store takes no ownership (nothing is written, epoch
+	// 0, Activate gets a nil record) until its first fenced write or
+	// [Context.Own]. An activation that only answers "no such grain" —
+	// e.g. for a guessed id — leaves no trace in the store. If another
+	// activation created the grain meanwhile, the first write fails like a
+	// fenced one (the caller retries on the current activation).
+	CreatedByWrite bool
 }
 
 // Grain is one activation's behaviour. Methods are called one at a time.
@@ -95,13 +103,33 @@ type Context interface {
 	Identity() string
 	// Node is the id of the node hosting this activation.
 	Node() string
-	// Epoch is this activation's ownership epoch.
+	// Epoch is this activation's ownership epoch (0 until a
+	// [Kind.CreatedByWrite] grain that did not exist took ownership).
 	Epoch() uint64
+	// Own takes ownership in the store now, if this activation does not
+	// hold it yet ([Kind.CreatedByWrite]): for a grain that must know its
+	// epoch before its first write. It fails like a fenced write if another
+	// activation created the grain meanwhile.
+	Own(ctx context.Context) error
 	// Save durably replaces the grain's record, fenced by Epoch. If another
 	// activation took ownership since, it returns an error wrapping
 	// store.ErrFenced and the activation stops after the current message
 	// (reason [ReasonOwnershipLost]).
 	Save(ctx context.Context, record []byte) error
+	// Defer lets the grain answer the request it is handling later, from
+	// any goroutine: Receive returns (nil, nil) after calling it, and the
+	// returned function sends the reply (an error is classified as one
+	// Receive returns), once; later calls do nothing. The activation
+	// serves other requests meanwhile. For work that must not hold the
+	// grain's turn (a long wait on something else). Outside a request that
+	// awaits an answer it returns a function that does nothing.
+	Defer() func(reply proto.Message, err error)
+	// Delete removes the grain from the store — its record and reminders —
+	// fenced by Epoch, and passivates the activation. A later activation
+	// finds no such grain (Activate gets a nil record; a
+	// [Kind.CreatedByWrite] grain writes nothing until created again). For
+	// grains whose identity is never reused: see store.Store.Delete.
+	Delete(ctx context.Context) error
 	// SetReminder creates or replaces the grain's durable reminder name,
 	// due at due and then every period (0: once), fenced by Epoch. When it
 	// fires, the grain receives a *mcpgrainv1.ReminderFired (at

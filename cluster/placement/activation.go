@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -46,9 +47,18 @@ type activation struct {
 	ctx      context.Context // cancelled when the activation stops
 	cancel   context.CancelFunc
 	asked    bool // passivation requested
+	owned    bool // holds a.epoch in the store (false: ephemeral, or a CreatedByWrite grain not written yet)
 	counted  bool // counted in the Active gauge
 	lastSeen time.Time
 	timer    *time.Timer
+	turn     *turn // the request being handled (nil between requests)
+}
+
+// turn is the request an activation is handling, for a deferred reply.
+type turn struct {
+	sender   *actor.PID
+	remote   bool // answer with pb.GrainResponse / pb.GrainError, else LocalReply
+	deferred bool // the grain answers later (Defer)
 }
 
 var _ grain.Context = (*activation)(nil)
@@ -64,6 +74,16 @@ func (a *activation) Logger() *slog.Logger            { return a.logger }
 // Save implements [grain.Context]: a write fenced by the activation's epoch.
 func (a *activation) Save(ctx context.Context, record []byte) error {
 	return a.fenced(ctx, func(ctx context.Context) error { return a.cfg.Store.Save(ctx, a.key, a.epoch, record) })
+}
+
+// Delete implements [grain.Context].
+func (a *activation) Delete(ctx context.Context) error {
+	if err := a.fenced(ctx, func(ctx context.Context) error { return a.cfg.Store.Delete(ctx, a.key, a.epoch) }); err != nil {
+		return err
+	}
+	a.owned = false // nothing left to release
+	a.requestPassivation(grain.ReasonRequested)
+	return nil
 }
 
 var (
@@ -115,13 +135,45 @@ func (a *activation) fenced(ctx context.Context, write func(context.Context) err
 	if a.state == stateLost {
 		return fmt.Errorf("grain %s: %w", a.key, store.ErrFenced)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
+	ioctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
 	defer cancel()
-	err := write(ctx)
+	err := a.own(ioctx)
+	if err == nil {
+		err = write(ioctx)
+	}
 	if errors.Is(err, store.ErrFenced) {
 		a.lose("write fenced")
 	}
+	if err != nil && ctx.Err() == nil && errors.Is(ioctx.Err(), context.DeadlineExceeded) {
+		// The store did not answer within the I/O timeout (hung or
+		// unreachable), not the caller giving up.
+		err = fmt.Errorf("%w: no answer within %s: %w", store.ErrUnavailable, a.cfg.IOTimeout, err)
+	}
 	return err
+}
+
+// Own implements [grain.Context].
+func (a *activation) Own(ctx context.Context) error {
+	return a.fenced(ctx, func(context.Context) error { return nil })
+}
+
+// own takes ownership of a CreatedByWrite grain at its first write. A
+// grain that another activation created meanwhile (the row now holds a
+// record this activation never saw) is lost to this one.
+func (a *activation) own(ctx context.Context) error {
+	if a.owned {
+		return nil
+	}
+	o, err := a.cfg.Store.Acquire(ctx, a.key, a.cfg.Self.ID)
+	if err != nil {
+		return fmt.Errorf("grain %s: take ownership: %w", a.key, err)
+	}
+	a.epoch, a.owned = o.Epoch, true
+	a.logger = a.logger.With("epoch", a.epoch)
+	if o.Record != nil {
+		return fmt.Errorf("grain %s created by another activation: %w", a.key, store.ErrFenced)
+	}
+	return nil
 }
 
 // Passivate implements [grain.Context].
@@ -156,10 +208,16 @@ func (a *activation) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *LocalRequest:
+		a.turn = &turn{sender: ctx.Sender()}
 		reply, gerr := a.handle(m.Msg)
-		ctx.Respond(&LocalReply{Msg: reply, Err: gerr})
+		if !a.turn.deferred {
+			ctx.Respond(&LocalReply{Msg: reply, Err: gerr})
+		}
+		a.turn = nil
 	case *pb.GrainRequest:
+		a.turn = &turn{sender: ctx.Sender(), remote: true}
 		a.handleRemote(ctx, m)
+		a.turn = nil
 	case *deactivate:
 		a.stop(ctx, m.reason)
 	case idleTick:
@@ -188,15 +246,26 @@ func (a *activation) start(ctx actor.Context) {
 	if !a.kind.Ephemeral {
 		ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 		var err error
-		own, err = a.cfg.Store.Acquire(ioctx, a.key, a.cfg.Self.ID)
+		if a.kind.CreatedByWrite {
+			own, err = a.cfg.Store.AcquireExisting(ioctx, a.key, a.cfg.Self.ID)
+		} else {
+			own, err = a.cfg.Store.Acquire(ioctx, a.key, a.cfg.Self.ID)
+		}
 		cancel()
-		if err != nil {
+		switch {
+		case a.kind.CreatedByWrite && errors.Is(err, store.ErrNotFound):
+			// Not created: nothing to own until the grain writes.
+		case err != nil:
 			a.fail(fmt.Errorf("take ownership: %w", err))
 			return
+		default:
+			a.owned = true
 		}
 	}
 	a.epoch = own.Epoch
-	a.logger = a.logger.With("epoch", a.epoch)
+	if a.owned {
+		a.logger = a.logger.With("epoch", a.epoch)
+	}
 	a.g = a.kind.New(a.identity)
 	var actErr error
 	a.guard("activate", func() { actErr = a.g.Activate(a.ctx, a, own.Record) })
@@ -245,16 +314,45 @@ func (a *activation) handleRemote(ctx actor.Context, m *pb.GrainRequest) {
 		return
 	}
 	reply, gerr := a.handle(msg)
-	if gerr != nil {
-		ctx.Respond(gerr.Proto())
+	if a.turn.deferred {
 		return
+	}
+	ctx.Respond(remoteReply(a.cfg.Self.ID, reply, gerr))
+}
+
+// remoteReply is the wire form of a grain's answer to a remote caller.
+func remoteReply(node string, reply proto.Message, gerr *grain.Error) proto.Message {
+	if gerr != nil {
+		return gerr.Proto()
 	}
 	payload, err := anypb.New(reply)
 	if err != nil {
-		ctx.Respond(a.errorf(pb.GrainError_CODE_INTERNAL, "cannot encode reply: %v", err).Proto())
-		return
+		return (&grain.Error{Code: pb.GrainError_CODE_INTERNAL, Message: fmt.Sprintf("cannot encode reply: %v", err), Node: node}).Proto()
 	}
-	ctx.Respond(&pb.GrainResponse{Payload: payload})
+	return &pb.GrainResponse{Payload: payload}
+}
+
+// Defer implements [grain.Context].
+func (a *activation) Defer() func(proto.Message, error) {
+	t := a.turn
+	if t == nil || t.sender == nil {
+		// Not in a request that awaits an answer (a local message, or a
+		// caller that sends without waiting): nothing to answer.
+		return func(proto.Message, error) {}
+	}
+	t.deferred = true
+	system, logger, node := a.system, a.logger, a.cfg.Self.ID
+	var once sync.Once
+	return func(reply proto.Message, err error) {
+		once.Do(func() {
+			reply, gerr := classify(logger, node, reply, err)
+			if t.remote {
+				system.Root.Send(t.sender, remoteReply(node, reply, gerr))
+				return
+			}
+			system.Root.Send(t.sender, &LocalReply{Msg: reply, Err: gerr})
+		})
+	}
 }
 
 // handle runs one request through the grain and classifies the outcome.
@@ -266,6 +364,13 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 		return nil, a.errorf(pb.GrainError_CODE_OWNERSHIP_LOST, "activation lost ownership; retry")
 	case stateStopping:
 		return nil, a.errorf(pb.GrainError_CODE_DEACTIVATING, "activation is stopping; retry")
+	}
+	if a.asked {
+		// Passivation was requested (the grain disposed its state, or went
+		// idle): serving this request would rebuild what the go-ahead is
+		// about to tear down mid-request. The caller retries and reaches
+		// the next activation.
+		return nil, a.errorf(pb.GrainError_CODE_DEACTIVATING, "activation is passivating; retry")
 	}
 	if msg == nil {
 		return nil, a.errorf(pb.GrainError_CODE_REJECTED, "empty request")
@@ -286,26 +391,53 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 		}
 	}
 	if a.guard(fmt.Sprintf("receive %T", msg), receive) {
+		a.answerNow()
 		return nil, a.errorf(pb.GrainError_CODE_INTERNAL, "grain failed while handling the request")
 	}
 	if a.state == stateLost {
 		// Whatever the grain answered, its write did not land: the caller
 		// must retry against the activation that owns the grain now.
+		a.answerNow()
 		return nil, a.errorf(pb.GrainError_CODE_OWNERSHIP_LOST, "write fenced: another activation owns the grain; retry")
+	}
+	if a.turn != nil && a.turn.deferred {
+		return nil, nil // answered later, by the function Defer returned
+	}
+	return classify(a.logger, a.cfg.Self.ID, reply, err)
+}
+
+// answerNow cancels a Defer of the current request: the activation
+// answers it now (with an error), and a later deferred reply finds its
+// caller gone.
+func (a *activation) answerNow() {
+	if a.turn != nil {
+		a.turn.deferred = false
+	}
+}
+
+// classify turns what a grain answered into the reply or the error its
+// caller gets.
+func classify(logger *slog.Logger, node string, reply proto.Message, err error) (proto.Message, *grain.Error) {
+	errorf := func(code pb.GrainError_Code, format string, args ...any) *grain.Error {
+		return &grain.Error{Code: code, Message: fmt.Sprintf(format, args...), Node: node}
 	}
 	if err != nil {
 		if ge, ok := grain.AsError(err); ok {
 			out := *ge
 			if out.Node == "" {
-				out.Node = a.cfg.Self.ID
+				out.Node = node
 			}
 			return nil, &out
 		}
-		a.logger.Warn("grain request failed", "err", err)
-		return nil, a.errorf(pb.GrainError_CODE_INTERNAL, "%v", err)
+		if store.Unavailable(err) {
+			logger.Warn("grain request failed: store unavailable", "err", err)
+			return nil, errorf(pb.GrainError_CODE_STORE_UNAVAILABLE, "store unavailable while handling the request (its writes may or may not have been applied): %v", err)
+		}
+		logger.Warn("grain request failed", "err", err)
+		return nil, errorf(pb.GrainError_CODE_INTERNAL, "%v", err)
 	}
 	if reply == nil {
-		return nil, a.errorf(pb.GrainError_CODE_INTERNAL, "grain returned no reply")
+		return nil, errorf(pb.GrainError_CODE_INTERNAL, "grain returned no reply")
 	}
 	return reply, nil
 }
@@ -337,7 +469,7 @@ func (a *activation) stop(ctx actor.Context, reason grain.Reason) {
 	if a.g != nil && (a.state == stateActive || a.state == stateLost) {
 		release := a.state == stateActive
 		a.guard("deactivate", func() { a.g.Deactivate(a.ctx, a, reason) })
-		if release && a.state != stateLost && !a.kind.Ephemeral {
+		if release && a.state != stateLost && a.owned {
 			ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 			if err := a.cfg.Store.Release(ioctx, a.key, a.epoch); err != nil && !errors.Is(err, store.ErrFenced) {
 				a.logger.Warn("release grain ownership", "err", err)

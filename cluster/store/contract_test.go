@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
@@ -70,6 +71,31 @@ func TestAcquireStartsAtEpochOneAndIncrements(t *testing.T) {
 	})
 }
 
+func TestAcquireExistingWritesNothingForAMissingGrain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		if _, err := s.AcquireExisting(ctx, "session/guess", "n1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("missing grain: %v, want ErrNotFound", err)
+		}
+		if _, err := s.Load(ctx, "session/guess"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("AcquireExisting of a missing grain wrote a row: %v", err)
+		}
+		if _, err := s.Acquire(ctx, "session/real", "n1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Save(ctx, "session/real", 1, []byte("rec")); err != nil {
+			t.Fatal(err)
+		}
+		o, err := s.AcquireExisting(ctx, "session/real", "n2")
+		if err != nil || o.Epoch != 2 || o.Owner != "n2" || string(o.Record) != "rec" {
+			t.Fatalf("existing grain: %+v %v, want epoch 2 owner n2 with its record", o, err)
+		}
+		if err := s.Save(ctx, "session/real", 1, []byte("stale")); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("the previous epoch still writes: %v", err)
+		}
+	})
+}
+
 func TestSaveIsFencedByEpoch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
 		ctx := context.Background()
@@ -128,6 +154,35 @@ func TestReleaseClearsOwnerOnlyAtCurrentEpoch(t *testing.T) {
 		got, _ := s.Load(ctx, "probe/r")
 		if got.Owner != "" || got.Epoch != b.Epoch {
 			t.Fatalf("after release: %+v, want no owner, epoch kept", got)
+		}
+	})
+}
+
+func TestDeleteRemovesGrainAndRemindersOnlyAtCurrentEpoch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		a, _ := s.Acquire(ctx, "probe/d", "n1")
+		b, _ := s.Acquire(ctx, "probe/d", "n2")
+		if _, err := s.RegisterReminders(ctx, "probe/d", b.Epoch, []store.Reminder{{Name: "r", DueAt: time.UnixMilli(1)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, "probe/d", a.Epoch); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale delete err = %v, want ErrFenced", err)
+		}
+		if rs, _ := s.Reminders(ctx, "probe/d"); len(rs) != 1 {
+			t.Fatalf("a stale delete dropped reminders: %v", rs)
+		}
+		if err := s.Delete(ctx, "probe/d", b.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx, "probe/d"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("after delete: load err = %v, want ErrNotFound", err)
+		}
+		if rs, _ := s.Reminders(ctx, "probe/d"); len(rs) != 0 {
+			t.Fatalf("after delete: reminders %v", rs)
+		}
+		if err := s.Save(ctx, "probe/d", b.Epoch, []byte("x")); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("save after delete err = %v, want ErrFenced", err)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 )
 
 func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) error {
@@ -74,4 +75,16 @@ func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
 		return fmt.Errorf("store: delete events of %s: %w", session, err)
 	}
 	return nil
+}
+
+func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM mcp_events WHERE created_at_ms < $1`, before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("store: prune events: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: prune events: %w", err)
+	}
+	return n, nil
 }

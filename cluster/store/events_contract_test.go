@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
@@ -43,6 +44,27 @@ func TestEventLogAppendReplayAndDelete(t *testing.T) {
 		}
 		if data, _, _ := s.Events(ctx, "s2", "a", -1); len(data) != 1 {
 			t.Fatal("DeleteEvents touched another session")
+		}
+	})
+}
+
+func TestEventLogPrunesByAge(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		if err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 0, Data: []byte("x")}, {Session: "s2", Stream: "b", Index: 0}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.PruneEvents(ctx, time.Now().Add(-time.Minute)); err != nil || n != 0 {
+			t.Fatalf("pruning before the events were stored: %d %v", n, err)
+		}
+		if data, _, _ := s.Events(ctx, "s1", "a", -1); len(data) != 1 {
+			t.Fatal("a young event was pruned")
+		}
+		if n, err := s.PruneEvents(ctx, time.Now().Add(time.Minute)); err != nil || n != 2 {
+			t.Fatalf("pruning after: %d %v, want 2", n, err)
+		}
+		if _, last, _ := s.Events(ctx, "s1", "a", -1); last != -1 {
+			t.Fatal("an old event survived")
 		}
 	})
 }

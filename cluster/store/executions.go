@@ -100,5 +100,8 @@ func (s *sqlStore) PruneExecutions(ctx context.Context, before time.Time) (int64
 		return 0, fmt.Errorf("store: prune executions: %w", err)
 	}
 	n, _ := res.RowsAffected()
+	if err := s.pruneRuns(ctx, before); err != nil {
+		return n, err
+	}
 	return n, nil
 }

@@ -68,6 +68,31 @@ var migrations = []migration{
 		`ALTER TABLE executions ADD COLUMN settled_at_ms BIGINT NOT NULL DEFAULT 0`,
 		`CREATE INDEX executions_deadline ON executions (deadline_ms)`,
 	}},
+	{6, "durable executions: runs and their tool-call journal", []string{
+		`CREATE TABLE execution_runs (
+			run_id TEXT PRIMARY KEY,
+			session TEXT NOT NULL,
+			code TEXT NOT NULL,
+			spec TEXT NOT NULL,
+			pause_id TEXT NOT NULL,
+			outcome TEXT NOT NULL,
+			created_at_ms BIGINT NOT NULL,
+			settled_at_ms BIGINT NOT NULL
+		)`,
+		`CREATE INDEX execution_runs_session ON execution_runs (session, settled_at_ms)`,
+		`CREATE TABLE execution_journal (
+			run_id TEXT NOT NULL,
+			seq INTEGER NOT NULL,
+			state TEXT NOT NULL,
+			pause_id TEXT NOT NULL,
+			data TEXT NOT NULL,
+			PRIMARY KEY (run_id, seq)
+		)`,
+		`CREATE INDEX execution_journal_pause ON execution_journal (pause_id)`,
+	}},
+	{7, "the sse event log is pruned by age", []string{
+		`CREATE INDEX mcp_events_created ON mcp_events (created_at_ms)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

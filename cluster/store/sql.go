@@ -29,18 +29,40 @@ type sqlStore struct {
 var _ Store = (*sqlStore)(nil)
 
 func (s *sqlStore) Acquire(ctx context.Context, grain, node string) (Ownership, error) {
+	o, err := s.acquire(ctx, `
+INSERT INTO grains (grain, owner_node, epoch, updated_at_ms) VALUES ($1, $2, 1, $3)
+ON CONFLICT (grain) DO UPDATE SET owner_node = excluded.owner_node, epoch = grains.epoch + 1, updated_at_ms = excluded.updated_at_ms
+RETURNING epoch, record, record IS NULL`, grain, node)
+	if err != nil {
+		return Ownership{}, fmt.Errorf("store: acquire %s for %s: %w", grain, node, err)
+	}
+	return o, nil
+}
+
+func (s *sqlStore) AcquireExisting(ctx context.Context, grain, node string) (Ownership, error) {
+	o, err := s.acquire(ctx, `
+UPDATE grains SET owner_node = $2, epoch = epoch + 1, updated_at_ms = $3 WHERE grain = $1
+RETURNING epoch, record, record IS NULL`, grain, node)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Ownership{}, fmt.Errorf("%w: grain %s", ErrNotFound, grain)
+	}
+	if err != nil {
+		return Ownership{}, fmt.Errorf("store: acquire existing %s for %s: %w", grain, node, err)
+	}
+	return o, nil
+}
+
+// acquire runs an ownership-taking statement (arguments grain, node, now in
+// ms; it returns epoch, record, record IS NULL) and builds the Ownership.
+func (s *sqlStore) acquire(ctx context.Context, query, grain, node string) (Ownership, error) {
 	now := s.now()
 	var (
 		epoch  int64
 		record []byte
 		null   bool
 	)
-	err := s.db.QueryRowContext(ctx, `
-INSERT INTO grains (grain, owner_node, epoch, updated_at_ms) VALUES ($1, $2, 1, $3)
-ON CONFLICT (grain) DO UPDATE SET owner_node = excluded.owner_node, epoch = grains.epoch + 1, updated_at_ms = excluded.updated_at_ms
-RETURNING epoch, record, record IS NULL`, grain, node, now.UnixMilli()).Scan(&epoch, &record, &null)
-	if err != nil {
-		return Ownership{}, fmt.Errorf("store: acquire %s for %s: %w", grain, node, err)
+	if err := s.db.QueryRowContext(ctx, query, grain, node, now.UnixMilli()).Scan(&epoch, &record, &null); err != nil {
+		return Ownership{}, err
 	}
 	if !null && record == nil {
 		record = []byte{}
@@ -67,6 +89,22 @@ func (s *sqlStore) Release(ctx context.Context, grain string, epoch uint64) erro
 		return fmt.Errorf("store: release %s at epoch %d: %w", grain, epoch, err)
 	}
 	return fencedResult(res, grain, epoch)
+}
+
+func (s *sqlStore) Delete(ctx context.Context, grain string, epoch uint64) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM grains WHERE grain = $1 AND epoch = $2`, grain, int64(epoch))
+		if err != nil {
+			return fmt.Errorf("store: delete %s at epoch %d: %w", grain, epoch, err)
+		}
+		if err := fencedResult(res, grain, epoch); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1`, grain); err != nil {
+			return fmt.Errorf("store: delete reminders of %s: %w", grain, err)
+		}
+		return nil
+	})
 }
 
 func fencedResult(res sql.Result, grain string, epoch uint64) error {

@@ -74,6 +74,56 @@ type Execution struct {
 	Settled time.Time
 }
 
+// Run is a durable execution (a code-mode execution whose pauses survive
+// passivation, restarts and node loss): what replay needs to re-run it.
+// The engine defines Spec and Outcome (JSON); the store keeps them
+// opaque.
+type Run struct {
+	// ID is the run's id (not an execution id clients see: every pause of
+	// the run has its own).
+	ID string
+	// Session is the identity of the session grain that owns the run.
+	Session string
+	// Code is the TypeScript the run executes.
+	Code string
+	// Spec is the engine's JSON of everything else replay needs: the
+	// principal, the sandbox limits, the Math.random seed, the start time.
+	Spec string
+	// PauseID is the execution id of the run's latest pause ("" if it
+	// never paused).
+	PauseID string
+	// Outcome is the engine's JSON of the final outcome ("" until settled).
+	Outcome string
+	// Created is when the run started.
+	Created time.Time
+	// Settled is when the run finished (zero: not yet).
+	Settled time.Time
+}
+
+// Journal entry states.
+const (
+	// JournalInFlight: the call was sent to the outside world; no outcome
+	// was recorded yet.
+	JournalInFlight = "in_flight"
+	// JournalDone: the call's outcome (result or error) is recorded.
+	JournalDone = "done"
+	// JournalAwaiting: the call waits for an approval decision.
+	JournalAwaiting = "awaiting"
+)
+
+// JournalEntry is one tool call of a run, at its position Seq (0-based,
+// in call order). A call's entry is replaced as it moves from awaiting or
+// in flight to done.
+type JournalEntry struct {
+	Seq   int
+	State string
+	// PauseID is the execution id of the pause the call waited in ("" if
+	// it needed no approval).
+	PauseID string
+	// Data is the engine's JSON of the call: request hash, outcome, time.
+	Data string
+}
+
 // Store is mcpgrain's durable state. Two implementations share one schema and
 // one set of migrations: SQLite (embedded, single node) and Postgres
 // (clusters). Every method is safe for concurrent use.
@@ -83,12 +133,21 @@ type Store interface {
 	// with the stored record. Every later write of that activation must
 	// carry the returned epoch.
 	Acquire(ctx context.Context, grain, node string) (Ownership, error)
+	// AcquireExisting is Acquire for a grain that has a row; for one that
+	// has none it writes nothing and returns [ErrNotFound].
+	AcquireExisting(ctx context.Context, grain, node string) (Ownership, error)
 	// Save replaces grain's record if epoch is still current, else it
 	// returns [ErrFenced] and changes nothing.
 	Save(ctx context.Context, grain string, epoch uint64, record []byte) error
 	// Release clears the owner of grain if epoch is still current (a clean
 	// deactivation). It returns [ErrFenced] if the epoch was superseded.
 	Release(ctx context.Context, grain string, epoch uint64) error
+	// Delete removes grain — its row (record, epoch) and its reminders — if
+	// epoch is still current, else it returns [ErrFenced] and changes
+	// nothing. Epochs start again at 1 if the grain is created again, so
+	// delete only grains whose identity is never reused (e.g. random
+	// session ids): an old activation's epoch could become current again.
+	Delete(ctx context.Context, grain string, epoch uint64) error
 	// RegisterReminders creates or replaces named reminders of grain, in one
 	// transaction fenced by epoch ([ErrFenced] if it is not current), and
 	// returns them as stored (with their versions). A replaced reminder gets
@@ -117,6 +176,9 @@ type Store interface {
 	Events(ctx context.Context, session, stream string, after int) (data [][]byte, last int, err error)
 	// DeleteEvents drops every event of session (the session ended).
 	DeleteEvents(ctx context.Context, session string) error
+	// PruneEvents drops events stored before before (past the window in
+	// which a client resumes a dropped stream) and returns how many.
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
 	// PutExecution records (or replaces) a paused execution in the
 	// directory that approval surfaces and cross-session resumes use.
 	PutExecution(ctx context.Context, e Execution) error
@@ -131,8 +193,25 @@ type Store interface {
 	// DeleteExecutions drops directory rows by id.
 	DeleteExecutions(ctx context.Context, execIDs ...string) error
 	// PruneExecutions drops rows whose deadline is before before and
-	// returns how many.
+	// returns how many. It also drops runs (with their journals) settled
+	// before before, and unsettled runs created before it that never paused
+	// (their caller is gone) or whose pause is no longer in the directory.
 	PruneExecutions(ctx context.Context, before time.Time) (int64, error)
+	// PutRun creates or replaces a durable execution run of the session
+	// grain (key grain), fenced by the grain's epoch ([ErrFenced] if it is
+	// not current).
+	PutRun(ctx context.Context, grain string, epoch uint64, r Run) error
+	// PutJournalEntry creates or replaces the entry at e.Seq of run runID,
+	// fenced like PutRun.
+	PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e JournalEntry) error
+	// GetRun returns a run and its journal in call order, or [ErrNotFound].
+	GetRun(ctx context.Context, runID string) (Run, []JournalEntry, error)
+	// RunByPause returns the id of the run that paused with execution id
+	// pauseID, or [ErrNotFound].
+	RunByPause(ctx context.Context, pauseID string) (string, error)
+	// PausedRuns lists the unsettled runs of session that paused at least
+	// once, oldest first.
+	PausedRuns(ctx context.Context, session string) ([]Run, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// Ping checks the store is reachable.

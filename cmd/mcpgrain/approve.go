@@ -44,7 +44,7 @@ Flags (each also settable as MCPGRAIN_<FLAG>):
 // approveFlags are the approve command's flags.
 type approveFlags struct {
 	addr, token, caFile, reason string
-	useTLS, asJSON              bool
+	useTLS, asJSON, quiet       bool
 	timeout                     time.Duration
 }
 
@@ -58,6 +58,7 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&f.caFile, "tls-ca", "", "PEM CA certificate(s) to verify the node with (implies --tls)")
 	fs.StringVar(&f.reason, "reason", "", "decline: why (kept with the decision)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	fs.BoolVar(&f.quiet, "q", false, "list: print only execution ids, one per line")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "per-request timeout")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, approveUsage)
@@ -124,6 +125,12 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		resp, err := client.ListPausedExecutions(rctx, &pb.ListPausedExecutionsRequest{})
 		if err != nil {
 			return rpcError(err)
+		}
+		if f.quiet {
+			for _, p := range resp.GetExecutions() {
+				fmt.Fprintln(stdout, p.GetExecutionId())
+			}
+			return nil
 		}
 		return printList(stdout, resp.GetExecutions(), f.asJSON)
 	case "show":

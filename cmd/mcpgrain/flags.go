@@ -24,6 +24,7 @@ func version() string { return app.Version() }
 type common struct {
 	http, grpc, bind, advertise, nodeID string
 	grpcCert, grpcKey                   string
+	clusterCert, clusterKey, clusterCA  string
 	logLevel, logFormat                 string
 	enableProbe, gatewayOnly, pprof     bool
 	probeIdle, reminderPoll             time.Duration
@@ -34,6 +35,9 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.grpc, "grpc", "127.0.0.1:9090", "gRPC listen address (gRPC health; the ApprovalService); empty disables")
 	fs.StringVar(&c.grpcCert, "grpc-tls-cert", "", "PEM certificate: serve gRPC over TLS (with --grpc-tls-key)")
 	fs.StringVar(&c.grpcKey, "grpc-tls-key", "", "PEM private key of --grpc-tls-cert")
+	fs.StringVar(&c.clusterCert, "cluster-tls-cert", "", "PEM certificate of this node for mutual TLS between nodes (with --cluster-tls-key and --cluster-tls-ca; it must name the --advertise host)")
+	fs.StringVar(&c.clusterKey, "cluster-tls-key", "", "PEM private key of --cluster-tls-cert")
+	fs.StringVar(&c.clusterCA, "cluster-tls-ca", "", "PEM CA certificate every node's cluster certificate chains to")
 	fs.StringVar(&c.bind, "bind", bindDefault, "listen address for cluster traffic between nodes (actor remote, gRPC)")
 	fs.StringVar(&c.advertise, "advertise", "", "address other nodes dial for cluster traffic (default: --bind)")
 	fs.StringVar(&c.nodeID, "node-id", "", "node id (default: derived from the advertised address)")
@@ -58,6 +62,9 @@ func (c *common) validate() error {
 				return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
 			}
 		}
+	}
+	if n := countSet(c.clusterCert, c.clusterKey, c.clusterCA); n != 0 && n != 3 {
+		return fmt.Errorf("%w: --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together", errUsage)
 	}
 	if (c.grpcCert == "") != (c.grpcKey == "") {
 		return fmt.Errorf("%w: --grpc-tls-cert and --grpc-tls-key go together", errUsage)
@@ -147,4 +154,15 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// countSet counts the non-empty values.
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }

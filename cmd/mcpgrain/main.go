@@ -4,6 +4,7 @@
 //	mcpgrain dev      one node, embedded store and membership, for trying it out
 //	mcpgrain node     a cluster member (Consul membership, Postgres store)
 //	mcpgrain approve  see and decide executions paused for approval
+//	mcpgrain bench    load-test an MCP endpoint (or an in-process node)
 //	mcpgrain version  print the version
 //
 // Every flag can also be set with an MCPGRAIN_<FLAG> environment variable
@@ -32,6 +33,8 @@ Usage:
   mcpgrain dev [flags]      run one node with an embedded store (try it out)
   mcpgrain node [flags]     run a cluster member (Consul + Postgres)
   mcpgrain approve <cmd>    list, show, accept or decline paused executions
+  mcpgrain try [flags]      run code that needs approval against an endpoint, as an MCP client
+  mcpgrain bench [flags]    load-test an MCP endpoint; --baseline compares with plain go-sdk
   mcpgrain version          print the version
 
 Run "mcpgrain <command> -h" for the flags of a command.
@@ -52,6 +55,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runNode(ctx, args[1:], stdout, stderr)
 	case "approve":
 		err = runApprove(ctx, args[1:], stdout, stderr)
+	case "try":
+		err = runTry(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = runBench(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "mcpgrain", version())
 		return 0

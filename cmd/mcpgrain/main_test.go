@@ -36,6 +36,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"node needs tokens", []string{"node", "--store", "sqlite:x.db"}, nil, 2, "no bearer tokens"},
 		{"node needs a state key", []string{"node", "--store", "sqlite:x.db", "--no-auth"}, nil, 2, "--state-key is required"},
 		{"bad state key", []string{"dev", "--state-key", "abcd"}, nil, 2, "--state-key must be hex"},
+		{"bad session placement", []string{"dev", "--session-placement", "sticky"}, nil, 2, "--session-placement must be local or hash"},
 		{"unknown tool pack", []string{"dev", "--tools", "demo,nope"}, nil, 2, `unknown tool pack "nope"`},
 		{"short token", []string{"dev", "--token", "short"}, nil, 2, "--token"},
 		{"bad keys env", []string{"dev"}, map[string]string{"MCPGRAIN_KEYS": "garbage"}, 2, "MCPGRAIN_KEYS"},
@@ -44,6 +45,9 @@ func TestCommandLineErrors(t *testing.T) {
 		{"ttl too short", []string{"node", "--store", "sqlite:x.db", "--consul-ttl", "10ms"}, nil, 2, "--consul-ttl"},
 		{"bad env value", []string{"dev"}, map[string]string{"MCPGRAIN_PROBE_IDLE": "soon"}, 2, `MCPGRAIN_PROBE_IDLE="soon"`},
 		{"bad env address", []string{"dev"}, map[string]string{"MCPGRAIN_HTTP": "nowhere"}, 2, `--http "nowhere"`},
+		{"cluster tls needs all three", []string{"dev", "--cluster-tls-cert", "node.pem"}, nil, 2, "--cluster-tls-ca go together"},
+		{"try: bad url", []string{"try", "--url", "ftp://x/mcp"}, nil, 2, `--url "ftp://x/mcp"`},
+		{"try: nobody listening", []string{"try", "--url", "http://127.0.0.1:1/mcp"}, nil, 1, "is `mcpgrain dev` running?"},
 		{"version", []string{"version"}, nil, 0, "mcpgrain "},
 		{"help", []string{"dev", "-h"}, nil, 0, "MCPGRAIN_<FLAG>"},
 	}

@@ -26,9 +26,11 @@ import (
 type mcpFlags struct {
 	tools, keysFile, token, origins string
 	stateKey                        string
+	placement                       string
 	noAuth                          bool
 	rate                            float64
 	burst, softCap                  int
+	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
 	code                            codeFlags
@@ -126,6 +128,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.BoolVar(&m.noAuth, "no-auth", false, "accept requests without a token as user anonymous (only on a loopback --http)")
 	fs.Float64Var(&m.rate, "rate-limit", 50, "MCP requests per second per principal (0: unlimited)")
 	fs.IntVar(&m.burst, "rate-burst", 100, "burst size of the per-principal rate limit")
+	fs.DurationVar(&m.bodyTimeout, "body-timeout", 30*time.Second, "longest a client may take to send a request body (slow clients get 408)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call /mcp (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
@@ -134,6 +137,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
 	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 32, "resident session runtimes per node before the least recently active idle one is evicted")
+	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
 	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens; every node of a cluster needs the same")
 }
 
@@ -150,6 +154,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	}
 	if m.softCap < 1 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --resident-soft-cap must be at least 1", errUsage)
+	}
+	if m.bodyTimeout <= 0 {
+		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
 	}
 	if m.rate < 0 || m.burst < 1 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
@@ -185,6 +192,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
 		}
 	}
+	if m.placement != "local" && m.placement != "hash" {
+		return app.MCPConfig{}, fmt.Errorf("%w: --session-placement must be local or hash", errUsage)
+	}
 	var stateKey []byte
 	if m.stateKey != "" {
 		k, err := hex.DecodeString(m.stateKey)
@@ -200,8 +210,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	return app.MCPConfig{
 		Code:     code,
 		StateKey: stateKey,
-		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst,
+		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap,
+		LocalSessionIDs: m.placement == "local",
 	}, nil
 }
 

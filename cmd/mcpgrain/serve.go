@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +75,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "  demo API:      http://%s/demo/todos  (code calls it as tools.demo.*; writes need approval)\n", info.HTTPAddr)
 		}
 		fmt.Fprintf(stdout, "  approvals:     http://%s/approve/<execution id>  ·  mcpgrain approve list\n", info.HTTPAddr)
+		if slices.Contains(mc.Packs, "code") {
+			try := "mcpgrain try"
+			if endpoint != "http://127.0.0.1:8080/mcp" {
+				try += " --url " + endpoint
+			}
+			if !m.noAuth && m.token != "" {
+				try += " --token " + m.token
+			}
+			fmt.Fprintf(stdout, "  try it:        %s   (runs code that needs approval, prints where to approve it)\n", try)
+		}
 		if info.GRPCAddr != "" {
 			fmt.Fprintf(stdout, "  grpc:          %s\n", info.GRPCAddr)
 		}
@@ -140,18 +151,21 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func (c *common) appConfig(stderr io.Writer) app.Config {
 	return app.Config{
-		NodeID:       c.nodeID,
-		Bind:         c.bind,
-		Advertise:    c.advertise,
-		HTTP:         c.http,
-		GRPC:         c.grpc,
-		GRPCTLSCert:  c.grpcCert,
-		GRPCTLSKey:   c.grpcKey,
-		EnableProbe:  c.enableProbe,
-		GatewayOnly:  c.gatewayOnly,
-		EnablePprof:  c.pprof,
-		ProbeIdle:    c.probeIdle,
-		ReminderPoll: c.reminderPoll,
-		Logger:       c.logger(stderr),
+		NodeID:         c.nodeID,
+		Bind:           c.bind,
+		Advertise:      c.advertise,
+		HTTP:           c.http,
+		GRPC:           c.grpc,
+		GRPCTLSCert:    c.grpcCert,
+		GRPCTLSKey:     c.grpcKey,
+		ClusterTLSCert: c.clusterCert,
+		ClusterTLSKey:  c.clusterKey,
+		ClusterTLSCA:   c.clusterCA,
+		EnableProbe:    c.enableProbe,
+		GatewayOnly:    c.gatewayOnly,
+		EnablePprof:    c.pprof,
+		ProbeIdle:      c.probeIdle,
+		ReminderPoll:   c.reminderPoll,
+		Logger:         c.logger(stderr),
 	}
 }

@@ -6,11 +6,14 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -69,6 +72,10 @@ type Config struct {
 	// GRPCTLSCert and GRPCTLSKey, when set, serve gRPC over TLS with this
 	// PEM certificate and key.
 	GRPCTLSCert, GRPCTLSKey string
+	// ClusterTLSCert, ClusterTLSKey and ClusterTLSCA, when set (all three),
+	// protect node-to-node traffic with mutual TLS: this node's PEM
+	// certificate and key, and the CA every member's certificate chains to.
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 	// Store is the store DSN (sqlite:PATH or postgres://…).
 	Store string
 	// GatewayOnly serves HTTP but hosts no grains: every request is routed
@@ -105,6 +112,8 @@ type MCPConfig struct {
 	// bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
+	// BodyTimeout bounds reading one request body (zero: 30s).
+	BodyTimeout time.Duration
 	// TrustedOrigins may call /mcp from browsers.
 	TrustedOrigins []string
 	// Policy is the idle policy (zero: seed defaults).
@@ -119,6 +128,9 @@ type MCPConfig struct {
 	StateKey []byte
 	// Code configures code mode (the "code" pack).
 	Code CodeConfig
+	// LocalSessionIDs mints new sessions' ids among the ids the receiving
+	// node owns (see gateway.MCPOptions.LocalSessionIDs).
+	LocalSessionIDs bool
 }
 
 // Info describes a running process, reported once it is ready.
@@ -192,6 +204,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		grpcOpts = append(grpcOpts, grpc.Creds(creds))
 	}
 
+	clusterTLS, err := loadClusterTLS(cfg.ClusterTLSCert, cfg.ClusterTLSKey, cfg.ClusterTLSCA)
+	if err != nil {
+		return err
+	}
+
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	st, err := store.Open(openCtx, cfg.Store)
 	cancel()
@@ -227,6 +244,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if cfg.MCP.Code.DemoAPI {
 		demoAPI = demo.NewAPI()
 	}
+	forwards := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpgrain_resume_forwards_total",
+		Help: "Resumes forwarded from the session that received them to the session that owns the execution (seed #1300), by outcome: ok, forbidden, already_decided, already_settled, expired, not_found, error (no answer).",
+	}, []string{"outcome"})
+	nodeReg.MustRegister(forwards)
 	var codeMode *mcpruntime.CodeMode
 	if slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
 		reg, closeSources, err := codeSources(ctx, cfg.MCP.Code, demoAPI, httpLn.Addr())
@@ -237,16 +259,19 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		cc := cfg.MCP.Code
 		codeMode = &mcpruntime.CodeMode{
 			Tools: reg, Policy: cc.Policy, Limits: cc.Limits, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
-			Lookup: st.GetExecution, Directory: st, Logger: log.With("component", "code"),
+			Lookup: st.GetExecution, Directory: st, Logger: log.With("component", "code"), Durable: true,
 			Forward: func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
 				r, err := node.Request(ctx, session.KindName, sessionID, m, cluster.Idempotent())
 				if err != nil {
+					forwards.WithLabelValues("error").Inc()
 					return nil, err
 				}
 				reply, ok := r.(*pb.ExecutionReply)
 				if !ok {
+					forwards.WithLabelValues("error").Inc()
 					return nil, fmt.Errorf("forward resume: unexpected reply %T", r)
 				}
+				forwards.WithLabelValues(forwardOutcome(reply.GetStatus())).Inc()
 				return reply, nil
 			},
 		}
@@ -284,6 +309,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer:  newServer,
 		CodeMode:   codeMode,
+		Store:      st,
 		Key:        cfg.MCP.StateKey,
 		Logger:     log.With("component", "continuation"),
 		Registerer: nodeReg,
@@ -310,6 +336,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		Meta:          map[string]string{"http": httpLn.Addr().String()},
 		JoinTimeout:   cfg.JoinTimeout,
 		Reminders:     cluster.ReminderOptions{PollInterval: cfg.ReminderPoll},
+		TLS:           clusterTLS,
 	})
 	if err != nil {
 		return err
@@ -334,14 +361,17 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	handler, err := gateway.NewHandler(gateway.Options{
 		Node:        node,
 		Gatherer:    reg,
+		Registerer:  nodeReg,
 		Logger:      log,
 		EnableProbe: cfg.EnableProbe,
 		EnablePprof: cfg.EnablePprof,
 		MCP: &gateway.MCPOptions{
-			Auth:           authn,
-			Limiter:        limiter,
-			TrustedOrigins: cfg.MCP.TrustedOrigins,
-			StateKey:       cfg.MCP.StateKey,
+			Auth:            authn,
+			Limiter:         limiter,
+			TrustedOrigins:  cfg.MCP.TrustedOrigins,
+			StateKey:        cfg.MCP.StateKey,
+			BodyTimeout:     cfg.MCP.BodyTimeout,
+			LocalSessionIDs: cfg.MCP.LocalSessionIDs,
 		},
 		Mount: func(mux *http.ServeMux) error {
 			if demoAPI != nil {
@@ -401,7 +431,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		ready(info)
 	}
 
-	go pruneExecutions(ctx, st, log)
+	go pruneStore(ctx, st, log)
 
 	var runErr error
 	select {
@@ -428,17 +458,26 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	return runErr
 }
 
-// Settled and expired rows of the execution directory are kept this long
-// after their deadline (late cross-session resumes still find the owner),
-// then pruned.
+// What the store keeps, and for how long:
+//   - settled and expired rows of the execution directory, executionRetention
+//     after their deadline (late cross-session resumes still find the owner),
+//     with their runs and journals; runs settled executionRetention ago; and
+//     sessionless (continuation) pauses executionRetention after they
+//     started, long after their requestState expired (StateTTL, 15 min);
+//   - SSE events, eventRetention after they were stored: a client resumes a
+//     dropped stream within seconds, and a later resume finds the stream
+//     gone and gets its request answered with the restart error (see
+//     gateway/resume.go). Without this the log grows with every request of
+//     a long-lived session.
 const (
 	executionRetention = time.Hour
+	eventRetention     = time.Hour
 	pruneEvery         = 10 * time.Minute
 )
 
-// pruneExecutions drops old directory rows until ctx ends. Every node does
-// it; the deletes are idempotent.
-func pruneExecutions(ctx context.Context, st store.Store, log *slog.Logger) {
+// pruneStore drops old directory rows, runs and SSE events until ctx ends.
+// Every node does it; the deletes are idempotent.
+func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
 	for {
@@ -449,11 +488,58 @@ func pruneExecutions(ctx context.Context, st store.Store, log *slog.Logger) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		n, err := st.PruneExecutions(pctx, time.Now().Add(-executionRetention))
-		cancel()
 		if err != nil {
 			log.Warn("prune execution directory", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned execution directory", "rows", n)
 		}
+		n, err = st.PruneEvents(pctx, time.Now().Add(-eventRetention))
+		cancel()
+		if err != nil {
+			log.Warn("prune sse event log", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned sse event log", "events", n)
+		}
 	}
+}
+
+// forwardOutcome is the resume_forwards_total label of a forward's reply.
+func forwardOutcome(st pb.ExecutionReply_Status) string {
+	switch st {
+	case pb.ExecutionReply_STATUS_OK:
+		return "ok"
+	case pb.ExecutionReply_STATUS_FORBIDDEN:
+		return "forbidden"
+	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
+		return "already_settled"
+	case pb.ExecutionReply_STATUS_NOT_FOUND:
+		return "not_found"
+	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
+		return "already_decided"
+	}
+	return "expired"
+}
+
+// loadClusterTLS reads the mutual TLS files of cluster traffic; none set
+// is plaintext.
+func loadClusterTLS(certFile, keyFile, caFile string) (*cluster.RemoteTLS, error) {
+	if certFile == "" && keyFile == "" && caFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, errors.New("cluster TLS needs --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster TLS (check --cluster-tls-cert and --cluster-tls-key): %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster TLS (check --cluster-tls-ca): %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("cluster TLS: --cluster-tls-ca %s holds no PEM certificate", caFile)
+	}
+	return cluster.MutualTLS(cert, roots), nil
 }

@@ -14,6 +14,7 @@ package testcluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,6 +56,18 @@ type Options struct {
 	// GatewayNodes adds this many nodes, after the others, that host no
 	// grains (--gateway-only): every request through them is remote.
 	GatewayNodes int
+	// Hosts, when set, gives node i the IP Hosts[i]: it listens there
+	// (HTTP on port 8080, cluster traffic on 7070) instead of on loopback.
+	Hosts []string
+	// Wrap, when set, is the command prefix node i is started with (e.g.
+	// "ip netns exec NS" to run it in its own network namespace).
+	Wrap func(i int) []string
+	// Rewrite, when set, turns the Consul address and store DSN into ones
+	// the nodes can reach (e.g. proxies on a bridge address).
+	Rewrite func(consulAddr, dsn string) (string, string)
+	// GRPC gives every node a gRPC listener (the ApprovalService) at
+	// Node.GRPC; otherwise gRPC is disabled.
+	GRPC bool
 }
 
 // Cluster is a running test cluster.
@@ -77,12 +90,14 @@ type Node struct {
 	ID string
 	// HTTP and Bind are the node's gateway and cluster addresses.
 	HTTP, Bind string
-	logPath    string
-	gateway    bool
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	starts     int
+	// GRPC is the node's gRPC address (empty unless Options.GRPC).
+	GRPC    string
+	logPath string
+	gateway bool
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	starts  int
 }
 
 var (
@@ -143,14 +158,23 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.Consul = testenv.StartConsul(t)
 	total := opts.Nodes + opts.GatewayNodes
-	ports := testenv.FreePorts(t, 2*total)
+	ports := testenv.FreePorts(t, 3*total)
 	for i := range total {
+		httpAddr, bind := fmt.Sprintf("127.0.0.1:%d", ports[2*i]), fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		if i < len(opts.Hosts) {
+			httpAddr, bind = opts.Hosts[i]+":8080", opts.Hosts[i]+":7070"
+		}
+		grpcAddr := ""
+		if opts.GRPC {
+			grpcAddr = fmt.Sprintf("127.0.0.1:%d", ports[2*total+i])
+		}
 		n := &Node{
+			GRPC:    grpcAddr,
 			c:       c,
 			Index:   i,
 			ID:      fmt.Sprintf("n%d", i+1),
-			HTTP:    fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
-			Bind:    fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
+			HTTP:    httpAddr,
+			Bind:    bind,
 			logPath: filepath.Join(c.dir, fmt.Sprintf("n%d.log", i+1)),
 			gateway: i >= opts.Nodes,
 		}
@@ -217,19 +241,27 @@ func tail(s string, n int) string {
 
 func (n *Node) args() []string {
 	c := n.c
+	consulAddr, dsn := c.Consul.Addr(), c.DSN
+	if c.opts.Rewrite != nil {
+		consulAddr, dsn = c.opts.Rewrite(consulAddr, dsn)
+	}
 	args := []string{"node",
 		"--node-id", n.ID,
 		"--http", n.HTTP,
 		"--bind", n.Bind,
-		"--grpc", "",
-		"--consul", c.Consul.Addr(),
+		"--grpc", n.GRPC,
+		"--consul", consulAddr,
 		"--consul-ttl", c.opts.ConsulTTL.String(),
-		"--store", c.DSN,
+		"--store", dsn,
 		"--enable-probe",
 		"--token", Token,
 		"--state-key", StateKey,
 		"--probe-idle", c.opts.ProbeIdle.String(),
 		"--log-level", "debug",
+		// Tests choose which node owns a session (by retrying the connect
+		// until the hash places it there); pass "--session-placement",
+		// "local" in ExtraArgs for the production default.
+		"--session-placement", "hash",
 	}
 	if n.gateway {
 		args = append(args, "--gateway-only")
@@ -246,7 +278,11 @@ func (n *Node) start() {
 	}
 	n.starts++
 	fmt.Fprintf(logf, "==== start #%d: %s %s\n", n.starts, n.c.bin, strings.Join(n.args(), " "))
-	cmd := exec.Command(n.c.bin, n.args()...)
+	argv := append([]string{n.c.bin}, n.args()...)
+	if n.c.opts.Wrap != nil {
+		argv = append(n.c.opts.Wrap(n.Index), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -297,8 +333,37 @@ func (c *Cluster) Kill(i int) { c.nodes[i].terminate(syscall.SIGKILL) }
 // Stop stops node i gracefully (SIGTERM) and waits for it to exit.
 func (c *Cluster) Stop(i int) { c.nodes[i].terminate(syscall.SIGTERM) }
 
-// Freeze suspends node i (SIGSTOP), like a long GC pause or a VM stall.
-func (c *Cluster) Freeze(i int) { c.nodes[i].signal(syscall.SIGSTOP) }
+// Start starts a stopped or killed node i again with the same id and
+// addresses, without waiting for it (see [Node.WaitReady]).
+func (c *Cluster) Start(i int) { c.nodes[i].start() }
+
+// Freeze suspends node i (SIGSTOP), like a long GC pause or a VM stall,
+// and returns once the process is stopped (state T in /proc, where there
+// is one): a stop is asynchronous, and a request sent right after the
+// signal must not be served by the node on its way down.
+func (c *Cluster) Freeze(i int) {
+	n := c.nodes[i]
+	n.signal(syscall.SIGSTOP)
+	n.mu.Lock()
+	var pid int
+	if n.cmd != nil && n.cmd.Process != nil {
+		pid = n.cmd.Process.Pid
+	}
+	n.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for pid != 0 && time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // no /proc: trust the signal
+		}
+		// "pid (comm) S ...": the state follows the last ')'.
+		if j := bytes.LastIndexByte(b, ')'); j > 0 && j+2 < len(b) && (b[j+2] == 'T' || b[j+2] == 't') {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.t.Fatalf("node %s did not stop within 10s of SIGSTOP", n.ID)
+}
 
 // Thaw resumes a frozen node (SIGCONT).
 func (c *Cluster) Thaw(i int) { c.nodes[i].signal(syscall.SIGCONT) }
@@ -460,6 +525,27 @@ func (n *Node) LogContains(s string) bool {
 		}
 	}
 	return false
+}
+
+// LogLines returns the last max lines of the node's log that contain s.
+func (n *Node) LogLines(s string, max int) []string {
+	f, err := os.Open(n.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			out = append(out, sc.Text())
+			if len(out) > max {
+				out = out[1:]
+			}
+		}
+	}
+	return out
 }
 
 // ProbeResult is a /debug/probe reply.

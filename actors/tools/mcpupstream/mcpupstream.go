@@ -10,8 +10,8 @@
 // flood the upstream).
 //
 // Approval defaults: an upstream tool with destructiveHint true requires
-// approval, with text "Call upstream tool <name>"; readOnlyHint true makes
-// it Idempotent. Upstream annotations are hints from the upstream server:
+// approval, with text "Call upstream tool <name>"; readOnlyHint or
+// idempotentHint true makes it Idempotent. Upstream annotations are hints from the upstream server:
 // policies, not this package, decide whether to trust them.
 //
 // Results: Call returns structuredContent when the upstream sends it, else
@@ -317,7 +317,7 @@ func toTool(source string, t *mcp.Tool) tools.Tool {
 	}
 	if a := t.Annotations; a != nil {
 		out.RequiresApproval = a.DestructiveHint != nil && *a.DestructiveHint
-		out.Idempotent = a.ReadOnlyHint
+		out.Idempotent = a.ReadOnlyHint || a.IdempotentHint
 	}
 	return out
 }

@@ -49,6 +49,11 @@ const (
 	GrainError_CODE_UNKNOWN_KIND GrainError_Code = 7
 	// The node is overloaded, e.g. too many requests buffered for one identity (retryable).
 	GrainError_CODE_OVERLOADED GrainError_Code = 8
+	// The store became unreachable while the grain handled the request
+	// (e.g. the database restarting): writes it made may or may not have
+	// been applied. Callers retry idempotent requests; others get an
+	// unknown outcome.
+	GrainError_CODE_STORE_UNAVAILABLE GrainError_Code = 9
 )
 
 // Enum value maps for GrainError_Code.
@@ -63,17 +68,19 @@ var (
 		6: "CODE_INTERNAL",
 		7: "CODE_UNKNOWN_KIND",
 		8: "CODE_OVERLOADED",
+		9: "CODE_STORE_UNAVAILABLE",
 	}
 	GrainError_Code_value = map[string]int32{
-		"CODE_UNSPECIFIED":    0,
-		"CODE_NOT_OWNER":      1,
-		"CODE_DEACTIVATING":   2,
-		"CODE_OWNERSHIP_LOST": 3,
-		"CODE_UNAVAILABLE":    4,
-		"CODE_REJECTED":       5,
-		"CODE_INTERNAL":       6,
-		"CODE_UNKNOWN_KIND":   7,
-		"CODE_OVERLOADED":     8,
+		"CODE_UNSPECIFIED":       0,
+		"CODE_NOT_OWNER":         1,
+		"CODE_DEACTIVATING":      2,
+		"CODE_OWNERSHIP_LOST":    3,
+		"CODE_UNAVAILABLE":       4,
+		"CODE_REJECTED":          5,
+		"CODE_INTERNAL":          6,
+		"CODE_UNKNOWN_KIND":      7,
+		"CODE_OVERLOADED":        8,
+		"CODE_STORE_UNAVAILABLE": 9,
 	}
 )
 
@@ -303,12 +310,12 @@ const file_mcpgrain_v1_grain_proto_rawDesc = "" +
 	"\apayload\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\apayload\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\"?\n" +
 	"\rGrainResponse\x12.\n" +
-	"\apayload\x18\x01 \x01(\v2\x14.google.protobuf.AnyR\apayload\"\xb7\x02\n" +
+	"\apayload\x18\x01 \x01(\v2\x14.google.protobuf.AnyR\apayload\"\xd3\x02\n" +
 	"\n" +
 	"GrainError\x120\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1c.mcpgrain.v1.GrainError.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
-	"\x04node\x18\x03 \x01(\tR\x04node\"\xc8\x01\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\"\xe4\x01\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_OWNER\x10\x01\x12\x15\n" +
@@ -318,7 +325,8 @@ const file_mcpgrain_v1_grain_proto_rawDesc = "" +
 	"\rCODE_REJECTED\x10\x05\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\x06\x12\x15\n" +
 	"\x11CODE_UNKNOWN_KIND\x10\a\x12\x13\n" +
-	"\x0fCODE_OVERLOADED\x10\bB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	"\x0fCODE_OVERLOADED\x10\b\x12\x1a\n" +
+	"\x16CODE_STORE_UNAVAILABLE\x10\tB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_grain_proto_rawDescOnce sync.Once

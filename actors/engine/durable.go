@@ -1,0 +1,517 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+// Journal is where durable executions are written (the session's store,
+// fenced by its grain's epoch). With a Journal every execution is a
+// durable run: its code, limits, Math.random seed and start time, and
+// every tool call it makes, in order, before the call's result reaches
+// the code (and an "in flight" mark before the call leaves). Until the
+// run's first pause the journal is kept in memory and written, in order,
+// before the pause is published. A fresh activation restores a paused run
+// by replaying its journal ([Engine.Restore]).
+type Journal interface {
+	// PutRun creates or replaces a run.
+	PutRun(ctx context.Context, r store.Run) error
+	// PutEntry creates or replaces the journal entry at e.Seq of run runID.
+	PutEntry(ctx context.Context, runID string, e store.JournalEntry) error
+	// RunOf returns the run that paused with execution id pauseID and its
+	// journal, settled or not: a late resume replays a settled run's
+	// outcome; an unsettled one can be restored ([Engine.RestorePaused]).
+	RunOf(ctx context.Context, pauseID string) (store.Run, []store.JournalEntry, bool)
+}
+
+// journalTimeout bounds one journal write, store outages included (writes
+// ride them out: a database restart under load takes several seconds).
+const journalTimeout = 10 * time.Second
+
+// runSpec is store.Run.Spec: everything but the code that replay needs.
+type runSpec struct {
+	User          string `json:"user"`
+	Org           string `json:"org"`
+	Role          string `json:"role,omitempty"`
+	Seed          int64  `json:"seed"`
+	StartMs       int64  `json:"startMs"`
+	WallTimeMs    int64  `json:"wallTimeMs,omitempty"`
+	MaxToolCalls  int    `json:"maxToolCalls,omitempty"`
+	MaxOutput     int    `json:"maxOutput,omitempty"`
+	MaxHeapGrowth uint64 `json:"maxHeapGrowth,omitempty"`
+}
+
+// outcomeRecord is store.Run.Outcome.
+type outcomeRecord struct {
+	Status    Status   `json:"status"`
+	Value     any      `json:"value,omitempty"`
+	Emitted   []any    `json:"emitted,omitempty"`
+	Logs      []string `json:"logs,omitempty"`
+	ToolCalls int      `json:"toolCalls,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	ErrorKind string   `json:"errorKind,omitempty"`
+}
+
+// durable is the journal state of one run.
+type durable struct {
+	j    Journal
+	run  store.Run
+	spec runSpec
+	// replay is the journal the run is restored from (nil for a fresh run);
+	// the code's calls are answered from it, in order.
+	replay []Call
+	next   atomic.Int64 // the next call's position (calls never overlap)
+	// pauseAt is the pause id of the call at a position that paused: its
+	// later entries keep it, so the pause id still finds the run.
+	pauseAt map[int]string
+	clock   atomic.Int64 // Unix ms behind Date.now(): start, then each outcome's time
+	cancel  context.CancelCauseFunc
+
+	// deferred: nothing is written until the run's first pause. Until
+	// then a lost node loses the execution together with its caller's
+	// request, so there is nothing to restore; the journal kept in pending
+	// is flushed (in order, then the run) before the pause is published.
+	// A run that never pauses costs no store write.
+	deferred bool
+	pending  []store.JournalEntry
+
+	mu    sync.Mutex
+	fatal error // why the run must stop (divergence, a journal write failed)
+}
+
+func newSeed() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	if s := int64(binary.LittleEndian.Uint64(b[:]) >> 1); s != 0 {
+		return s
+	}
+	return 1
+}
+
+// limits are the sandbox limits of the run: the stored ones, with the seed
+// and the recorded clock.
+func (d *durable) limits() sandbox.Limits {
+	return sandbox.Limits{
+		WallTime: time.Duration(d.spec.WallTimeMs) * time.Millisecond, MaxToolCalls: d.spec.MaxToolCalls,
+		MaxOutput: d.spec.MaxOutput, MaxHeapGrowth: d.spec.MaxHeapGrowth,
+		Seed: d.spec.Seed, Now: func() time.Time { return time.UnixMilli(d.clock.Load()) },
+	}
+}
+
+func (d *durable) stopWith(err error) error {
+	d.mu.Lock()
+	if d.fatal == nil {
+		d.fatal = err
+	}
+	d.mu.Unlock()
+	d.cancel(err)
+	return err
+}
+
+func (d *durable) failure() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fatal
+}
+
+func (d *durable) tick(atMs int64) {
+	if atMs > d.clock.Load() {
+		d.clock.Store(atMs)
+	}
+}
+
+func writeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), journalTimeout)
+}
+
+func (d *durable) putRun() error {
+	if d.deferred {
+		return nil
+	}
+	ctx, cancel := writeCtx()
+	defer cancel()
+	return d.j.PutRun(ctx, d.run)
+}
+
+// flush writes what a deferred run kept in memory: the journal in call
+// order, then the run (which makes it restorable once it names a pause).
+// From then on every write goes through.
+func (d *durable) flush() error {
+	if !d.deferred {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout+time.Duration(len(d.pending))*100*time.Millisecond)
+	defer cancel()
+	for _, e := range d.pending {
+		if err := d.j.PutEntry(ctx, d.run.ID, e); err != nil {
+			return err
+		}
+	}
+	if err := d.j.PutRun(ctx, d.run); err != nil {
+		return err
+	}
+	d.deferred, d.pending = false, nil
+	return nil
+}
+
+func (d *durable) putEntry(seq int, state string, c Call) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("engine: encode journal entry: %w", err)
+	}
+	pauseID := d.pauseAt[seq]
+	if c.Pause != nil {
+		pauseID = c.Pause.ID
+		if d.pauseAt == nil {
+			d.pauseAt = map[int]string{}
+		}
+		d.pauseAt[seq] = pauseID
+	}
+	e := store.JournalEntry{Seq: seq, State: state, PauseID: pauseID, Data: string(b)}
+	if d.deferred {
+		if n := len(d.pending); n > 0 && d.pending[n-1].Seq == seq {
+			d.pending[n-1] = e
+		} else {
+			d.pending = append(d.pending, e)
+		}
+		return nil
+	}
+	ctx, cancel := writeCtx()
+	defer cancel()
+	return d.j.PutEntry(ctx, d.run.ID, e)
+}
+
+// newRun starts the journal of a fresh execution.
+func (e *Engine) newRun(code string, who Principal) (*durable, error) {
+	now := e.cfg.Clock.Now()
+	lim := e.cfg.Limits
+	spec := runSpec{User: who.User, Org: who.Org, Role: who.Role, Seed: newSeed(), StartMs: now.UnixMilli(),
+		WallTimeMs: lim.WallTime.Milliseconds(), MaxToolCalls: lim.MaxToolCalls, MaxOutput: lim.MaxOutput, MaxHeapGrowth: lim.MaxHeapGrowth}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("engine: encode run spec: %w", err)
+	}
+	d := &durable{j: e.cfg.Journal, spec: spec, deferred: true,
+		run: store.Run{ID: "run_" + NewExecutionID()[len("exec_"):], Session: e.cfg.Session, Code: code, Spec: string(b), Created: now}}
+	d.clock.Store(spec.StartMs)
+	return d, nil
+}
+
+// Restore brings back a paused durable run on a fresh activation: it
+// re-runs the code from the start in a sandbox whose tool calls are
+// answered from the journal, in order, without sending anything, until the
+// call that awaits approval, where the execution pauses again under the
+// same execution id (reported to the hooks like a new pause). It returns
+// that pause, or the outcome if the run ended during replay (a divergence,
+// or an interrupted call the code got past), which is then recorded as the
+// outcome of the run's last pause.
+func (e *Engine) Restore(run store.Run, entries []store.JournalEntry) Outcome {
+	var spec runSpec
+	if err := json.Unmarshal([]byte(run.Spec), &spec); err != nil {
+		return e.restoreFailed(run, Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: decode run %s: %w", run.ID, err)})
+	}
+	calls := make([]Call, len(entries))
+	// The pauses the journal links to its entries: an entry rewritten on
+	// replay (an interrupted or retried call) must keep its pause id, or
+	// the run is no longer found by its execution id (RunByPause).
+	pauseAt := map[int]string{}
+	for i, en := range entries {
+		if en.PauseID != "" {
+			pauseAt[en.Seq] = en.PauseID
+		}
+		if en.Seq != i {
+			return e.restoreFailed(run, Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: run %s: journal entry %d at position %d", run.ID, en.Seq, i)})
+		}
+		if err := json.Unmarshal([]byte(en.Data), &calls[i]); err != nil {
+			return e.restoreFailed(run, Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: run %s: decode journal entry %d: %w", run.ID, i, err)})
+		}
+		calls[i].State = en.State
+	}
+	d := &durable{j: e.cfg.Journal, run: run, spec: spec, replay: calls, pauseAt: pauseAt}
+	d.clock.Store(spec.StartMs)
+	out := e.start(context.Background(), run.Code, Principal{User: spec.User, Org: spec.Org, Role: spec.Role}, d.limits(), d)
+	if out.Status != StatusPaused {
+		return e.restoreFailed(run, out)
+	}
+	return out
+}
+
+// restoreFailed settles a run that ended while it was being restored.
+func (e *Engine) restoreFailed(run store.Run, out Outcome) Outcome {
+	if out.Status == StatusInternal {
+		e.cfg.Logger.Error("engine: restoring a durable execution failed", "run", run.ID, "err", out.Internal)
+	}
+	if run.PauseID == "" {
+		return out
+	}
+	e.mu.Lock()
+	e.remember(run.PauseID, out)
+	e.mu.Unlock()
+	if e.cfg.Hooks != nil {
+		e.cfg.Hooks.Settled(run.PauseID)
+	}
+	return out
+}
+
+// settle records the final outcome of a durable run (unless the engine is
+// shutting down: then the run is not over, it continues elsewhere).
+func (e *Engine) settle(d *durable, out Outcome) {
+	if e.base.Err() != nil || d.deferred {
+		return // shutting down, or never paused: nothing stored to settle
+	}
+	rec := outcomeRecord{Status: out.Status, Value: out.Result.Value, Emitted: out.Result.Emitted, Logs: out.Result.Logs,
+		ToolCalls: out.Result.ToolCalls, Error: out.Error, ErrorKind: out.ErrorKind}
+	if out.Status == StatusInternal {
+		rec.Error = "internal error"
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		b, _ = json.Marshal(outcomeRecord{Status: StatusInternal, Error: "internal error"})
+	}
+	d.run.Outcome, d.run.Settled = string(b), e.cfg.Clock.Now()
+	if err := d.putRun(); err != nil {
+		e.cfg.Logger.Warn("engine: settle durable execution", "run", d.run.ID, "err", err)
+	}
+}
+
+// settledOutcome decodes a settled run's outcome.
+func settledOutcome(r store.Run) (Outcome, bool) {
+	var rec outcomeRecord
+	if r.Settled.IsZero() || json.Unmarshal([]byte(r.Outcome), &rec) != nil {
+		return Outcome{}, false
+	}
+	out := Outcome{Status: rec.Status, Error: rec.Error, ErrorKind: rec.ErrorKind,
+		Result: sandbox.Result{Value: rec.Value, Emitted: rec.Emitted, Logs: rec.Logs, ToolCalls: rec.ToolCalls}}
+	if rec.Status == StatusInternal {
+		out.Internal = errors.New("engine: the execution failed internally (replayed from the journal)")
+	}
+	return out, true
+}
+
+// finishRun turns the sandbox's result into the run's outcome: a stop
+// cause (divergence, journal failure) wins; a replay that ended before its
+// journal did diverged.
+func (d *durable) finishRun(out Outcome) Outcome {
+	err := d.failure()
+	if err == nil && d.replay != nil {
+		err = ReplayEnd(d.replay, int(d.next.Load()))
+	}
+	switch {
+	case err == nil:
+		return out
+	case errors.Is(err, ErrDiverged):
+		return Outcome{Status: StatusError, Result: out.Result, Error: err.Error(), ErrorKind: KindDiverged}
+	default:
+		return Outcome{Status: StatusInternal, Result: out.Result, Internal: err}
+	}
+}
+
+// durableCall is Call for a durable run: journal first, answer from the
+// journal when replaying.
+func (h *host) durableCall(ctx context.Context, path string, args any) (any, error) {
+	d := h.ex.dur
+	if err := d.failure(); err != nil {
+		return nil, err
+	}
+	seq := int(d.next.Add(1) - 1)
+	hash := CallHash(path, args)
+	step, err := ReplayStep(d.replay, seq, path, hash, false)
+	var (
+		t     tools.Tool
+		known bool
+	)
+	if step == StepLive || step == StepInterrupted {
+		// The tool is needed live, or to know whether it may be retried.
+		t, known = h.e.cfg.Tools.Lookup(ctx, path)
+		if step == StepInterrupted && known && t.Idempotent {
+			step = StepRetry
+		}
+	}
+	switch step {
+	case StepDiverged:
+		return nil, d.stopWith(err)
+	case StepAnswer:
+		c := d.replay[seq]
+		d.tick(c.AtMs)
+		return c.answer()
+	case StepInterrupted:
+		msg := fmt.Sprintf("%s: the call to tools.%s was in flight when its node stopped; it may or may not have taken effect, and it was not sent again",
+			KindInterrupted, path)
+		return h.done(seq, path, hash, nil, errors.New(msg))
+	case StepRetry:
+		argMap, _ := args.(map[string]any)
+		return h.send(ctx, seq, path, hash, argMap)
+	case StepPause:
+		p := d.replay[seq].Pause
+		if p == nil {
+			return nil, d.stopWith(fmt.Errorf("%w: call #%d awaits approval but its pause is missing", ErrDiverged, seq+1))
+		}
+		var pa any
+		if len(p.Args) > 0 {
+			_ = json.Unmarshal(p.Args, &pa)
+		}
+		if d.pauseAt == nil {
+			d.pauseAt = map[int]string{}
+		}
+		d.pauseAt[seq] = p.ID
+		pend := h.pending(Pause{ID: p.ID, Address: p.Address, Args: pa, ApprovalText: p.ApprovalText, Message: p.Message,
+			Policy: p.Policy, Deadline: time.UnixMilli(p.DeadlineMs), Principal: h.ex.principal})
+		return h.decided(ctx, seq, path, hash, args, pend)
+	}
+	// Live: nothing journaled here yet.
+	if path == "search" || path == "describe" {
+		res, err := h.local(ctx, path, args)
+		return h.done(seq, path, hash, res, err)
+	}
+	if !known {
+		return h.done(seq, path, hash, nil, fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path))
+	}
+	argMap, _ := args.(map[string]any)
+	if args != nil && argMap == nil {
+		return h.done(seq, path, hash, nil, fmt.Errorf("tools.%s takes one object argument", path))
+	}
+	dec := h.e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, t.RequiresApproval)
+	switch dec.Action {
+	case policy.Block:
+		return h.done(seq, path, hash, nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, dec.Pattern))
+	case policy.RequireApproval:
+		pend := h.pending(h.newPause(t, args, dec))
+		raw, _ := json.Marshal(args)
+		p := pend.Pause
+		rec := Call{Path: path, Hash: hash, Pause: &pauseRecord{ID: p.ID, Address: p.Address, Args: raw, ApprovalText: p.ApprovalText,
+			Message: p.Message, Policy: p.Policy, DeadlineMs: p.Deadline.UnixMilli()}}
+		if err := d.putEntry(seq, stateAwaiting, rec); err != nil {
+			return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
+		}
+		d.run.PauseID = p.ID
+		if d.deferred {
+			err = d.flush()
+		} else {
+			err = d.putRun()
+		}
+		if err != nil {
+			return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
+		}
+		return h.decided(ctx, seq, path, hash, args, pend)
+	}
+	return h.send(ctx, seq, path, hash, argMap)
+}
+
+// decided waits for the decision of a pause and acts on it: a decline is
+// the call's (journaled) outcome; an accept sends the call.
+func (h *host) decided(ctx context.Context, seq int, path, hash string, args any, p *pending) (any, error) {
+	resp, err := h.wait(ctx, p)
+	if err != nil {
+		return nil, err // the engine stops: nothing to journal, the run continues elsewhere
+	}
+	if resp.Action != Accept {
+		return h.done(seq, path, hash, nil, &DeclinedError{Address: p.Address, Action: resp.Action, Reason: resp.Reason})
+	}
+	argMap, _ := args.(map[string]any)
+	return h.send(ctx, seq, path, hash, argMap)
+}
+
+// send journals the call as in flight, makes it, and journals its outcome.
+func (h *host) send(ctx context.Context, seq int, path, hash string, args map[string]any) (any, error) {
+	d := h.ex.dur
+	if err := d.putEntry(seq, stateInFlight, Call{Path: path, Hash: hash}); err != nil {
+		return nil, d.stopWith(fmt.Errorf("engine: journal a call before sending it: %w", err))
+	}
+	res, err := h.e.cfg.Tools.Call(ctx, path, args)
+	if err != nil && h.e.base.Err() != nil {
+		// The runtime is being disposed (a graceful stop, a move) and its
+		// shutdown cut the call: whether it took effect is unknown, and the
+		// run goes on in the next activation. Journaling this failure as
+		// the call's outcome would make the replay throw it into the code;
+		// the entry stays in flight instead, as after a crash (retried if
+		// idempotent, else execution_interrupted).
+		return nil, d.stopWith(fmt.Errorf("%w: the call to tools.%s was cut by the shutdown", ErrClosed, path))
+	}
+	return h.done(seq, path, hash, res, err)
+}
+
+// done journals a call's outcome and returns it as the code will see it
+// (the same JSON a replay hands back).
+func (h *host) done(seq int, path, hash string, res any, callErr error) (any, error) {
+	d := h.ex.dur
+	c := Call{Path: path, Hash: hash, AtMs: h.e.cfg.Clock.Now().UnixMilli()}
+	if callErr != nil {
+		c.Failed, c.Error = true, callErr.Error()
+	} else if b, err := json.Marshal(res); err != nil {
+		c.Failed, c.Error = true, fmt.Sprintf("tools.%s returned a result that is not JSON-serializable: %v", path, err)
+	} else {
+		c.Result = b
+	}
+	if err := d.putEntry(seq, stateDone, c); err != nil {
+		return nil, d.stopWith(fmt.Errorf("engine: journal a call's outcome: %w", err))
+	}
+	d.tick(c.AtMs)
+	return c.answer()
+}
+
+// answer is a journaled outcome as the code sees it.
+func (c Call) answer() (any, error) {
+	if c.Failed {
+		return nil, errors.New(c.Error)
+	}
+	if len(c.Result) == 0 {
+		return nil, nil
+	}
+	return c.Result, nil
+}
+
+// RunStore is the part of store.Store a [StoreJournal] uses.
+type RunStore interface {
+	PutRun(ctx context.Context, grain string, epoch uint64, r store.Run) error
+	PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e store.JournalEntry) error
+	GetRun(ctx context.Context, runID string) (store.Run, []store.JournalEntry, error)
+	RunByPause(ctx context.Context, pauseID string) (string, error)
+}
+
+// StoreJournal is the [Journal] of one grain activation: every write is
+// fenced by the activation's epoch, so a stale activation (its grain moved
+// on) can never add to a run's journal.
+type StoreJournal struct {
+	// Store keeps the runs.
+	Store RunStore
+	// Grain is the owning grain's store key ("session/<id>").
+	Grain string
+	// Epoch is the activation's ownership epoch.
+	Epoch uint64
+}
+
+// PutRun implements [Journal]. A store outage (e.g. a database restart)
+// is ridden out until ctx ends: the write is an idempotent upsert.
+func (j StoreJournal) PutRun(ctx context.Context, r store.Run) error {
+	return store.ThroughOutage(ctx, func() error { return j.Store.PutRun(ctx, j.Grain, j.Epoch, r) })
+}
+
+// PutEntry implements [Journal]; outages are ridden out as for PutRun.
+func (j StoreJournal) PutEntry(ctx context.Context, runID string, e store.JournalEntry) error {
+	return store.ThroughOutage(ctx, func() error { return j.Store.PutJournalEntry(ctx, j.Grain, j.Epoch, runID, e) })
+}
+
+// RunOf implements [Journal].
+func (j StoreJournal) RunOf(ctx context.Context, pauseID string) (store.Run, []store.JournalEntry, bool) {
+	id, err := j.Store.RunByPause(ctx, pauseID)
+	if err != nil {
+		return store.Run{}, nil, false
+	}
+	r, entries, err := j.Store.GetRun(ctx, id)
+	if err != nil {
+		return store.Run{}, nil, false
+	}
+	return r, entries, true
+}

@@ -1,0 +1,111 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+func TestDurableRunsAndJournal(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_900_000_000_000)
+		own, err := s.Acquire(ctx, "session/s1", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, ep := own.Grain, own.Epoch
+		run := store.Run{ID: "run_1", Session: "s1", Code: "return 1", Spec: `{"seed":7}`, Created: now}
+		if err := s.PutRun(ctx, g, ep, run); err != nil {
+			t.Fatal(err)
+		}
+		entries := []store.JournalEntry{
+			{Seq: 0, State: store.JournalDone, Data: `{"r":1}`},
+			{Seq: 1, State: store.JournalInFlight, Data: `{"h":"x"}`},
+		}
+		for _, e := range entries {
+			if err := s.PutJournalEntry(ctx, g, ep, run.ID, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A call moves on: its entry is replaced in place.
+		entries[1] = store.JournalEntry{Seq: 1, State: store.JournalDone, Data: `{"r":2}`}
+		_ = s.PutJournalEntry(ctx, g, ep, run.ID, entries[1])
+		entries = append(entries, store.JournalEntry{Seq: 2, State: store.JournalAwaiting, PauseID: "exec_p", Data: `{}`})
+		_ = s.PutJournalEntry(ctx, g, ep, run.ID, entries[2])
+		run.PauseID = "exec_p"
+		if err := s.PutRun(ctx, g, ep, run); err != nil {
+			t.Fatal(err)
+		}
+		got, journal, err := s.GetRun(ctx, run.ID)
+		if err != nil || got != run || len(journal) != 3 {
+			t.Fatalf("get: %+v %v %v", got, journal, err)
+		}
+		for i := range entries {
+			if journal[i] != entries[i] {
+				t.Fatalf("entry %d: %+v, want %+v", i, journal[i], entries[i])
+			}
+		}
+		if id, err := s.RunByPause(ctx, "exec_p"); err != nil || id != run.ID {
+			t.Fatalf("by pause: %q %v", id, err)
+		}
+		if _, err := s.RunByPause(ctx, "exec_none"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown pause: %v", err)
+		}
+		if _, _, err := s.GetRun(ctx, "run_none"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown run: %v", err)
+		}
+		// A run that never paused is not listed.
+		_ = s.PutRun(ctx, g, ep, store.Run{ID: "run_0", Session: "s1", Code: "x", Spec: "{}", Created: now.Add(-2 * time.Hour)})
+		// An old unsettled pause: kept while the directory has it, pruned
+		// once it is gone from there.
+		_ = s.PutRun(ctx, g, ep, store.Run{ID: "run_orphan", Session: "s9", Code: "x", Spec: "{}", PauseID: "exec_orphan", Created: now.Add(-2 * time.Hour)})
+		_ = s.PutRun(ctx, g, ep, store.Run{ID: "run_listed", Session: "s9", Code: "x", Spec: "{}", PauseID: "exec_listed", Created: now.Add(-2 * time.Hour)})
+		_ = s.PutExecution(ctx, store.Execution{ID: "exec_listed", Session: "s9", Deadline: now.Add(time.Hour)})
+		if rs, err := s.PausedRuns(ctx, "s1"); err != nil || len(rs) != 1 || rs[0].ID != run.ID {
+			t.Fatalf("paused runs: %+v %v", rs, err)
+		}
+
+		// A newer activation fences the old one's writes.
+		if _, err := s.Acquire(ctx, g, "n2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutJournalEntry(ctx, g, ep, run.ID, store.JournalEntry{Seq: 3, State: store.JournalDone, Data: "{}"}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale journal write: %v", err)
+		}
+		if err := s.PutRun(ctx, g, ep, run); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale run write: %v", err)
+		}
+		if _, journal, _ := s.GetRun(ctx, run.ID); len(journal) != 3 {
+			t.Fatalf("fenced write landed: %d entries", len(journal))
+		}
+
+		// Settled runs leave the listing and are pruned with their journal,
+		// as are old runs that never paused.
+		own2, _ := s.Load(ctx, g)
+		run.Settled, run.Outcome = now, `{"status":"completed"}`
+		if err := s.PutRun(ctx, g, own2.Epoch, run); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.PausedRuns(ctx, "s1"); len(rs) != 0 {
+			t.Fatalf("settled run listed: %+v", rs)
+		}
+		if _, err := s.PruneExecutions(ctx, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"run_1", "run_0", "run_orphan"} {
+			if _, _, err := s.GetRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s after prune: %v", id, err)
+			}
+		}
+		if _, _, err := s.GetRun(ctx, "run_listed"); err != nil {
+			t.Fatalf("a pause still in the directory was pruned: %v", err)
+		}
+		if _, err := s.RunByPause(ctx, "exec_p"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("journal after prune: %v", err)
+		}
+	})
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchCommandLineErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown scenario", []string{"--scenario", "call,nap"}, `unknown scenario "nap"`},
+		{"no end", []string{"--duration", "0"}, "--duration 0 needs --requests"},
+		{"no sessions", []string{"--sessions", "0"}, "--sessions and --concurrency must be at least 1"},
+		{"negative warmup", []string{"--warmup", "-1s"}, "must not be negative"},
+		{"restore cap above sessions", []string{"--scenario", "restore", "--sessions", "4", "--restore-cap", "4"}, "more sessions (4) than the node's soft cap (4)"},
+		{"bad duration", []string{"--duration", "soon"}, `invalid value "soon" for flag -duration`},
+		{"stray argument", []string{"call"}, `unexpected argument "call"`},
+		{"bad node log level", []string{"--node-log-level", "loud"}, `unknown level "loud"`},
+		{"bad url", []string{"--url", "127.0.0.1:8080", "--requests", "1"}, "want an http(s) URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(append([]string{"bench"}, tc.args...), &out, &errOut)
+			wantCode := 2
+			if tc.name == "bad url" {
+				wantCode = 1 // a well-formed flag naming an unusable target
+			}
+			if code != wantCode {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, wantCode, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.want) {
+				t.Fatalf("stderr %q does not mention %q", errOut.String(), tc.want)
+			}
+		})
+	}
+}
+
+// `mcpgrain bench` end to end: an in-process node, a short call run with
+// the baseline, JSON on stdout and plain progress lines on stderr (not a
+// terminal).
+func TestBenchCommandRuns(t *testing.T) {
+	// A token meant for `mcpgrain dev` in the environment does not get in
+	// the way of the in-process node.
+	t.Setenv("MCPGRAIN_TOKEN", "mcpg_some_dev_token_0123456789")
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "--scenario", "call", "--sessions", "2", "--concurrency", "2", "--requests", "40", "--duration", "0",
+		"--warmup", "0", "--baseline", "--json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut.String())
+	}
+	var got struct {
+		Reports []struct {
+			Scenario string `json:"scenario"`
+			Mcpgrain struct {
+				Requests, Errors int
+			} `json:"mcpgrain"`
+			Baseline *struct {
+				Requests, Errors int
+			} `json:"baseline"`
+			Ratios map[string]*float64 `json:"ratios"`
+		} `json:"reports"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, out.String())
+	}
+	if len(got.Reports) != 1 {
+		t.Fatalf("reports: %s", out.String())
+	}
+	r := got.Reports[0]
+	if r.Scenario != "call" || r.Mcpgrain.Requests != 40 || r.Mcpgrain.Errors != 0 || r.Baseline == nil || r.Baseline.Requests != 40 || r.Baseline.Errors != 0 ||
+		r.Ratios["p50"] == nil || r.Ratios["throughput"] == nil {
+		t.Fatalf("report: %s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "bench: call mcpgrain measure: 40 req, 0 err") || strings.Contains(errOut.String(), "\r") {
+		t.Fatalf("stderr should hold plain progress lines:\n%q", errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"bench", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "--baseline") && !strings.Contains(errOut.String(), "-baseline") {
+		t.Fatalf("help: exit %d\n%s", code, errOut.String())
+	}
+}

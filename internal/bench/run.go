@@ -1,0 +1,529 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configure [Run]. Zero values get the defaults noted.
+type Options struct {
+	// URL is the MCP endpoint under load. Empty: Run starts a single node
+	// in this process for each scenario (as `mcpgrain dev` does).
+	URL string
+	// Token is the bearer token for URL (empty: none).
+	Token string
+	// Scenarios run in this order (default: call).
+	Scenarios []Scenario
+	// Sessions is how many MCP sessions to open up front (default 10;
+	// churn opens its own).
+	Sessions int
+	// Concurrency is how many workers issue requests at once (default 4).
+	Concurrency int
+	// Duration bounds each measured phase (0: only Requests does).
+	Duration time.Duration
+	// Requests, when positive, ends a measured phase after that many
+	// requests.
+	Requests int
+	// Warmup runs the load this long before measuring (0: none).
+	Warmup time.Duration
+	// Baseline also runs each scenario against a plain go-sdk server in
+	// this process and reports ratios.
+	Baseline bool
+	// RestoreCap is the soft cap of the in-process node in the restore
+	// scenario (default 4); Sessions must exceed it.
+	RestoreCap int
+	// RequestTimeout bounds one request (default 30s).
+	RequestTimeout time.Duration
+	// Progress, if set, is called about every ProgressEvery (default 1s)
+	// during each phase, and once at its end with Final set.
+	Progress func(Progress)
+	// ProgressEvery is the interval of Progress calls (default 1s).
+	ProgressEvery time.Duration
+	// NodeLogger receives the in-process node's log (nil: discarded).
+	NodeLogger *slog.Logger
+}
+
+// Validate fills zero fields with their defaults, then checks o.
+func (o *Options) Validate() error {
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = []Scenario{Call}
+	}
+	if o.Sessions == 0 {
+		o.Sessions = 10
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	if o.RestoreCap == 0 {
+		o.RestoreCap = 4
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = time.Second
+	}
+	switch {
+	case o.Sessions < 1:
+		return errors.New("sessions must be at least 1")
+	case o.Concurrency < 1:
+		return errors.New("concurrency must be at least 1")
+	case o.Duration < 0 || o.Warmup < 0 || o.Requests < 0:
+		return errors.New("duration, warmup and requests must not be negative")
+	case o.Duration == 0 && o.Requests == 0:
+		return errors.New("set a duration or a request count (or both)")
+	case o.RestoreCap < 1:
+		return errors.New("the restore soft cap must be at least 1")
+	}
+	for _, sc := range o.Scenarios {
+		if sc == Restore && o.URL == "" && o.Sessions <= o.RestoreCap {
+			return fmt.Errorf("the restore scenario needs more sessions (%d) than the node's soft cap (%d): raise sessions or lower the cap", o.Sessions, o.RestoreCap)
+		}
+	}
+	return nil
+}
+
+// Progress is a snapshot of a running phase.
+type Progress struct {
+	// Scenario is the scenario running.
+	Scenario Scenario
+	// Target is "mcpgrain" or "baseline".
+	Target string
+	// Warmup is set during the warm-up phase.
+	Warmup bool
+	// Done counts finished requests; Errors the failed ones among them.
+	Done, Errors int
+	// Elapsed is the phase's time so far.
+	Elapsed time.Duration
+	// Fraction is how far the phase is, 0 to 1.
+	Fraction float64
+	// Final is set on the phase's last report.
+	Final bool
+}
+
+// Report is one scenario's outcome.
+type Report struct {
+	// Scenario is what ran.
+	Scenario Scenario `json:"scenario"`
+	// Target describes the mcpgrain side: the URL, or the in-process node
+	// and its soft cap.
+	Target string `json:"target"`
+	// Sessions, Concurrency, Duration, Requests and Warmup are the run's
+	// settings (Options).
+	Sessions    int           `json:"sessions"`
+	Concurrency int           `json:"concurrency"`
+	Duration    time.Duration `json:"durationNs,omitempty"`
+	Requests    int           `json:"requestLimit,omitempty"`
+	Warmup      time.Duration `json:"warmupNs,omitempty"`
+	// External is set when mcpgrain ran elsewhere (Options.URL): its
+	// cpu/req is then the client's alone.
+	External bool `json:"external,omitempty"`
+	// Mcpgrain is the result against mcpgrain (URL or the in-process node).
+	Mcpgrain Result `json:"mcpgrain"`
+	// Baseline is the result against the plain go-sdk server (nil: not
+	// run; BaselineNote says why when there is none for the scenario).
+	Baseline *Result `json:"baseline,omitempty"`
+	// Ratios are mcpgrain/baseline (nil without a baseline).
+	Ratios       *Ratios `json:"ratios,omitempty"`
+	BaselineNote string  `json:"baselineNote,omitempty"`
+	// Restores (restore scenario) are the node's counter deltas over the
+	// measured phase; RestoreNote says why they are missing.
+	Restores    *Restores `json:"restores,omitempty"`
+	RestoreNote string    `json:"restoreNote,omitempty"`
+}
+
+// noRestoreBaseline is why restore has no baseline.
+const noRestoreBaseline = "a plain go-sdk server keeps every session in memory and has no passivation, so there is nothing to restore"
+
+// Run runs every scenario of o and returns one report per scenario. It
+// returns an error when a target cannot be started or sessions cannot be
+// opened; failed requests are counted in the reports, not returned.
+func Run(ctx context.Context, o Options) ([]Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	var reports []Report
+	for _, sc := range o.Scenarios {
+		r, err := runScenario(ctx, o, sc)
+		if err != nil {
+			return reports, fmt.Errorf("scenario %s: %w", sc, err)
+		}
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+func runScenario(ctx context.Context, o Options, sc Scenario) (Report, error) {
+	rep := Report{Scenario: sc, Target: o.URL, External: o.URL != "", Sessions: o.Sessions, Concurrency: o.Concurrency, Duration: o.Duration, Requests: o.Requests, Warmup: o.Warmup}
+	conns := o.Sessions + o.Concurrency
+	var t *target
+	var err error
+	if o.URL != "" {
+		t, err = newTarget(o.URL, o.Token, conns)
+	} else {
+		// Outside restore the cap stays out of the way, so no scenario
+		// but restore measures cold restores.
+		softCap := max(64, 2*o.Sessions+o.Concurrency)
+		if sc == Restore {
+			softCap = o.RestoreCap
+		}
+		rep.Target = fmt.Sprintf("in-process node (soft cap %d)", softCap)
+		t, err = startNode(ctx, NodeOptions{SoftCap: softCap, Logger: o.NodeLogger}, conns)
+	}
+	if err != nil {
+		return rep, err
+	}
+	res, restores, note, err := measure(ctx, o, sc, t, "mcpgrain")
+	t.close()
+	if err != nil {
+		return rep, fmt.Errorf("mcpgrain: %w", err)
+	}
+	rep.Mcpgrain, rep.Restores, rep.RestoreNote = res, restores, note
+	if !o.Baseline {
+		return rep, nil
+	}
+	if sc == Restore {
+		rep.BaselineNote = noRestoreBaseline
+		return rep, nil
+	}
+	bt, err := startBaseline(ctx, sc == Approve, conns)
+	if err != nil {
+		return rep, err
+	}
+	bres, _, _, err := measure(ctx, o, sc, bt, "baseline")
+	bt.close()
+	if err != nil {
+		return rep, fmt.Errorf("baseline: %w", err)
+	}
+	rep.Baseline = &bres
+	r := Compare(res, bres)
+	if o.URL != "" {
+		// The server under --url runs elsewhere: this process's CPU is
+		// only the client's there, but client and server here.
+		r.CPU = math.NaN()
+	}
+	rep.Ratios = &r
+	return rep, nil
+}
+
+// measure opens the sessions, warms up, runs the measured phase and
+// closes the sessions. For restore on mcpgrain it also reads the node's
+// counters around the measured phase.
+func measure(ctx context.Context, o Options, sc Scenario, t *target, name string) (Result, *Restores, string, error) {
+	var sessions []*mcp.ClientSession
+	retried := 0
+	if sc != Churn {
+		var err error
+		if sessions, retried, err = openSessions(ctx, t, o.Sessions, o.Concurrency); err != nil {
+			return Result{}, nil, "", err
+		}
+	}
+	p := newPool(t, sessions)
+	defer func() { closeSessions(p.sessions(), o.Concurrency) }()
+	op := operation(sc, t, p)
+	if o.Warmup > 0 {
+		phase(ctx, o, sc, name, true, op, NewBudget(time.Now().Add(o.Warmup), 0, time.Now))
+	}
+	var before Restores
+	var scrapeErr error
+	measureRestores := sc == Restore && name == "mcpgrain"
+	if measureRestores {
+		var text string
+		if text, scrapeErr = scrape(ctx, t.hc, t.base+"/metrics"); scrapeErr == nil {
+			before = restoreCounters(text)
+		}
+	}
+	var deadline time.Time
+	if o.Duration > 0 {
+		deadline = time.Now().Add(o.Duration)
+	}
+	res := phase(ctx, o, sc, name, false, op, NewBudget(deadline, o.Requests, time.Now))
+	res.SetupRetries = retried
+	if err := ctx.Err(); err != nil {
+		return res, nil, "", err
+	}
+	if !measureRestores {
+		return res, nil, "", nil
+	}
+	if scrapeErr == nil {
+		var text string
+		if text, scrapeErr = scrape(ctx, t.hc, t.base+"/metrics"); scrapeErr == nil {
+			d := restoreCounters(text).sub(before)
+			return res, &d, "", nil
+		}
+	}
+	return res, nil, "restores unknown: " + shortError(scrapeErr), nil
+}
+
+// phase runs op from o.Concurrency workers until budget ends.
+func phase(ctx context.Context, o Options, sc Scenario, name string, warmup bool, op func(context.Context) error, budget *Budget) Result {
+	var done, failed atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs []string
+	start := time.Now()
+	stopTicker := make(chan struct{})
+	tickerDone := make(chan struct{})
+	report := func(final bool) {
+		if o.Progress != nil {
+			o.Progress(Progress{Scenario: sc, Target: name, Warmup: warmup, Done: int(done.Load()), Errors: int(failed.Load()),
+				Elapsed: time.Since(start), Fraction: budget.Fraction(start), Final: final})
+		}
+	}
+	go func() {
+		defer close(tickerDone)
+		tick := time.NewTicker(o.ProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopTicker:
+				return
+			case <-ctx.Done():
+				budget.Stop()
+				return
+			case <-tick.C:
+				report(false)
+			}
+		}
+	}()
+	cpu0 := processCPU()
+	var wg sync.WaitGroup
+	for range o.Concurrency {
+		wg.Go(func() {
+			var myLat []time.Duration
+			var myErrs []string
+			for budget.Take() {
+				rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+				s := time.Now()
+				err := op(rctx)
+				d := time.Since(s)
+				cancel()
+				if err != nil {
+					if ctx.Err() != nil {
+						break // cancelled: not the target's failure
+					}
+					myErrs = append(myErrs, shortError(err))
+					failed.Add(1)
+				} else {
+					myLat = append(myLat, d)
+				}
+				done.Add(1)
+			}
+			mu.Lock()
+			lat = append(lat, myLat...)
+			errs = append(errs, myErrs...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
+	close(stopTicker)
+	<-tickerDone
+	report(true)
+	r := Summarize(lat, errs, elapsed)
+	if r.Requests > 0 && cpu > 0 {
+		r.CPUPerRequest = cpu / time.Duration(r.Requests)
+	}
+	return r
+}
+
+// setupAttempts is how often opening one session is tried before the
+// run gives up.
+const setupAttempts = 3
+
+// openSessions initializes n sessions, conc at a time. A session that
+// fails to open is tried again (up to setupAttempts times); retried
+// counts those failures.
+func openSessions(ctx context.Context, t *target, n, conc int) (sessions []*mcp.ClientSession, retried int, err error) {
+	sessions = make([]*mcp.ClientSession, n)
+	errs := make([]error, n)
+	var retries atomic.Int64
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for attempt := 1; ; attempt++ {
+				sessions[i], errs[i] = t.connect(ctx)
+				if errs[i] == nil || attempt == setupAttempts || ctx.Err() != nil {
+					return
+				}
+				retries.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	failed, first := 0, error(nil)
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		closeSessions(sessions, conc)
+		return nil, int(retries.Load()), fmt.Errorf("open %d sessions: %d failed (after %d attempts each), the first with: %w", n, failed, setupAttempts, first)
+	}
+	return sessions, int(retries.Load()), nil
+}
+
+func closeSessions(sessions []*mcp.ClientSession, conc int) {
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for _, cs := range sessions {
+		if cs == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_ = cs.Close()
+		})
+	}
+	wg.Wait()
+}
+
+// approveCode is the approve scenario's execution: one demo API write,
+// which needs approval.
+const approveCode = `return await tools.demo.createTodo({title: "bench"})`
+
+// pool is the sessions a scenario reuses. A session that fails a request
+// is replaced by a fresh one (as a client would reconnect after a 404),
+// so one failure costs one error, not every later request on a session
+// the go-sdk client has closed.
+type pool struct {
+	t     *target
+	slots []atomic.Pointer[mcp.ClientSession]
+	rr    *RoundRobin
+	// replaced counts sessions opened to replace failed ones.
+	replaced atomic.Int64
+}
+
+func newPool(t *target, sessions []*mcp.ClientSession) *pool {
+	p := &pool{t: t, slots: make([]atomic.Pointer[mcp.ClientSession], len(sessions)), rr: NewRoundRobin(len(sessions))}
+	for i, cs := range sessions {
+		p.slots[i].Store(cs)
+	}
+	return p
+}
+
+// do runs f on the next session, replacing the session if f fails.
+func (p *pool) do(ctx context.Context, f func(context.Context, *mcp.ClientSession) error) error {
+	i := p.rr.Next()
+	cs := p.slots[i].Load()
+	err := f(ctx, cs)
+	if err != nil && ctx.Err() == nil {
+		if fresh, cerr := p.t.connect(ctx); cerr == nil {
+			if p.slots[i].CompareAndSwap(cs, fresh) {
+				p.replaced.Add(1)
+				go func() { _ = cs.Close() }()
+			} else {
+				go func() { _ = fresh.Close() }()
+			}
+		}
+	}
+	return err
+}
+
+// sessions returns the current sessions.
+func (p *pool) sessions() []*mcp.ClientSession {
+	out := make([]*mcp.ClientSession, len(p.slots))
+	for i := range p.slots {
+		out[i] = p.slots[i].Load()
+	}
+	return out
+}
+
+// operation returns one request of scenario sc.
+func operation(sc Scenario, t *target, p *pool) func(context.Context) error {
+	switch sc {
+	case Churn:
+		return func(ctx context.Context) error {
+			cs, err := t.connect(ctx)
+			if err != nil {
+				return err
+			}
+			callErr := echo(ctx, cs)
+			closeErr := cs.Close()
+			if callErr != nil {
+				return callErr
+			}
+			if closeErr != nil {
+				return fmt.Errorf("close (DELETE): %w", closeErr)
+			}
+			return nil
+		}
+	case Approve:
+		return func(ctx context.Context) error {
+			return p.do(ctx, func(ctx context.Context, cs *mcp.ClientSession) error { return approveCycle(ctx, t, cs) })
+		}
+	default: // Call, Restore
+		return func(ctx context.Context) error { return p.do(ctx, echo) }
+	}
+}
+
+func echo(ctx context.Context, cs *mcp.ClientSession) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "bench"}})
+	if err != nil {
+		return fmt.Errorf("tools/call echo: %w", err)
+	}
+	if res.IsError {
+		return fmt.Errorf("tools/call echo: tool error: %s", text(res))
+	}
+	return nil
+}
+
+// approveCycle is execute (pauses) → approve over HTTP → resume.
+func approveCycle(ctx context.Context, t *target, cs *mcp.ClientSession) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": approveCode}})
+	if err != nil {
+		return fmt.Errorf("execute: %w", err)
+	}
+	sc := mcpclient.Structured(res)
+	id, _ := sc["executionId"].(string)
+	if res.IsError || sc["status"] != "waiting_for_interaction" || id == "" {
+		return fmt.Errorf("execute: want a pause (waiting_for_interaction), got status %v: %s", sc["status"], text(res))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/api/executions/"+id+"/resume", strings.NewReader(`{"action":"accept"}`))
+	if err != nil {
+		return fmt.Errorf("approve: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("approve: %w", err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("approve: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "resume", Arguments: map[string]any{"executionId": id, "action": "accept"}})
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if sc := mcpclient.Structured(res); res.IsError || sc["status"] != "completed" {
+		return fmt.Errorf("resume: want completed, got status %v: %s", sc["status"], text(res))
+	}
+	return nil
+}
+
+func text(res *mcp.CallToolResult) string {
+	return strings.Join(strings.Fields(mcpclient.Text(res)), " ")
+}

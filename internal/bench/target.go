@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/codemode"
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
+	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	"github.com/mcpgrain/mcpgrain/internal/app"
+)
+
+// protocolVersion is the MCP version the bench client negotiates (the
+// newest session-ful version, as the gateway benchmarks use).
+const protocolVersion = "2025-11-25"
+
+// target is an MCP endpoint under load.
+type target struct {
+	// endpoint is the MCP URL; base is its origin (for /metrics and the
+	// approval routes).
+	endpoint, base string
+	hc             *http.Client
+	client         *mcp.Client
+	// stop releases what the target started (nil: nothing).
+	stop func()
+}
+
+// newTarget returns a target for endpoint, sending token (if any) as a
+// bearer token. The HTTP client keeps enough idle connections for
+// conns concurrent requests.
+func newTarget(endpoint, token string, conns int) (*target, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("endpoint %q: want an http(s) URL like http://127.0.0.1:8080/mcp", endpoint)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conns + 16
+	tr.MaxIdleConnsPerHost = conns + 16
+	var rt http.RoundTripper = tr
+	if token != "" {
+		rt = mcpclient.Bearer(token, tr)
+	}
+	return &target{
+		endpoint: endpoint, base: u.Scheme + "://" + u.Host,
+		hc:     &http.Client{Transport: rt},
+		client: mcp.NewClient(&mcp.Implementation{Name: "mcpgrain-bench", Version: app.Version()}, nil),
+	}, nil
+}
+
+func (t *target) close() {
+	if t.stop != nil {
+		t.stop()
+	}
+	t.hc.CloseIdleConnections()
+}
+
+// connect opens (initializes) one MCP session. The standalone GET stream
+// is off: the bench measures request/response traffic, and a held GET per
+// session would only add idle connections.
+func (t *target) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	cs, err := t.client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.endpoint, HTTPClient: t.hc, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return cs, nil
+}
+
+// NodeOptions configure the in-process node [Run] starts when no URL is
+// given.
+type NodeOptions struct {
+	// SoftCap is the resident runtime soft cap.
+	SoftCap int
+	// Logger receives the node's log (nil: discarded).
+	Logger *slog.Logger
+}
+
+// startNode runs a single mcpgrain node in this process the way `mcpgrain
+// dev` does (embedded SQLite store in a temporary directory, code mode
+// with the demo API, a generated token), on a free loopback port, without
+// rate limiting.
+func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
+	token, err := auth.GenerateToken()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := auth.NewKeys(auth.Entry{Token: token, User: "bench", Org: "local", Role: auth.RoleAdmin})
+	if err != nil {
+		return nil, fmt.Errorf("bench token: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "mcpgrain-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := app.Config{
+		NodeID: "bench", Bind: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		Store:           "sqlite:" + filepath.Join(dir, "mcpgrain.db"),
+		ShutdownTimeout: 10 * time.Second,
+		Logger:          logger,
+		MCP: app.MCPConfig{
+			Packs: []string{toolpacks.Code, toolpacks.Demo}, Keys: keys, RateLimit: 0, RateBurst: 1,
+			SoftCap: o.SoftCap, StateKey: []byte(rand.Text() + rand.Text()),
+			Code: app.CodeConfig{DemoAPI: true},
+		},
+	}
+	nctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan app.Info, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(nctx, cfg, func(i app.Info) { ready <- i }) }()
+	stop := func() {
+		cancel()
+		<-done
+		_ = os.RemoveAll(dir)
+	}
+	select {
+	case info := <-ready:
+		t, err := newTarget("http://"+info.HTTPAddr+"/mcp", token, conns)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		t.stop = stop
+		return t, nil
+	case err := <-done:
+		cancel()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("in-process node: %w", err)
+	case <-ctx.Done():
+		stop()
+		return nil, ctx.Err()
+	}
+}
+
+// startBaseline runs the plain go-sdk server: one mcp.Server with the
+// demo pack behind mcp.NewStreamableHTTPHandler on a loopback listener, in
+// this process. With code it also has code mode's execute and resume (the
+// same engine, over the same demo API as tool source "demo") and a
+// minimal POST /api/executions/{eid}/resume that decides a pause in the
+// engine directly — what a single-process server would do without
+// sessions as grains, a store or approval surfaces.
+func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("baseline listener: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	mux := http.NewServeMux()
+	opts := toolpacks.Options{}
+	var eng *engine.Engine
+	if code {
+		api := demo.NewAPI()
+		mux.Handle("/demo/", http.StripPrefix("/demo", api.Handler()))
+		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: api.Spec(base + "/demo")})
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("baseline demo source: %w", err)
+		}
+		reg, err := tools.NewRegistry(src)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("baseline tool registry: %w", err)
+		}
+		eng = engine.New(engine.Config{Tools: reg, Logger: slog.New(slog.DiscardHandler)})
+		rt := plainRuntime{eng}
+		opts.CodeMode = func(s *mcp.Server) {
+			codemode.Register(s, codemode.Options{Runtime: rt, Sources: []string{"demo"}, Logger: slog.New(slog.DiscardHandler)})
+		}
+		mux.HandleFunc("POST /api/executions/{eid}/resume", func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				Action string `json:"action"`
+			}
+			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
+				http.Error(w, "bad body", http.StatusBadRequest)
+				return
+			}
+			if _, found := eng.Resume(r.Context(), r.PathValue("eid"), engine.Response{Action: body.Action}); !found {
+				http.Error(w, "execution not found", http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"decided":true}`)
+		})
+	}
+	packs := []string{toolpacks.Demo}
+	if code {
+		packs = append(packs, toolpacks.Code)
+	}
+	srv, stopPacks, err := toolpacks.NewServer(&mcp.Implementation{Name: "plain-go-sdk"}, packs, opts)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("baseline server: %w", err)
+	}
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	t, err := newTarget(base+"/mcp", "", conns)
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			_ = hs.Close()
+		}
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Debug("baseline server", "err", err)
+		}
+		stopPacks()
+		if eng != nil {
+			eng.Shutdown()
+		}
+	}
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	t.stop = stop
+	return t, nil
+}
+
+// plainRuntime is codemode.Runtime for the baseline: one engine, no
+// approval surfaces to wait on, no other sessions to forward to.
+type plainRuntime struct{ e *engine.Engine }
+
+func (p plainRuntime) Engine() *engine.Engine { return p.e }
+
+func (plainRuntime) WaitDecision(context.Context, string) (engine.Response, bool) {
+	return engine.Response{}, false
+}
+
+func (plainRuntime) Forward(context.Context, string, engine.Principal, engine.Response) (*mcp.CallToolResult, codemode.Miss) {
+	return nil, codemode.NotFound
+}
