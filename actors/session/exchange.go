@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -46,6 +48,15 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		if st := s.check(m.GetPrincipal()); st != pb.SessionReply_STATUS_OK {
 			return started(st), nil
 		}
+		if standaloneStream(m) {
+			m = withoutLastEventID(m)
+			if s.rt == nil {
+				if err := s.park(g, m); err != nil {
+					return nil, err
+				}
+				return started(pb.SessionReply_STATUS_OK), nil
+			}
+		}
 		if _, err := s.ensureRuntime(ctx, g); err != nil {
 			return nil, err
 		}
@@ -55,6 +66,12 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		return nil, grain.Reject("session: this node's runtime does not serve HTTP exchanges")
 	}
 	serve := es.ServeExchange
+	if m.GetMethod() == http.MethodGet {
+		id := s.h.primeID()
+		serve = func(w http.ResponseWriter, r *http.Request) {
+			es.ServeExchange(&primingWriter{ResponseWriter: w, id: id}, r)
+		}
+	}
 	if m.GetMethod() == http.MethodPost {
 		res := s.res
 		res.posts.Add(1) // in this turn: whatever the grain decides next sees it
@@ -73,6 +90,138 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	s.markActivity()
 	s.exchanges[m.GetExchangeId()] = cancel
 	return started(pb.SessionReply_STATUS_OK), nil
+}
+
+// standaloneStream reports whether m opens (or resumes) the session's
+// standalone GET stream: a GET without Last-Event-ID, or whose event id
+// names the standalone stream (go-sdk's "_<n>" or our priming "_<id>").
+func standaloneStream(m *pb.HttpExchange) bool {
+	if m.GetMethod() != http.MethodGet {
+		return false
+	}
+	for _, h := range m.GetHeaders() {
+		if http.CanonicalHeaderKey(h.GetName()) == "Last-Event-Id" {
+			for _, v := range h.GetValues() {
+				if !strings.HasPrefix(v, "_") {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// park holds a standalone GET stream open without restoring the runtime.
+//
+// A hibernated session has no runtime, so nothing can be sent on its
+// standalone stream. Restoring the runtime for the GET alone would count a
+// client that merely keeps its stream open as active: with more such
+// clients than the residency cap, every eviction closes a stream, the
+// client reconnects a second later, the restore evicts the next least
+// recently active session, and the node thrashes forever. So the stream is
+// answered at once (200, text/event-stream, no events) and held until the
+// session restores for a real request, ends or moves; then it ends
+// cleanly and the client reconnects to the live runtime (or learns the
+// session is gone). Parking is not activity: it neither touches the LRU
+// nor delays the idle or expiry policy.
+func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	wake, gauge, id := s.wake, &s.h.parked, s.h.primeID()
+	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
+		gauge.Add(1)
+		defer gauge.Add(-1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(primingEvent(id))
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		select {
+		case <-wake:
+		case <-r.Context().Done():
+		}
+	})
+	if err != nil {
+		return grain.Reject("session: %v", err)
+	}
+	s.parked[m.GetExchangeId()] = cancel
+	return nil
+}
+
+// withoutLastEventID returns m without its Last-Event-ID: the standalone
+// stream is not replayed (see mcpruntime's event log), and go-sdk's server
+// would refuse an id it did not hand out (our priming ids).
+func withoutLastEventID(m *pb.HttpExchange) *pb.HttpExchange {
+	c := proto.Clone(m).(*pb.HttpExchange)
+	c.Headers = slices.DeleteFunc(c.Headers, func(h *pb.HttpHeader) bool {
+		return http.CanonicalHeaderKey(h.GetName()) == "Last-Event-Id"
+	})
+	return c
+}
+
+// primingEvent is an SSE event with an id and no data (SEP-1699's priming
+// event), written first on every standalone stream. go-sdk's client counts
+// a stream that ended without a new event id as a reconnect "without
+// progress" and ends the whole session after five of them; a standalone
+// stream is idle for long stretches and ends at every passivation and
+// restore, so without a fresh id each time a long-lived session would be
+// dropped by its client after a few hibernations.
+func primingEvent(id string) []byte {
+	return []byte("event: prime\nid: " + id + "\ndata: \n\n")
+}
+
+// primingWriter writes a priming event before the first bytes of a
+// successful event-stream response (go-sdk's standalone stream).
+type primingWriter struct {
+	http.ResponseWriter
+	id     string
+	status int
+	primed bool
+}
+
+func (p *primingWriter) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *primingWriter) prime() {
+	if p.primed {
+		return
+	}
+	p.primed = true
+	if (p.status == 0 || p.status == http.StatusOK) && strings.HasPrefix(p.Header().Get("Content-Type"), "text/event-stream") {
+		_, _ = p.ResponseWriter.Write(primingEvent(p.id))
+	}
+}
+
+func (p *primingWriter) Write(b []byte) (int, error) {
+	p.prime()
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (p *primingWriter) Flush() {
+	p.prime()
+	if f, ok := p.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the tunnel's writer.
+func (p *primingWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// unpark ends every parked stream (they end cleanly; their Done messages
+// remove them from s.parked).
+func (s *session) unpark() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
 }
 
 // cancelExchanges ends every exchange in flight (runtime disposal).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,16 @@ type Host struct {
 
 	mu        sync.Mutex
 	residents map[string]*resident // for gauges
+
+	parked atomic.Int64 // standalone streams parked on sessions without a runtime
+	primes atomic.Uint64
+}
+
+// primeID returns a fresh id for a standalone stream's priming event:
+// "_" (go-sdk's standalone stream) and a value no earlier stream of any
+// session on any node carried (the clock, and a counter for ties).
+func (h *Host) primeID() string {
+	return "_" + strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.FormatUint(h.primes.Add(1), 36)
 }
 
 // resident is what the node knows of one resident runtime.
@@ -137,7 +148,7 @@ func (h *Host) Kind() grain.Kind {
 	return grain.Kind{
 		Name: KindName,
 		New: func(id string) grain.Grain {
-			return &session{h: h, id: id, leases: map[string]*lease{}, exchanges: map[string]context.CancelFunc{}}
+			return &session{h: h, id: id, leases: map[string]*lease{}, exchanges: map[string]context.CancelFunc{}, parked: map[string]context.CancelFunc{}}
 		},
 		// Sessions passivate from their idle reminder, never on a timer.
 		// They exist once created: a request for an unknown (or guessed)

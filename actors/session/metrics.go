@@ -57,6 +57,7 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 		gauge("mcpgrain_active_streams", "Open response streams across resident sessions.", counts(func(c countsView) float64 { return float64(c.Streams) })),
 		gauge("mcpgrain_paused_executions", "Executions paused for approval in resident sessions (durable ones included; a passivated session's durable pauses live in the store).", counts(func(c countsView) float64 { return float64(c.Paused) })),
 		gauge("mcpgrain_running_executions", "Executions running across resident sessions.", counts(func(c countsView) float64 { return float64(c.Running) })),
+		gauge("mcpgrain_parked_streams", "Standalone GET streams held open on hibernated sessions (no runtime resident); they end when the session restores, ends or moves.", func() float64 { return float64(h.parked.Load()) }),
 		gauge("mcpgrain_approval_leases", "Pending approval leases: non-durable pauses keeping their session resident (durable pauses take none).", counts(func(c countsView) float64 { return float64(c.Leases) })),
 	)
 	return m

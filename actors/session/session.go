@@ -44,7 +44,11 @@ type session struct {
 	idleDue time.Time // due time of the armed idle reminder (zero: none)
 	// exchanges cancels the HTTP exchanges in flight, by exchange id.
 	exchanges map[string]context.CancelFunc
-	persists  time.Time // last activity as persisted in the record
+	// parked holds the standalone GET streams held open while the runtime
+	// is not resident (see park), by exchange id; wake ends them.
+	parked   map[string]context.CancelFunc
+	wake     chan struct{}
+	persists time.Time // last activity as persisted in the record
 	// handedOver holds the executions this runtime was handed a decision
 	// for and that have not settled yet. They pin the runtime: a durable
 	// pause does not, but once decided it is about to run again, and
@@ -148,6 +152,9 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 		if cancel, ok := s.exchanges[m.GetExchangeId()]; ok {
 			cancel()
 		}
+		if cancel, ok := s.parked[m.GetExchangeId()]; ok {
+			cancel()
+		}
 		return &pb.ExchangeCancelled{}, nil
 	default:
 		return nil, grain.Reject("session: unsupported request %T", msg)
@@ -236,6 +243,7 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 		return err
 	}
 	s.ended = true
+	s.unpark()
 	s.dispose(ctx, g, reason)
 	names := []string{ReminderIdle}
 	if rs, err := g.Reminders(ctx); err == nil {
@@ -314,6 +322,7 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	s.res = &resident{rt: rt}
 	s.h.registry.Register(residencyEntry(s.id, s.res), s.now())
 	s.h.addResident(s.id, s.res)
+	s.unpark()
 	s.markActivity()
 	if err := s.armIdle(ctx, g, s.last.Add(s.h.cfg.Policy.SessionTimeout)); err != nil {
 		s.h.log.Warn("session: arm idle reminder", "session", s.id, "err", err)
@@ -427,11 +436,11 @@ func (s *session) persistActivity(ctx context.Context, g grain.Context) {
 	}
 }
 
-// passivateIfIdle drops an activation that holds no runtime, so waking a
-// session (probing ids, inspecting it, firing a stale reminder) never pins
-// memory. Passivating twice is harmless.
+// passivateIfIdle drops an activation that holds no runtime and parks no
+// stream, so waking a session (probing ids, inspecting it, firing a stale
+// reminder) never pins memory. Passivating twice is harmless.
 func (s *session) passivateIfIdle(g grain.Context) {
-	if s.rt == nil {
+	if s.rt == nil && len(s.parked) == 0 {
 		g.Passivate(grain.ReasonIdle)
 	}
 }
@@ -537,6 +546,11 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	switch m := msg.(type) {
 	case *tunnel.Done:
+		if _, ok := s.parked[m.ID]; ok {
+			delete(s.parked, m.ID)
+			s.passivateIfIdle(g)
+			return
+		}
 		if _, ok := s.exchanges[m.ID]; ok {
 			delete(s.exchanges, m.ID)
 			if s.rt != nil {
@@ -682,6 +696,7 @@ func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execI
 }
 
 func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
+	s.unpark()
 	if s.rt == nil {
 		return
 	}
