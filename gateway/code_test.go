@@ -24,7 +24,12 @@ const (
 // startCodeNode runs a node with code mode and the demo API.
 func startCodeNode(t testing.TB, tweak func(*app.Config)) app.Info {
 	t.Helper()
-	return startNodeInfo(t, func(c *app.Config) {
+	return startNodeInfo(t, codeNode(t, tweak))
+}
+
+// codeNode is the configuration tweak of startCodeNode.
+func codeNode(t testing.TB, tweak func(*app.Config)) func(*app.Config) {
+	return func(c *app.Config) {
 		c.GRPC = "127.0.0.1:0"
 		c.MCP.Packs = []string{"code"}
 		c.MCP.Code.DemoAPI = true
@@ -36,7 +41,7 @@ func startCodeNode(t testing.TB, tweak func(*app.Config)) app.Info {
 		if tweak != nil {
 			tweak(c)
 		}
-	})
+	}
 }
 
 // connectMode connects with ?elicitation_mode=mode ("" for the default).

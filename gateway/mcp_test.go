@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,15 @@ func startNode(t testing.TB, tweak func(*app.Config)) string {
 
 // startNodeInfo is startNode, returning everything the node reports.
 func startNodeInfo(t testing.TB, tweak func(*app.Config)) app.Info {
+	t.Helper()
+	info, _ := startNodeStoppable(t, tweak)
+	return info
+}
+
+// startNodeStoppable is startNodeInfo with a stop function: it stops the
+// node gracefully (as on SIGTERM) and returns what app.Run returned. The
+// test's cleanup stops it too, once.
+func startNodeStoppable(t testing.TB, tweak func(*app.Config)) (app.Info, func() error) {
 	t.Helper()
 	keys, err := auth.NewKeys(
 		auth.Entry{Token: aliceToken, User: "alice", Org: "acme", Role: "admin"},
@@ -59,16 +69,22 @@ func startNodeInfo(t testing.TB, tweak func(*app.Config)) app.Info {
 	ready := make(chan app.Info, 1)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, cfg, func(i app.Info) { ready <- i }) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
 	select {
 	case i := <-ready:
-		return i
+		return i, stop
 	case err := <-done:
 		t.Fatalf("node did not start: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("node did not start in 20s")
 	}
-	return app.Info{}
+	return app.Info{}, nil
 }
 
 type bearer struct {

@@ -218,7 +218,24 @@ func (c *cont) HandleLocal(_ context.Context, _ grain.Context, msg any) {
 	}
 }
 
-func (c *cont) Deactivate(context.Context, grain.Context, grain.Reason) {
+// executionDrain bounds how long a graceful deactivation (node stop, move,
+// idle) waits for running executions before it cuts them, as sessions do.
+const executionDrain = 5 * time.Second
+
+func (c *cont) Deactivate(_ context.Context, _ grain.Context, reason grain.Reason) {
+	if c.code != nil && reason != grain.ReasonOwnershipLost {
+		// A cut call has an unknown outcome (execution_interrupted unless
+		// idempotent), and the client's retry of a cut execute runs the code
+		// again from the start: let what runs finish or pause first.
+		if n := c.code.Engine().RunningCount(); n > 0 {
+			c.h.cfg.Logger.Info("continuation: waiting for running executions before deactivating", "grain", c.id, "running", n, "reason", string(reason))
+			ctx, cancel := context.WithTimeout(context.Background(), executionDrain)
+			if !c.code.Engine().Drain(ctx) {
+				c.h.cfg.Logger.Warn("continuation: executions still running after the drain; cutting them", "grain", c.id, "running", c.code.Engine().RunningCount())
+			}
+			cancel()
+		}
+	}
 	for _, cancel := range c.exchanges {
 		cancel()
 	}
