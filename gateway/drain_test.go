@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
 )
 
 // logSignal is a slog handler that closes a channel the first time a
@@ -101,5 +102,35 @@ func TestGracefulStopLetsARunningSessionlessExecutionFinish(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestSessionlessApprovalAfterItsDeadlineIsATimeout: a sessionless pause
+// has no deadline reminder (nothing fires while nobody retries), so the
+// deadline the client was told is enforced when its retry comes: an accept
+// after it is a decline with reason approval_timeout, and the call is
+// never made.
+func TestSessionlessApprovalAfterItsDeadlineIsATimeout(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	info := startCodeNode(t, func(c *app.Config) {
+		c.MCP.Code.Clock = clk
+		c.MCP.Code.Window = time.Minute
+	})
+	raw := mrtrClient(t, info.HTTPAddr, aliceToken)
+	first, err := raw.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": createCode}})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("first call: %+v %v", first, err)
+	}
+	clk.Advance(time.Minute + time.Second)
+	res, err := raw.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": createCode},
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept"}}, RequestState: first.RequestState})
+	if err != nil {
+		t.Fatalf("late retry: %v", err)
+	}
+	if !res.IsError || !strings.Contains(resultText(res), "approval_timeout") {
+		t.Fatalf("late accept: %s", resultText(res))
+	}
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("the late accept ran the call: %d todos", n)
 	}
 }

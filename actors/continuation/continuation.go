@@ -151,8 +151,9 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 	var codeMode func(*mcp.Server)
 	if c.h.cfg.CodeMode != nil {
 		// Pauses here have no lease or deadline reminder: the client's
-		// retry brings the decision, and the requestState's expiry bounds
-		// how long it may take. Without a journal the grain's idle timeout
+		// retry brings the decision, and the engine declines a decision
+		// that comes after the deadline (EnforceDeadlines; the
+		// requestState's expiry bounds it too). Without a journal the grain's idle timeout
 		// bounds how long a pause lives; with one, a pause outlives the
 		// activation and is restored when its retry comes.
 		var journal engine.Journal

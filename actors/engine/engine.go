@@ -65,6 +65,10 @@ type Response struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// ReasonApprovalTimeout is the reason of the decline a pause gets when its
+// deadline passed without a decision.
+const ReasonApprovalTimeout = "approval_timeout"
+
 // Principal is who runs an execution.
 type Principal struct {
 	User, Org, Role string
@@ -144,6 +148,12 @@ type Config struct {
 	Limits sandbox.Limits
 	// ApprovalWindow is how long a pause waits. Default 4m.
 	ApprovalWindow time.Duration
+	// EnforceDeadlines makes Resume decline (reason approval_timeout) a
+	// decision that arrives after its pause's deadline. For owners without
+	// a deadline reminder (continuation grains: the client's retry brings
+	// the decision, and nothing fires at the deadline). Sessions leave it
+	// off: their reminder declines at the deadline, as the seed's alarm.
+	EnforceDeadlines bool
 	// Hooks receive pause lifecycles (nil: none).
 	Hooks Hooks
 	// Clock tells time. Default the system clock.
@@ -357,6 +367,9 @@ func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcom
 	if !ok {
 		e.mu.Unlock()
 		return e.settledDurable(id)
+	}
+	if e.cfg.EnforceDeadlines && !p.Deadline.IsZero() && e.cfg.Clock.Now().After(p.Deadline) {
+		resp = Response{Action: Decline, Reason: ReasonApprovalTimeout}
 	}
 	delete(e.paused, id)
 	rc := &resumeCall{done: make(chan struct{})}

@@ -55,6 +55,12 @@ func newFixture(t testing.TB, rules []policy.Rule) *fixture {
 
 func newFixtureLimits(t testing.TB, rules []policy.Rule, lim sandbox.Limits) *fixture {
 	t.Helper()
+	return newFixtureWith(t, rules, lim, nil)
+}
+
+// newFixtureWith is newFixtureLimits with a tweak of the engine's config.
+func newFixtureWith(t testing.TB, rules []policy.Rule, lim sandbox.Limits, tweak func(*engine.Config)) *fixture {
+	t.Helper()
 	api := demo.NewAPI()
 	ts := httptest.NewServer(api.Handler())
 	t.Cleanup(ts.Close)
@@ -75,8 +81,11 @@ func newFixtureLimits(t testing.TB, rules []policy.Rule, lim sandbox.Limits) *fi
 		t.Fatal(err)
 	}
 	f := &fixture{api: api, hooks: &hookLog{}, clk: clock.NewFake(time.UnixMilli(2_000_000_000_000))}
-	f.e = engine.New(engine.Config{Tools: reg, Policy: set, Hooks: f.hooks, Clock: f.clk, ApprovalWindow: time.Minute,
-		Limits: lim})
+	cfg := engine.Config{Tools: reg, Policy: set, Hooks: f.hooks, Clock: f.clk, ApprovalWindow: time.Minute, Limits: lim}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	f.e = engine.New(cfg)
 	t.Cleanup(f.e.Shutdown)
 	return f
 }
@@ -295,5 +304,37 @@ func TestExecuteDecidesApprovalsInline(t *testing.T) {
 	}
 	if n := len(f.api.Todos()); n != 1 {
 		t.Fatalf("cancelled call ran: %d todos", n)
+	}
+}
+
+// An engine without a deadline reminder (a continuation grain's) declines
+// a decision that comes after the pause's deadline, whatever it says: the
+// client was told the deadline. One that has a reminder (sessions) leaves
+// the deadline to it.
+func TestLateDecisionIsATimeoutWhenTheEngineEnforcesDeadlines(t *testing.T) {
+	for _, enforce := range []bool{true, false} {
+		f := newFixtureWith(t, nil, sandbox.Limits{WallTime: 10 * time.Second}, func(c *engine.Config) { c.EnforceDeadlines = enforce })
+		code := `try { await tools.demo.createTodo({title: "late"}); return "created" } catch (e) { return "refused: " + e.message }`
+		early := f.run(t, code)
+		if early.Status != engine.StatusPaused {
+			t.Fatalf("outcome %+v, want paused", early)
+		}
+		// Within the window an accept runs.
+		f.clk.Advance(59 * time.Second)
+		out, _ := f.e.Resume(context.Background(), early.Pause.ID, engine.Response{Action: engine.Accept})
+		if out.Status != engine.StatusCompleted || out.Result.Value != "created" {
+			t.Fatalf("enforce=%v: accept within the window: %+v", enforce, out)
+		}
+		late := f.run(t, code)
+		f.clk.Advance(time.Minute + time.Millisecond)
+		out, _ = f.e.Resume(context.Background(), late.Pause.ID, engine.Response{Action: engine.Accept})
+		got, _ := out.Result.Value.(string)
+		if enforce {
+			if !strings.HasPrefix(got, "refused") || !strings.Contains(got, "approval_timeout") || len(f.api.Todos()) != 1 {
+				t.Fatalf("late accept with deadlines enforced: %+v, %d todos", out, len(f.api.Todos()))
+			}
+		} else if got != "created" || len(f.api.Todos()) != 2 {
+			t.Fatalf("late accept without enforcement: %+v, %d todos", out, len(f.api.Todos()))
+		}
 	}
 }

@@ -103,7 +103,8 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish
 	}
 	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil}
 	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
-		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger})
+		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger,
+		EnforceDeadlines: !publish}) // a session's deadline reminder declines; a continuation has none
 	return c
 }
 
