@@ -152,10 +152,10 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 	if c.h.cfg.CodeMode != nil {
 		// Pauses here have no lease or deadline reminder: the client's
 		// retry brings the decision, and the engine declines a decision
-		// that comes after the deadline (EnforceDeadlines; the
-		// requestState's expiry bounds it too). Without a journal the grain's idle timeout
-		// bounds how long a pause lives; with one, a pause outlives the
-		// activation and is restored when its retry comes.
+		// that comes after the deadline (EnforceDeadlines). Without a
+		// journal the grain's idle timeout bounds how long a pause lives;
+		// with one, a pause outlives the activation and is restored when
+		// its retry comes.
 		var journal engine.Journal
 		if c.h.cfg.durable() {
 			// The journal is fenced by the epoch: own the grain first.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -93,13 +94,23 @@ type Writer struct {
 	to     *actor.PID
 	id     string
 
-	mu     sync.Mutex
-	header http.Header
-	status int  // set by WriteHeader (or the first Write)
-	sent   bool // the head went out
-	ended  bool
-	buf    bytes.Buffer
+	mu      sync.Mutex
+	header  http.Header
+	status  int  // set by WriteHeader (or the first Write)
+	sent    bool // the head went out
+	ended   bool
+	buf     bytes.Buffer
+	flushed bool        // a Flush is waiting for its coalescing window
+	timer   *time.Timer // sends a waiting Flush when the window ends
 }
+
+// coalesceWindow is how long a Flush waits for more of the response before
+// its frame goes out. go-sdk flushes after every SSE event: the head with
+// the priming event, then the result, then the handler returns. Across
+// processes each frame is a remote message; a quick answer now costs one
+// (head, events and end together) instead of three. A stream whose next
+// event comes later is delayed by at most this.
+const coalesceWindow = time.Millisecond
 
 // maxChunk flushes buffered body bytes beyond this size even without an
 // explicit Flush.
@@ -149,12 +160,31 @@ func (w *Writer) Flush() {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.buf.Len() > 0 || !w.sent {
+	if (w.buf.Len() > 0 || !w.sent) && !w.flushed {
+		w.flushed = true
+		if w.timer == nil {
+			w.timer = time.AfterFunc(coalesceWindow, w.flushWaiting)
+		} else {
+			w.timer.Reset(coalesceWindow)
+		}
+	}
+}
+
+// flushWaiting sends what a Flush left waiting, unless a later send (the
+// end, a full chunk) already took it.
+func (w *Writer) flushWaiting() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.flushed && !w.ended {
 		w.sendLocked(false, "")
 	}
 }
 
 func (w *Writer) sendLocked(end bool, errText string) {
+	w.flushed = false
+	if w.timer != nil && end {
+		w.timer.Stop()
+	}
 	f := &pb.ExchangeFrame{ExchangeId: w.id, End: end, Error: errText}
 	if !w.sent {
 		w.sent = true

@@ -1,0 +1,94 @@
+package tunnel
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// frames spawns an actor that forwards every ExchangeFrame it gets.
+func frames(t *testing.T) (*actor.ActorSystem, *actor.PID, <-chan *pb.ExchangeFrame) {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	t.Cleanup(sys.Shutdown)
+	got := make(chan *pb.ExchangeFrame, 16)
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if f, ok := c.Message().(*pb.ExchangeFrame); ok {
+			got <- f
+		}
+	}))
+	return sys, pid, got
+}
+
+func next(t *testing.T, got <-chan *pb.ExchangeFrame) *pb.ExchangeFrame {
+	t.Helper()
+	select {
+	case f := <-got:
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatal("no frame within 5s")
+		return nil
+	}
+}
+
+// A quick SSE answer (head + priming event, flush, result, flush, end)
+// crosses as one frame.
+func TestQuickAnswerIsOneFrame(t *testing.T) {
+	sys, pid, got := frames(t)
+	w := NewWriter(sys, pid, "x1")
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("event: prime\n\n"))
+	w.Flush()
+	_, _ = w.Write([]byte("data: result\n\n"))
+	w.Flush()
+	w.End("")
+	f := next(t, got)
+	if f.GetHead().GetStatus() != 200 || string(f.GetData()) != "event: prime\n\ndata: result\n\n" || !f.GetEnd() {
+		t.Fatalf("frame %v", f)
+	}
+	select {
+	case extra := <-got:
+		t.Fatalf("a second frame: %v", extra)
+	case <-time.After(3 * coalesceWindow):
+	}
+}
+
+// A flush with nothing after it still goes out (within the window), and
+// the stream goes on.
+func TestFlushWithoutMoreGoesOutAlone(t *testing.T) {
+	sys, pid, got := frames(t)
+	w := NewWriter(sys, pid, "x2")
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = w.Write([]byte(": open\n\n"))
+	w.Flush()
+	f := next(t, got)
+	if f.GetHead().GetStatus() != 200 || string(f.GetData()) != ": open\n\n" || f.GetEnd() {
+		t.Fatalf("first frame %v", f)
+	}
+	_, _ = w.Write([]byte("data: later\n\n"))
+	w.Flush()
+	f = next(t, got)
+	if f.GetHead() != nil || string(f.GetData()) != "data: later\n\n" || f.GetEnd() {
+		t.Fatalf("second frame %v", f)
+	}
+	w.End("")
+	if f = next(t, got); !f.GetEnd() || len(f.GetData()) != 0 {
+		t.Fatalf("end frame %v", f)
+	}
+}
+
+// A full chunk goes out at once, without waiting for a flush.
+func TestFullChunkGoesOutAtOnce(t *testing.T) {
+	sys, pid, got := frames(t)
+	w := NewWriter(sys, pid, "x3")
+	big := make([]byte, maxChunk)
+	_, _ = w.Write(big)
+	if f := next(t, got); len(f.GetData()) != maxChunk || f.GetEnd() {
+		t.Fatalf("chunk frame: %d bytes, end %v", len(f.GetData()), f.GetEnd())
+	}
+}
