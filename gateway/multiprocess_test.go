@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/placement"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
@@ -226,7 +228,7 @@ func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
 		t.Fatalf("tools/call stream: %+v", evs)
 	}
 	prime := evs[0].id
-	time.Sleep(50 * time.Millisecond) // let the write-behind event log flush (10 ms interval)
+	awaitEventStored(t, c.DSN, sid, evs[1].id) // the event log writes behind
 	c.Kill(1)
 	c.WaitMembersOn([]int{0, 2}, 2, 20*time.Second)
 	resp = resumeStream(t, c.Node(2).HTTP, sid, prime)
@@ -237,6 +239,33 @@ func TestDroppedStreamResumesOnAnotherNodeAfterOwnerDied(t *testing.T) {
 	replayed := readSSE(t, resp, 1)
 	if len(replayed) != 1 || replayed[0].id != evs[1].id || !strings.Contains(replayed[0].data, "replay me") {
 		t.Fatalf("replayed %+v, want %+v", replayed, evs[1])
+	}
+}
+
+// awaitEventStored waits (10 s) until the session's event with the
+// (gateway-tagged) id is in the store's event log.
+func awaitEventStored(t *testing.T, dsn, sid, eventID string) {
+	t.Helper()
+	base, _, _ := strings.Cut(eventID, "~")
+	i := strings.LastIndex(base, "_")
+	idx, err := strconv.Atoi(base[i+1:])
+	if i < 0 || err != nil {
+		t.Fatalf("event id %q", eventID)
+	}
+	st, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, last, err := st.Events(t.Context(), sid, base[:i], idx-1); err == nil && last >= idx {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %s of session %s not stored after 10s", eventID, sid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -37,6 +37,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	started := func(st pb.SessionReply_Status) *pb.ExchangeStarted {
 		return &pb.ExchangeStarted{Status: st, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 	}
+	standalone := false
 	if m.GetCreate() {
 		if s.rec != nil {
 			return started(pb.SessionReply_STATUS_EXISTS), nil
@@ -48,7 +49,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		if st := s.check(m.GetPrincipal()); st != pb.SessionReply_STATUS_OK {
 			return started(st), nil
 		}
-		if standaloneStream(m) {
+		if standalone = standaloneStream(m); standalone {
 			m = withoutLastEventID(m)
 			if s.rt == nil {
 				if err := s.park(g, m); err != nil {
@@ -66,7 +67,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		return nil, grain.Reject("session: this node's runtime does not serve HTTP exchanges")
 	}
 	serve := es.ServeExchange
-	if m.GetMethod() == http.MethodGet {
+	if standalone {
 		id := s.h.primeID()
 		serve = func(w http.ResponseWriter, r *http.Request) {
 			es.ServeExchange(&primingWriter{ResponseWriter: w, id: id}, r)
