@@ -40,6 +40,15 @@ func (l logSignal) WithGroup(string) slog.Handler      { return l }
 // cutting the call (an unknown outcome) and having the client run the code
 // again from the start.
 func TestGracefulStopLetsARunningSessionlessExecutionFinish(t *testing.T) {
+	testGracefulStopLetsARunningExecutionFinish(t, "", "continuation: waiting for requests in flight before deactivating")
+}
+
+// The same for an MCP session (2025-11-25).
+func TestGracefulStopLetsARunningSessionExecutionFinish(t *testing.T) {
+	testGracefulStopLetsARunningExecutionFinish(t, "2025-11-25", "session: waiting for running executions before disposing")
+}
+
+func testGracefulStopLetsARunningExecutionFinish(t *testing.T, version, drainLog string) {
 	entered, release, cut := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1)
 	up := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
 	up.AddTool(&mcp.Tool{Name: "slow", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -59,9 +68,9 @@ func TestGracefulStopLetsARunningSessionlessExecutionFinish(t *testing.T) {
 	draining := make(chan struct{})
 	info, stop := startNodeStoppable(t, codeNode(t, func(c *app.Config) {
 		c.MCP.Code.Upstreams = []app.UpstreamSource{{Name: "up", URL: ts.URL}}
-		c.Logger = slog.New(logSignal{msg: "continuation: waiting for running executions before deactivating", seen: draining, once: &sync.Once{}})
+		c.Logger = slog.New(logSignal{msg: drainLog, seen: draining, once: &sync.Once{}})
 	}))
-	modern := connect(t, info.HTTPAddr, aliceToken, "", nil)
+	cs := connect(t, info.HTTPAddr, aliceToken, version, nil)
 
 	type outcome struct {
 		res *mcp.CallToolResult
@@ -71,7 +80,7 @@ func TestGracefulStopLetsARunningSessionlessExecutionFinish(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		res, err := modern.CallTool(ctx, &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
 			"code": `const r = await tools.up.slow({}); return r;`}})
 		done <- outcome{res, err}
 	}()

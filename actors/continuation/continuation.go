@@ -34,6 +34,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -140,6 +141,10 @@ type cont struct {
 	stop      func()
 	code      *mcpruntime.CodeRuntime
 	exchanges map[string]context.CancelFunc
+	// serving counts the requests whose handler has not returned yet
+	// (from the turn that starts them): a graceful deactivation waits for
+	// them, since cancelling one cuts its execution or its answer.
+	serving atomic.Int32
 }
 
 func (c *cont) Activate(context.Context, grain.Context, []byte) error { return nil }
@@ -195,8 +200,13 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 			}
 			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: build server: " + err.Error()}
 		}
-		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, c.id, true), c.handler.ServeHTTP)
+		c.serving.Add(1)
+		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
+			defer c.serving.Add(-1)
+			c.handler.ServeHTTP(w, r)
+		})
 		if err != nil {
+			c.serving.Add(-1)
 			return nil, grain.Reject("continuation: %v", err)
 		}
 		c.exchanges[m.GetExchangeId()] = cancel
@@ -219,23 +229,31 @@ func (c *cont) HandleLocal(_ context.Context, _ grain.Context, msg any) {
 	}
 }
 
-// executionDrain bounds how long a graceful deactivation (node stop, move,
-// idle) waits for running executions before it cuts them, as sessions do.
-const executionDrain = 5 * time.Second
+// requestDrain bounds how long a graceful deactivation (node stop, move,
+// idle) waits for the requests in flight before it cuts them.
+const requestDrain = 5 * time.Second
 
 func (c *cont) Deactivate(_ context.Context, _ grain.Context, reason grain.Reason) {
-	if c.code != nil && reason != grain.ReasonOwnershipLost {
-		// A cut call has an unknown outcome (execution_interrupted unless
-		// idempotent), and the client's retry of a cut execute runs the code
-		// again from the start: let what runs finish or pause first.
-		if n := c.code.Engine().RunningCount(); n > 0 {
-			c.h.cfg.Logger.Info("continuation: waiting for running executions before deactivating", "grain", c.id, "running", n, "reason", string(reason))
-			ctx, cancel := context.WithTimeout(context.Background(), executionDrain)
-			if !c.code.Engine().Drain(ctx) {
-				c.h.cfg.Logger.Warn("continuation: executions still running after the drain; cutting them", "grain", c.id, "running", c.code.Engine().RunningCount())
+	if n := c.serving.Load(); n > 0 && reason != grain.ReasonOwnershipLost {
+		// Every sessionless request is one POST, and an execution runs
+		// inside the request that started or resumed it. A cut call has an
+		// unknown outcome (execution_interrupted unless idempotent), and
+		// the client's retry of a cut execute runs the code again from the
+		// start: let the requests finish (or pause) and answer first.
+		c.h.cfg.Logger.Info("continuation: waiting for requests in flight before deactivating", "grain", c.id, "requests", n, "reason", string(reason))
+		deadline := time.NewTimer(requestDrain)
+		tick := time.NewTicker(5 * time.Millisecond)
+	wait:
+		for c.serving.Load() > 0 {
+			select {
+			case <-deadline.C:
+				c.h.cfg.Logger.Warn("continuation: requests still in flight after the drain; cutting them", "grain", c.id, "requests", c.serving.Load())
+				break wait
+			case <-tick.C:
 			}
-			cancel()
 		}
+		deadline.Stop()
+		tick.Stop()
 	}
 	for _, cancel := range c.exchanges {
 		cancel()

@@ -567,22 +567,6 @@ func (e *Engine) RunningCount() int {
 	return max(0, e.running-len(e.paused))
 }
 
-// Drain waits until no execution is running (paused ones do not count) or
-// ctx ends, and reports whether none is running. A graceful deactivation
-// calls it before [Engine.Shutdown], which would cut calls in flight.
-func (e *Engine) Drain(ctx context.Context) bool {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for e.RunningCount() > 0 {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
-}
-
 // Shutdown interrupts every execution and drops its pauses (the runtime is
 // being disposed). Pauses that are not durable are cancelled and settled;
 // durable ones are left as journaled (not decided, not settled), for a

@@ -724,9 +724,19 @@ const executionDrain = 5 * time.Second
 // flight, whose outcome is then unknown (a durable execution continues in
 // the next activation with the call interrupted; a write is not sent
 // again). A fenced activation does not wait: its writes fail anyway.
+// When executions ran, it then waits (within the same bound) for the POSTs
+// in flight: an execution that just ended is still writing its answer, and
+// disposing cancels the request under it.
 func (s *session) drainExecutions() {
 	deadline := time.Now().Add(executionDrain)
+	if s.rt.RunningExecutions() == 0 {
+		return
+	}
+	s.h.log.Info("session: waiting for running executions before disposing", "session", s.id, "running", s.rt.RunningExecutions())
 	for s.rt.RunningExecutions() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for s.res.posts.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
