@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -262,4 +263,50 @@ func TestStandaloneStreamsSurviveManyHibernations(t *testing.T) {
 			last[who] = id
 		}
 	}
+}
+
+// TestParkedStreamsPerSessionAreBounded: a client that opens stream after
+// stream on a hibernated session cannot pile them up; past four, the
+// oldest ends (cleanly: the newest is never refused).
+func TestParkedStreamsPerSessionAreBounded(t *testing.T) {
+	info := startCodeNode(t, func(c *app.Config) {
+		c.NodeID = "b1"
+		c.MCP.SoftCap = 1
+	})
+	p := metricsProbe{t, info.HTTPAddr}
+	node := map[string]string{"node": "b1"}
+	quiet := func() *mcp.ClientSession { // no standalone stream of its own
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), &mcp.StreamableClientTransport{
+			Endpoint: "http://" + info.HTTPAddr + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}},
+			DisableStandaloneSSE: true,
+		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	a := quiet()
+	quiet() // evicts a (soft cap 1)
+	p.waitFor("eviction", "mcpgrain_runtime_disposals_total", map[string]string{"node": "b1", "reason": "cap"}, exactly(1))
+
+	var streams []*http.Response
+	for i := range 6 {
+		streams = append(streams, openStandaloneStream(t, info.HTTPAddr, a.ID()))
+		p.waitFor("parked", "mcpgrain_parked_streams", node, exactly(float64(min(i+1, 4))))
+	}
+	awaitStreamEnd(t, "first", streams[0])
+	awaitStreamEnd(t, "second", streams[1])
+	if v := p.get("mcpgrain_session_activations_total", node); v != 2 {
+		t.Fatalf("%v activations: parking restored the session", v)
+	}
+	// The four newest are still open: a real request restores the session
+	// and ends them all.
+	if _, err := a.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams[2:] {
+		awaitStreamEnd(t, fmt.Sprintf("stream %d after the restore", i+3), s)
+	}
+	p.waitFor("restore", "mcpgrain_parked_streams", node, exactly(0))
 }

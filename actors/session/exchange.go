@@ -148,8 +148,39 @@ func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
 	if err != nil {
 		return grain.Reject("session: %v", err)
 	}
-	s.parked[m.GetExchangeId()] = cancel
+	if len(s.parked) >= maxParkedStreams {
+		s.endOldestParked()
+	}
+	s.parkSeq++
+	s.parked[m.GetExchangeId()] = parkedStream{cancel: cancel, seq: s.parkSeq}
 	return nil
+}
+
+// maxParkedStreams bounds the parked streams of one session. A client has
+// one standalone stream (two for a moment while it reconnects); a client
+// that opens more cannot pile up goroutines: the oldest ends (it is never
+// refused: go-sdk's client would take a refused reconnect as the end of
+// its session).
+const maxParkedStreams = 4
+
+// parkedStream is one parked standalone stream.
+type parkedStream struct {
+	cancel context.CancelFunc
+	seq    uint64 // parking order
+}
+
+// endOldestParked ends the session's longest-parked stream.
+func (s *session) endOldestParked() {
+	var oldest string
+	for id, p := range s.parked {
+		if oldest == "" || p.seq < s.parked[oldest].seq {
+			oldest = id
+		}
+	}
+	if oldest != "" {
+		s.parked[oldest].cancel()
+		delete(s.parked, oldest)
+	}
 }
 
 // withoutLastEventID returns m without its Last-Event-ID: the standalone

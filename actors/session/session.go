@@ -46,7 +46,8 @@ type session struct {
 	exchanges map[string]context.CancelFunc
 	// parked holds the standalone GET streams held open while the runtime
 	// is not resident (see park), by exchange id; wake ends them.
-	parked   map[string]context.CancelFunc
+	parked   map[string]parkedStream
+	parkSeq  uint64
 	wake     chan struct{}
 	persists time.Time // last activity as persisted in the record
 	// handedOver holds the executions this runtime was handed a decision
@@ -152,8 +153,8 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 		if cancel, ok := s.exchanges[m.GetExchangeId()]; ok {
 			cancel()
 		}
-		if cancel, ok := s.parked[m.GetExchangeId()]; ok {
-			cancel()
+		if p, ok := s.parked[m.GetExchangeId()]; ok {
+			p.cancel()
 		}
 		return &pb.ExchangeCancelled{}, nil
 	default:
