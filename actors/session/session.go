@@ -729,10 +729,10 @@ const executionDrain = 5 * time.Second
 // in flight: an execution that just ended is still writing its answer, and
 // disposing cancels the request under it.
 func (s *session) drainExecutions() {
-	deadline := time.Now().Add(executionDrain)
 	if s.rt.RunningExecutions() == 0 {
 		return
 	}
+	deadline := time.Now().Add(executionDrain)
 	s.h.log.Info("session: waiting for running executions before disposing", "session", s.id, "running", s.rt.RunningExecutions())
 	for s.rt.RunningExecutions() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
