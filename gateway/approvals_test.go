@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -172,11 +173,11 @@ func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": accepted, "action": "accept"})
 	if res.IsError || sc["status"] != "completed" {
-		t.Fatalf("resume accepted: %s", resultText(res))
+		t.Fatalf("resume accepted: %s", mcpclient.Text(res))
 	}
 	res, _ = callTool(t, cs, "resume", map[string]any{"executionId": declined, "action": "accept"})
-	if !res.IsError || !strings.Contains(resultText(res), "not today") {
-		t.Fatalf("resume declined: %s", resultText(res))
+	if !res.IsError || !strings.Contains(mcpclient.Text(res), "not today") {
+		t.Fatalf("resume declined: %s", mcpclient.Text(res))
 	}
 	if got := todos(t, info.HTTPAddr); len(got) != 1 {
 		t.Fatalf("todos %v", got)
@@ -286,8 +287,8 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 		t.Fatalf("result %q", result)
 	}
 	res, _ := callTool(t, cs, "resume", map[string]any{"executionId": id})
-	if !res.IsError || !strings.Contains(resultText(res), "decline") {
-		t.Fatalf("resume after decline: %s", resultText(res))
+	if !res.IsError || !strings.Contains(mcpclient.Text(res), "decline") {
+		t.Fatalf("resume after decline: %s", mcpclient.Text(res))
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 1 {
 		t.Fatalf("declined call ran: %d todos", n)

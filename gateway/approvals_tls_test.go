@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
@@ -73,6 +74,6 @@ func TestApprovalServiceOverTLS(t *testing.T) {
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
 	if res.IsError || sc["status"] != "completed" {
-		t.Fatalf("resume: %s", resultText(res))
+		t.Fatalf("resume: %s", mcpclient.Text(res))
 	}
 }

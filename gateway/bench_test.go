@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
@@ -92,7 +93,7 @@ func (tg target) connect(b *testing.B) *mcp.ClientSession {
 	}
 	hc := &http.Client{}
 	if tg.token != "" {
-		hc.Transport = bearer{tg.token, http.DefaultTransport}
+		hc.Transport = mcpclient.Bearer(tg.token, http.DefaultTransport)
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: tg.endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // Code mode through the gateway, one node in this process, side by side:
@@ -41,7 +42,7 @@ func BenchmarkCodeMode(b *testing.B) {
 		run(b, func(b *testing.B) {
 			res, _ := callTool(b, cs, "echo", map[string]any{"text": "x"})
 			if res.IsError {
-				b.Fatal(resultText(res))
+				b.Fatal(mcpclient.Text(res))
 			}
 		})
 	})
@@ -49,7 +50,7 @@ func BenchmarkCodeMode(b *testing.B) {
 		run(b, func(b *testing.B) {
 			res, sc := callTool(b, cs, "execute", map[string]any{"code": `return (await tools.demo.listTodos({limit: 1})).length`})
 			if res.IsError || sc["status"] != "completed" {
-				b.Fatal(resultText(res))
+				b.Fatal(mcpclient.Text(res))
 			}
 		})
 	})
@@ -67,7 +68,7 @@ func BenchmarkCodeMode(b *testing.B) {
 			resp.Body.Close()
 			res, sc := callTool(b, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
 			if res.IsError || sc["status"] != "completed" {
-				b.Fatal(resultText(res))
+				b.Fatal(mcpclient.Text(res))
 			}
 		})
 	})

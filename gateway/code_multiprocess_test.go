@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
@@ -35,8 +36,8 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 	other := connectOwnedByAs(t, c, 0, 2, bobToken, nil)
 
 	res, sc := callTool(t, other, "resume", map[string]any{"executionId": id, "action": "accept"})
-	if !res.IsError || sc["status"] != "execution_forbidden" || !strings.Contains(resultText(res), "same account and organization") {
-		t.Fatalf("another principal: %s / %v", resultText(res), sc)
+	if !res.IsError || sc["status"] != "execution_forbidden" || !strings.Contains(mcpclient.Text(res), "same account and organization") {
+		t.Fatalf("another principal: %s / %v", mcpclient.Text(res), sc)
 	}
 	if n := len(todos(t, c.Node(1).HTTP)); n != 0 {
 		t.Fatalf("forbidden resume ran the call: %d todos", n)
@@ -44,7 +45,7 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 
 	res, sc = callTool(t, recycled, "resume", map[string]any{"executionId": id, "action": "accept"})
 	if res.IsError || sc["status"] != "completed" {
-		t.Fatalf("forwarded resume: %s / %v", resultText(res), sc)
+		t.Fatalf("forwarded resume: %s / %v", mcpclient.Text(res), sc)
 	}
 	first := fmt.Sprint(sc["result"])
 	if !strings.Contains(first, "ship it") {
@@ -58,7 +59,7 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 	for name, s := range map[string]*mcp.ClientSession{"recycled": recycled, "owner": owner} {
 		res, sc = callTool(t, s, "resume", map[string]any{"executionId": id, "action": "accept"})
 		if res.IsError || fmt.Sprint(sc["result"]) != first {
-			t.Fatalf("second resume from the %s session: %s", name, resultText(res))
+			t.Fatalf("second resume from the %s session: %s", name, mcpclient.Text(res))
 		}
 	}
 	if n := len(todos(t, c.Node(1).HTTP)); n != 1 {
@@ -66,6 +67,6 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 	}
 	res, sc = callTool(t, recycled, "resume", map[string]any{"executionId": "exec_00000000000000000000000000000000", "action": "accept"})
 	if !res.IsError || sc["status"] != "execution_not_found" || sc["recovery"] != "re_execute" {
-		t.Fatalf("unknown id: %s / %v", resultText(res), sc)
+		t.Fatalf("unknown id: %s / %v", mcpclient.Text(res), sc)
 	}
 }

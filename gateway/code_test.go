@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 const (
@@ -53,7 +54,7 @@ func connectMode(t testing.TB, addr, token, mode string) *mcp.ClientSession {
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: mcpclient.Bearer(token, http.DefaultTransport)},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -85,22 +86,12 @@ func structured(t testing.TB, res *mcp.CallToolResult) map[string]any {
 	return m
 }
 
-func resultText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // pause runs createCode and returns the paused execution's id.
 func pause(t testing.TB, cs *mcp.ClientSession, wantStatus string) string {
 	t.Helper()
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
 	if res.IsError || sc["status"] != wantStatus {
-		t.Fatalf("execute: want %s, got %s / %v", wantStatus, resultText(res), sc)
+		t.Fatalf("execute: want %s, got %s / %v", wantStatus, mcpclient.Text(res), sc)
 	}
 	id, _ := sc["executionId"].(string)
 	if !strings.HasPrefix(id, "exec_") {
@@ -165,7 +156,7 @@ func TestExecuteReadCompletesWithoutApproval(t *testing.T) {
 		emit({seen: all.length});
 		return {count: all.length};`})
 	if res.IsError || sc["status"] != "completed" {
-		t.Fatalf("execute: %s / %v", resultText(res), sc)
+		t.Fatalf("execute: %s / %v", mcpclient.Text(res), sc)
 	}
 	if r, _ := sc["result"].(map[string]any); r["count"] != float64(0) {
 		t.Fatalf("result %v", sc["result"])
@@ -177,15 +168,15 @@ func TestExecuteReadCompletesWithoutApproval(t *testing.T) {
 	// Discovery and errors come back as results, not protocol errors.
 	res, sc = callTool(t, cs, "execute", map[string]any{"code": `return (await tools.search({query: "create todo"}))[0].path`})
 	if res.IsError || sc["result"] != "demo.createTodo" {
-		t.Fatalf("search: %s", resultText(res))
+		t.Fatalf("search: %s", mcpclient.Text(res))
 	}
 	res, _ = callTool(t, cs, "execute", map[string]any{"code": `let x = ;`})
-	if !res.IsError || !strings.Contains(resultText(res), "1:") {
-		t.Fatalf("syntax error: %s", resultText(res))
+	if !res.IsError || !strings.Contains(mcpclient.Text(res), "1:") {
+		t.Fatalf("syntax error: %s", mcpclient.Text(res))
 	}
 	res, _ = callTool(t, cs, "execute", map[string]any{"code": `await tools.demo.getTodo({id: "nope"})`})
-	if !res.IsError || !strings.Contains(resultText(res), "404") {
-		t.Fatalf("404 from the API: %s", resultText(res))
+	if !res.IsError || !strings.Contains(mcpclient.Text(res), "404") {
+		t.Fatalf("404 from the API: %s", mcpclient.Text(res))
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 0 {
 		t.Fatalf("reads changed the API: %d todos", n)
@@ -247,7 +238,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	// happened once.
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
 	if res.IsError || sc["status"] != "completed" {
-		t.Fatalf("resume: %s", resultText(res))
+		t.Fatalf("resume: %s", mcpclient.Text(res))
 	}
 	if r, _ := sc["result"].(map[string]any); r["title"] != "ship it" {
 		t.Fatalf("result %v", sc["result"])
@@ -258,7 +249,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	// Resuming again replays the same result.
 	res2, sc2 := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
 	if res2.IsError || fmt.Sprint(sc2["result"]) != fmt.Sprint(sc["result"]) {
-		t.Fatalf("replay: %s", resultText(res2))
+		t.Fatalf("replay: %s", mcpclient.Text(res2))
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 1 {
 		t.Fatalf("replay ran the call again: %d todos", n)
@@ -277,8 +268,8 @@ func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
 	id := pause(t, cs, "waiting_for_interaction")
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "decline", "content": `{"reason":"not now"}`})
-	if !res.IsError || sc["status"] != "error" || !strings.Contains(resultText(res), "decline") {
-		t.Fatalf("decline: %s / %v", resultText(res), sc)
+	if !res.IsError || sc["status"] != "error" || !strings.Contains(mcpclient.Text(res), "decline") {
+		t.Fatalf("decline: %s / %v", mcpclient.Text(res), sc)
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 0 {
 		t.Fatalf("declined call ran: %d todos", n)
@@ -286,7 +277,7 @@ func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
 	// A later resume of the settled execution replays the declined result.
 	res, _ = callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
 	if !res.IsError {
-		t.Fatalf("resume after decline: %s", resultText(res))
+		t.Fatalf("resume after decline: %s", mcpclient.Text(res))
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 0 {
 		t.Fatalf("accept after decline ran the call: %d todos", n)
@@ -301,11 +292,11 @@ func TestCodeCatchesDeclineAndGoesOn(t *testing.T) {
 		catch (e) { return "declined: " + e.message; }`})
 	id, _ := sc["executionId"].(string)
 	if sc["status"] != "waiting_for_interaction" {
-		t.Fatalf("execute: %s", resultText(res))
+		t.Fatalf("execute: %s", mcpclient.Text(res))
 	}
 	res, sc = callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "decline"})
 	if res.IsError || !strings.HasPrefix(fmt.Sprint(sc["result"]), "declined: ") {
-		t.Fatalf("resume: %s / %v", resultText(res), sc)
+		t.Fatalf("resume: %s / %v", mcpclient.Text(res), sc)
 	}
 }
 
@@ -314,11 +305,11 @@ func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "browser")
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
 	if sc["status"] != "user_approval_required" {
-		t.Fatalf("execute: %s", resultText(res))
+		t.Fatalf("execute: %s", mcpclient.Text(res))
 	}
 	id := sc["executionId"].(string)
 	wantURL := "http://" + info.HTTPAddr + "/approve/" + id
-	if sc["approvalUrl"] != wantURL || !strings.Contains(resultText(res), wantURL) {
+	if sc["approvalUrl"] != wantURL || !strings.Contains(mcpclient.Text(res), wantURL) {
 		t.Fatalf("approvalUrl %v, want %s", sc["approvalUrl"], wantURL)
 	}
 	done := make(chan map[string]any, 1)
@@ -364,8 +355,8 @@ func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
-	if !res.IsError || !strings.Contains(resultText(res), "approval_timeout") && sc["status"] != "execution_already_settled" {
-		t.Fatalf("resume after the window: %s / %v", resultText(res), sc)
+	if !res.IsError || !strings.Contains(mcpclient.Text(res), "approval_timeout") && sc["status"] != "execution_already_settled" {
+		t.Fatalf("resume after the window: %s / %v", mcpclient.Text(res), sc)
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 0 {
 		t.Fatalf("timed-out call ran: %d todos", n)
@@ -405,10 +396,10 @@ func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
 			t.Fatalf("%s: the client was asked %q", tc.action, asked)
 		}
 		if tc.action == "accept" && (res.IsError || sc["status"] != "completed") {
-			t.Fatalf("accepted: %s", resultText(res))
+			t.Fatalf("accepted: %s", mcpclient.Text(res))
 		}
-		if tc.action == "decline" && (!res.IsError || !strings.Contains(resultText(res), "decline")) {
-			t.Fatalf("declined: %s", resultText(res))
+		if tc.action == "decline" && (!res.IsError || !strings.Contains(mcpclient.Text(res), "decline")) {
+			t.Fatalf("declined: %s", mcpclient.Text(res))
 		}
 		if n := len(todos(t, info.HTTPAddr)); n != tc.todos {
 			t.Fatalf("%s: %d todos, want %d", tc.action, n, tc.todos)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // logSignal is a slog handler that closes a channel the first time a
@@ -106,8 +107,8 @@ func testGracefulStopLetsARunningExecutionFinish(t *testing.T, version, drainLog
 	if o.err != nil {
 		t.Fatalf("execute: %v", o.err)
 	}
-	if o.res.IsError || !strings.Contains(resultText(o.res), "slow done") {
-		t.Fatalf("execute: %s", resultText(o.res))
+	if o.res.IsError || !strings.Contains(mcpclient.Text(o.res), "slow done") {
+		t.Fatalf("execute: %s", mcpclient.Text(o.res))
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
@@ -136,8 +137,8 @@ func TestSessionlessApprovalAfterItsDeadlineIsATimeout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("late retry: %v", err)
 	}
-	if !res.IsError || !strings.Contains(resultText(res), "approval_timeout") {
-		t.Fatalf("late accept: %s", resultText(res))
+	if !res.IsError || !strings.Contains(mcpclient.Text(res), "approval_timeout") {
+		t.Fatalf("late accept: %s", mcpclient.Text(res))
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 0 {
 		t.Fatalf("the late accept ran the call: %d todos", n)

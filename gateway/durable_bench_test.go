@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // Memory a passivated session with a durable pause gives back: one node
@@ -33,7 +34,7 @@ func BenchmarkDurablePausePassivation(b *testing.B) {
 			cl := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil)
 			cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{
 				Endpoint: "http://" + info.HTTPAddr + "/mcp", DisableStandaloneSSE: true,
-				HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}},
+				HTTPClient: &http.Client{Transport: mcpclient.Bearer(aliceToken, http.DefaultTransport)},
 			}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 			if err != nil {
 				b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -41,7 +42,7 @@ func quietClient(t *testing.T, c *testcluster.Cluster, via, owner int, token str
 		cl := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
 		cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{
 			Endpoint: "http://" + c.Node(via).HTTP + "/mcp", DisableStandaloneSSE: true,
-			HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+			HTTPClient: &http.Client{Transport: mcpclient.Bearer(token, http.DefaultTransport)},
 		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatalf("connect: %v", err)
@@ -62,7 +63,7 @@ func pauseDurable(t *testing.T, cs *mcp.ClientSession) string {
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": durableCode})
 	id, _ := sc["executionId"].(string)
 	if res.IsError || sc["status"] != "waiting_for_interaction" || !strings.HasPrefix(id, "exec_") {
-		t.Fatalf("execute: %s / %v", resultText(res), sc)
+		t.Fatalf("execute: %s / %v", mcpclient.Text(res), sc)
 	}
 	return id
 }
@@ -90,7 +91,7 @@ func completed(t *testing.T, res *mcp.CallToolResult, sc map[string]any) map[str
 	t.Helper()
 	r, _ := sc["result"].(map[string]any)
 	if res.IsError || sc["status"] != "completed" || r["title"] != "ship it" || r["before"] != float64(0) || r["after"] != float64(1) {
-		t.Fatalf("result: %s / %v", resultText(res), sc)
+		t.Fatalf("result: %s / %v", mcpclient.Text(res), sc)
 	}
 	em, _ := sc["emitted"].([]any)
 	if len(em) != 1 || fmt.Sprint(em[0].(map[string]any)["r"]) != fmt.Sprint(r["r"]) {
@@ -147,7 +148,7 @@ func TestDurablePauseSurvivesPassivationApprovedOverGRPC(t *testing.T) {
 	res, sc = callTool(t, cs2, "execute", map[string]any{"code": createTodoCode})
 	id2, _ := sc["executionId"].(string)
 	if res.IsError || id2 == "" {
-		t.Fatalf("execute: %s", resultText(res))
+		t.Fatalf("execute: %s", mcpclient.Text(res))
 	}
 	waitPassivated(t, c.Node(2))
 	tamperFirstCall(t, c.DSN, id2)
@@ -156,7 +157,7 @@ func TestDurablePauseSurvivesPassivationApprovedOverGRPC(t *testing.T) {
 	}
 	res, sc = callTool(t, cs2, "resume", map[string]any{"executionId": id2, "action": "accept"})
 	if !res.IsError || !strings.Contains(fmt.Sprint(sc["error"]), "execution_diverged") {
-		t.Fatalf("diverged resume: %s / %v", resultText(res), sc)
+		t.Fatalf("diverged resume: %s / %v", mcpclient.Text(res), sc)
 	}
 	if n := len(api.Todos()); n != 1 {
 		t.Fatalf("a diverged replay sent the call: %d todos", n)
@@ -311,7 +312,7 @@ func TestDurablePauseDeadlineWakesAPassivatedSession(t *testing.T) {
 		try { await tools.todo.createTodo({title: "late"}) } catch (e) { return "went on: " + e.message }`})
 	id, _ := sc["executionId"].(string)
 	if res.IsError || id == "" {
-		t.Fatalf("execute: %s", resultText(res))
+		t.Fatalf("execute: %s", mcpclient.Text(res))
 	}
 	waitPassivated(t, c.Node(1))
 	waitMetric(t, c.Node(1), `mcpgrain_approvals_total{node="`+c.Node(1).ID+`",outcome="timeout"}`, 1)
@@ -320,7 +321,7 @@ func TestDurablePauseDeadlineWakesAPassivatedSession(t *testing.T) {
 	}
 	res, sc = callTool(t, cs, "resume", map[string]any{"executionId": id})
 	if res.IsError || sc["status"] != "completed" || !strings.Contains(fmt.Sprint(sc["result"]), "went on: The call to todo.createTodo was declined by the user (approval_timeout)") {
-		t.Fatalf("after the deadline: %s / %v", resultText(res), sc)
+		t.Fatalf("after the deadline: %s / %v", mcpclient.Text(res), sc)
 	}
 	if n := len(api.Todos()); n != 0 {
 		t.Fatalf("a declined call ran: %d todos", n)
@@ -373,7 +374,7 @@ func TestSessionlessDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 		t.Fatalf("repeated retry: %v", err)
 	}
 	if sc, _ := res.StructuredContent.(map[string]any); sc["status"] != "completed" {
-		t.Fatalf("repeated retry: %s", resultText(res))
+		t.Fatalf("repeated retry: %s", mcpclient.Text(res))
 	}
 	if n := len(api.Todos()); n != 1 {
 		t.Fatalf("%d todos after the repeated retry", n)

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -103,7 +104,7 @@ func TestTenancyEveryDoorIsClosedToAnotherOrganization(t *testing.T) {
 	carol := connectMode(t, info.HTTPAddr, carolToken, "")
 	res, sc := callTool(t, carol, "resume", map[string]any{"executionId": execID, "action": "accept"})
 	if !res.IsError || (sc["status"] != "execution_not_found" && sc["status"] != "execution_forbidden") {
-		t.Fatalf("carol's resume: %s %v", resultText(res), sc)
+		t.Fatalf("carol's resume: %s %v", mcpclient.Text(res), sc)
 	}
 
 	// Nothing was decided: alice can still approve, once, and the to-do is
@@ -112,7 +113,7 @@ func TestTenancyEveryDoorIsClosedToAnotherOrganization(t *testing.T) {
 		t.Fatalf("alice's decision after the attempts: %d %v", r.status, r.body)
 	}
 	if res, _ := callTool(t, alice, "resume", map[string]any{"executionId": execID}); res.IsError {
-		t.Fatalf("alice's resume: %s", resultText(res))
+		t.Fatalf("alice's resume: %s", mcpclient.Text(res))
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 1 {
 		t.Fatalf("%d to-dos, want exactly 1", n)
@@ -245,7 +246,7 @@ func TestHostileCodeIsContained(t *testing.T) {
 			if err != nil {
 				t.Fatalf("transport error (the session must answer): %v", err)
 			}
-			text := resultText(res)
+			text := mcpclient.Text(res)
 			if strings.Contains(text, "root:x:0:0") {
 				t.Fatalf("read a host file: %s", text)
 			}
@@ -269,7 +270,7 @@ func TestHostileCodeIsContained(t *testing.T) {
 	// The session is unharmed.
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": `return 6 * 7`})
 	if res.IsError || sc["result"] != float64(42) {
-		t.Fatalf("after the hostile code: %s %v", resultText(res), sc)
+		t.Fatalf("after the hostile code: %s %v", mcpclient.Text(res), sc)
 	}
 }
 

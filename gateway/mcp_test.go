@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 const (
@@ -87,23 +88,12 @@ func startNodeStoppable(t testing.TB, tweak func(*app.Config)) (app.Info, func()
 	return app.Info{}, nil
 }
 
-type bearer struct {
-	token string
-	rt    http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.rt.RoundTrip(r)
-}
-
 func connect(t testing.TB, addr, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + addr + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: mcpclient.Bearer(token, http.DefaultTransport)},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // scrape is one parsed GET /metrics of a running node.
@@ -141,7 +142,7 @@ func TestMetricsMoveWithTheEventsTheyCount(t *testing.T) {
 
 	// Accepting it settles it.
 	if res, sc := callTool(t, a, "resume", map[string]any{"executionId": e1, "action": "accept"}); res.IsError {
-		t.Fatalf("resume: %s / %v", resultText(res), sc)
+		t.Fatalf("resume: %s / %v", mcpclient.Text(res), sc)
 	}
 	p.waitFor("accept", "mcpgrain_approvals_total", with("outcome", "accept"), exactly(1))
 	p.waitFor("accept", "mcpgrain_paused_executions", node, exactly(0))
@@ -150,8 +151,8 @@ func TestMetricsMoveWithTheEventsTheyCount(t *testing.T) {
 	// A resume from another session is forwarded to the owner.
 	b := connectMode(t, info.HTTPAddr, aliceToken, "")
 	e2 := pause(t, a, "waiting_for_interaction")
-	if res, sc := callTool(t, b, "resume", map[string]any{"executionId": e2, "action": "decline"}); res.IsError && sc["status"] != "declined" && !strings.Contains(resultText(res), "declin") {
-		t.Fatalf("forwarded resume: %s / %v", resultText(res), sc)
+	if res, sc := callTool(t, b, "resume", map[string]any{"executionId": e2, "action": "decline"}); res.IsError && sc["status"] != "declined" && !strings.Contains(mcpclient.Text(res), "declin") {
+		t.Fatalf("forwarded resume: %s / %v", mcpclient.Text(res), sc)
 	}
 	p.waitFor("forward", "mcpgrain_resume_forwards_total", with("outcome", "ok"), exactly(1))
 	p.waitFor("forwarded decline", "mcpgrain_approvals_total", with("outcome", "decline"), exactly(1))

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // openStandaloneStream opens a raw standalone GET stream on session sid and
@@ -200,7 +201,7 @@ func connectRecordingStreams(t *testing.T, addr string) (*mcp.ClientSession, <-c
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + addr + "/mcp",
-		HTTPClient: &http.Client{Transport: streamOpens{bearer{aliceToken, http.DefaultTransport}, gets}},
+		HTTPClient: &http.Client{Transport: streamOpens{mcpclient.Bearer(aliceToken, http.DefaultTransport), gets}},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -277,7 +278,7 @@ func TestParkedStreamsPerSessionAreBounded(t *testing.T) {
 	node := map[string]string{"node": "b1"}
 	quiet := func() *mcp.ClientSession { // no standalone stream of its own
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), &mcp.StreamableClientTransport{
-			Endpoint: "http://" + info.HTTPAddr + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}},
+			Endpoint: "http://" + info.HTTPAddr + "/mcp", HTTPClient: &http.Client{Transport: mcpclient.Bearer(aliceToken, http.DefaultTransport)},
 			DisableStandaloneSSE: true,
 		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {

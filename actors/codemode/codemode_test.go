@@ -33,7 +33,6 @@
 package codemode_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +59,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -208,31 +208,13 @@ func (r *testRuntime) waitedFor() []string {
 	return slices.Clone(r.waited)
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	shop   *shop
 	hooks  *hookLog
 	eng    *engine.Engine
 	rt     *testRuntime
 	server *mcp.Server
-	logs   *syncBuffer
+	logs   *testenv.SyncBuffer
 	window time.Duration
 }
 
@@ -248,7 +230,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.window == 0 {
 		o.window = 4 * time.Minute
 	}
-	h := &harness{shop: &shop{}, hooks: &hookLog{}, logs: &syncBuffer{}, window: o.window}
+	h := &harness{shop: &shop{}, hooks: &hookLog{}, logs: &testenv.SyncBuffer{}, window: o.window}
 	reg, err := tools.NewRegistry(h.shop)
 	if err != nil {
 		t.Fatal(err)

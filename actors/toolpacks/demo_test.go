@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 var demoTools = []string{"add", "ask_confirmation", "count_to", "echo", "now"}
@@ -53,12 +54,12 @@ func TestDemoAdd(t *testing.T) {
 			for _, tc := range []struct{ a, b, sum float64 }{{1, 2, 3}, {-1.5, 0.25, -1.25}, {0, 0, 0}} {
 				res := callTool(t, cs, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": tc.a, "b": tc.b}})
 				if res.IsError {
-					t.Fatalf("add(%g, %g): %s", tc.a, tc.b, text(res))
+					t.Fatalf("add(%g, %g): %s", tc.a, tc.b, mcpclient.Text(res))
 				}
 				if got := structured(t, res)["sum"]; got != tc.sum {
 					t.Errorf("add(%g, %g) structured sum = %v, want %g", tc.a, tc.b, got, tc.sum)
 				}
-				if got, want := text(res), fmt.Sprintf(`{"sum":%g}`, tc.sum); got != want {
+				if got, want := mcpclient.Text(res), fmt.Sprintf(`{"sum":%g}`, tc.sum); got != want {
 					t.Errorf("add(%g, %g) text = %q, want %q", tc.a, tc.b, got, want)
 				}
 			}
@@ -91,7 +92,7 @@ func TestDemoNow(t *testing.T) {
 	cs := connect(t, s, nil, latestProtocol)
 	res := callTool(t, cs, &mcp.CallToolParams{Name: "now"})
 	if res.IsError {
-		t.Fatal(text(res))
+		t.Fatal(mcpclient.Text(res))
 	}
 	got := structured(t, res)
 	if got["utc"] != "2026-03-04T04:06:07.008Z" || got["unixMillis"] != float64(at.UnixMilli()) {
@@ -263,7 +264,7 @@ func TestDemoAskConfirmationClientFailure(t *testing.T) {
 			cs := connect(t, newServer(t, "demo"), &mcp.ClientOptions{ElicitationHandler: el.handle}, p.version)
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_confirmation", Arguments: map[string]any{"question": "Proceed?"}})
 			if err == nil && !res.IsError {
-				t.Fatalf("call succeeded: %q", text(res))
+				t.Fatalf("call succeeded: %q", mcpclient.Text(res))
 			}
 		})
 	}

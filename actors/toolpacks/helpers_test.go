@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // Protocol versions the tests run against: the go-sdk client's default
@@ -75,24 +76,13 @@ func callTool(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) *
 	return res
 }
 
-// text returns the concatenated text content of a tool result.
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // wantText asserts a successful result with exactly the given text.
 func wantText(t *testing.T, res *mcp.CallToolResult, want string) {
 	t.Helper()
 	if res.IsError {
-		t.Fatalf("unexpected isError result: %q", text(res))
+		t.Fatalf("unexpected isError result: %q", mcpclient.Text(res))
 	}
-	if got := text(res); got != want {
+	if got := mcpclient.Text(res); got != want {
 		t.Fatalf("text = %q, want %q", got, want)
 	}
 }
@@ -101,9 +91,9 @@ func wantText(t *testing.T, res *mcp.CallToolResult, want string) {
 func wantToolError(t *testing.T, res *mcp.CallToolResult, subs ...string) {
 	t.Helper()
 	if !res.IsError {
-		t.Fatalf("want isError result, got %q", text(res))
+		t.Fatalf("want isError result, got %q", mcpclient.Text(res))
 	}
-	got := text(res)
+	got := mcpclient.Text(res)
 	for _, sub := range subs {
 		if !strings.Contains(got, sub) {
 			t.Errorf("error text %q does not contain %q", got, sub)

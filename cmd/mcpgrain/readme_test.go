@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,25 +33,6 @@ func readmeBlocks(t *testing.T) map[string]string {
 		blocks[m[1]] = m[2]
 	}
 	return blocks
-}
-
-// syncBuffer is a bytes.Buffer safe for a process writing and a test
-// reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestReadmeQuickstartLiterally runs README's quickstart blocks as written,
@@ -88,11 +68,11 @@ func TestReadmeQuickstartLiterally(t *testing.T) {
 
 	// start runs a block in the background; done yields its exit error
 	// once, then is closed.
-	start := func(name string) (*exec.Cmd, *syncBuffer, <-chan error) {
+	start := func(name string) (*exec.Cmd, *testenv.SyncBuffer, <-chan error) {
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", blocks[name])
 		cmd.Dir, cmd.Env = root, env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // go run's child goes with it
-		out := &syncBuffer{}
+		out := &testenv.SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.WaitDelay = 5 * time.Second
 		if err := cmd.Start(); err != nil {
@@ -106,7 +86,7 @@ func TestReadmeQuickstartLiterally(t *testing.T) {
 		})
 		return cmd, out, done
 	}
-	waitUntil := func(what string, out *syncBuffer, done <-chan error, ok func() bool) {
+	waitUntil := func(what string, out *testenv.SyncBuffer, done <-chan error, ok func() bool) {
 		t.Helper()
 		for !ok() {
 			select {
