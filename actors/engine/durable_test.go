@@ -459,9 +459,19 @@ func TestReplayWithUnrecordedRandomnessDiverges(t *testing.T) {
 	ctx := context.Background()
 	runs, _ := f.st.PausedRuns(ctx, "s1")
 	run, entries, _ := f.st.GetRun(ctx, runs[0].ID)
+	// Decode numbers exactly: the seed is a random int64, and as a float64 "seed + 1" is often the
+	// same seed (above 2^53 a float64 cannot hold every integer), which made this test flaky.
 	var spec map[string]any
-	_ = json.Unmarshal([]byte(run.Spec), &spec)
-	spec["seed"] = spec["seed"].(float64) + 1
+	dec := json.NewDecoder(strings.NewReader(run.Spec))
+	dec.UseNumber()
+	if err := dec.Decode(&spec); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := spec["seed"].(json.Number).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec["seed"] = seed ^ 1
 	b, _ := json.Marshal(spec)
 	run.Spec = string(b)
 	second := f.activate(&hookLog{})
