@@ -356,16 +356,17 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 	stream := newResponseStream(h.node.ActorSystem())
 	defer stream.close()
 	x := &pb.HttpExchange{
-		ExchangeId:   rand.Text(),
-		Method:       r.Method,
-		Path:         r.URL.Path,
-		RawQuery:     r.URL.RawQuery,
-		Body:         body,
-		Principal:    p,
-		ReplyAddress: stream.pid.GetAddress(),
-		ReplyId:      stream.pid.GetId(),
-		Create:       create,
-		Host:         r.Host,
+		ExchangeId:        rand.Text(),
+		Method:            r.Method,
+		Path:              r.URL.Path,
+		RawQuery:          r.URL.RawQuery,
+		Body:              body,
+		Principal:         p,
+		ReplyAddress:      stream.pid.GetAddress(),
+		ReplyId:           stream.pid.GetId(),
+		Create:            create,
+		Host:              r.Host,
+		FirstFrameInReply: true,
 	}
 	// The JSON-RPC id of the request whose response stream this is: from
 	// the body, or for a resumed stream from the tag on its Last-Event-ID
@@ -418,10 +419,18 @@ func (h *mcpHandler) exchange(w http.ResponseWriter, r *http.Request, p *pb.Prin
 		h.statusError(w, started.GetStatus())
 		return
 	}
-	stream.watch(actor.NewPID(started.GetGrainAddress(), started.GetGrainId()))
-	dctx, stopWatching := context.WithCancel(r.Context())
-	defer stopWatching()
-	h.relay(w, r, kind, sid, x.GetExchangeId(), stream, h.node.Departed(dctx, started.GetGrainAddress()), reqID, resume)
+	var departed <-chan struct{}
+	if first := started.GetFirst(); first == nil || !first.GetEnd() {
+		// The response goes on after the reply: follow the activation
+		// that streams it. (A complete first frame costs no watch, no
+		// unwatch: for a quick answer the request and its reply are the
+		// only messages.)
+		stream.watch(actor.NewPID(started.GetGrainAddress(), started.GetGrainId()))
+		dctx, stopWatching := context.WithCancel(r.Context())
+		defer stopWatching()
+		departed = h.node.Departed(dctx, started.GetGrainAddress())
+	}
+	h.relay(w, r, kind, sid, x.GetExchangeId(), stream, started.GetFirst(), departed, reqID, resume)
 }
 
 // departedSilence is how long an exchange whose node left the membership
@@ -438,6 +447,9 @@ const departedSilence = 3 * time.Second
 // exchange is abandoned only once the stream has been silent for
 // departedSilence.
 //
+// first is the response's first frame when it came with the grain's
+// answer (ExchangeStarted.first); the rest come through stream.
+//
 // reqID is the JSON-RPC id of the request whose response stream this is
 // (nil for a notification, a batch or the standalone GET stream). If its
 // SSE stream breaks before the response went out — the grain's node died,
@@ -447,7 +459,7 @@ const departedSilence = 3 * time.Second
 // are tagged with reqID, and resume (a GET resuming such a stream) answers
 // it the same way when the stream cannot be replayed up to the response
 // (resume.go).
-func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, exchangeID string, stream *responseStream, departed <-chan struct{}, reqID json.RawMessage, resume bool) {
+func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, exchangeID string, stream *responseStream, first *pb.ExchangeFrame, departed <-chan struct{}, reqID json.RawMessage, resume bool) {
 	rc := http.NewResponseController(w)
 	wroteHead, sse, responded := false, false, false
 	answered := [][]byte{}
@@ -475,6 +487,60 @@ func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, ex
 		} else {
 			writeRestarting(w)
 		}
+	}
+	// frame relays one frame; it reports whether the response ended.
+	frame := func(m *pb.ExchangeFrame) (end bool) {
+		if hd := m.GetHead(); hd != nil && !wroteHead {
+			if resume && hd.GetStatus() == http.StatusBadRequest {
+				// The new owner cannot replay the stream (its
+				// events died with the node that had them).
+				h.log.Info("mcp stream resume: events lost with their node; answered its request with the restart envelope", "session", sid)
+				writeLostStream(w, reqID)
+				return true
+			}
+			for _, h := range hd.GetHeaders() {
+				for _, v := range h.GetValues() {
+					w.Header().Add(h.GetName(), v)
+				}
+			}
+			w.WriteHeader(int(hd.GetStatus()))
+			wroteHead = true
+			sse = strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream")
+		}
+		for _, a := range answered {
+			responded = responded || bytes.Contains(m.GetData(), a)
+		}
+		data := m.GetData()
+		if sse && tag != nil {
+			data = tag.rewrite(data)
+		}
+		if len(data) > 0 {
+			if _, err := w.Write(data); err != nil {
+				return false // the client is gone; the context case ends the loop
+			}
+		}
+		if m.GetEnd() {
+			if m.GetError() != "" {
+				level := slog.LevelWarn
+				if strings.HasPrefix(m.GetError(), "cancelled") {
+					level = slog.LevelInfo // its runtime closed (passivation, drain)
+				}
+				h.log.Log(r.Context(), level, "mcp exchange ended early in the grain", "kind", kind, "id", sid, "err", m.GetError())
+				broken()
+			} else if resume {
+				// A replay that ended without the response: the
+				// response died with the node that produced it.
+				unanswered()
+			} else if tag != nil {
+				_, _ = w.Write(tag.rest())
+			}
+			return true
+		}
+		_ = rc.Flush()
+		return false
+	}
+	if first != nil && frame(first) {
+		return
 	}
 	var gone, silent <-chan time.Time
 	var silence *time.Timer
@@ -510,53 +576,9 @@ func (h *mcpHandler) relay(w http.ResponseWriter, r *http.Request, kind, sid, ex
 			}
 			switch m := m.(type) {
 			case *pb.ExchangeFrame:
-				if hd := m.GetHead(); hd != nil && !wroteHead {
-					if resume && hd.GetStatus() == http.StatusBadRequest {
-						// The new owner cannot replay the stream (its
-						// events died with the node that had them).
-						h.log.Info("mcp stream resume: events lost with their node; answered its request with the restart envelope", "session", sid)
-						writeLostStream(w, reqID)
-						return
-					}
-					for _, h := range hd.GetHeaders() {
-						for _, v := range h.GetValues() {
-							w.Header().Add(h.GetName(), v)
-						}
-					}
-					w.WriteHeader(int(hd.GetStatus()))
-					wroteHead = true
-					sse = strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream")
-				}
-				for _, a := range answered {
-					responded = responded || bytes.Contains(m.GetData(), a)
-				}
-				data := m.GetData()
-				if sse && tag != nil {
-					data = tag.rewrite(data)
-				}
-				if len(data) > 0 {
-					if _, err := w.Write(data); err != nil {
-						continue // the client is gone; the context case ends the loop
-					}
-				}
-				if m.GetEnd() {
-					if m.GetError() != "" {
-						level := slog.LevelWarn
-						if strings.HasPrefix(m.GetError(), "cancelled") {
-							level = slog.LevelInfo // its runtime closed (passivation, drain)
-						}
-						h.log.Log(r.Context(), level, "mcp exchange ended early in the grain", "kind", kind, "id", sid, "err", m.GetError())
-						broken()
-					} else if resume {
-						// A replay that ended without the response: the
-						// response died with the node that produced it.
-						unanswered()
-					} else if tag != nil {
-						_, _ = w.Write(tag.rest())
-					}
+				if frame(m) {
 					return
 				}
-				_ = rc.Flush()
 			case grainGone:
 				// The activation (or its node) stopped. Its last chunks may
 				// still be in flight on another path, so wait briefly for

@@ -201,17 +201,20 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: build server: " + err.Error()}
 		}
 		c.serving.Add(1)
+		started := &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
+		answer := g.Defer()
 		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
 			defer c.serving.Add(-1)
 			c.handler.ServeHTTP(w, r)
-		})
+		}, tunnel.AckWith(answer, started))
 		if err != nil {
 			c.serving.Add(-1)
-			return nil, grain.Reject("continuation: %v", err)
+			answer(nil, grain.Reject("continuation: %v", err))
+			return nil, nil
 		}
 		c.exchanges[m.GetExchangeId()] = cancel
 		c.h.exchanges.Inc()
-		return &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}, nil
+		return nil, nil // answered with the first frame (tunnel.Start)
 	case *pb.ExchangeCancel:
 		if cancel, ok := c.exchanges[m.GetExchangeId()]; ok {
 			cancel()

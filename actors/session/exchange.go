@@ -81,16 +81,18 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 			es.ServeExchange(w, r)
 		}
 	}
-	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, s.id, false), serve)
+	answer := g.Defer() // tunnel.Start answers, with the response's first frame
+	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, s.id, false), serve, tunnel.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
 	if err != nil {
 		if m.GetMethod() == http.MethodPost {
 			s.res.posts.Add(-1)
 		}
-		return nil, grain.Reject("session: %v", err)
+		answer(nil, grain.Reject("session: %v", err))
+		return nil, nil
 	}
 	s.markActivity()
 	s.exchanges[m.GetExchangeId()] = cancel
-	return started(pb.SessionReply_STATUS_OK), nil
+	return nil, nil // answered by tunnel.Start
 }
 
 // standaloneStream reports whether m opens (or resumes) the session's
@@ -144,7 +146,7 @@ func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
 		case <-wake:
 		case <-r.Context().Done():
 		}
-	})
+	}, nil)
 	if err != nil {
 		return grain.Reject("session: %v", err)
 	}

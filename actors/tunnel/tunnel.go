@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -26,12 +27,31 @@ type Done struct {
 	ID string
 }
 
+// Ack answers an exchange's request with ExchangeStarted. It is called
+// once, from any goroutine; first is the response's first frame, or nil.
+type Ack func(first *pb.ExchangeFrame)
+
+// AckWith returns the Ack that sends started, carrying the first frame,
+// through answer (the function grain.Context.Defer returned).
+func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack {
+	return func(first *pb.ExchangeFrame) {
+		started.First = first
+		answer(started, nil)
+	}
+}
+
 // Start validates m and serves it with serve in a new goroutine, with a
 // request whose context ends when the returned cancel is called. extra
 // headers (e.g. the caller's identity, set by the grain) are added to the
 // request. When serve returns, the response is ended and Done is sent to
 // self.
-func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request)) (cancel context.CancelFunc, err error) {
+//
+// With a non-nil ack, the caller answers the request later (grain.Context
+// Defer) and Start calls ack once: with the first frame if m asks for it in
+// the reply (FirstFrameInReply) and the handler produces it within
+// ackWindow, else with nil when the window ends. A nil ack means the caller
+// answered already; every frame then goes to the reply actor.
+func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply actor")
 	}
@@ -44,6 +64,13 @@ func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := NewWriter(system, actor.NewPID(m.GetReplyAddress(), m.GetReplyId()), m.GetExchangeId())
+	if ack != nil {
+		if !m.GetFirstFrameInReply() {
+			ack(nil)
+		} else {
+			w.ackFirst(ack, ackWindow)
+		}
+	}
 	id := m.GetExchangeId()
 	go func() {
 		defer cancel()
@@ -102,6 +129,8 @@ type Writer struct {
 	buf     bytes.Buffer
 	flushed bool        // a Flush is waiting for its coalescing window
 	timer   *time.Timer // sends a waiting Flush when the window ends
+	ack     Ack         // takes the first frame instead of the reply actor; nil once called
+	ackTime *time.Timer // calls ack without a frame when its window ends
 }
 
 // coalesceWindow is how long a Flush waits for more of the response before
@@ -112,6 +141,13 @@ type Writer struct {
 // event comes later is delayed by at most this.
 const coalesceWindow = time.Millisecond
 
+// ackWindow bounds how long the answer to an exchange's request waits for
+// the response's first frame to travel with it. go-sdk writes something at
+// once for nearly every request (a JSON answer, a 202, an SSE head with its
+// priming event), so the wait is normally the coalescing window; a handler
+// that stays silent longer gets its acknowledgement alone.
+const ackWindow = 5 * time.Millisecond
+
 // maxChunk flushes buffered body bytes beyond this size even without an
 // explicit Flush.
 const maxChunk = 32 << 10
@@ -119,6 +155,22 @@ const maxChunk = 32 << 10
 // NewWriter returns a writer streaming to the actor to.
 func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Writer {
 	return &Writer{system: system, to: to, id: exchangeID, header: http.Header{}}
+}
+
+// ackFirst makes the first frame go to ack, if it is ready within window;
+// otherwise ack gets nil then, and the frames go to the reply actor.
+func (w *Writer) ackFirst(ack Ack, window time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ack = ack
+	w.ackTime = time.AfterFunc(window, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if a := w.ack; a != nil {
+			w.ack = nil
+			a(nil)
+		}
+	})
 }
 
 // Header implements http.ResponseWriter.
@@ -200,6 +252,14 @@ func (w *Writer) sendLocked(end bool, errText string) {
 	if w.buf.Len() > 0 {
 		f.Data = append([]byte(nil), w.buf.Bytes()...)
 		w.buf.Reset()
+	}
+	if a := w.ack; a != nil {
+		// Under the lock, so no later frame can overtake this one: the
+		// gateway relays the reply's frame before any from its reply actor.
+		w.ack = nil
+		w.ackTime.Stop()
+		a(f)
+		return
 	}
 	w.system.Root.Send(w.to, f)
 }

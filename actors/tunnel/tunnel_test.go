@@ -92,3 +92,88 @@ func TestFullChunkGoesOutAtOnce(t *testing.T) {
 		t.Fatalf("chunk frame: %d bytes, end %v", len(f.GetData()), f.GetEnd())
 	}
 }
+
+// exchangeTo is an exchange whose frames go to pid.
+func exchangeTo(pid *actor.PID, id string, firstInReply bool) *pb.HttpExchange {
+	return &pb.HttpExchange{ExchangeId: id, Method: http.MethodPost, Path: "/mcp", ReplyAddress: pid.GetAddress(), ReplyId: pid.GetId(), FirstFrameInReply: firstInReply}
+}
+
+// acks returns an Ack that hands what it is called with to the channel.
+func acks() (Ack, <-chan *pb.ExchangeFrame) {
+	ch := make(chan *pb.ExchangeFrame, 2)
+	return func(first *pb.ExchangeFrame) { ch <- first }, ch
+}
+
+// A handler that answers at once has its whole response in the ack: no
+// frame goes to the reply actor.
+func TestQuickAnswerTravelsWithTheAck(t *testing.T) {
+	sys, pid, got := frames(t)
+	ack, acked := acks()
+	_, err := Start(sys, pid, exchangeTo(pid, "a1", true), nil, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: result\n\n"))
+		w.(http.Flusher).Flush()
+	}, ack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := next(t, acked)
+	if f.GetHead().GetStatus() != 200 || string(f.GetData()) != "data: result\n\n" || !f.GetEnd() {
+		t.Fatalf("acked frame %v", f)
+	}
+	select {
+	case extra := <-got:
+		t.Fatalf("a frame also went to the reply actor: %v", extra)
+	case again := <-acked:
+		t.Fatalf("acked twice: %v", again)
+	case <-time.After(2 * ackWindow):
+	}
+}
+
+// A handler that stays silent past the window is acknowledged alone; its
+// frames then go to the reply actor.
+func TestSilentHandlerIsAckedAloneAfterTheWindow(t *testing.T) {
+	sys, pid, got := frames(t)
+	ack, acked := acks()
+	release := make(chan struct{})
+	_, err := Start(sys, pid, exchangeTo(pid, "a2", true), nil, func(w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = w.Write([]byte(`{"late":true}`))
+	}, ack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := next(t, acked); f != nil {
+		t.Fatalf("acked with a frame before the handler wrote: %v", f)
+	}
+	close(release)
+	f := next(t, got)
+	if f.GetHead().GetStatus() != 200 || string(f.GetData()) != `{"late":true}` || !f.GetEnd() {
+		t.Fatalf("frame %v", f)
+	}
+}
+
+// A gateway that did not ask for the first frame in the reply (one that
+// predates the field) is acknowledged at once, and gets every frame from
+// the reply actor.
+func TestExchangeWithoutFirstFrameInReplyIsAckedAtOnce(t *testing.T) {
+	sys, pid, got := frames(t)
+	ack, acked := acks()
+	_, err := Start(sys, pid, exchangeTo(pid, "a3", false), nil, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	}, ack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-acked:
+		if f != nil {
+			t.Fatalf("acked with a frame: %v", f)
+		}
+	default:
+		t.Fatal("Start returned before acknowledging")
+	}
+	if f := next(t, got); f.GetHead().GetStatus() != http.StatusAccepted || !f.GetEnd() {
+		t.Fatalf("frame %v", f)
+	}
+}

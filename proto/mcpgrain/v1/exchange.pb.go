@@ -79,8 +79,8 @@ func (x *HttpHeader) GetValues() []string {
 // HttpExchange tunnels one HTTP request of an MCP client to the session
 // grain that serves it. The grain hands it to go-sdk's Streamable HTTP
 // handler and streams the response back to the gateway's per-request actor
-// (reply_address/reply_id) as ExchangeHead, ExchangeChunk... and ExchangeEnd.
-// The grain answers the request itself with ExchangeStarted.
+// (reply_address/reply_id) as ExchangeFrames. The grain answers the request
+// itself with ExchangeStarted (which may carry the first frame).
 type HttpExchange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Random id of this exchange (for cancellation).
@@ -105,9 +105,13 @@ type HttpExchange struct {
 	// for which the gateway minted the id.
 	Create bool `protobuf:"varint,10,opt,name=create,proto3" json:"create,omitempty"`
 	// Host header of the original request.
-	Host          string `protobuf:"bytes,11,opt,name=host,proto3" json:"host,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Host string `protobuf:"bytes,11,opt,name=host,proto3" json:"host,omitempty"`
+	// The gateway takes the response's first frame in ExchangeStarted.first.
+	// Gateways that predate the field leave it unset and get every frame
+	// from the reply actor, so nodes can be upgraded one at a time.
+	FirstFrameInReply bool `protobuf:"varint,12,opt,name=first_frame_in_reply,json=firstFrameInReply,proto3" json:"first_frame_in_reply,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HttpExchange) Reset() {
@@ -217,6 +221,13 @@ func (x *HttpExchange) GetHost() string {
 	return ""
 }
 
+func (x *HttpExchange) GetFirstFrameInReply() bool {
+	if x != nil {
+		return x.FirstFrameInReply
+	}
+	return false
+}
+
 // ExchangeStarted answers HttpExchange: OK means the response is being
 // streamed to the reply actor; any other status means nothing will be.
 type ExchangeStarted struct {
@@ -228,7 +239,13 @@ type ExchangeStarted struct {
 	// Actor address of the session activation (the gateway watches it).
 	GrainAddress string `protobuf:"bytes,3,opt,name=grain_address,json=grainAddress,proto3" json:"grain_address,omitempty"`
 	// Actor id of the session activation.
-	GrainId       string `protobuf:"bytes,4,opt,name=grain_id,json=grainId,proto3" json:"grain_id,omitempty"`
+	GrainId string `protobuf:"bytes,4,opt,name=grain_id,json=grainId,proto3" json:"grain_id,omitempty"`
+	// The response's first frame, when the exchange asked for it
+	// (first_frame_in_reply) and the handler produced it within a few
+	// milliseconds; later frames go to the reply actor. A quick answer then
+	// costs the request and this reply, nothing else: with end set here, the
+	// gateway neither watches the activation nor waits on the reply actor.
+	First         *ExchangeFrame `protobuf:"bytes,5,opt,name=first,proto3" json:"first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +306,13 @@ func (x *ExchangeStarted) GetGrainId() string {
 		return x.GrainId
 	}
 	return ""
+}
+
+func (x *ExchangeStarted) GetFirst() *ExchangeFrame {
+	if x != nil {
+		return x.First
+	}
+	return nil
 }
 
 // ExchangeFrame carries one piece of a response, in order: the first frame
@@ -523,7 +547,7 @@ const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
 	"\n" +
 	"HttpHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values\"\xe1\x02\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"\x92\x03\n" +
 	"\fHttpExchange\x12\x1f\n" +
 	"\vexchange_id\x18\x01 \x01(\tR\n" +
 	"exchangeId\x12\x16\n" +
@@ -537,12 +561,14 @@ const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
 	"\breply_id\x18\t \x01(\tR\areplyId\x12\x16\n" +
 	"\x06create\x18\n" +
 	" \x01(\bR\x06create\x12\x12\n" +
-	"\x04host\x18\v \x01(\tR\x04host\"\x9f\x01\n" +
+	"\x04host\x18\v \x01(\tR\x04host\x12/\n" +
+	"\x14first_frame_in_reply\x18\f \x01(\bR\x11firstFrameInReply\"\xd1\x01\n" +
 	"\x0fExchangeStarted\x128\n" +
 	"\x06status\x18\x01 \x01(\x0e2 .mcpgrain.v1.SessionReply.StatusR\x06status\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12#\n" +
 	"\rgrain_address\x18\x03 \x01(\tR\fgrainAddress\x12\x19\n" +
-	"\bgrain_id\x18\x04 \x01(\tR\agrainId\"\x9b\x01\n" +
+	"\bgrain_id\x18\x04 \x01(\tR\agrainId\x120\n" +
+	"\x05first\x18\x05 \x01(\v2\x1a.mcpgrain.v1.ExchangeFrameR\x05first\"\x9b\x01\n" +
 	"\rExchangeFrame\x12\x1f\n" +
 	"\vexchange_id\x18\x01 \x01(\tR\n" +
 	"exchangeId\x12-\n" +
@@ -586,13 +612,14 @@ var file_mcpgrain_v1_exchange_proto_depIdxs = []int32{
 	0, // 0: mcpgrain.v1.HttpExchange.headers:type_name -> mcpgrain.v1.HttpHeader
 	7, // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
 	8, // 2: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
-	4, // 3: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
-	0, // 4: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3, // 3: mcpgrain.v1.ExchangeStarted.first:type_name -> mcpgrain.v1.ExchangeFrame
+	4, // 4: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
+	0, // 5: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_exchange_proto_init() }
