@@ -52,6 +52,11 @@ func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack
 // ackWindow, else with nil when the window ends. A nil ack means the caller
 // answered already; every frame then goes to the reply actor.
 func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
+	return start(system, self, m, extra, serve, ack, ackWindow)
+}
+
+// start is Start with the ack window as a parameter (tests set their own).
+func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply actor")
 	}
@@ -68,7 +73,7 @@ func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 		if !m.GetFirstFrameInReply() {
 			ack(nil)
 		} else {
-			w.ackFirst(ack, ackWindow)
+			w.ackFirst(ack, window)
 		}
 	}
 	id := m.GetExchangeId()
