@@ -374,7 +374,9 @@ func TestDeeplyNestedScopesCompileFast(t *testing.T) {
 	if res := mustRun(t, code, nil); res.Value != 1.0 {
 		t.Fatalf("Value = %v", res.Value)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// 0.8 s alone under the race detector; the cubic renamer takes minutes, so a generous bound
+	// still catches it on loaded CI cores.
+	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("took %v", d)
 	}
 	// Function names survive minification.
