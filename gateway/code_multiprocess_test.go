@@ -17,8 +17,8 @@ import (
 func keysFile(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "keys.json")
-	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"}]}`,
-		aliceToken, bobToken)
+	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"},{"token":%q,"user":"carol","org":"globex","role":"admin"}]}`,
+		aliceToken, bobToken, carolToken)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +38,13 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 	res, sc := callTool(t, other, "resume", map[string]any{"executionId": id, "action": "accept"})
 	if !res.IsError || sc["status"] != "execution_forbidden" || !strings.Contains(mcpclient.Text(res), "same account and organization") {
 		t.Fatalf("another principal: %s / %v", mcpclient.Text(res), sc)
+	}
+	// Another organization learns nothing: the id is "not found", as an
+	// unknown one, also when the owner is asked across nodes.
+	stranger := connectOwnedByAs(t, c, 0, 2, carolToken, nil)
+	res, sc = callTool(t, stranger, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if !res.IsError || sc["status"] != "execution_not_found" {
+		t.Fatalf("another organization: %s / %v", mcpclient.Text(res), sc)
 	}
 	if n := len(todos(t, c.Node(1).HTTP)); n != 0 {
 		t.Fatalf("forbidden resume ran the call: %d todos", n)

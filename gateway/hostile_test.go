@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -103,8 +104,8 @@ func TestTenancyEveryDoorIsClosedToAnotherOrganization(t *testing.T) {
 	// the same organization; another organization gets not found.
 	carol := connectMode(t, info.HTTPAddr, carolToken, "")
 	res, sc := callTool(t, carol, "resume", map[string]any{"executionId": execID, "action": "accept"})
-	if !res.IsError || (sc["status"] != "execution_not_found" && sc["status"] != "execution_forbidden") {
-		t.Fatalf("carol's resume: %s %v", mcpclient.Text(res), sc)
+	if !res.IsError || sc["status"] != "execution_not_found" {
+		t.Fatalf("carol's resume: %s %v, want execution_not_found (an id of another organization is unknown)", mcpclient.Text(res), sc)
 	}
 
 	// Nothing was decided: alice can still approve, once, and the to-do is
@@ -115,6 +116,73 @@ func TestTenancyEveryDoorIsClosedToAnotherOrganization(t *testing.T) {
 	if res, _ := callTool(t, alice, "resume", map[string]any{"executionId": execID}); res.IsError {
 		t.Fatalf("alice's resume: %s", mcpclient.Text(res))
 	}
+	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+		t.Fatalf("%d to-dos, want exactly 1", n)
+	}
+}
+
+// TestSessionlessResumeCannotCrossPrincipals: 2026-07-28 requests of every
+// principal share the node's continuation grains. carol (globex) and bob
+// (acme, another user) know the execution id of alice's sessionless pause
+// and send resume, with and without a decision, to every continuation
+// grain of the node (the gateway spreads fresh requests round-robin over
+// its 64): none decides, waits on or replays alice's execution, each gets
+// exactly what an unknown id gets, and the requestState they would need
+// does not even show the id. alice's retry then completes it once, and
+// afterwards no one else gets its settled result either.
+func TestSessionlessResumeCannotCrossPrincipals(t *testing.T) {
+	info := startCodeNode(t, nil)
+	alice := mrtrClient(t, info.HTTPAddr, aliceToken)
+	args := map[string]any{"code": createCode}
+	first, err := alice.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: args})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("alice's execute did not pause: %+v %v", first, err)
+	}
+	claims, err := requeststate.Verify(testStateKey, first.RequestState, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := claims.Inner
+	if !strings.HasPrefix(execID, "exec_") || strings.Contains(first.RequestState, execID) {
+		t.Fatalf("requestState %q: execution id %q readable or missing", first.RequestState, execID)
+	}
+
+	intruders := map[string]*mcp.ClientSession{
+		"carol (another organization)": connect(t, info.HTTPAddr, carolToken, "", nil),
+		"bob (alice's organization)":   connect(t, info.HTTPAddr, bobToken, "", nil),
+	}
+	unknown := "exec_" + strings.Repeat("0", 32)
+	tryAll := func(when string) {
+		t.Helper()
+		for name, cs := range intruders {
+			for _, id := range []string{execID, unknown} {
+				for _, action := range []string{"accept", ""} {
+					resumeArgs := map[string]any{"executionId": id}
+					if action != "" {
+						resumeArgs["action"] = action
+					}
+					// 64 requests in a row reach every continuation grain once.
+					for range 64 {
+						res, sc := callTool(t, cs, "resume", resumeArgs)
+						if !res.IsError || sc["status"] != "execution_not_found" || strings.Contains(mcpclient.Text(res), "ship it") {
+							t.Fatalf("%s: %s resume %v: %s %v, want execution_not_found", when, name, resumeArgs, mcpclient.Text(res), sc)
+						}
+					}
+				}
+			}
+		}
+	}
+	tryAll("while paused")
+	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+		t.Fatalf("an intruder's resume ran alice's call: %d to-dos", n)
+	}
+
+	done, err := alice.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: args, RequestState: first.RequestState,
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}}})
+	if err != nil || done.IsError || !strings.Contains(mcpclient.Text(done), "ship it") {
+		t.Fatalf("alice's retry: %+v %v", done, err)
+	}
+	tryAll("after it settled")
 	if n := len(todos(t, info.HTTPAddr)); n != 1 {
 		t.Fatalf("%d to-dos, want exactly 1", n)
 	}

@@ -28,6 +28,9 @@ const (
 
 // startNode runs a real single-node mcpgrain (the app, as `mcpgrain dev`
 // runs it) and returns its HTTP address.
+// testStateKey is the state key of the test nodes.
+var testStateKey = []byte("0123456789abcdef0123456789abcdef")
+
 func startNode(t testing.TB, tweak func(*app.Config)) string {
 	t.Helper()
 	return startNodeInfo(t, tweak).HTTPAddr
@@ -61,7 +64,7 @@ func startNodeStoppable(t testing.TB, tweak func(*app.Config)) (app.Info, func()
 		Store:  "sqlite:" + filepath.Join(t.TempDir(), "g.db"),
 		Logger: logger,
 		MCP: app.MCPConfig{Packs: []string{"demo", "conformance"}, Keys: keys, RateLimit: 1000, RateBurst: 1000,
-			StateKey: []byte("0123456789abcdef0123456789abcdef")},
+			StateKey: testStateKey},
 	}
 	if tweak != nil {
 		tweak(&cfg)

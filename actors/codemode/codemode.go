@@ -39,8 +39,9 @@ type Runtime interface {
 	// Engine runs the session's executions.
 	Engine() *engine.Engine
 	// WaitDecision waits (bounded by ctx) for a human decision recorded
-	// for execID by an approval surface, and consumes it.
-	WaitDecision(ctx context.Context, execID string) (engine.Response, bool)
+	// for execID by an approval surface, and consumes it; only for a
+	// caller with access a to the pause (no wait otherwise).
+	WaitDecision(ctx context.Context, execID string, a engine.Access) (engine.Response, bool)
 	// Forward resumes execID in the session that owns it, for caller who
 	// (cross-session resume). A nil result comes with the miss to report.
 	Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, Miss)
@@ -114,14 +115,15 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
 		// execution id; the approval input response is the decision.
 		resp := responseFromInput(req.Params.InputResponses)
-		out, found := e.Resume(ctx, req.Params.RequestState, resp)
-		if !found && e.RestorePaused(ctx, req.Params.RequestState) {
+		owner := engine.AsOwner(principal(req))
+		out, found := e.Resume(ctx, req.Params.RequestState, owner, resp)
+		if !found && e.RestorePaused(ctx, req.Params.RequestState, owner) {
 			// A durable pause of this grain that its activation does not
 			// hold (passivated, restarted or moved since): replayed now.
-			out, found = e.Resume(ctx, req.Params.RequestState, resp)
+			out, found = e.Resume(ctx, req.Params.RequestState, owner, resp)
 		}
 		if !found {
-			return ResumeMiss(t.miss(e, req.Params.RequestState), req.Params.RequestState, t.o.Window), nil, nil
+			return ResumeMiss(t.miss(e, req.Params.RequestState, owner), req.Params.RequestState, t.o.Window), nil, nil
 		}
 		return t.answer(ctx, req, out, false)
 	}
@@ -139,8 +141,8 @@ func responseFromInput(in mcp.InputResponseMap) engine.Response {
 	return engine.Response{Action: engine.Cancel}
 }
 
-func (t *tools) miss(e *engine.Engine, id string) Miss {
-	if e.IsSettled(id) {
+func (t *tools) miss(e *engine.Engine, id string, a engine.Access) Miss {
+	if e.IsSettled(id, a) {
 		return AlreadySettled
 	}
 	return NotFound
@@ -152,23 +154,25 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: executionId is required"}}}, nil, nil
 	}
 	e := t.o.Runtime.Engine()
+	who := principal(req)
+	owner := engine.AsOwner(who)
 	var resp engine.Response
 	if in.Action == "" {
 		// Browser mode: wait for the user's decision on an approval surface.
 		wctx, cancel := context.WithTimeout(ctx, t.o.Window+time.Second)
-		r, ok := t.o.Runtime.WaitDecision(wctx, id)
+		r, ok := t.o.Runtime.WaitDecision(wctx, id, owner)
 		cancel()
 		if !ok {
-			if _, live := e.Paused(id); live {
+			if _, live := e.Paused(id, owner); live {
 				return UserApprovalRequired(id, t.approvalURL(req, id)), nil, nil
 			}
 			// Not paused here and no decision: replay a settled outcome or
 			// report the miss. Never forward: there is no decision to send,
 			// and a cancel would decide the owning session's live pause.
-			if out, found := e.Resume(ctx, id, engine.Response{Action: engine.Cancel}); found {
+			if out, found := e.Resume(ctx, id, owner, engine.Response{Action: engine.Cancel}); found {
 				return t.answer(ctx, req, out, false)
 			}
-			return ResumeMiss(t.miss(e, id), id, t.o.Window), nil, nil
+			return ResumeMiss(t.miss(e, id, owner), id, t.o.Window), nil, nil
 		}
 		resp = r
 	} else {
@@ -179,14 +183,14 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		}
 		resp = engine.Response{Action: in.Action, Content: parseContent(in.Content)}
 	}
-	out, found := e.Resume(ctx, id, resp)
+	out, found := e.Resume(ctx, id, owner, resp)
 	if found {
 		return t.answer(ctx, req, out, false)
 	}
-	if e.IsSettled(id) {
+	if e.IsSettled(id, owner) {
 		return ResumeMiss(AlreadySettled, id, t.o.Window), nil, nil
 	}
-	if res, miss := t.o.Runtime.Forward(ctx, id, principal(req), resp); res != nil {
+	if res, miss := t.o.Runtime.Forward(ctx, id, who, resp); res != nil {
 		return res, nil, nil
 	} else if miss != "" {
 		return ResumeMiss(miss, id, t.o.Window), nil, nil
@@ -231,17 +235,18 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine
 		case h.Get(tunnel.HeaderMode) == "native":
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema})
 			if err != nil {
-				out, _ = t.o.Runtime.Engine().Resume(ctx, p.ID, engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
+				out, _ = t.o.Runtime.Engine().Resume(ctx, p.ID, engine.AsOwner(principal(req)), engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
 				return &mcp.CallToolResult{IsError: true,
 					Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Error: Native elicitation transport failed [%s]. Reconnect the MCP client and try again.", p.ID[len(p.ID)-8:])}},
 					StructuredContent: map[string]any{"status": "error", "errorCode": "native_elicitation_transport_failed"},
 				}
 			}
-			next, found := t.o.Runtime.Engine().Resume(ctx, p.ID, engine.Response{Action: res.Action, Content: res.Content})
+			owner := engine.AsOwner(principal(req))
+			next, found := t.o.Runtime.Engine().Resume(ctx, p.ID, owner, engine.Response{Action: res.Action, Content: res.Content})
 			if !found {
 				// The execution is gone (the engine shut down while the
 				// client answered): report the miss.
-				return ResumeMiss(t.miss(t.o.Runtime.Engine(), p.ID), p.ID, t.o.Window)
+				return ResumeMiss(t.miss(t.o.Runtime.Engine(), p.ID, owner), p.ID, t.o.Window)
 			}
 			out = next
 			continue

@@ -171,7 +171,7 @@ type testRuntime struct {
 
 func (r *testRuntime) Engine() *engine.Engine { return r.eng }
 
-func (r *testRuntime) WaitDecision(ctx context.Context, execID string) (engine.Response, bool) {
+func (r *testRuntime) WaitDecision(ctx context.Context, execID string, _ engine.Access) (engine.Response, bool) {
 	r.mu.Lock()
 	r.waited = append(r.waited, execID)
 	r.mu.Unlock()
@@ -556,7 +556,7 @@ func TestModelModePausePayload(t *testing.T) {
 					t.Fatalf("text lacks %q:\n%s", w, txt)
 				}
 			}
-			if _, live := h.eng.Paused(id); !live || len(h.shop.placed()) != 0 {
+			if _, live := h.eng.Paused(id, engine.System); !live || len(h.shop.placed()) != 0 {
 				t.Fatalf("paused %v, orders %v: the call ran before approval", live, h.shop.placed())
 			}
 			if got := h.hooks.list(); !slices.Equal(got, []string{"pause:" + id}) {
@@ -751,7 +751,7 @@ func TestSettledIDsReplayThenReportAlreadySettled(t *testing.T) {
 		if out.Status != engine.StatusPaused {
 			t.Fatalf("filler %d: %+v", i, out)
 		}
-		if out, _ := h.eng.Resume(t.Context(), out.Pause.ID, engine.Response{Action: engine.Accept}); out.Status != engine.StatusCompleted {
+		if out, _ := h.eng.Resume(t.Context(), out.Pause.ID, engine.System, engine.Response{Action: engine.Accept}); out.Status != engine.StatusCompleted {
 			t.Fatalf("filler %d: %+v", i, out)
 		}
 	}
@@ -796,7 +796,7 @@ func TestInvalidInputs(t *testing.T) {
 			}
 		})
 	}
-	if _, live := h.eng.Paused(id); !live || len(h.shop.placed()) != 0 || len(h.rt.forwarded()) != 0 {
+	if _, live := h.eng.Paused(id, engine.System); !live || len(h.shop.placed()) != 0 || len(h.rt.forwarded()) != 0 {
 		t.Fatalf("invalid calls changed state: paused %v orders %v forwards %v", live, h.shop.placed(), h.rt.forwarded())
 	}
 	if got := h.hooks.list(); !slices.Equal(got, []string{"pause:" + id}) {
@@ -858,7 +858,7 @@ func TestBrowserModePausePayload(t *testing.T) {
 			if n := len(el.seen()); n != 0 {
 				t.Fatalf("browser mode switched to native: %d elicitations", n)
 			}
-			if _, live := h.eng.Paused(id); !live || len(h.shop.placed()) != 0 {
+			if _, live := h.eng.Paused(id, engine.System); !live || len(h.shop.placed()) != 0 {
 				t.Fatal("the pause is not live, or the call ran")
 			}
 		})

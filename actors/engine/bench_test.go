@@ -53,7 +53,7 @@ func BenchmarkExecution(b *testing.B) {
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(len(ids))/1024, "KiB-held/paused")
 		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/float64(len(ids)), "goroutines/paused")
 		for _, id := range ids {
-			f.e.Resume(context.Background(), id, engine.Response{Action: engine.Decline})
+			f.e.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Decline})
 		}
 	})
 }

@@ -257,7 +257,7 @@ func (e *Engine) restoreFailed(run store.Run, out Outcome) Outcome {
 		return out
 	}
 	e.mu.Lock()
-	e.remember(run.PauseID, out)
+	e.remember(run.PauseID, runOwner(run), out)
 	e.mu.Unlock()
 	if e.cfg.Hooks != nil {
 		e.cfg.Hooks.Settled(run.PauseID)
@@ -284,6 +284,17 @@ func (e *Engine) settle(d *durable, out Outcome) {
 	if err := d.putRun(); err != nil {
 		e.cfg.Logger.Warn("engine: settle durable execution", "run", d.run.ID, "err", err)
 	}
+}
+
+// runOwner is the principal that ran r; if its spec cannot be read, a
+// principal no caller can be (only the owning grain's System access
+// allows it).
+func runOwner(r store.Run) Principal {
+	var spec runSpec
+	if json.Unmarshal([]byte(r.Spec), &spec) != nil {
+		return Principal{User: "\x00unreadable", Org: "\x00unreadable"}
+	}
+	return Principal{User: spec.User, Org: spec.Org, Role: spec.Role}
 }
 
 // settledOutcome decodes a settled run's outcome.

@@ -169,7 +169,7 @@ func TestDurablePauseIsRestoredByReplayOnANewActivation(t *testing.T) {
 	if got := hooks.list(); len(got) != 1 || got[0] != "pause:"+id {
 		t.Fatalf("hooks %v", got)
 	}
-	done, found := second.Resume(context.Background(), id, engine.Response{Action: engine.Accept})
+	done, found := second.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Accept})
 	if !found || done.Status != engine.StatusCompleted {
 		t.Fatalf("resume %v %+v", found, done)
 	}
@@ -188,8 +188,8 @@ func TestDurablePauseIsRestoredByReplayOnANewActivation(t *testing.T) {
 	if outs := f.restoreAll(third); len(outs) != 0 {
 		t.Fatalf("settled run restored: %+v", outs)
 	}
-	again, found := third.Resume(context.Background(), id, engine.Response{Action: engine.Decline})
-	if !found || again.Status != engine.StatusCompleted || fmt.Sprint(again.Result.Value) != fmt.Sprint(done.Result.Value) || !third.IsSettled(id) {
+	again, found := third.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Decline})
+	if !found || again.Status != engine.StatusCompleted || fmt.Sprint(again.Result.Value) != fmt.Sprint(done.Result.Value) || !third.IsSettled(id, engine.System) {
 		t.Fatalf("replayed outcome %v %+v", found, again)
 	}
 	if f.posts.Load() != 1 {
@@ -215,13 +215,13 @@ func TestRestorePausedOnDemand(t *testing.T) {
 	stranger := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, Session: "s2",
 		Journal: engine.StoreJournal{Store: f.st, Grain: "session/s2", Epoch: 1}})
 	t.Cleanup(stranger.Shutdown)
-	if stranger.RestorePaused(context.Background(), id) || stranger.PausedCount() != 0 {
+	if stranger.RestorePaused(context.Background(), id, engine.System) || stranger.PausedCount() != 0 {
 		t.Fatal("another owner restored the execution")
 	}
 
 	hooks := &hookLog{}
 	second := f.activate(hooks)
-	if _, found := second.Resume(context.Background(), id, engine.Response{Action: engine.Accept}); found {
+	if _, found := second.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Accept}); found {
 		t.Fatal("a fresh activation knew the pause before restoring it")
 	}
 	var wg sync.WaitGroup
@@ -230,7 +230,7 @@ func TestRestorePausedOnDemand(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if second.RestorePaused(context.Background(), id) {
+			if second.RestorePaused(context.Background(), id, engine.System) {
 				restored.Add(1)
 			}
 		}()
@@ -242,16 +242,16 @@ func TestRestorePausedOnDemand(t *testing.T) {
 	if got := hooks.list(); len(got) != 1 || got[0] != "pause:"+id {
 		t.Fatalf("hooks %v: want exactly one pause reported", got)
 	}
-	done, found := second.Resume(context.Background(), id, engine.Response{Action: engine.Accept})
+	done, found := second.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Accept})
 	if !found || done.Status != engine.StatusCompleted || len(f.api.Todos()) != 1 {
 		t.Fatalf("resume %v %+v, %d todos", found, done, len(f.api.Todos()))
 	}
 	// Settled: nothing is restored again; the outcome is replayed.
 	third := f.activate(&hookLog{})
-	if third.RestorePaused(context.Background(), id) {
+	if third.RestorePaused(context.Background(), id, engine.System) {
 		t.Fatal("a settled run was restored")
 	}
-	if again, found := third.Resume(context.Background(), id, engine.Response{Action: engine.Accept}); !found || again.Status != engine.StatusCompleted || f.posts.Load() != 1 {
+	if again, found := third.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Accept}); !found || again.Status != engine.StatusCompleted || f.posts.Load() != 1 {
 		t.Fatalf("replayed %v %+v, %d POSTs", found, again, f.posts.Load())
 	}
 }
@@ -263,7 +263,7 @@ func TestDurableDeclineAfterRestoreContinuesLikeInMemory(t *testing.T) {
 	first.Shutdown()
 	second := f.activate(&hookLog{})
 	f.restoreAll(second)
-	done, found := second.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Decline, Reason: "approval_timeout"})
+	done, found := second.Resume(context.Background(), out.Pause.ID, engine.System, engine.Response{Action: engine.Decline, Reason: "approval_timeout"})
 	if !found || done.Status != engine.StatusCompleted || done.Result.Value != "caught: The call to demo.createTodo was declined by the user (approval_timeout)" {
 		t.Fatalf("%v %+v", found, done)
 	}
@@ -308,7 +308,7 @@ func TestReplayThatSeesAnotherCallDiverges(t *testing.T) {
 		t.Fatalf("restore %+v, want execution_diverged", outs)
 	}
 	// The failure is the pause's outcome; nothing was sent.
-	got, found := second.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Accept})
+	got, found := second.Resume(context.Background(), out.Pause.ID, engine.System, engine.Response{Action: engine.Accept})
 	if !found || got.ErrorKind != engine.KindDiverged || f.posts.Load() != 0 || f.gets.Load() != 1 {
 		t.Fatalf("resume after divergence %v %+v (GETs %d POSTs %d)", found, got, f.gets.Load(), f.posts.Load())
 	}
@@ -374,7 +374,7 @@ func TestCallCutByShutdownStaysInFlight(t *testing.T) {
 	if out.Status != engine.StatusPaused {
 		t.Fatalf("outcome %+v, want a pause", out)
 	}
-	go first.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Accept})
+	go first.Resume(context.Background(), out.Pause.ID, engine.System, engine.Response{Action: engine.Accept})
 	<-f.postSeen // the approved POST is in flight
 	first.Shutdown()
 	<-f.postCut // the server saw the client give up: the call returns in the engine now
@@ -412,7 +412,7 @@ func TestCallCutByShutdownStaysInFlight(t *testing.T) {
 	if run.Settled.IsZero() || !strings.Contains(run.Outcome, engine.KindInterrupted) || entries[0].PauseID != out.Pause.ID {
 		t.Fatalf("after the restore: run %+v journal %+v, want settled as interrupted, still linked to %s", run, entries, out.Pause.ID)
 	}
-	if third := f.activate(&hookLog{}); !third.IsSettled(out.Pause.ID) {
+	if third := f.activate(&hookLog{}); !third.IsSettled(out.Pause.ID, engine.System) {
 		t.Fatal("a later activation does not know the execution settled")
 	}
 }

@@ -185,7 +185,7 @@ type Engine struct {
 	loading  map[string]chan struct{} // pauses being restored on demand (RestorePaused)
 	outcomes map[string]Outcome       // settled outcomes, last settledOutcomes
 	order    []string                 // ids of outcomes, oldest first
-	ids      map[string]bool          // settled ids, last settledIDs
+	owners   map[string]Principal     // owners of settled ids, last settledIDs (every id in outcomes too)
 	idOrder  []string
 	closed   bool
 }
@@ -208,6 +208,7 @@ type pending struct {
 }
 
 type resumeCall struct {
+	owner   Principal
 	done    chan struct{}
 	outcome Outcome
 }
@@ -225,7 +226,7 @@ func New(cfg Config) *Engine {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, base: base, stop: stop, paused: map[string]*pending{}, resuming: map[string]*resumeCall{},
-		loading: map[string]chan struct{}{}, outcomes: map[string]Outcome{}, ids: map[string]bool{}}
+		loading: map[string]chan struct{}{}, outcomes: map[string]Outcome{}, owners: map[string]Principal{}}
 }
 
 // ErrClosed is returned after Shutdown.
@@ -252,7 +253,7 @@ func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide
 				resp = r
 			}
 		}
-		next, found := e.Resume(context.WithoutCancel(ctx), p.ID, resp)
+		next, found := e.Resume(context.WithoutCancel(ctx), p.ID, System, resp)
 		if !found {
 			return Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: paused execution %s vanished (engine shut down?)", p.ID)}
 		}
@@ -345,9 +346,10 @@ func (e *Engine) reportPause(p *Pause) {
 	}
 }
 
-// Resume decides paused execution id and returns what follows. found is
-// false for an id that is neither paused nor recently settled here.
-func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcome, found bool) {
+// Resume decides paused execution id for a caller with access a and
+// returns what follows. found is false for an id that is neither paused
+// nor recently settled here, and for one a may not touch (see [Access]).
+func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (out Outcome, found bool) {
 	switch resp.Action {
 	case Accept, Decline, Cancel:
 	default:
@@ -355,24 +357,32 @@ func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcom
 	}
 	e.mu.Lock()
 	if o, ok := e.outcomes[id]; ok {
+		allowed := a.Allows(e.owners[id])
 		e.mu.Unlock()
-		return o, true // replay
+		return o, allowed // replay
 	}
 	if rc, ok := e.resuming[id]; ok {
 		e.mu.Unlock()
+		if !a.Allows(rc.owner) {
+			return Outcome{}, false
+		}
 		<-rc.done // join
 		return rc.outcome, true
 	}
 	p, ok := e.paused[id]
 	if !ok {
 		e.mu.Unlock()
-		return e.settledDurable(id)
+		return e.settledDurable(id, a)
+	}
+	if !a.Allows(p.Principal) {
+		e.mu.Unlock()
+		return Outcome{}, false
 	}
 	if e.cfg.EnforceDeadlines && !p.Deadline.IsZero() && e.cfg.Clock.Now().After(p.Deadline) {
 		resp = Response{Action: Decline, Reason: ReasonApprovalTimeout}
 	}
 	delete(e.paused, id)
-	rc := &resumeCall{done: make(chan struct{})}
+	rc := &resumeCall{owner: p.Principal, done: make(chan struct{})}
 	e.resuming[id] = rc
 	e.mu.Unlock()
 
@@ -393,7 +403,7 @@ func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcom
 	}
 	e.mu.Lock()
 	delete(e.resuming, id)
-	e.remember(id, out)
+	e.remember(id, p.Principal, out)
 	e.mu.Unlock()
 	close(rc.done)
 	if out.Status == StatusPaused {
@@ -402,22 +412,23 @@ func (e *Engine) Resume(_ context.Context, id string, resp Response) (out Outcom
 	return out, true
 }
 
-// remember records a settled outcome (e.mu held).
-func (e *Engine) remember(id string, out Outcome) {
+// remember records the settled outcome of owner's execution id (e.mu
+// held).
+func (e *Engine) remember(id string, owner Principal, out Outcome) {
 	e.outcomes[id] = out
 	e.order = append(e.order, id)
 	if len(e.order) > settledOutcomes {
 		delete(e.outcomes, e.order[0])
 		e.order = e.order[1:]
 	}
-	if !e.ids[id] {
-		e.ids[id] = true
+	if _, known := e.owners[id]; !known {
 		e.idOrder = append(e.idOrder, id)
 		if len(e.idOrder) > settledIDs {
-			delete(e.ids, e.idOrder[0])
+			delete(e.owners, e.idOrder[0])
 			e.idOrder = e.idOrder[1:]
 		}
 	}
+	e.owners[id] = owner
 }
 
 // RestorePaused restores durable paused execution id of this engine's
@@ -425,8 +436,9 @@ func (e *Engine) remember(id string, out Outcome) {
 // restores its pauses lazily (a continuation grain, whose pauses are
 // resumed one request at a time) calls it when a resume misses. It
 // reports whether the execution is now known here (paused again, or
-// settled during the replay); concurrent calls for one id replay once.
-func (e *Engine) RestorePaused(ctx context.Context, id string) bool {
+// settled during the replay); concurrent calls for one id replay once. A
+// run a may not touch is not replayed (reported false).
+func (e *Engine) RestorePaused(ctx context.Context, id string, a Access) bool {
 	if e.cfg.Journal == nil {
 		return false
 	}
@@ -456,8 +468,8 @@ func (e *Engine) RestorePaused(ctx context.Context, id string) bool {
 	rctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	run, entries, ok := e.cfg.Journal.RunOf(rctx, id)
 	cancel()
-	if !ok || run.Session != e.cfg.Session || !run.Settled.IsZero() || run.PauseID != id {
-		return false // unknown, another owner's, settled (replayed by Resume) or an earlier pause of a run that moved on
+	if !ok || run.Session != e.cfg.Session || !run.Settled.IsZero() || run.PauseID != id || !a.Allows(runOwner(run)) {
+		return false // unknown, another grain's, settled (replayed by Resume), an earlier pause of a run that moved on, or not the caller's
 	}
 	began := time.Now()
 	out := e.Restore(run, entries)
@@ -481,30 +493,31 @@ func (e *Engine) knownLocked(id string) bool {
 	return paused || settled || resuming
 }
 
-// settledDurable replays the outcome of a durable run that settled in an
-// earlier activation.
-func (e *Engine) settledDurable(id string) (Outcome, bool) {
+// settledDurable replays the outcome of a durable run of this grain that
+// settled in an earlier activation, if a may see it.
+func (e *Engine) settledDurable(id string, a Access) (Outcome, bool) {
 	if e.cfg.Journal == nil {
 		return Outcome{}, false
 	}
 	ctx, cancel := writeCtx()
 	defer cancel()
 	r, _, ok := e.cfg.Journal.RunOf(ctx, id)
-	if !ok || r.Session != e.cfg.Session {
-		return Outcome{}, false // another session's: the resume forward checks the caller there
+	if !ok || r.Session != e.cfg.Session || !a.Allows(runOwner(r)) {
+		return Outcome{}, false // another grain's (the resume forward checks the caller there), or not the caller's
 	}
 	return settledOutcome(r)
 }
 
 // IsSettled reports whether id settled here recently (or, for durable
-// executions, at all while the journal keeps it).
-func (e *Engine) IsSettled(id string) bool {
+// executions, at all while the journal keeps it) and a may know it.
+func (e *Engine) IsSettled(id string, a Access) bool {
 	e.mu.Lock()
-	settled := e.ids[id]
+	owner, settled := e.owners[id]
 	e.mu.Unlock()
-	if !settled {
-		_, settled = e.settledDurable(id)
+	if settled {
+		return a.Allows(owner)
 	}
+	_, settled = e.settledDurable(id, a)
 	return settled
 }
 
@@ -530,12 +543,12 @@ func (e *Engine) DurablePausedCount() int {
 	return n
 }
 
-// Paused returns the pause with id.
-func (e *Engine) Paused(id string) (Pause, bool) {
+// Paused returns the pause with id, if a may see it.
+func (e *Engine) Paused(id string, a Access) (Pause, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, ok := e.paused[id]
-	if !ok {
+	if !ok || !a.Allows(p.Principal) {
 		return Pause{}, false
 	}
 	return p.Pause, true

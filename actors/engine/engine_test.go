@@ -124,7 +124,7 @@ func TestWritePausesAndAcceptCompletesWithTheSideEffect(t *testing.T) {
 	if f.e.PausedCount() != 1 {
 		t.Fatalf("paused count %d", f.e.PausedCount())
 	}
-	out, found := f.e.Resume(context.Background(), p.ID, engine.Response{Action: engine.Accept})
+	out, found := f.e.Resume(context.Background(), p.ID, engine.System, engine.Response{Action: engine.Accept})
 	if !found || out.Status != engine.StatusCompleted || out.Result.Value != "buy milk" {
 		t.Fatalf("resume: %v %+v", found, out)
 	}
@@ -136,14 +136,14 @@ func TestWritePausesAndAcceptCompletesWithTheSideEffect(t *testing.T) {
 		t.Fatalf("hooks %v, want %v", got, want)
 	}
 	// Idempotent: the same outcome again, no second side effect, no hooks.
-	again, found := f.e.Resume(context.Background(), p.ID, engine.Response{Action: engine.Decline})
+	again, found := f.e.Resume(context.Background(), p.ID, engine.System, engine.Response{Action: engine.Decline})
 	if !found || again.Result.Value != "buy milk" || len(f.api.Todos()) != 1 || len(f.hooks.list()) != 3 {
 		t.Fatalf("replay: %+v todos %d hooks %v", again, len(f.api.Todos()), f.hooks.list())
 	}
-	if !f.e.IsSettled(p.ID) || f.e.PausedCount() != 0 {
+	if !f.e.IsSettled(p.ID, engine.System) || f.e.PausedCount() != 0 {
 		t.Fatal("settled bookkeeping")
 	}
-	if _, found := f.e.Resume(context.Background(), "exec_unknown", engine.Response{Action: engine.Accept}); found {
+	if _, found := f.e.Resume(context.Background(), "exec_unknown", engine.System, engine.Response{Action: engine.Accept}); found {
 		t.Fatal("unknown id found")
 	}
 }
@@ -151,13 +151,13 @@ func TestWritePausesAndAcceptCompletesWithTheSideEffect(t *testing.T) {
 func TestDeclineFailsTheCallInsideTheCode(t *testing.T) {
 	f := newFixture(t, nil)
 	out := f.run(t, `try { await tools.demo.createTodo({title: "x"}); return "created" } catch (e) { return "refused: " + e.message }`)
-	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Decline})
+	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.System, engine.Response{Action: engine.Decline})
 	if out.Status != engine.StatusCompleted || !strings.HasPrefix(out.Result.Value.(string), "refused: The call to demo.createTodo was declined") {
 		t.Fatalf("outcome %+v", out)
 	}
 	// Uncaught, a decline (here: the deadline's auto-decline) fails the execution.
 	out = f.run(t, `await tools.demo.createTodo({title: "y"}); return "created"`)
-	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Decline, Reason: "approval_timeout"})
+	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.System, engine.Response{Action: engine.Decline, Reason: "approval_timeout"})
 	if out.Status != engine.StatusError || !strings.Contains(out.Error, "approval_timeout") {
 		t.Fatalf("outcome %+v", out)
 	}
@@ -170,12 +170,12 @@ func TestSecondPauseAfterResumeAndHookOrder(t *testing.T) {
 	f := newFixture(t, nil)
 	out := f.run(t, `await tools.demo.createTodo({title: "a"}); await tools.demo.createTodo({title: "b"}); return (await tools.demo.listTodos({})).length`)
 	e1 := out.Pause.ID
-	out, _ = f.e.Resume(context.Background(), e1, engine.Response{Action: engine.Accept})
+	out, _ = f.e.Resume(context.Background(), e1, engine.System, engine.Response{Action: engine.Accept})
 	if out.Status != engine.StatusPaused || out.Pause.ID == e1 {
 		t.Fatalf("after the first resume: %+v", out)
 	}
 	e2 := out.Pause.ID
-	out, _ = f.e.Resume(context.Background(), e2, engine.Response{Action: engine.Accept})
+	out, _ = f.e.Resume(context.Background(), e2, engine.System, engine.Response{Action: engine.Accept})
 	if out.Status != engine.StatusCompleted || out.Result.Value != float64(2) {
 		t.Fatalf("final: %+v", out)
 	}
@@ -195,7 +195,7 @@ func TestConcurrentResumesJoin(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], _ = f.e.Resume(context.Background(), id, engine.Response{Action: engine.Accept})
+			results[i], _ = f.e.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Accept})
 		}()
 	}
 	wg.Wait()
@@ -268,7 +268,7 @@ func TestApprovalWaitDoesNotCountAgainstWallTime(t *testing.T) {
 		t.Fatalf("want a pause: %+v", out)
 	}
 	time.Sleep(300 * time.Millisecond)
-	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.Response{Action: engine.Accept})
+	out, _ = f.e.Resume(context.Background(), out.Pause.ID, engine.System, engine.Response{Action: engine.Accept})
 	if out.Status != engine.StatusCompleted {
 		t.Fatalf("after a wait longer than WallTime: %+v", out)
 	}
@@ -321,13 +321,13 @@ func TestLateDecisionIsATimeoutWhenTheEngineEnforcesDeadlines(t *testing.T) {
 		}
 		// Within the window an accept runs.
 		f.clk.Advance(59 * time.Second)
-		out, _ := f.e.Resume(context.Background(), early.Pause.ID, engine.Response{Action: engine.Accept})
+		out, _ := f.e.Resume(context.Background(), early.Pause.ID, engine.System, engine.Response{Action: engine.Accept})
 		if out.Status != engine.StatusCompleted || out.Result.Value != "created" {
 			t.Fatalf("enforce=%v: accept within the window: %+v", enforce, out)
 		}
 		late := f.run(t, code)
 		f.clk.Advance(time.Minute + time.Millisecond)
-		out, _ = f.e.Resume(context.Background(), late.Pause.ID, engine.Response{Action: engine.Accept})
+		out, _ = f.e.Resume(context.Background(), late.Pause.ID, engine.System, engine.Response{Action: engine.Accept})
 		got, _ := out.Result.Value.(string)
 		if enforce {
 			if !strings.HasPrefix(got, "refused") || !strings.Contains(got, "approval_timeout") || len(f.api.Todos()) != 1 {

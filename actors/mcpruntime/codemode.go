@@ -153,9 +153,9 @@ func (c *codeRuntime) register(s *mcp.Server) {
 func (c *codeRuntime) Engine() *engine.Engine { return c.eng }
 
 // WaitDecision implements codemode.Runtime.
-func (c *codeRuntime) WaitDecision(ctx context.Context, execID string) (engine.Response, bool) {
+func (c *codeRuntime) WaitDecision(ctx context.Context, execID string, a engine.Access) (engine.Response, bool) {
 	c.mu.Lock()
-	if _, live := c.eng.Paused(execID); !live {
+	if _, live := c.eng.Paused(execID, a); !live {
 		c.mu.Unlock()
 		return engine.Response{}, false // settled or unknown: nothing to wait for
 	}
@@ -190,7 +190,7 @@ func (c *codeRuntime) resolve(execID string, d *pb.ApprovalDecision) {
 		return
 	}
 	c.mu.Unlock()
-	go c.eng.Resume(context.Background(), execID, resp)
+	go c.eng.Resume(context.Background(), execID, engine.System, resp) // the owning grain checked the decider
 }
 
 // wakeHooks passes the engine's lifecycle on, keeps the execution
@@ -205,7 +205,7 @@ type wakeHooks struct {
 // hear of it.
 func (w wakeHooks) Paused(execID string, deadline time.Time) {
 	if c := w.c; c.publish {
-		if p, ok := c.eng.Paused(execID); ok {
+		if p, ok := c.eng.Paused(execID, engine.System); ok {
 			args, _ := json.Marshal(p.Args)
 			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 			row := store.Execution{
@@ -253,10 +253,10 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, codemode.NotFound
 	}
-	if err != nil {
-		return nil, codemode.NotFound
+	if err != nil || rec.Org != who.Org {
+		return nil, codemode.NotFound // another organization's id is unknown to the caller
 	}
-	if rec.User != who.User || rec.Org != who.Org {
+	if rec.User != who.User {
 		return nil, codemode.Forbidden
 	}
 	if rec.Session == c.id {
@@ -278,6 +278,8 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 			return nil, codemode.Expired
 		}
 		return &res, ""
+	case pb.ExecutionReply_STATUS_NOT_FOUND:
+		return nil, codemode.NotFound
 	case pb.ExecutionReply_STATUS_FORBIDDEN:
 		return nil, codemode.Forbidden
 	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
@@ -290,9 +292,11 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 func (c *codeRuntime) resumeForModel(ctx context.Context, execID string, m *pb.ExecutionResumeForModel) (string, pb.ExecutionReply_Status) {
 	var content map[string]any
 	_ = json.Unmarshal([]byte(m.GetContentJson()), &content)
-	out, found := c.eng.Resume(ctx, execID, engine.Response{Action: m.GetAction(), Content: content})
+	p := m.GetPrincipal()
+	owner := engine.AsOwner(engine.Principal{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole()})
+	out, found := c.eng.Resume(ctx, execID, owner, engine.Response{Action: m.GetAction(), Content: content})
 	if !found {
-		if c.eng.IsSettled(execID) {
+		if c.eng.IsSettled(execID, owner) {
 			return "", pb.ExecutionReply_STATUS_ALREADY_SETTLED
 		}
 		return "", pb.ExecutionReply_STATUS_EXPIRED

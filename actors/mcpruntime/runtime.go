@@ -377,7 +377,7 @@ func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
 	if r.code == nil {
 		return nil, false
 	}
-	p, ok := r.code.eng.Paused(execID)
+	p, ok := r.code.eng.Paused(execID, engine.System) // the session checked the caller's organization
 	if !ok {
 		return nil, false
 	}

@@ -133,12 +133,16 @@ func (s *session) recordDecision(ctx context.Context, g grain.Context, id string
 }
 
 // executionResume serves a `resume` forwarded from another session: only
-// the session's own principal may, and only while the pause is live here.
+// the session's own principal may, and only while the pause is live here
+// (another organization's caller learns nothing: "not found").
 // The resumed code runs until it pauses again or ends, which may take a
 // while: the reply is deferred to its own goroutine, so the session serves
 // its other requests meanwhile instead of queueing them behind the code.
 func (s *session) executionResume(ctx context.Context, g grain.Context, m *pb.ExecutionResumeForModel) proto.Message {
-	if s.rec == nil || !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
+	if !s.sameOrg(m.GetPrincipal()) {
+		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND)
+	}
+	if !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
 		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN)
 	}
 	if s.rt == nil {

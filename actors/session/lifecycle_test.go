@@ -537,4 +537,9 @@ func TestForwardedResumeDoesNotHoldTheSessionsTurn(t *testing.T) {
 	if err != nil || fr.(*pb.ExecutionReply).GetStatus() != pb.ExecutionReply_STATUS_FORBIDDEN {
 		t.Fatalf("another principal: %+v %v", fr, err)
 	}
+	// Another organization is told "not found", as for an unknown id.
+	fr, err = e.node.Request(ctx2, session.KindName, "s1", &pb.ExecutionResumeForModel{Principal: &pb.Principal{User: "alice", Org: "evil"}, ExecutionId: "exec_1", Action: "accept"})
+	if err != nil || fr.(*pb.ExecutionReply).GetStatus() != pb.ExecutionReply_STATUS_NOT_FOUND {
+		t.Fatalf("another organization: %+v %v", fr, err)
+	}
 }

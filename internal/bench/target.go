@@ -195,7 +195,7 @@ func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
 				http.Error(w, "bad body", http.StatusBadRequest)
 				return
 			}
-			if _, found := eng.Resume(r.Context(), r.PathValue("eid"), engine.Response{Action: body.Action}); !found {
+			if _, found := eng.Resume(r.Context(), r.PathValue("eid"), engine.System, engine.Response{Action: body.Action}); !found {
 				http.Error(w, "execution not found", http.StatusNotFound)
 				return
 			}
@@ -245,7 +245,7 @@ type plainRuntime struct{ e *engine.Engine }
 
 func (p plainRuntime) Engine() *engine.Engine { return p.e }
 
-func (plainRuntime) WaitDecision(context.Context, string) (engine.Response, bool) {
+func (plainRuntime) WaitDecision(context.Context, string, engine.Access) (engine.Response, bool) {
 	return engine.Response{}, false
 }
 
