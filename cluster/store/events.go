@@ -12,7 +12,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) error {
 		return nil
 	}
 	now := s.now().UnixMilli()
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx querier) error {
 		for _, e := range events {
 			data := e.Data
 			if data == nil {
@@ -28,7 +28,7 @@ ON CONFLICT (session, stream, idx) DO NOTHING`, e.Session, e.Stream, e.Index, da
 }
 
 func (s *sqlStore) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)
+	rows, err := s.rd.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: read events of %s/%s: %w", session, stream, err)
 	}
@@ -59,7 +59,7 @@ func (s *sqlStore) Events(ctx context.Context, session, stream string, after int
 	if len(out) == 0 {
 		// Distinguish "nothing after" from "no such stream".
 		var max sql.NullInt64
-		if err := s.db.QueryRowContext(ctx, `SELECT MAX(idx) FROM mcp_events WHERE session = $1 AND stream = $2`, session, stream).Scan(&max); err != nil {
+		if err := s.rd.QueryRowContext(ctx, `SELECT MAX(idx) FROM mcp_events WHERE session = $1 AND stream = $2`, session, stream).Scan(&max); err != nil {
 			return nil, 0, fmt.Errorf("store: read events: %w", err)
 		}
 		if !max.Valid {
@@ -71,20 +71,25 @@ func (s *sqlStore) Events(ctx context.Context, session, stream string, after int
 }
 
 func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1`, session); err != nil {
-		return fmt.Errorf("store: delete events of %s: %w", session, err)
-	}
-	return nil
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		if _, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1`, session); err != nil {
+			return fmt.Errorf("store: delete events of %s: %w", session, err)
+		}
+		return nil
+	})
 }
 
 func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM mcp_events WHERE created_at_ms < $1`, before.UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("store: prune events: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: prune events: %w", err)
-	}
-	return n, nil
+	var n int64
+	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE created_at_ms < $1`, before.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("store: prune events: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: prune events: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }

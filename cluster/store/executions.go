@@ -9,7 +9,12 @@ import (
 )
 
 func (s *sqlStore) PutExecution(ctx context.Context, e Execution) error {
-	_, err := s.db.ExecContext(ctx, `
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error { return putExecutionIn(ctx, q, e) })
+}
+
+// putExecutionIn upserts a directory row on q.
+func putExecutionIn(ctx context.Context, q querier, e Execution) error {
+	_, err := q.ExecContext(ctx, `
 INSERT INTO executions (exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (exec_id) DO UPDATE SET session = excluded.session, user_id = excluded.user_id, org = excluded.org,
@@ -45,7 +50,7 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 }
 
 func (s *sqlStore) GetExecution(ctx context.Context, execID string) (Execution, error) {
-	e, err := scanExecution(s.db.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE exec_id = $1`, execID))
+	e, err := scanExecution(s.rd.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE exec_id = $1`, execID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Execution{}, fmt.Errorf("%w: execution %s", ErrNotFound, execID)
 	}
@@ -56,7 +61,7 @@ func (s *sqlStore) GetExecution(ctx context.Context, execID string) (Execution, 
 }
 
 func (s *sqlStore) ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE org = $1 AND deadline_ms > $2 AND settled_at_ms = 0 ORDER BY deadline_ms LIMIT $3`,
+	rows, err := s.rd.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE org = $1 AND deadline_ms > $2 AND settled_at_ms = 0 ORDER BY deadline_ms LIMIT $3`,
 		org, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list executions: %w", err)
@@ -77,31 +82,42 @@ func (s *sqlStore) ListExecutions(ctx context.Context, org string, now time.Time
 }
 
 func (s *sqlStore) DeleteExecutions(ctx context.Context, execIDs ...string) error {
-	for _, id := range execIDs {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM executions WHERE exec_id = $1`, id); err != nil {
-			return fmt.Errorf("store: delete execution %s: %w", id, err)
-		}
+	if len(execIDs) == 0 {
+		return nil
 	}
-	return nil
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		for _, id := range execIDs {
+			if _, err := q.ExecContext(ctx, `DELETE FROM executions WHERE exec_id = $1`, id); err != nil {
+				return fmt.Errorf("store: delete execution %s: %w", id, err)
+			}
+		}
+		return nil
+	})
 }
 
 func (s *sqlStore) SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error {
-	for _, id := range execIDs {
-		if _, err := s.db.ExecContext(ctx, `UPDATE executions SET settled_at_ms = $1 WHERE exec_id = $2 AND settled_at_ms = 0`, at.UnixMilli(), id); err != nil {
-			return fmt.Errorf("store: settle execution %s: %w", id, err)
-		}
+	if len(execIDs) == 0 {
+		return nil
 	}
-	return nil
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		for _, id := range execIDs {
+			if _, err := q.ExecContext(ctx, `UPDATE executions SET settled_at_ms = $1 WHERE exec_id = $2 AND settled_at_ms = 0`, at.UnixMilli(), id); err != nil {
+				return fmt.Errorf("store: settle execution %s: %w", id, err)
+			}
+		}
+		return nil
+	})
 }
 
 func (s *sqlStore) PruneExecutions(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM executions WHERE deadline_ms < $1`, before.UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("store: prune executions: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	if err := s.pruneRuns(ctx, before); err != nil {
-		return n, err
-	}
-	return n, nil
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM executions WHERE deadline_ms < $1`, before.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("store: prune executions: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return pruneRunsIn(ctx, q, before)
+	})
+	return n, err
 }

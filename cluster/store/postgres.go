@@ -45,5 +45,5 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	return &sqlStore{db: db, d: d, now: time.Now}, nil
+	return &sqlStore{db: db, rd: db, d: d, now: time.Now}, nil
 }

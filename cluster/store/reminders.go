@@ -11,7 +11,7 @@ import (
 // fence locks grain's ownership row inside tx and checks epoch is current.
 // The row lock (Postgres) or the write transaction (SQLite) keeps a
 // concurrent Acquire from slipping in before tx commits.
-func fence(ctx context.Context, tx *sql.Tx, grain string, epoch uint64) error {
+func fence(ctx context.Context, tx querier, grain string, epoch uint64) error {
 	res, err := tx.ExecContext(ctx, `UPDATE grains SET updated_at_ms = updated_at_ms WHERE grain = $1 AND epoch = $2`, grain, int64(epoch))
 	if err != nil {
 		return fmt.Errorf("store: fence %s at epoch %d: %w", grain, epoch, err)
@@ -42,37 +42,21 @@ func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch ui
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	for _, r := range rs {
-		if r.Name == "" {
-			return nil, errors.New("store: reminder needs a name")
-		}
-		if r.Period < 0 {
-			return nil, fmt.Errorf("store: reminder %s: negative period", r.Name)
-		}
+	if err := checkReminders(rs); err != nil {
+		return nil, err
 	}
 	// Versions start from the clock in nanoseconds and only grow, so a
 	// reminder cancelled and registered again never reuses a version that an
 	// in-flight completion still holds.
 	version := s.now().UnixNano()
-	out := make([]Reminder, 0, len(rs))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	var out []Reminder
+	err := s.write(ctx, func(ctx context.Context, tx querier) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {
 			return err
 		}
-		for _, r := range rs {
-			stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond)}
-			err := tx.QueryRowContext(ctx, `
-INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
-	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END
-RETURNING version`,
-				grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version).Scan(&stored.Version)
-			if err != nil {
-				return fmt.Errorf("store: register reminder %s/%s: %w", grain, r.Name, err)
-			}
-			out = append(out, stored)
-		}
-		return nil
+		var err error
+		out, err = registerIn(ctx, tx, grain, rs, version)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -80,21 +64,59 @@ RETURNING version`,
 	return out, nil
 }
 
+// registerIn upserts reminders of grain on tx (fenced by the caller) and
+// returns them as stored.
+func registerIn(ctx context.Context, tx querier, grain string, rs []Reminder, version int64) ([]Reminder, error) {
+	out := make([]Reminder, 0, len(rs))
+	for _, r := range rs {
+		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond)}
+		err := tx.QueryRowContext(ctx, `
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END
+RETURNING version`,
+			grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version).Scan(&stored.Version)
+		if err != nil {
+			return nil, fmt.Errorf("store: register reminder %s/%s: %w", grain, r.Name, err)
+		}
+		out = append(out, stored)
+	}
+	return out, nil
+}
+
+// checkReminders validates reminders before they are written.
+func checkReminders(rs []Reminder) error {
+	for _, r := range rs {
+		if r.Name == "" {
+			return errors.New("store: reminder needs a name")
+		}
+		if r.Period < 0 {
+			return fmt.Errorf("store: reminder %s: negative period", r.Name)
+		}
+	}
+	return nil
+}
+
 func (s *sqlStore) CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx querier) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {
 			return err
 		}
-		for _, n := range names {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $2`, grain, n); err != nil {
-				return fmt.Errorf("store: cancel reminder %s/%s: %w", grain, n, err)
-			}
-		}
-		return nil
+		return cancelIn(ctx, tx, grain, names)
 	})
+}
+
+// cancelIn deletes reminders of grain by name on tx (fenced by the caller).
+func cancelIn(ctx context.Context, tx querier, grain string, names []string) error {
+	for _, n := range names {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $2`, grain, n); err != nil {
+			return fmt.Errorf("store: cancel reminder %s/%s: %w", grain, n, err)
+		}
+	}
+	return nil
 }
 
 func (s *sqlStore) Reminders(ctx context.Context, grain string) ([]Reminder, error) {
@@ -106,7 +128,7 @@ func (s *sqlStore) DueReminders(ctx context.Context, t time.Time, limit int) ([]
 }
 
 func (s *sqlStore) queryReminders(ctx context.Context, q string, args ...any) ([]Reminder, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.rd.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: query reminders: %w", err)
 	}
@@ -130,22 +152,25 @@ func (s *sqlStore) queryReminders(ctx context.Context, q string, args ...any) ([
 }
 
 func (s *sqlStore) CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error) {
-	var (
-		res sql.Result
-		err error
-	)
-	if next.IsZero() {
-		res, err = s.db.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $2 AND version = $3`, grain, name, version)
-	} else {
-		res, err = s.db.ExecContext(ctx, `UPDATE reminders SET due_at_ms = $1, version = version + 1 WHERE grain = $2 AND name = $3 AND version = $4`,
-			next.UnixMilli(), grain, name, version)
-	}
-	if err != nil {
-		return false, fmt.Errorf("store: complete reminder %s/%s: %w", grain, name, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("store: complete reminder %s/%s: %w", grain, name, err)
-	}
-	return n > 0, nil
+	var n int64
+	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		var (
+			res sql.Result
+			err error
+		)
+		if next.IsZero() {
+			res, err = q.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $2 AND version = $3`, grain, name, version)
+		} else {
+			res, err = q.ExecContext(ctx, `UPDATE reminders SET due_at_ms = $1, version = version + 1 WHERE grain = $2 AND name = $3 AND version = $4`,
+				next.UnixMilli(), grain, name, version)
+		}
+		if err != nil {
+			return fmt.Errorf("store: complete reminder %s/%s: %w", grain, name, err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: complete reminder %s/%s: %w", grain, name, err)
+		}
+		return nil
+	})
+	return n > 0, err
 }

@@ -13,7 +13,12 @@ import (
 const fencedBy = `EXISTS (SELECT 1 FROM grains WHERE grain = $1 AND epoch = $2)`
 
 func (s *sqlStore) PutRun(ctx context.Context, grain string, epoch uint64, r Run) error {
-	res, err := s.db.ExecContext(ctx, `
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error { return putRunIn(ctx, q, grain, epoch, r) })
+}
+
+// putRunIn upserts a run on q, fenced by the grain's epoch.
+func putRunIn(ctx context.Context, q querier, grain string, epoch uint64, r Run) error {
+	res, err := q.ExecContext(ctx, `
 INSERT INTO execution_runs (run_id, session, code, spec, pause_id, outcome, created_at_ms, settled_at_ms)
 SELECT $3, $4, $5, $6, $7, $8, $9, $10 WHERE `+fencedBy+`
 ON CONFLICT (run_id) DO UPDATE SET session = excluded.session, code = excluded.code, spec = excluded.spec,
@@ -27,7 +32,12 @@ ON CONFLICT (run_id) DO UPDATE SET session = excluded.session, code = excluded.c
 }
 
 func (s *sqlStore) PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e JournalEntry) error {
-	res, err := s.db.ExecContext(ctx, `
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error { return putEntryIn(ctx, q, grain, epoch, runID, e) })
+}
+
+// putEntryIn upserts a journal entry on q, fenced by the grain's epoch.
+func putEntryIn(ctx context.Context, q querier, grain string, epoch uint64, runID string, e JournalEntry) error {
+	res, err := q.ExecContext(ctx, `
 INSERT INTO execution_journal (run_id, seq, state, pause_id, data)
 SELECT $3, $4, $5, $6, $7 WHERE `+fencedBy+`
 ON CONFLICT (run_id, seq) DO UPDATE SET state = excluded.state, pause_id = excluded.pause_id, data = excluded.data`,
@@ -54,14 +64,14 @@ func scanRun(row interface{ Scan(...any) error }) (Run, error) {
 }
 
 func (s *sqlStore) GetRun(ctx context.Context, runID string) (Run, []JournalEntry, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM execution_runs WHERE run_id = $1`, runID))
+	r, err := scanRun(s.rd.QueryRowContext(ctx, `SELECT `+runColumns+` FROM execution_runs WHERE run_id = $1`, runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, nil, fmt.Errorf("%w: run %s", ErrNotFound, runID)
 	}
 	if err != nil {
 		return Run{}, nil, fmt.Errorf("store: get run %s: %w", runID, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, state, pause_id, data FROM execution_journal WHERE run_id = $1 ORDER BY seq`, runID)
+	rows, err := s.rd.QueryContext(ctx, `SELECT seq, state, pause_id, data FROM execution_journal WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
 		return Run{}, nil, fmt.Errorf("store: read journal of %s: %w", runID, err)
 	}
@@ -82,7 +92,7 @@ func (s *sqlStore) GetRun(ctx context.Context, runID string) (Run, []JournalEntr
 
 func (s *sqlStore) RunByPause(ctx context.Context, pauseID string) (string, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT run_id FROM execution_journal WHERE pause_id = $1 LIMIT 1`, pauseID).Scan(&id)
+	err := s.rd.QueryRowContext(ctx, `SELECT run_id FROM execution_journal WHERE pause_id = $1 LIMIT 1`, pauseID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) || pauseID == "" {
 		return "", fmt.Errorf("%w: pause %s", ErrNotFound, pauseID)
 	}
@@ -93,7 +103,7 @@ func (s *sqlStore) RunByPause(ctx context.Context, pauseID string) (string, erro
 }
 
 func (s *sqlStore) PausedRuns(ctx context.Context, session string) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM execution_runs
+	rows, err := s.rd.QueryContext(ctx, `SELECT `+runColumns+` FROM execution_runs
 WHERE session = $1 AND settled_at_ms = 0 AND pause_id <> '' ORDER BY created_at_ms, run_id`, session)
 	if err != nil {
 		return nil, fmt.Errorf("store: paused runs of %s: %w", session, err)
@@ -116,15 +126,15 @@ WHERE session = $1 AND settled_at_ms = 0 AND pause_id <> '' ORDER BY created_at_
 // pruneRuns drops runs settled before before, and unsettled runs created
 // before it that never paused or whose pause left the directory, with
 // their journals.
-func (s *sqlStore) pruneRuns(ctx context.Context, before time.Time) error {
+func pruneRunsIn(ctx context.Context, q querier, before time.Time) error {
 	// Orphaned pauses too: unsettled, older than before, and gone from the
 	// directory (pruned past its deadline: its session ended without it).
 	const stale = `(settled_at_ms <> 0 AND settled_at_ms < $1) OR (settled_at_ms = 0 AND created_at_ms < $1 AND
 		(pause_id = '' OR NOT EXISTS (SELECT 1 FROM executions WHERE executions.exec_id = execution_runs.pause_id)))`
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM execution_journal WHERE run_id IN (SELECT run_id FROM execution_runs WHERE `+stale+`)`, before.UnixMilli()); err != nil {
+	if _, err := q.ExecContext(ctx, `DELETE FROM execution_journal WHERE run_id IN (SELECT run_id FROM execution_runs WHERE `+stale+`)`, before.UnixMilli()); err != nil {
 		return fmt.Errorf("store: prune journals: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM execution_runs WHERE `+stale, before.UnixMilli()); err != nil {
+	if _, err := q.ExecContext(ctx, `DELETE FROM execution_runs WHERE `+stale, before.UnixMilli()); err != nil {
 		return fmt.Errorf("store: prune runs: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -21,18 +22,41 @@ type dialect struct {
 
 // sqlStore implements [Store] over database/sql.
 type sqlStore struct {
-	db  *sql.DB
+	db  *sql.DB // reads; Postgres' writes too
+	rd  querier // reads: db, through a statement cache for SQLite
+	w   *committer
 	d   dialect
 	now func() time.Time
 }
 
+// write runs fn's statements atomically: in SQLite's single writer (group
+// commit, see committer), or in a Postgres transaction.
+func (s *sqlStore) write(ctx context.Context, fn writeFunc) error {
+	if s.w != nil {
+		return s.w.do(ctx, fn)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx) })
+}
+
+// writeOne is write for fn that runs a single statement: Postgres runs it
+// without an explicit transaction (one round trip instead of three).
+func (s *sqlStore) writeOne(ctx context.Context, fn writeFunc) error {
+	if s.w != nil {
+		return s.w.do(ctx, fn)
+	}
+	return fn(ctx, s.db)
+}
+
 var _ Store = (*sqlStore)(nil)
 
-func (s *sqlStore) Acquire(ctx context.Context, grain, node string) (Ownership, error) {
-	o, err := s.acquire(ctx, `
+// acquireQuery takes ownership of a grain, creating its row at epoch 1.
+const acquireQuery = `
 INSERT INTO grains (grain, owner_node, epoch, updated_at_ms) VALUES ($1, $2, 1, $3)
 ON CONFLICT (grain) DO UPDATE SET owner_node = excluded.owner_node, epoch = grains.epoch + 1, updated_at_ms = excluded.updated_at_ms
-RETURNING epoch, record, record IS NULL`, grain, node)
+RETURNING epoch, record, record IS NULL`
+
+func (s *sqlStore) Acquire(ctx context.Context, grain, node string) (Ownership, error) {
+	o, err := s.acquire(ctx, acquireQuery, grain, node)
 	if err != nil {
 		return Ownership{}, fmt.Errorf("store: acquire %s for %s: %w", grain, node, err)
 	}
@@ -54,14 +78,22 @@ RETURNING epoch, record, record IS NULL`, grain, node)
 
 // acquire runs an ownership-taking statement (arguments grain, node, now in
 // ms; it returns epoch, record, record IS NULL) and builds the Ownership.
-func (s *sqlStore) acquire(ctx context.Context, query, grain, node string) (Ownership, error) {
-	now := s.now()
+func (s *sqlStore) acquire(ctx context.Context, query, grain, node string) (o Ownership, err error) {
+	err = s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		o, err = acquireIn(ctx, q, query, grain, node, s.now())
+		return err
+	})
+	return o, err
+}
+
+// acquireIn runs an ownership-taking statement on q.
+func acquireIn(ctx context.Context, q querier, query, grain, node string, now time.Time) (Ownership, error) {
 	var (
 		epoch  int64
 		record []byte
 		null   bool
 	)
-	if err := s.db.QueryRowContext(ctx, query, grain, node, now.UnixMilli()).Scan(&epoch, &record, &null); err != nil {
+	if err := q.QueryRowContext(ctx, query, grain, node, now.UnixMilli()).Scan(&epoch, &record, &null); err != nil {
 		return Ownership{}, err
 	}
 	if !null && record == nil {
@@ -74,25 +106,101 @@ func (s *sqlStore) Save(ctx context.Context, grain string, epoch uint64, record 
 	if record == nil {
 		record = []byte{}
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE grains SET record = $1, updated_at_ms = $2 WHERE grain = $3 AND epoch = $4`,
-		record, s.now().UnixMilli(), grain, int64(epoch))
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error { return saveIn(ctx, q, grain, epoch, record, s.now()) })
+}
+
+// saveIn replaces grain's record on q, fenced by epoch.
+func saveIn(ctx context.Context, q querier, grain string, epoch uint64, record []byte, now time.Time) error {
+	res, err := q.ExecContext(ctx, `UPDATE grains SET record = $1, updated_at_ms = $2 WHERE grain = $3 AND epoch = $4`,
+		record, now.UnixMilli(), grain, int64(epoch))
 	if err != nil {
 		return fmt.Errorf("store: save %s at epoch %d: %w", grain, epoch, err)
 	}
 	return fencedResult(res, grain, epoch)
 }
 
-func (s *sqlStore) Release(ctx context.Context, grain string, epoch uint64) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE grains SET owner_node = '', updated_at_ms = $1 WHERE grain = $2 AND epoch = $3`,
-		s.now().UnixMilli(), grain, int64(epoch))
-	if err != nil {
-		return fmt.Errorf("store: release %s at epoch %d: %w", grain, epoch, err)
+func (s *sqlStore) Apply(ctx context.Context, grain string, epoch uint64, w Writes) ([]Reminder, error) {
+	if err := checkReminders(w.SetReminders); err != nil {
+		return nil, err
 	}
-	return fencedResult(res, grain, epoch)
+	now := s.now()
+	var stored []Reminder
+	err := s.write(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		stored, err = applyIn(ctx, q, grain, epoch, w, now)
+		return err
+	})
+	return stored, err
+}
+
+func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ownership, []Reminder, error) {
+	if err := checkReminders(w.SetReminders); err != nil {
+		return Ownership{}, nil, err
+	}
+	now := s.now()
+	var (
+		o      Ownership
+		stored []Reminder
+	)
+	err := s.write(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		if o, err = acquireIn(ctx, q, acquireQuery, grain, node, now); err != nil {
+			return fmt.Errorf("store: create %s for %s: %w", grain, node, err)
+		}
+		if o.Record != nil {
+			return fmt.Errorf("%w: %s was created by another activation", ErrFenced, grain)
+		}
+		stored, err = applyIn(ctx, q, grain, o.Epoch, w, now)
+		return err
+	})
+	if err != nil {
+		return Ownership{}, nil, err
+	}
+	if w.Record != nil {
+		o.Record = w.Record
+	}
+	return o, stored, nil
+}
+
+// applyIn applies w to grain on q, fenced by epoch.
+func applyIn(ctx context.Context, q querier, grain string, epoch uint64, w Writes, now time.Time) ([]Reminder, error) {
+	if w.Record != nil {
+		if err := saveIn(ctx, q, grain, epoch, w.Record, now); err != nil {
+			return nil, err
+		}
+	} else if err := fence(ctx, q, grain, epoch); err != nil {
+		return nil, err
+	}
+	var cancel []string
+	for _, n := range w.CancelReminders {
+		if !slices.ContainsFunc(w.SetReminders, func(r Reminder) bool { return r.Name == n }) {
+			cancel = append(cancel, n)
+		}
+	}
+	if err := cancelIn(ctx, q, grain, cancel); err != nil {
+		return nil, err
+	}
+	if len(w.SetReminders) == 0 {
+		return nil, nil
+	}
+	// Versions start from the clock in nanoseconds and only grow (see
+	// RegisterReminders).
+	return registerIn(ctx, q, grain, w.SetReminders, now.UnixNano())
+}
+
+func (s *sqlStore) Release(ctx context.Context, grain string, epoch uint64) error {
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `UPDATE grains SET owner_node = '', updated_at_ms = $1 WHERE grain = $2 AND epoch = $3`,
+			s.now().UnixMilli(), grain, int64(epoch))
+		if err != nil {
+			return fmt.Errorf("store: release %s at epoch %d: %w", grain, epoch, err)
+		}
+		return fencedResult(res, grain, epoch)
+	})
 }
 
 func (s *sqlStore) Delete(ctx context.Context, grain string, epoch uint64) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM grains WHERE grain = $1 AND epoch = $2`, grain, int64(epoch))
 		if err != nil {
 			return fmt.Errorf("store: delete %s at epoch %d: %w", grain, epoch, err)
@@ -125,7 +233,7 @@ func (s *sqlStore) Load(ctx context.Context, grain string) (Ownership, error) {
 		updated int64
 		null    bool
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT owner_node, epoch, record, record IS NULL, updated_at_ms FROM grains WHERE grain = $1`, grain).
+	err := s.rd.QueryRowContext(ctx, `SELECT owner_node, epoch, record, record IS NULL, updated_at_ms FROM grains WHERE grain = $1`, grain).
 		Scan(&o.Owner, &epoch, &o.Record, &null, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Ownership{}, fmt.Errorf("%w: grain %s", ErrNotFound, grain)
@@ -147,4 +255,13 @@ func (s *sqlStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error {
+	var err error
+	if s.w != nil {
+		err = s.w.close()
+	}
+	if c, ok := s.rd.(cachedDB); ok {
+		c.c.close()
+	}
+	return errors.Join(err, s.db.Close())
+}

@@ -124,6 +124,21 @@ type JournalEntry struct {
 	Data string
 }
 
+// Writes are changes to one grain's durable state that are applied
+// together: one transaction, fenced by the grain's epoch (see
+// [Store.Apply]). A lifecycle step of a grain (a session created, ended,
+// passivated) is one Writes, not a transaction per field.
+type Writes struct {
+	// Record, if non-nil, replaces the grain's record.
+	Record []byte
+	// SetReminders creates or replaces reminders (their Grain and Version
+	// are ignored).
+	SetReminders []Reminder
+	// CancelReminders deletes reminders by name (missing names are
+	// ignored). A name in both lists is set.
+	CancelReminders []string
+}
+
 // Store is mcpgrain's durable state. Two implementations share one schema and
 // one set of migrations: SQLite (embedded, single node) and Postgres
 // (clusters). Every method is safe for concurrent use.
@@ -139,6 +154,15 @@ type Store interface {
 	// Save replaces grain's record if epoch is still current, else it
 	// returns [ErrFenced] and changes nothing.
 	Save(ctx context.Context, grain string, epoch uint64, record []byte) error
+	// Apply applies w to grain atomically if epoch is still current, else
+	// it returns [ErrFenced] and changes nothing. It returns the set
+	// reminders as stored (with their versions).
+	Apply(ctx context.Context, grain string, epoch uint64, w Writes) ([]Reminder, error)
+	// Create takes ownership of grain for node as Acquire does, for a grain
+	// that has no record yet, and applies w at the new epoch, all in one
+	// transaction. If the grain has a record (another activation created
+	// it), it changes nothing and returns [ErrFenced].
+	Create(ctx context.Context, grain, node string, w Writes) (Ownership, []Reminder, error)
 	// Release clears the owner of grain if epoch is still current (a clean
 	// deactivation). It returns [ErrFenced] if the epoch was superseded.
 	Release(ctx context.Context, grain string, epoch uint64) error

@@ -1,0 +1,137 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+// A lifecycle step is one Writes: the record and the reminders change
+// together, or not at all when the epoch moved on.
+func TestApplyWritesRecordAndRemindersTogetherFencedByEpoch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		o, err := s.Acquire(ctx, "session/a", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		if _, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{Record: []byte("v1"),
+			SetReminders: []store.Reminder{{Name: "expiry", DueAt: due}, {Name: "idle", DueAt: due}}}); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{Record: []byte("v2"),
+			SetReminders: []store.Reminder{{Name: "expiry", DueAt: due.Add(time.Minute)}}, CancelReminders: []string{"idle", "expiry", "missing"}})
+		if err != nil || len(stored) != 1 || stored[0].Name != "expiry" || stored[0].Version == 0 {
+			t.Fatalf("apply: %+v %v", stored, err)
+		}
+		rs, _ := s.Reminders(ctx, "session/a")
+		if len(rs) != 1 || rs[0].Name != "expiry" || !rs[0].DueAt.Equal(due.Add(time.Minute)) {
+			t.Fatalf("reminders after apply: %+v (a name both set and cancelled is set)", rs)
+		}
+		// A newer activation: the old epoch's Writes change nothing.
+		if _, err := s.Acquire(ctx, "session/a", "n2"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Apply(ctx, "session/a", o.Epoch, store.Writes{Record: []byte("stale"), CancelReminders: []string{"expiry"},
+			SetReminders: []store.Reminder{{Name: "x", DueAt: due}}})
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale apply: %v, want ErrFenced", err)
+		}
+		// Fenced without a record too.
+		if _, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{CancelReminders: []string{"expiry"}}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale apply without record: %v, want ErrFenced", err)
+		}
+		got, _ := s.Load(ctx, "session/a")
+		rs, _ = s.Reminders(ctx, "session/a")
+		if string(got.Record) != "v2" || len(rs) != 1 || rs[0].Name != "expiry" {
+			t.Fatalf("after stale applies: record %q reminders %+v", got.Record, rs)
+		}
+		if _, err := s.Apply(ctx, "session/a", got.Epoch, store.Writes{SetReminders: []store.Reminder{{Name: ""}}}); err == nil {
+			t.Fatal("a reminder without a name was accepted")
+		}
+	})
+}
+
+// Create writes a grain into existence with its first state in one
+// transaction; a grain another activation created is fenced, unchanged.
+func TestCreateOwnsAndWritesInOneStepOrNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		o, rs, err := s.Create(ctx, "session/new", "n1", store.Writes{Record: []byte("born"), SetReminders: []store.Reminder{{Name: "expiry", DueAt: due}}})
+		if err != nil || o.Epoch != 1 || o.Owner != "n1" || string(o.Record) != "born" || len(rs) != 1 {
+			t.Fatalf("create: %+v %+v %v", o, rs, err)
+		}
+		_, _, err = s.Create(ctx, "session/new", "n2", store.Writes{Record: []byte("twin"), SetReminders: []store.Reminder{{Name: "other", DueAt: due}}})
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("second create: %v, want ErrFenced", err)
+		}
+		got, _ := s.Load(ctx, "session/new")
+		all, _ := s.Reminders(ctx, "session/new")
+		if got.Epoch != 1 || got.Owner != "n1" || string(got.Record) != "born" || len(all) != 1 {
+			t.Fatalf("after the refused create: %+v %+v (nothing may change, not even the epoch)", got, all)
+		}
+		// A row without a record (ownership taken, never written) is
+		// created over, at a new epoch.
+		if _, err := s.Acquire(ctx, "session/owned", "n1"); err != nil {
+			t.Fatal(err)
+		}
+		o, _, err = s.Create(ctx, "session/owned", "n2", store.Writes{Record: []byte("r")})
+		if err != nil || o.Epoch != 2 || o.Owner != "n2" {
+			t.Fatalf("create over an unwritten row: %+v %v", o, err)
+		}
+	})
+}
+
+// SQLite commits concurrent writes together: one fenced write among many
+// is rolled back alone; every other write is durable.
+func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+		ctx := context.Background()
+		const n = 64
+		epochs := make([]uint64, n)
+		for i := range n {
+			o, err := s.Acquire(ctx, fmt.Sprintf("probe/g%d", i), "n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			epochs[i] = o.Epoch
+		}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				epoch := epochs[i]
+				if i%8 == 0 {
+					epoch++ // stale: fenced
+				}
+				_, errs[i] = s.Apply(ctx, fmt.Sprintf("probe/g%d", i), epoch, store.Writes{Record: []byte(fmt.Sprint(i)),
+					SetReminders: []store.Reminder{{Name: "r", DueAt: time.Now().Add(time.Hour)}}})
+			}()
+		}
+		wg.Wait()
+		reopened := s
+		if filepath.Ext(dsn) == ".db" {
+			reopened = open(t, dsn) // what is durable, through another handle
+		}
+		for i := range n {
+			got, err := reopened.Load(ctx, fmt.Sprintf("probe/g%d", i))
+			rs, _ := reopened.Reminders(ctx, fmt.Sprintf("probe/g%d", i))
+			switch {
+			case i%8 == 0 && (!errors.Is(errs[i], store.ErrFenced) || got.Record != nil || len(rs) != 0):
+				t.Fatalf("stale write %d: %v, record %q, %d reminders", i, errs[i], got.Record, len(rs))
+			case i%8 != 0 && (errs[i] != nil || err != nil || string(got.Record) != fmt.Sprint(i) || len(rs) != 1):
+				t.Fatalf("write %d: %v / %v, record %q, %d reminders", i, errs[i], err, got.Record, len(rs))
+			}
+		}
+	})
+}
