@@ -38,7 +38,7 @@ func confirmRetry(state string) *mcp.CallToolParams {
 	}
 }
 
-func TestInputRequiredRetryWithSignedRequestState(t *testing.T) {
+func TestInputRequiredRetryWithSealedRequestState(t *testing.T) {
 	addr := startNode(t, nil)
 	alice := mrtrClient(t, addr, aliceToken)
 	first, err := alice.CallTool(t.Context(), &mcp.CallToolParams{Name: "test_input_required_result_request_state"})
@@ -49,8 +49,8 @@ func TestInputRequiredRetryWithSignedRequestState(t *testing.T) {
 		t.Fatalf("first call: %+v, want input_required", first)
 	}
 	state := first.RequestState
-	if !strings.HasPrefix(state, "v1.") || strings.Contains(state, "request_state") && !strings.Contains(state, ".") {
-		t.Fatalf("requestState %q is not our signed token", state)
+	if !strings.HasPrefix(state, "v2.") {
+		t.Fatalf("requestState %q is not our sealed token", state)
 	}
 	// The tool sees its own state on the retry (it answers state-ok only then).
 	res, err := alice.CallTool(t.Context(), confirmRetry(state))

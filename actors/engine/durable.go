@@ -501,17 +501,28 @@ type StoreJournal struct {
 	Grain string
 	// Epoch is the activation's ownership epoch.
 	Epoch uint64
+	// EpochOf, if set, reports the epoch instead of Epoch, for an
+	// activation that takes ownership after its journal exists (a session
+	// created by its initialize exchange).
+	EpochOf func() uint64
+}
+
+func (j StoreJournal) epoch() uint64 {
+	if j.EpochOf != nil {
+		return j.EpochOf()
+	}
+	return j.Epoch
 }
 
 // PutRun implements [Journal]. A store outage (e.g. a database restart)
 // is ridden out until ctx ends: the write is an idempotent upsert.
 func (j StoreJournal) PutRun(ctx context.Context, r store.Run) error {
-	return store.ThroughOutage(ctx, func() error { return j.Store.PutRun(ctx, j.Grain, j.Epoch, r) })
+	return store.ThroughOutage(ctx, func() error { return j.Store.PutRun(ctx, j.Grain, j.epoch(), r) })
 }
 
 // PutEntry implements [Journal]; outages are ridden out as for PutRun.
 func (j StoreJournal) PutEntry(ctx context.Context, runID string, e store.JournalEntry) error {
-	return store.ThroughOutage(ctx, func() error { return j.Store.PutJournalEntry(ctx, j.Grain, j.Epoch, runID, e) })
+	return store.ThroughOutage(ctx, func() error { return j.Store.PutJournalEntry(ctx, j.Grain, j.epoch(), runID, e) })
 }
 
 // RunOf implements [Journal].

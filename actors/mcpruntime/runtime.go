@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
@@ -96,7 +97,7 @@ type Runtime struct {
 	closeSrv func()
 	handler  *mcp.StreamableHTTPHandler
 	events   *eventLog
-	persist  func([]byte)
+	persist  func([]byte) error
 	log      *slog.Logger
 
 	code      *codeRuntime // nil without code mode
@@ -121,7 +122,7 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
-			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, Epoch: in.Epoch}
+			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, EpochOf: in.Epoch}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 		codeMode = r.code.register
@@ -157,7 +158,11 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 }
 
 // recordState is a go-sdk receiving middleware that tracks the session's
-// handshake state and reports every change for the session record.
+// handshake state and stores every change in the session record before
+// the request is answered: a client that got its initialize answer has a
+// session any node can restore. (notifications/initialized is not stored:
+// a restore always replays it after initialize.) A state that cannot be
+// stored fails the request.
 func (r *Runtime) recordState(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -176,18 +181,23 @@ func (r *Runtime) recordState(next mcp.MethodHandler) mcp.MethodHandler {
 					}
 				}
 			case *mcp.InitializedParams:
-				r.state.InitializedParams, changed = p, true
+				r.state.InitializedParams = p
 			case *mcp.SetLoggingLevelParams:
 				r.state.LogLevel, changed = p.Level, true
 			}
 		}
 		var snapshot []byte
 		if changed {
-			snapshot, _ = json.Marshal(&r.state)
+			st := r.state
+			st.InitializedParams = nil // replayed anyway
+			snapshot, _ = json.Marshal(&st)
 		}
 		r.mu.Unlock()
 		if snapshot != nil && r.persist != nil {
-			r.persist(snapshot)
+			if err := r.persist(snapshot); err != nil {
+				r.log.Warn("mcpruntime: store the session's state", "method", method, "err", err)
+				return nil, &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+			}
 		}
 		return res, err
 	}
@@ -219,13 +229,18 @@ func (r *Runtime) restore(ctx context.Context, raw []byte) error {
 		params     any
 		want       int
 	}{{"initialize", `"mcpgrain-restore-initialize"`, st.InitializeParams, http.StatusOK}}
-	if st.InitializedParams != nil {
-		steps = append(steps, struct {
-			method, id string
-			params     any
-			want       int
-		}{"notifications/initialized", "", st.InitializedParams, http.StatusAccepted})
+	// notifications/initialized is replayed whether or not the record has
+	// it: records no longer store it (a client sends it right after
+	// initialize, and nothing else may come before it).
+	initialized := st.InitializedParams
+	if initialized == nil {
+		initialized = &mcp.InitializedParams{}
 	}
+	steps = append(steps, struct {
+		method, id string
+		params     any
+		want       int
+	}{"notifications/initialized", "", initialized, http.StatusAccepted})
 	if st.LogLevel != "" {
 		steps = append(steps, struct {
 			method, id string

@@ -2,30 +2,73 @@ package session
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// stateMsg carries new runtime state from the runtime to the grain.
+// stateMsg carries new runtime state from the runtime to the grain, which
+// answers on done once the state is stored.
 type stateMsg struct {
 	h     *hooks
 	state []byte
+	done  chan error
 }
 
-func (h *hooks) StateChanged(state []byte) {
+// stateTimeout bounds how long a runtime waits for its state to be stored.
+const stateTimeout = 15 * time.Second
+
+// errRuntimeClosed answers state reports of a disposed runtime.
+var errRuntimeClosed = errors.New("session: runtime closed")
+
+// StateChanged implements BuildInput.StateChanged.
+func (h *hooks) StateChanged(state []byte) error {
+	m := &stateMsg{h: h, state: append([]byte(nil), state...), done: make(chan error, 1)}
 	select {
 	case <-h.closed:
-		return
+		return errRuntimeClosed
 	default:
 	}
-	h.system.Root.Send(h.self, &stateMsg{h: h, state: append([]byte(nil), state...)})
+	h.system.Root.Send(h.self, m)
+	t := time.NewTimer(stateTimeout)
+	defer t.Stop()
+	select {
+	case err := <-m.done:
+		return err
+	case <-h.closed:
+		return errRuntimeClosed
+	case <-t.C:
+		return fmt.Errorf("session: storing the session's state took longer than %s", stateTimeout)
+	}
+}
+
+// saveState stores a runtime's new state: for a session being created, the
+// creation itself (record, expiry reminder, ownership: one transaction).
+func (s *session) saveState(ctx context.Context, g grain.Context, m *stateMsg) error {
+	if m.h != s.hooks || s.rt == nil {
+		return errRuntimeClosed
+	}
+	if s.creating != nil {
+		rec := proto.Clone(s.creating).(*pb.SessionRecord)
+		rec.RuntimeState = m.state
+		return s.commitCreate(ctx, g, rec)
+	}
+	if s.rec == nil || s.ended {
+		return errRuntimeClosed
+	}
+	rec := proto.Clone(s.rec).(*pb.SessionRecord)
+	rec.RuntimeState = m.state
+	return s.commit(ctx, g, rec, store.Writes{})
 }
 
 // exchange starts serving one tunnelled HTTP exchange: it checks the
@@ -39,10 +82,10 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	}
 	standalone := false
 	if m.GetCreate() {
-		if s.rec != nil {
+		if s.rec != nil || s.creating != nil {
 			return started(pb.SessionReply_STATUS_EXISTS), nil
 		}
-		if _, err := s.create(ctx, g, &pb.SessionCreate{Principal: m.GetPrincipal()}); err != nil {
+		if err := s.beginCreate(ctx, g, m.GetPrincipal()); err != nil {
 			return nil, err
 		}
 	} else {

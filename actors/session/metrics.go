@@ -11,6 +11,7 @@ type metrics struct {
 	restore     prometheus.Histogram
 	approvals   *prometheus.CounterVec
 	evictReqs   *prometheus.CounterVec
+	idleAlarms  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
@@ -36,6 +37,10 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 			Name: "mcpgrain_approvals_total",
 			Help: "Approval decisions applied, by outcome (accept, decline, cancel, timeout).",
 		}, []string{"outcome"}),
+		idleAlarms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_session_idle_alarms_total",
+			Help: "Idle alarms of resident session runtimes handled (the seed's alarm: keep, extend a lease, or dispose).",
+		}),
 		evictReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_cap_eviction_requests_total",
 			Help: "RequestCapEviction messages sent to least-recently-active sessions, by result (evicted, declined, failed).",
@@ -47,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs,
+	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs, m.idleAlarms,
 		gauge("mcpgrain_resident_runtimes", "Session runtimes resident on this node (seed: mcp.isolate.resident_runtimes).", counts(func(c countsView) float64 { return float64(c.Resident) })),
 		gauge("mcpgrain_resident_runtimes_peak", "Peak resident session runtimes since the node started.", counts(func(c countsView) float64 { return float64(c.Peak) })),
 		gauge("mcpgrain_resident_evictable", "Resident runtimes that could be evicted now (no streams, nothing paused or running).", counts(func(c countsView) float64 { return float64(c.Evictable) })),

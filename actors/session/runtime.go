@@ -86,11 +86,12 @@ func (f BuilderFunc) Build(ctx context.Context, in BuildInput) (Runtime, error) 
 type BuildInput struct {
 	// SessionID is the session's id.
 	SessionID string
-	// Grain is the session grain's store key and Epoch the activation's
-	// ownership epoch: durable executions fence their journal writes with
-	// them.
+	// Grain is the session grain's store key and Epoch reports the
+	// activation's ownership epoch: durable executions fence their journal
+	// writes with them. (A function: a session created by its initialize
+	// exchange takes ownership only once the handshake is done.)
 	Grain string
-	Epoch uint64
+	Epoch func() uint64
 	// Principal owns the session.
 	Principal *pb.Principal
 	// State is the runtime state stored in the session record.
@@ -99,9 +100,10 @@ type BuildInput struct {
 	// (safe to call from any goroutine).
 	Leases LeaseHooks
 	// StateChanged stores new runtime state in the session record, so the
-	// next build restores from it (safe to call from any goroutine; calls
-	// after the runtime was closed are ignored).
-	StateChanged func(state []byte)
+	// next build restores from it, and returns once it is stored (for the
+	// first state of a new session: once the session is created). Safe to
+	// call from any goroutine; after the runtime was closed it fails.
+	StateChanged func(state []byte) error
 }
 
 // ExchangeServer is implemented by runtimes that serve tunnelled HTTP

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,6 +14,8 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -34,14 +37,28 @@ type session struct {
 	h  *Host
 	id string
 
-	rec     *pb.SessionRecord // nil: no such session
-	rt      Runtime           // nil: not initialized (passivated or never built)
-	res     *resident
-	last    time.Time // in-memory last activity
-	leases  map[string]*lease
-	ended   bool
-	hooks   *hooks
-	idleDue time.Time // due time of the armed idle reminder (zero: none)
+	rec *pb.SessionRecord // nil: no such session
+	// creating is the record of a session being created by its initialize
+	// exchange: written (with the handshake state go-sdk produced) when
+	// that state is reported, before the initialize response goes out;
+	// nil otherwise.
+	creating *pb.SessionRecord
+	rt       Runtime // nil: not initialized (passivated or never built)
+	res      *resident
+	last     time.Time // in-memory last activity
+	leases   map[string]*lease
+	ended    bool
+	hooks    *hooks
+	// The idle alarm (the seed's alarm) is a timer of this activation, not
+	// a durable reminder: it only ever disposes a resident runtime, and a
+	// runtime does not outlive its node. idleGen tells the armed alarm
+	// from superseded ones.
+	idleTimer clock.Timer
+	idleGen   uint64
+	idleDue   time.Time // when the armed idle alarm fires (zero: none)
+	// epoch is the activation's ownership epoch, for the runtime's journal
+	// (read from its goroutines; set once the session exists).
+	epoch atomic.Uint64
 	// exchanges cancels the HTTP exchanges in flight, by exchange id.
 	exchanges map[string]context.CancelFunc
 	// parked holds the standalone GET streams held open while the runtime
@@ -102,6 +119,7 @@ func (h *hooks) Settled(execID string) { h.send(&leaseMsg{op: "settled", execID:
 func (s *session) now() time.Time { return s.h.cfg.Clock.Now() }
 
 func (s *session) Activate(_ context.Context, g grain.Context, record []byte) error {
+	s.epoch.Store(g.Epoch())
 	if record == nil {
 		return nil
 	}
@@ -180,35 +198,73 @@ func (s *session) check(p *pb.Principal) pb.SessionReply_Status {
 	return pb.SessionReply_STATUS_OK
 }
 
+// create creates the session at once (a SessionCreate request): the
+// runtime first (a session whose runtime cannot start is not created),
+// then the record and its expiry reminder in one transaction that also
+// takes ownership.
 func (s *session) create(ctx context.Context, g grain.Context, m *pb.SessionCreate) (proto.Message, error) {
-	if s.rec != nil {
+	if s.rec != nil || s.creating != nil {
 		return s.reply(g, pb.SessionReply_STATUS_EXISTS, false), nil
 	}
 	if m.GetPrincipal().GetUser() == "" {
 		return nil, grain.Reject("session: create needs a principal")
 	}
-	// The grain is written into existence here (Kind.CreatedByWrite): take
-	// ownership first, the runtime's journal is fenced by the epoch.
-	if err := g.Own(ctx); err != nil {
+	if err := s.beginCreate(ctx, g, m.GetPrincipal()); err != nil {
 		return nil, err
 	}
-	now := s.now()
-	rec := &pb.SessionRecord{Principal: m.GetPrincipal(), CreatedAtMs: now.UnixMilli(), LastActivityMs: now.UnixMilli(), RuntimeState: m.GetRuntimeState()}
-	// Build first: a session whose runtime cannot start is not created.
-	s.rec = rec
-	if _, err := s.ensureRuntime(ctx, g); err != nil {
-		s.rec = nil
-		return nil, err
-	}
-	if err := s.save(ctx, g, rec); err != nil {
+	rec := proto.Clone(s.creating).(*pb.SessionRecord)
+	rec.RuntimeState = m.GetRuntimeState()
+	if err := s.commitCreate(ctx, g, rec); err != nil {
+		s.creating = nil
 		s.dispose(ctx, g, DisposeShutdown)
-		s.rec = nil
 		return nil, err
-	}
-	if err := g.SetReminder(ctx, ReminderExpiry, now.Add(s.h.cfg.SessionTTL), 0); err != nil {
-		return nil, fmt.Errorf("session %s: arm expiry: %w", s.id, err)
 	}
 	return s.reply(g, pb.SessionReply_STATUS_OK, true), nil
+}
+
+// beginCreate starts creating the session for its initialize exchange: the
+// runtime is built (a session whose runtime cannot start is not created)
+// and serves the initialize; nothing is written until the runtime reports
+// the handshake state (saveState), so the record is written once, with it.
+func (s *session) beginCreate(ctx context.Context, g grain.Context, p *pb.Principal) error {
+	if p.GetUser() == "" {
+		return grain.Reject("session: create needs a principal")
+	}
+	now := s.now()
+	s.creating = &pb.SessionRecord{Principal: p, CreatedAtMs: now.UnixMilli(), LastActivityMs: now.UnixMilli()}
+	if _, err := s.ensureRuntime(ctx, g); err != nil {
+		s.creating = nil
+		return err
+	}
+	return nil
+}
+
+// commitCreate writes the new session into existence: ownership, record
+// and expiry reminder, one transaction.
+func (s *session) commitCreate(ctx context.Context, g grain.Context, rec *pb.SessionRecord) error {
+	b, err := proto.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("session %s: encode record: %w", s.id, err)
+	}
+	expiry := store.Reminder{Name: ReminderExpiry, DueAt: time.UnixMilli(rec.GetLastActivityMs()).Add(s.h.cfg.SessionTTL)}
+	if err := g.Commit(ctx, store.Writes{Record: b, SetReminders: []store.Reminder{expiry}}); err != nil {
+		return fmt.Errorf("session %s: create: %w", s.id, err)
+	}
+	s.rec, s.creating = rec, nil
+	s.persists = time.UnixMilli(rec.GetLastActivityMs())
+	s.epoch.Store(g.Epoch())
+	return nil
+}
+
+// abandonCreate drops a session whose initialize ended without creating it
+// (go-sdk refused the initialize): nothing was written.
+func (s *session) abandonCreate(ctx context.Context, g grain.Context) {
+	if s.creating == nil || len(s.exchanges) > 0 {
+		return
+	}
+	s.creating = nil
+	s.dispose(ctx, g, DisposeDelete)
+	g.Passivate(grain.ReasonRequested)
 }
 
 func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
@@ -233,33 +289,25 @@ func (s *session) delete(ctx context.Context, g grain.Context, p *pb.Principal) 
 	return s.reply(g, pb.SessionReply_STATUS_OK, false), nil
 }
 
-// end tombstones the record, disposes the runtime, cancels every reminder
-// but the expiry reminder, which comes back after the tombstone retention
-// to delete the grain, and passivates.
+// end tombstones the record, keeps only the expiry reminder (it comes back
+// after the tombstone retention to delete the grain) — one transaction —
+// then disposes the runtime and passivates.
 func (s *session) end(ctx context.Context, g grain.Context, why, reason string) error {
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	rec.Tombstone = &pb.Tombstone{Reason: why, AtMs: s.now().UnixMilli()}
 	rec.LastActivityMs = s.last.UnixMilli()
-	if err := s.save(ctx, g, rec); err != nil {
-		return err
+	b, err := proto.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("session %s: encode record: %w", s.id, err)
 	}
+	purge := store.Reminder{Name: ReminderExpiry, DueAt: s.now().Add(s.h.cfg.TombstoneRetention)}
+	if err := g.Commit(ctx, store.Writes{Record: b, SetReminders: []store.Reminder{purge}, CancelOtherReminders: true}); err != nil {
+		return fmt.Errorf("session %s: end: %w", s.id, err)
+	}
+	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
 	s.ended = true
 	s.unpark()
-	s.dispose(ctx, g, reason)
-	names := []string{ReminderIdle}
-	if rs, err := g.Reminders(ctx); err == nil {
-		for _, r := range rs {
-			if !slices.Contains(names, r.Name) && r.Name != ReminderExpiry {
-				names = append(names, r.Name)
-			}
-		}
-	}
-	if err := g.CancelReminders(ctx, names...); err != nil {
-		s.h.log.Warn("session: cancel reminders of an ended session", "session", s.id, "err", err)
-	}
-	if err := g.SetReminder(ctx, ReminderExpiry, s.now().Add(s.h.cfg.TombstoneRetention), 0); err != nil {
-		s.h.log.Warn("session: arm the tombstone's deletion", "session", s.id, "err", err)
-	}
+	s.dispose(ctx, g, reason) // its reminders are gone already
 	g.Passivate(grain.Reason(reason))
 	return nil
 }
@@ -312,8 +360,9 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	}
 	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
 	began := time.Now()
-	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch(),
-		Principal: s.rec.GetPrincipal(), State: s.rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged})
+	rec := s.record()
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
+		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged})
 	if err != nil {
 		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}
@@ -325,11 +374,17 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	s.h.addResident(s.id, s.res)
 	s.unpark()
 	s.markActivity()
-	if err := s.armIdle(ctx, g, s.last.Add(s.h.cfg.Policy.SessionTimeout)); err != nil {
-		s.h.log.Warn("session: arm idle reminder", "session", s.id, "err", err)
-	}
+	s.armIdle(g, s.last.Add(s.h.cfg.Policy.SessionTimeout))
 	s.reapplyDecisions()
 	return true, nil
+}
+
+// record is the session's record, or the one being created.
+func (s *session) record() *pb.SessionRecord {
+	if s.rec != nil {
+		return s.rec
+	}
+	return s.creating
 }
 
 // reapplyDecisions hands a freshly built runtime the decisions recorded for
@@ -358,13 +413,26 @@ func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) err
 	return err
 }
 
-func (s *session) armIdle(ctx context.Context, g grain.Context, due time.Time) error {
-	if err := g.SetReminder(ctx, ReminderIdle, due, 0); err != nil {
-		return err
-	}
+// armIdle arms the idle alarm at due (replacing the armed one).
+func (s *session) armIdle(g grain.Context, due time.Time) {
+	s.stopIdle()
+	s.idleGen++
+	gen, self, system := s.idleGen, g.Self(), g.ActorSystem()
 	s.idleDue = due
-	return nil
+	s.idleTimer = s.h.cfg.Clock.AfterFunc(due.Sub(s.now()), func() { system.Root.Send(self, idleAlarm{gen: gen}) })
 }
+
+// stopIdle disarms the idle alarm.
+func (s *session) stopIdle() {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.idleDue = time.Time{}
+}
+
+// idleAlarm is the idle alarm firing (a local message to the activation).
+type idleAlarm struct{ gen uint64 }
 
 // dispose is the seed's closeRuntime: single-flight by construction (the
 // grain handles one message at a time, so a second trigger finds nothing to
@@ -372,11 +440,14 @@ func (s *session) armIdle(ctx context.Context, g grain.Context, due time.Time) e
 // rebuilds), marks the runtime not initialized before closing it, releases
 // every approval lease and cancels the idle reminder (expiry stays), and
 // closes the runtime uninterruptibly (the close ignores the caller's
-// cancellation; only CloseTimeout bounds it).
-func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
+// cancellation; only CloseTimeout bounds it). It writes nothing to the
+// grain's state: it returns the approval reminders of the leases it
+// dropped, for the caller's one transaction (retire), and unpublishes
+// their directory rows.
+func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (cancel []string) {
 	rt := s.rt
 	if rt == nil {
-		return
+		return nil
 	}
 	s.rt, s.res = nil, nil
 	clear(s.handedOver)
@@ -385,11 +456,8 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 	s.hooks = nil
 	s.h.registry.Release(s.id)
 	s.h.removeResident(s.id)
+	s.stopIdle()
 	var names []string
-	if !s.idleDue.IsZero() {
-		names = append(names, ReminderIdle)
-		s.idleDue = time.Time{}
-	}
 	var published []string
 	keepDurable := reason != DisposeDelete && reason != DisposeExpired
 	for id, l := range s.leases {
@@ -401,13 +469,8 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 	}
 	clear(s.leases)
 	s.unpublish(ctx, published...)
-	if len(names) > 0 {
-		if err := g.CancelReminders(ctx, names...); err != nil {
-			s.h.log.Warn("session: cancel reminders on disposal", "session", s.id, "err", err)
-		}
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
-	defer cancel()
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
+	defer stop()
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -422,18 +485,61 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 	c := s.h.registry.Counts(s.now())
 	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", reason,
 		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", c.Resident)
+	return names
 }
 
-// persistActivity writes the in-memory last activity to the record if it
-// moved (at most once per idle-reminder period, never per request).
-func (s *session) persistActivity(ctx context.Context, g grain.Context) {
-	if s.rec == nil || s.ended || !s.last.After(s.persists) {
+// retire disposes the runtime and, in one transaction, persists the last
+// activity (if it moved) and cancels the dropped leases' reminders.
+func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
+	rec := s.activityRecord()
+	cancel := s.dispose(ctx, g, reason)
+	if rec == nil && len(cancel) == 0 {
 		return
+	}
+	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel}); err != nil {
+		s.h.log.Warn("session: persist activity and cancel reminders on disposal", "session", s.id, "err", err)
+	}
+}
+
+// activityRecord is the record with the in-memory last activity, if that
+// moved since it was persisted (at most once per idle period, never per
+// request); nil otherwise.
+func (s *session) activityRecord() *pb.SessionRecord {
+	if s.rec == nil || s.ended || !s.last.After(s.persists) {
+		return nil
 	}
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	rec.LastActivityMs = s.last.UnixMilli()
-	if err := s.save(ctx, g, rec); err != nil {
-		s.h.log.Warn("session: persist last activity", "session", s.id, "err", err)
+	return rec
+}
+
+// commit writes w, with rec as the new record if it is not nil, in one
+// transaction.
+func (s *session) commit(ctx context.Context, g grain.Context, rec *pb.SessionRecord, w store.Writes) error {
+	if rec != nil {
+		b, err := proto.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("session %s: encode record: %w", s.id, err)
+		}
+		w.Record = b
+	}
+	if err := g.Commit(ctx, w); err != nil {
+		return fmt.Errorf("session %s: commit: %w", s.id, err)
+	}
+	if rec != nil {
+		s.rec = rec
+		s.persists = time.UnixMilli(rec.GetLastActivityMs())
+	}
+	return nil
+}
+
+// persistActivity writes the in-memory last activity to the record if it
+// moved (at most once per idle period, never per request).
+func (s *session) persistActivity(ctx context.Context, g grain.Context) {
+	if rec := s.activityRecord(); rec != nil {
+		if err := s.commit(ctx, g, rec, store.Writes{}); err != nil {
+			s.h.log.Warn("session: persist last activity", "session", s.id, "err", err)
+		}
 	}
 }
 
@@ -452,8 +558,7 @@ func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
 	if s.rt == nil || !s.res.canEvict() {
 		return false
 	}
-	s.persistActivity(ctx, g)
-	s.dispose(ctx, g, DisposeCap)
+	s.retire(ctx, g, DisposeCap)
 	g.Passivate(grain.Reason(DisposeCap))
 	return true
 }
@@ -463,7 +568,8 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 	defer s.passivateIfIdle(g)
 	switch name := f.GetName(); {
 	case name == ReminderIdle:
-		s.onIdle(ctx, g)
+		// Left by an older version, which kept the idle alarm durable:
+		// nothing to do (a resident runtime has its own idle alarm).
 	case name == ReminderExpiry:
 		return s.onExpiry(ctx, g)
 	case strings.HasPrefix(name, reminderApproval):
@@ -474,10 +580,11 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 
 // onIdle is the seed's alarm(): ask the pure policy, then act.
 func (s *session) onIdle(ctx context.Context, g grain.Context) {
-	s.idleDue = time.Time{} // the reminder that fired is one-shot
+	s.idleTimer, s.idleDue = nil, time.Time{} // it fired
 	if s.rt == nil {
-		return // woken by a stale reminder: nothing resident to dispose
+		return
 	}
+	s.h.metrics.idleAlarms.Inc()
 	now := s.now()
 	durable := 0
 	if dp, ok := s.rt.(DurablePauses); ok {
@@ -493,22 +600,15 @@ func (s *session) onIdle(ctx context.Context, g grain.Context) {
 	switch d.Outcome {
 	case alarm.IdleWithinTimeout:
 		s.persistActivity(ctx, g)
-		s.rearm(ctx, g, s.last.Add(s.h.cfg.Policy.SessionTimeout))
+		s.armIdle(g, s.last.Add(s.h.cfg.Policy.SessionTimeout))
 	case alarm.ExtendPausedLease, alarm.ExtendRunningLease:
 		s.h.log.Info("mcp_session_"+strings.TrimPrefix(string(d.Outcome), "extend_")+"_extension", "session", s.id,
 			"idle_ms", now.Sub(s.last).Milliseconds(), "lease_ms", d.Lease.Milliseconds())
 		s.persistActivity(ctx, g)
-		s.rearm(ctx, g, now.Add(d.Lease))
+		s.armIdle(g, now.Add(d.Lease))
 	case alarm.DestroyIdleSession:
-		s.persistActivity(ctx, g)
-		s.dispose(ctx, g, DisposeIdle)
+		s.retire(ctx, g, DisposeIdle)
 		g.Passivate(grain.ReasonIdle)
-	}
-}
-
-func (s *session) rearm(ctx context.Context, g grain.Context, due time.Time) {
-	if err := s.armIdle(ctx, g, due); err != nil {
-		s.h.log.Warn("session: re-arm idle reminder", "session", s.id, "err", err)
 	}
 }
 
@@ -558,14 +658,15 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 				s.markActivity()
 			}
 		}
+		s.abandonCreate(ctx, g)
 		return
 	case *stateMsg:
-		if m.h == s.hooks && s.rt != nil && s.rec != nil && !s.ended {
-			rec := proto.Clone(s.rec).(*pb.SessionRecord)
-			rec.RuntimeState = m.state
-			if err := s.save(ctx, g, rec); err != nil {
-				s.h.log.Warn("session: save runtime state", "session", s.id, "err", err)
-			}
+		m.done <- s.saveState(ctx, g, m)
+		return
+	case idleAlarm:
+		if m.gen == s.idleGen && s.idleTimer != nil {
+			s.onIdle(ctx, g)
+			s.passivateIfIdle(g)
 		}
 		return
 	}
@@ -633,6 +734,8 @@ func (s *session) settledHandOver(execID string) {
 	}
 }
 
+// releaseLease drops a settled execution's lease: its deadline reminder
+// and its recorded decision go in one transaction.
 func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string) {
 	l, ok := s.leases[execID]
 	if !ok {
@@ -642,15 +745,13 @@ func (s *session) releaseLease(ctx context.Context, g grain.Context, execID stri
 	if !l.durable {
 		s.res.leases.Add(-1)
 	}
-	if err := g.CancelReminders(ctx, reminderApproval+execID); err != nil {
-		s.h.log.Warn("session: cancel approval deadline", "session", s.id, "execution", execID, "err", err)
-	}
+	var rec *pb.SessionRecord
 	if s.rec != nil && s.rec.GetDecisions()[execID] != nil {
-		rec := proto.Clone(s.rec).(*pb.SessionRecord)
+		rec = proto.Clone(s.rec).(*pb.SessionRecord)
 		delete(rec.Decisions, execID)
-		if err := s.save(ctx, g, rec); err != nil {
-			s.h.log.Warn("session: drop settled decision", "session", s.id, "err", err)
-		}
+	}
+	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: []string{reminderApproval + execID}}); err != nil {
+		s.h.log.Warn("session: release a settled execution's deadline and decision", "session", s.id, "execution", execID, "err", err)
 	}
 }
 
@@ -701,19 +802,16 @@ func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.
 	if s.rt == nil {
 		return
 	}
-	why := DisposeShutdown
 	switch reason {
 	case grain.ReasonOwnershipLost:
-		why = DisposeOwnershipLost
+		s.dispose(ctx, g, DisposeOwnershipLost) // its writes would be fenced
 	case grain.ReasonRebalance:
-		why = DisposeRebalance
-	default:
-		s.persistActivity(ctx, g)
-	}
-	if why != DisposeOwnershipLost {
 		s.drainExecutions()
+		s.retire(ctx, g, DisposeRebalance)
+	default:
+		s.drainExecutions()
+		s.retire(ctx, g, DisposeShutdown)
 	}
-	s.dispose(ctx, g, why)
 }
 
 // executionDrain bounds how long a graceful deactivation (node stop, move)

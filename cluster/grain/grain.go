@@ -124,6 +124,12 @@ type Context interface {
 	// grain's turn (a long wait on something else). Outside a request that
 	// awaits an answer it returns a function that does nothing.
 	Defer() func(reply proto.Message, err error)
+	// Commit applies several writes — the record, reminders set and
+	// cancelled — in one store transaction fenced by Epoch, taking
+	// ownership in the same transaction if this activation does not hold
+	// it yet ([Kind.CreatedByWrite]). A lifecycle step is one Commit.
+	// Fenced like Save.
+	Commit(ctx context.Context, w store.Writes) error
 	// Delete removes the grain from the store — its record and reminders —
 	// fenced by Epoch, and passivates the activation. A later activation
 	// finds no such grain (Activate gets a nil record; a

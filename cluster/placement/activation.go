@@ -76,6 +76,49 @@ func (a *activation) Save(ctx context.Context, record []byte) error {
 	return a.fenced(ctx, func(ctx context.Context) error { return a.cfg.Store.Save(ctx, a.key, a.epoch, record) })
 }
 
+// Commit implements [grain.Context].
+func (a *activation) Commit(ctx context.Context, w store.Writes) error {
+	if (len(w.SetReminders) > 0 || len(w.CancelReminders) > 0) && a.cfg.Reminders == nil {
+		return errNoReminders
+	}
+	if a.kind.Ephemeral {
+		return errEphemeral
+	}
+	if !a.owned && a.state != stateLost {
+		return a.create(ctx, w)
+	}
+	return a.fenced(ctx, func(ctx context.Context) error {
+		stored, err := a.cfg.Store.Apply(ctx, a.key, a.epoch, w)
+		if err == nil && a.cfg.Reminders != nil {
+			a.cfg.Reminders.Applied(a.kind.Name, a.identity, stored, w.CancelReminders, w.CancelOtherReminders)
+		}
+		return err
+	})
+}
+
+// create is Commit for a CreatedByWrite grain that does not exist yet:
+// ownership and the first writes in one transaction.
+func (a *activation) create(ctx context.Context, w store.Writes) error {
+	ioctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
+	defer cancel()
+	o, stored, err := a.cfg.Store.Create(ioctx, a.key, a.cfg.Self.ID, w)
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		a.lose("created by another activation")
+		return fmt.Errorf("grain %s: %w", a.key, err)
+	case err != nil && ctx.Err() == nil && errors.Is(ioctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: no answer within %s: %w", store.ErrUnavailable, a.cfg.IOTimeout, err)
+	case err != nil:
+		return err
+	}
+	a.epoch, a.owned = o.Epoch, true
+	a.logger = a.logger.With("epoch", a.epoch)
+	if a.cfg.Reminders != nil {
+		a.cfg.Reminders.Applied(a.kind.Name, a.identity, stored, w.CancelReminders, w.CancelOtherReminders)
+	}
+	return nil
+}
+
 // Delete implements [grain.Context].
 func (a *activation) Delete(ctx context.Context) error {
 	if err := a.fenced(ctx, func(ctx context.Context) error { return a.cfg.Store.Delete(ctx, a.key, a.epoch) }); err != nil {

@@ -49,6 +49,9 @@ type Reminders interface {
 	Register(ctx context.Context, kind, identity string, epoch uint64, rs ...store.Reminder) error
 	Cancel(ctx context.Context, kind, identity string, epoch uint64, names ...string) error
 	List(ctx context.Context, kind, identity string) ([]store.Reminder, error)
+	// Applied arms and disarms what a grain's store transaction (Commit)
+	// set and cancelled (others: every reminder set does not name).
+	Applied(kind, identity string, set []store.Reminder, cancelled []string, others bool)
 }
 
 func (c *Config) defaults() {

@@ -196,15 +196,43 @@ func (s *Service) Register(ctx context.Context, kind, identity string, epoch uin
 	if err != nil {
 		return err
 	}
+	s.Applied(kind, identity, stored, nil, false)
+	return nil
+}
+
+// Applied arms here the reminders of the grain (kind, identity) that a
+// store transaction of its activation set (as stored, with versions) and
+// disarms the ones it cancelled — by name, or, with others, every one set
+// does not name (store.Writes; a name both set and cancelled was set).
+func (s *Service) Applied(kind, identity string, set []store.Reminder, cancelled []string, others bool) {
+	g := grain.Key(kind, identity)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, n := range cancelled {
+		s.disarmLocked(key{g, n})
+	}
+	if others {
+		for k := range s.scheduled {
+			if k.grain == g {
+				s.disarmLocked(k)
+			}
+		}
+	}
 	horizon := s.cfg.Clock.Now().Add(s.cfg.Lookahead)
-	for _, r := range stored {
+	for _, r := range set {
 		if !r.DueAt.After(horizon) {
 			s.scheduleLocked(r)
 		}
 	}
-	return nil
+}
+
+// disarmLocked drops the timer of a cancelled reminder (one firing now
+// completes against a version that no longer exists).
+func (s *Service) disarmLocked(k key) {
+	if e, ok := s.scheduled[k]; ok && !e.inflight {
+		e.timer.Stop()
+		delete(s.scheduled, k)
+	}
 }
 
 // Cancel deletes reminders of the grain by name, fenced by epoch, and
@@ -214,15 +242,7 @@ func (s *Service) Cancel(ctx context.Context, kind, identity string, epoch uint6
 	if err := s.cfg.Store.CancelReminders(ctx, g, epoch, names...); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, n := range names {
-		k := key{g, n}
-		if e, ok := s.scheduled[k]; ok && !e.inflight {
-			e.timer.Stop()
-			delete(s.scheduled, k)
-		}
-	}
+	s.Applied(kind, identity, nil, names, false)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -82,6 +83,35 @@ RETURNING version`,
 		out = append(out, stored)
 	}
 	return out, nil
+}
+
+// cancelOthersIn deletes every reminder of grain not named in keep.
+func cancelOthersIn(ctx context.Context, tx querier, grain string, keep []Reminder) error {
+	if len(keep) == 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1`, grain); err != nil {
+			return fmt.Errorf("store: cancel reminders of %s: %w", grain, err)
+		}
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM reminders WHERE grain = $1`, grain)
+	if err != nil {
+		return fmt.Errorf("store: list reminders of %s: %w", grain, err)
+	}
+	var drop []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: list reminders of %s: %w", grain, err)
+		}
+		if !slices.ContainsFunc(keep, func(r Reminder) bool { return r.Name == n }) {
+			drop = append(drop, n)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("store: list reminders of %s: %w", grain, err)
+	}
+	return cancelIn(ctx, tx, grain, drop)
 }
 
 // checkReminders validates reminders before they are written.

@@ -180,6 +180,11 @@ func applyIn(ctx context.Context, q querier, grain string, epoch uint64, w Write
 	if err := cancelIn(ctx, q, grain, cancel); err != nil {
 		return nil, err
 	}
+	if w.CancelOtherReminders {
+		if err := cancelOthersIn(ctx, q, grain, w.SetReminders); err != nil {
+			return nil, err
+		}
+	}
 	if len(w.SetReminders) == 0 {
 		return nil, nil
 	}

@@ -137,6 +137,9 @@ type Writes struct {
 	// CancelReminders deletes reminders by name (missing names are
 	// ignored). A name in both lists is set.
 	CancelReminders []string
+	// CancelOtherReminders deletes every reminder of the grain that
+	// SetReminders does not name (an ended grain keeps one reminder).
+	CancelOtherReminders bool
 }
 
 // Store is mcpgrain's durable state. Two implementations share one schema and
