@@ -49,8 +49,12 @@ type Runtime interface {
 
 // Options configure the tools.
 type Options struct {
-	// Runtime is the session runtime (required).
+	// Runtime is the runtime of a server that serves one grain's requests.
 	Runtime Runtime
+	// RuntimeOf finds the runtime of a request on a server that serves
+	// many grains (a node's shared session server): ok is false if it has
+	// none. One of Runtime and RuntimeOf is required.
+	RuntimeOf func(req *mcp.CallToolRequest) (rt Runtime, ok bool)
 	// Window is the approval window (for texts). Default 4m.
 	Window time.Duration
 	// Sources lists the tool sources for the execute description.
@@ -96,6 +100,22 @@ func Register(server *mcp.Server, o Options) {
 
 type tools struct{ o Options }
 
+// errNoRuntime answers a call whose session runtime is gone (disposed
+// while the call arrived): the client retries, and the next runtime
+// serves it.
+var errNoRuntime = &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+
+// runtime is the runtime serving req.
+func (t *tools) runtime(req *mcp.CallToolRequest) (Runtime, error) {
+	if t.o.RuntimeOf == nil {
+		return t.o.Runtime, nil
+	}
+	if rt, ok := t.o.RuntimeOf(req); ok {
+		return rt, nil
+	}
+	return nil, errNoRuntime
+}
+
 func header(req *mcp.CallToolRequest) http.Header {
 	if req.Extra == nil || req.Extra.Header == nil {
 		return http.Header{}
@@ -109,7 +129,11 @@ func principal(req *mcp.CallToolRequest) engine.Principal {
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in executeInput) (*mcp.CallToolResult, any, error) {
-	e := t.o.Runtime.Engine()
+	rt, err := t.runtime(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := rt.Engine()
 	h := header(req)
 	if h.Get(tunnel.HeaderSessionless) == "1" && req.Params.RequestState != "" {
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
@@ -125,13 +149,13 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		if !found {
 			return ResumeMiss(t.miss(e, req.Params.RequestState, owner), req.Params.RequestState, t.o.Window), nil, nil
 		}
-		return t.answer(ctx, req, out, false)
+		return t.answer(ctx, req, rt, out, false)
 	}
 	code := strings.TrimSpace(in.Code)
 	if code == "" {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: code must not be empty"}}}, nil, nil
 	}
-	return t.answer(ctx, req, e.ExecuteWithPause(ctx, code, principal(req)), true)
+	return t.answer(ctx, req, rt, e.ExecuteWithPause(ctx, code, principal(req)), true)
 }
 
 func responseFromInput(in mcp.InputResponseMap) engine.Response {
@@ -153,14 +177,18 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 	if id == "" {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: executionId is required"}}}, nil, nil
 	}
-	e := t.o.Runtime.Engine()
+	rt, err := t.runtime(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := rt.Engine()
 	who := principal(req)
 	owner := engine.AsOwner(who)
 	var resp engine.Response
 	if in.Action == "" {
 		// Browser mode: wait for the user's decision on an approval surface.
 		wctx, cancel := context.WithTimeout(ctx, t.o.Window+time.Second)
-		r, ok := t.o.Runtime.WaitDecision(wctx, id, owner)
+		r, ok := rt.WaitDecision(wctx, id, owner)
 		cancel()
 		if !ok {
 			if _, live := e.Paused(id, owner); live {
@@ -170,7 +198,7 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 			// report the miss. Never forward: there is no decision to send,
 			// and a cancel would decide the owning session's live pause.
 			if out, found := e.Resume(ctx, id, owner, engine.Response{Action: engine.Cancel}); found {
-				return t.answer(ctx, req, out, false)
+				return t.answer(ctx, req, rt, out, false)
 			}
 			return ResumeMiss(t.miss(e, id, owner), id, t.o.Window), nil, nil
 		}
@@ -185,12 +213,12 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 	}
 	out, found := e.Resume(ctx, id, owner, resp)
 	if found {
-		return t.answer(ctx, req, out, false)
+		return t.answer(ctx, req, rt, out, false)
 	}
 	if e.IsSettled(id, owner) {
 		return ResumeMiss(AlreadySettled, id, t.o.Window), nil, nil
 	}
-	if res, miss := t.o.Runtime.Forward(ctx, id, who, resp); res != nil {
+	if res, miss := rt.Forward(ctx, id, who, resp); res != nil {
 		return res, nil, nil
 	} else if miss != "" {
 		return ResumeMiss(miss, id, t.o.Window), nil, nil
@@ -219,7 +247,7 @@ var confirmSchema = &jsonschema.Schema{Type: "object", Properties: map[string]*j
 
 // render turns an engine outcome into the tool result for the request's
 // mode.
-func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine.Outcome) *mcp.CallToolResult {
+func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime, out engine.Outcome) *mcp.CallToolResult {
 	for {
 		if res, done := Finished(out, t.o.Logger); done {
 			return res
@@ -235,18 +263,18 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine
 		case h.Get(tunnel.HeaderMode) == "native":
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema})
 			if err != nil {
-				out, _ = t.o.Runtime.Engine().Resume(ctx, p.ID, engine.AsOwner(principal(req)), engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
+				out, _ = rt.Engine().Resume(ctx, p.ID, engine.AsOwner(principal(req)), engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
 				return &mcp.CallToolResult{IsError: true,
 					Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Error: Native elicitation transport failed [%s]. Reconnect the MCP client and try again.", p.ID[len(p.ID)-8:])}},
 					StructuredContent: map[string]any{"status": "error", "errorCode": "native_elicitation_transport_failed"},
 				}
 			}
 			owner := engine.AsOwner(principal(req))
-			next, found := t.o.Runtime.Engine().Resume(ctx, p.ID, owner, engine.Response{Action: res.Action, Content: res.Content})
+			next, found := rt.Engine().Resume(ctx, p.ID, owner, engine.Response{Action: res.Action, Content: res.Content})
 			if !found {
 				// The execution is gone (the engine shut down while the
 				// client answered): report the miss.
-				return ResumeMiss(t.miss(t.o.Runtime.Engine(), p.ID, owner), p.ID, t.o.Window)
+				return ResumeMiss(t.miss(rt.Engine(), p.ID, owner), p.ID, t.o.Window)
 			}
 			out = next
 			continue
@@ -268,12 +296,12 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, out engine
 // getting an opaque internal error. A resume stopped by an unreachable
 // store keeps the internal error: its outcome is what a retry would
 // replay here, so a retry could never succeed.
-func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, out engine.Outcome, fresh bool) (*mcp.CallToolResult, any, error) {
+func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, rt Runtime, out engine.Outcome, fresh bool) (*mcp.CallToolResult, any, error) {
 	if out.Status == engine.StatusInternal && (errors.Is(out.Internal, store.ErrFenced) || fresh && store.Unavailable(out.Internal)) {
 		t.o.Logger.Info("execution stopped: its session moved on or its store was unreachable; the client is told to retry", "err", out.Internal)
 		return nil, nil, &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
 	}
-	return t.render(ctx, req, out), nil, nil
+	return t.render(ctx, req, rt, out), nil, nil
 }
 
 // Finished renders an outcome that is not a pause (done false for a

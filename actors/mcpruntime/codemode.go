@@ -149,6 +149,13 @@ func (c *codeRuntime) register(s *mcp.Server) {
 	codemode.Register(s, codemode.Options{Runtime: c, Window: c.window(), Sources: c.cfg.Tools.Sources(), PublicURL: c.cfg.PublicURL})
 }
 
+// registerCode adds the code pack's tools to a server shared by many
+// sessions: each call is served by its own session's code runtime (of).
+func registerCode(s *mcp.Server, cfg *CodeMode, of func(*mcp.CallToolRequest) (codemode.Runtime, bool)) {
+	w := (&codeRuntime{cfg: cfg}).window()
+	codemode.Register(s, codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL})
+}
+
 // Engine implements codemode.Runtime.
 func (c *codeRuntime) Engine() *engine.Engine { return c.eng }
 

@@ -25,7 +25,11 @@ import (
 // Write-behind means the last FlushInterval of events can be lost if the
 // node dies; a clean passivation flushes everything first.
 type eventLog struct {
-	st       store.Store
+	st store.Store
+	// session is the grain's session id, under which events are stored:
+	// go-sdk names the session by its own id, different in every runtime
+	// incarnation, and the events must outlive the incarnation.
+	session  string
 	log      *slog.Logger
 	every    time.Duration
 	maxBytes int
@@ -47,8 +51,8 @@ type memStream struct {
 	flushed int      // events with index < flushed are in the store
 }
 
-func newEventLog(st store.Store, log *slog.Logger, every time.Duration, maxBytes int) *eventLog {
-	l := &eventLog{st: st, log: log, every: every, maxBytes: maxBytes, streams: map[string]*memStream{},
+func newEventLog(st store.Store, session string, log *slog.Logger, every time.Duration, maxBytes int) *eventLog {
+	l := &eventLog{st: st, session: session, log: log, every: every, maxBytes: maxBytes, streams: map[string]*memStream{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go l.run()
 	return l
@@ -57,7 +61,8 @@ func newEventLog(st store.Store, log *slog.Logger, every time.Duration, maxBytes
 func streamKey(session, stream string) string { return session + "\x00" + stream }
 
 // Open implements mcp.EventStore.
-func (l *eventLog) Open(_ context.Context, session, stream string) error {
+func (l *eventLog) Open(_ context.Context, _, stream string) error {
+	session := l.session
 	if stream == "" {
 		return nil
 	}
@@ -70,7 +75,8 @@ func (l *eventLog) Open(_ context.Context, session, stream string) error {
 }
 
 // Append implements mcp.EventStore.
-func (l *eventLog) Append(_ context.Context, session, stream string, data []byte) error {
+func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) error {
+	session := l.session
 	if stream == "" {
 		return nil
 	}
@@ -97,7 +103,8 @@ func (l *eventLog) Append(_ context.Context, session, stream string, data []byte
 }
 
 // After implements mcp.EventStore.
-func (l *eventLog) After(ctx context.Context, session, stream string, index int) iter.Seq2[[]byte, error] {
+func (l *eventLog) After(ctx context.Context, _, stream string, index int) iter.Seq2[[]byte, error] {
+	session := l.session
 	return func(yield func([]byte, error) bool) {
 		if stream == "" {
 			return

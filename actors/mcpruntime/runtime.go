@@ -1,6 +1,7 @@
-// Package mcpruntime is the MCP session runtime a session grain hosts: a
-// go-sdk *mcp.Server (built from the node's tool packs) behind go-sdk's own
-// Streamable HTTP handler, for exactly one session.
+// Package mcpruntime is the MCP session runtime a session grain hosts:
+// go-sdk's own Streamable HTTP handler for exactly one session, in front of
+// the node's one shared go-sdk *mcp.Server (its tool packs are registered
+// once per node, not per session: a session costs only its own state).
 //
 // The gateway tunnels each HTTP exchange of the session to the grain, which
 // calls [Runtime.ServeExchange]; go-sdk does everything MCP: JSON-RPC,
@@ -9,12 +10,20 @@
 // Nothing here interprets MCP messages except to remember the session's
 // handshake state.
 //
+// Session ids: the client knows the session by the id the gateway minted
+// (the grain's identity). go-sdk's handler keys its session by an id the
+// shared server mints, different in every runtime incarnation; the runtime
+// translates the Mcp-Session-Id header both ways, so neither side sees the
+// other's id. Handlers on the shared server find the session's runtime by
+// the grain identity the tunnel puts in every request
+// (tunnel.HeaderSession).
+//
 // Restore after passivation: the runtime records go-sdk's
-// ServerSessionState (initialize params, initialized params, negotiated
-// version, log level) in the session record whenever it changes. A rebuilt
-// runtime replays that state into its fresh handler as the client once sent
-// it — initialize, notifications/initialized, logging/setLevel — under the
-// same session id, so the client continues without re-initializing.
+// ServerSessionState (initialize params, negotiated version, log level) in
+// the session record whenever it changes. A rebuilt runtime replays that
+// state into its fresh handler as the client once sent it — initialize,
+// notifications/initialized, logging/setLevel — so the client continues
+// without re-initializing.
 // (go-sdk's ServerSessionOptions.State cannot be used here: only the
 // StreamableHTTPHandler sets up the per-request protocol-version context that
 // the transport needs, and the handler creates sessions only from an
@@ -39,6 +48,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
@@ -62,17 +72,31 @@ type Config struct {
 	// EventMemory bounds the event log kept in memory per session (older,
 	// flushed events are read back from the store). Default 4 MiB.
 	EventMemory int
-	// NewServer builds a session's server (required): the node passes a
-	// function that registers its tool packs. opts carries what the runtime
-	// needs set (GetSessionID); the function may add to it. codeMode
-	// registers the session's execute and resume tools (the code pack).
+	// NewServer builds the node's shared session server (required, called
+	// once): the node passes a function that registers its tool packs.
+	// codeMode registers the execute and resume tools (the code pack),
+	// which serve each request with its own session's engine.
 	NewServer func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *CodeMode
 }
 
-// NewBuilder returns the session.Builder that builds MCP runtimes.
-func NewBuilder(cfg Config) (session.Builder, error) {
+// Builder builds the MCP runtimes of a node's sessions (a session.Builder)
+// around the node's shared server.
+type Builder struct {
+	cfg      Config
+	server   *mcp.Server
+	closeSrv func()
+	// runtimes are the node's live runtimes by session id, for handlers on
+	// the shared server.
+	runtimes sync.Map
+}
+
+var _ session.Builder = (*Builder)(nil)
+
+// NewBuilder builds the node's shared session server and returns the
+// builder of its session runtimes. Close it when the node stops.
+func NewBuilder(cfg Config) (*Builder, error) {
 	if cfg.Store == nil || cfg.NewServer == nil {
 		return nil, errors.New("mcpruntime: Config.Store and Config.NewServer are required")
 	}
@@ -85,26 +109,67 @@ func NewBuilder(cfg Config) (session.Builder, error) {
 	if cfg.EventMemory <= 0 {
 		cfg.EventMemory = 4 << 20
 	}
-	return session.BuilderFunc(func(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
-		return build(ctx, cfg, in)
-	}), nil
+	b := &Builder{cfg: cfg}
+	var codeMode func(*mcp.Server)
+	if cfg.CodeMode != nil {
+		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
+	}
+	srv, closeSrv, err := cfg.NewServer(&mcp.ServerOptions{}, codeMode)
+	if err != nil {
+		return nil, fmt.Errorf("mcpruntime: build the session server: %w", err)
+	}
+	srv.AddReceivingMiddleware(b.recordState)
+	b.server, b.closeSrv = srv, closeSrv
+	return b, nil
 }
 
-// Runtime is one session's MCP server and handler.
+// Close stops the shared server's background work (the packs').
+func (b *Builder) Close() {
+	if b.closeSrv != nil {
+		b.closeSrv()
+	}
+}
+
+// runtimeOf is the runtime of the session a request on the shared server
+// belongs to.
+func (b *Builder) runtimeOf(h http.Header) (*Runtime, bool) {
+	if h == nil {
+		return nil, false
+	}
+	v, ok := b.runtimes.Load(h.Get(tunnel.HeaderSession))
+	if !ok {
+		return nil, false
+	}
+	return v.(*Runtime), true
+}
+
+// codeOf is the code runtime of a tool call's session.
+func (b *Builder) codeOf(req *mcp.CallToolRequest) (codemode.Runtime, bool) {
+	if req.Extra == nil {
+		return nil, false
+	}
+	r, ok := b.runtimeOf(req.Extra.Header)
+	if !ok || r.code == nil {
+		return nil, false
+	}
+	return r.code, true
+}
+
+// Runtime is one session's MCP handler and its state.
 type Runtime struct {
-	id       string
-	server   *mcp.Server
-	closeSrv func()
-	handler  *mcp.StreamableHTTPHandler
-	events   *eventLog
-	persist  func([]byte) error
-	log      *slog.Logger
+	id      string
+	b       *Builder
+	handler *mcp.StreamableHTTPHandler
+	events  *eventLog
+	persist func([]byte) error
+	log     *slog.Logger
 
 	code      *codeRuntime // nil without code mode
 	posts     atomic.Int32 // POST exchanges in flight (the seed's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 
 	mu        sync.Mutex
+	sdkID     string // go-sdk's id of the session (see the package doc)
 	state     mcp.ServerSessionState
 	restoring bool
 	closed    bool
@@ -112,32 +177,20 @@ type Runtime struct {
 
 var _ session.Runtime = (*Runtime)(nil)
 
-func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, error) {
-	r := &Runtime{id: in.SessionID, persist: in.StateChanged, log: cfg.Logger.With("session", in.SessionID)}
-	opts := &mcp.ServerOptions{
-		GetSessionID: func() string { return in.SessionID },
-		Logger:       nil,
-	}
-	var codeMode func(*mcp.Server)
+// Build implements session.Builder: a handler for the session on the
+// shared server, restored from its recorded state.
+func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
+	cfg := b.cfg
+	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: cfg.Logger.With("session", in.SessionID)}
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
 			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, EpochOf: in.Epoch}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
-		codeMode = r.code.register
 	}
-	srv, closeSrv, err := cfg.NewServer(opts, codeMode)
-	if err != nil {
-		if r.code != nil {
-			r.code.eng.Shutdown()
-		}
-		return nil, fmt.Errorf("mcpruntime: build server: %w", err)
-	}
-	r.server, r.closeSrv = srv, closeSrv
-	srv.AddReceivingMiddleware(r.recordState)
-	r.events = newEventLog(cfg.Store, r.log, cfg.EventFlushInterval, cfg.EventMemory)
-	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	r.events = newEventLog(cfg.Store, in.SessionID, r.log, cfg.EventFlushInterval, cfg.EventMemory)
+	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
 		EventStore: r.events,
 		// The gateway already applied DNS-rebinding and origin protection
 		// and the body limit, on the client's real connection.
@@ -145,62 +198,83 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 		MaxRequestBodyBytes:        -1,
 		Logger:                     r.log,
 	})
+	if old, loaded := b.runtimes.Swap(in.SessionID, r); loaded {
+		// A runtime not yet closed (a disposal racing this build): the new
+		// one serves the session from now on.
+		r.log.Warn("mcpruntime: a runtime of this session was still registered", "old_closed", old.(*Runtime).isClosed())
+	}
 	if len(in.State) > 0 {
 		if err := r.restore(ctx, in.State); err != nil {
 			_ = r.Close(context.Background())
 			return nil, err
 		}
 	}
-	if r.code != nil && r.code.eng != nil && cfg.CodeMode.Durable && in.Grain != "" {
+	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" {
 		r.code.restore(ctx, cfg.Store)
 	}
 	return r, nil
 }
 
-// recordState is a go-sdk receiving middleware that tracks the session's
-// handshake state and stores every change in the session record before
-// the request is answered: a client that got its initialize answer has a
-// session any node can restore. (notifications/initialized is not stored:
-// a restore always replays it after initialize.) A state that cannot be
-// stored fails the request.
-func (r *Runtime) recordState(next mcp.MethodHandler) mcp.MethodHandler {
+// recordState is the shared server's receiving middleware that tracks each
+// session's handshake state (see Runtime.record).
+func (b *Builder) recordState(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
 		}
-		r.mu.Lock()
-		changed := false
-		if !r.restoring {
-			switch p := req.GetParams().(type) {
-			case *mcp.InitializeParams:
-				if method == "initialize" {
-					r.state.InitializeParams, changed = p, true
-					if ir, ok := res.(*mcp.InitializeResult); ok {
-						r.state.NegotiatedProtocolVersion = ir.ProtocolVersion
-					}
-				}
-			case *mcp.InitializedParams:
-				r.state.InitializedParams = p
-			case *mcp.SetLoggingLevelParams:
-				r.state.LogLevel, changed = p.Level, true
+		var h http.Header
+		if ex := req.GetExtra(); ex != nil {
+			h = ex.Header
+		}
+		if r, ok := b.runtimeOf(h); ok {
+			if err := r.record(method, req, res); err != nil {
+				return nil, err
 			}
 		}
-		var snapshot []byte
-		if changed {
-			st := r.state
-			st.InitializedParams = nil // replayed anyway
-			snapshot, _ = json.Marshal(&st)
-		}
-		r.mu.Unlock()
-		if snapshot != nil && r.persist != nil {
-			if err := r.persist(snapshot); err != nil {
-				r.log.Warn("mcpruntime: store the session's state", "method", method, "err", err)
-				return nil, &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
-			}
-		}
-		return res, err
+		return res, nil
 	}
+}
+
+// record stores a change of the session's handshake state in the session
+// record before the request is answered: a client that got its initialize
+// answer has a session any node can restore. (notifications/initialized
+// is not stored: a restore always replays it after initialize.) A state
+// that cannot be stored fails the request with the retryable restart
+// error.
+func (r *Runtime) record(method string, req mcp.Request, res mcp.Result) error {
+	r.mu.Lock()
+	changed := false
+	if !r.restoring {
+		switch p := req.GetParams().(type) {
+		case *mcp.InitializeParams:
+			if method == "initialize" {
+				r.state.InitializeParams, changed = p, true
+				if ir, ok := res.(*mcp.InitializeResult); ok {
+					r.state.NegotiatedProtocolVersion = ir.ProtocolVersion
+				}
+			}
+		case *mcp.InitializedParams:
+			r.state.InitializedParams = p
+		case *mcp.SetLoggingLevelParams:
+			r.state.LogLevel, changed = p.Level, true
+		}
+	}
+	var snapshot []byte
+	if changed {
+		st := r.state
+		st.InitializedParams = nil // replayed anyway
+		snapshot, _ = json.Marshal(&st)
+	}
+	r.mu.Unlock()
+	if snapshot == nil || r.persist == nil {
+		return nil
+	}
+	if err := r.persist(snapshot); err != nil {
+		r.log.Warn("mcpruntime: store the session's state", "method", method, "err", err)
+		return &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+	}
+	return nil
 }
 
 // restore replays the recorded handshake into the fresh handler.
@@ -261,12 +335,13 @@ func (r *Runtime) restore(ctx context.Context, raw []byte) error {
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader([]byte(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(tunnel.HeaderSession, r.id)
 		if i > 0 {
 			req.Header.Set("Mcp-Session-Id", r.id)
 			req.Header.Set("Mcp-Protocol-Version", version)
 		}
 		rec := httptest.NewRecorder()
-		r.handler.ServeHTTP(rec, req)
+		r.serve(rec, req)
 		if rec.Code != s.want {
 			return fmt.Errorf("mcpruntime: restore %s: status %d: %s", s.method, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
 		}
@@ -275,6 +350,18 @@ func (r *Runtime) restore(ctx context.Context, raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// serve hands one request to go-sdk's handler with the session id
+// translated both ways (see the package doc).
+func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
+	if req.Header.Get("Mcp-Session-Id") != "" {
+		r.mu.Lock()
+		id := r.sdkID
+		r.mu.Unlock()
+		req.Header.Set("Mcp-Session-Id", id)
+	}
+	r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
 }
 
 // ServeExchange serves one HTTP exchange of the session with go-sdk's
@@ -287,7 +374,7 @@ func (r *Runtime) ServeExchange(w http.ResponseWriter, req *http.Request) {
 		r.posts.Add(1)
 		defer r.posts.Add(-1)
 	}
-	r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
+	r.serve(w, req)
 }
 
 func (r *Runtime) isClosed() bool {
@@ -315,6 +402,14 @@ func (g *closingGuard) WriteHeader(status int) {
 		return
 	}
 	g.wroteHdr = true
+	if id := g.Header().Get("Mcp-Session-Id"); id != "" {
+		// go-sdk's id of the session (an initialize's answer): the client
+		// keeps using the grain's.
+		g.r.mu.Lock()
+		g.r.sdkID = id
+		g.r.mu.Unlock()
+		g.Header().Set("Mcp-Session-Id", g.r.id)
+	}
 	if status == http.StatusNotFound && g.r.isClosed() {
 		g.swallow = true
 		for k := range g.Header() {
@@ -420,7 +515,7 @@ func (r *Runtime) ResumeForModel(ctx context.Context, execID string, m *pb.Execu
 }
 
 // Close implements session.Runtime: it closes the MCP session (ending its
-// streams), stops the packs' background work and flushes the event log.
+// streams), ends its executions and flushes the event log.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -428,17 +523,17 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
+	id := r.sdkID
 	r.mu.Unlock()
-	// Closing the handler's sessions is only possible through DELETE; the
-	// session id is ours, so issue one.
-	req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
-	req.Header.Set("Mcp-Session-Id", r.id)
-	r.handler.ServeHTTP(httptest.NewRecorder(), req)
+	r.b.runtimes.CompareAndDelete(r.id, r)
+	if id != "" {
+		// Closing the handler's session is only possible through DELETE.
+		req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
+		req.Header.Set("Mcp-Session-Id", id)
+		r.handler.ServeHTTP(httptest.NewRecorder(), req)
+	}
 	if r.code != nil {
 		r.code.eng.Shutdown()
-	}
-	if r.closeSrv != nil {
-		r.closeSrv()
 	}
 	return r.events.close(ctx)
 }

@@ -286,6 +286,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return err
 	}
+	defer builder.Close()
 	sessions, err := session.NewHost(session.Config{
 		Builder:    builder,
 		Policy:     cfg.MCP.Policy,
