@@ -47,7 +47,13 @@ type Config struct {
 	// 404). Default 1h.
 	TombstoneRetention time.Duration
 	// Residency is the node's soft cap and eviction grace (defaults 32, 15s).
+	// With Memory.Budget set, the soft cap is derived from memory instead
+	// (Residency.SoftCap is then only the starting value).
 	Residency residency.Config
+	// Memory sizes residency by a memory budget: the soft cap follows from
+	// the memory a resident runtime is measured to take (residency.Memory).
+	// Zero: the fixed Residency.SoftCap.
+	Memory residency.Memory
 	// Directory publishes paused executions (nil: not published).
 	Directory Directory
 	// Evict sends RequestCapEviction to a session on this node without
@@ -78,6 +84,8 @@ type Host struct {
 
 	parked atomic.Int64 // standalone streams parked on sessions without a runtime
 	primes atomic.Uint64
+
+	sizing *sizing // nil: fixed soft cap
 }
 
 // primeID returns a fresh id for a standalone stream's priming event:
@@ -139,6 +147,10 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	h := &Host{cfg: cfg, registry: residency.New(cfg.Residency), log: cfg.Logger, residents: map[string]*resident{}}
+	if cfg.Memory.Budget > 0 {
+		h.sizing = newSizing(cfg.Memory)
+		h.sizing.resize(h.registry, cfg.Clock.Now())
+	}
 	h.metrics = newMetrics(cfg.Registerer, h)
 	return h, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -530,5 +531,26 @@ func TestForwardedResumeDoesNotHoldTheSessionsTurn(t *testing.T) {
 	fr, err = e.node.Request(ctx2, session.KindName, "s1", &pb.ExecutionResumeForModel{Principal: &pb.Principal{User: "alice", Org: "evil"}, ExecutionId: "exec_1", Action: "accept"})
 	if err != nil || fr.(*pb.ExecutionReply).GetStatus() != pb.ExecutionReply_STATUS_NOT_FOUND {
 		t.Fatalf("another organization: %+v %v", fr, err)
+	}
+}
+
+// With a memory budget the soft cap follows from memory: a budget smaller
+// than one runtime gives the floor, and builds over it evict the least
+// recently active sessions as with a fixed cap.
+func TestMemoryBudgetDerivesTheSoftCap(t *testing.T) {
+	e := newEnvMemory(t, 1000, shortPolicy(), residency.Memory{Budget: 1, Floor: 3})
+	if got := e.metric("mcpgrain_resident_soft_cap", nil); got != 3 {
+		t.Fatalf("soft cap %v with a 1-byte budget, want the floor 3", got)
+	}
+	if got := e.metric("mcpgrain_resident_memory_budget_bytes", nil); got != 1 {
+		t.Fatalf("budget gauge %v", got)
+	}
+	for i := range 5 {
+		e.create(fmt.Sprintf("s%d", i))
+		e.clk.Advance(time.Second)
+	}
+	eventually(t, "cap evictions down to the derived cap", func() bool { return e.disposals("cap") == 2 })
+	if e.resident() != 3 || e.metric("mcpgrain_resident_runtime_bytes", nil) == 0 {
+		t.Fatalf("resident %d, per-runtime estimate %v", e.resident(), e.metric("mcpgrain_resident_runtime_bytes", nil))
 	}
 }

@@ -54,6 +54,14 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 	}
 	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs, m.idleAlarms,
 		gauge("mcpgrain_resident_runtimes", "Session runtimes resident on this node (seed: mcp.isolate.resident_runtimes).", counts(func(c countsView) float64 { return float64(c.Resident) })),
+		gauge("mcpgrain_resident_soft_cap", "The residency soft cap in force: fixed (--resident-soft-cap) or derived from the memory budget.", counts(func(c countsView) float64 { return float64(c.SoftCap) })),
+		gauge("mcpgrain_resident_memory_budget_bytes", "The memory budget of resident session runtimes (--resident-memory; 0: the soft cap is fixed).", func() float64 { return float64(h.cfg.Memory.Budget) }),
+		gauge("mcpgrain_resident_runtime_bytes", "The measured memory of one resident session runtime (live heap beyond the node's baseline per runtime, with the collector's headroom), from which the soft cap is derived; 0 with a fixed cap.", func() float64 {
+			if h.sizing == nil {
+				return 0
+			}
+			return float64(h.sizing.perRuntime())
+		}),
 		gauge("mcpgrain_resident_runtimes_peak", "Peak resident session runtimes since the node started.", counts(func(c countsView) float64 { return float64(c.Peak) })),
 		gauge("mcpgrain_resident_evictable", "Resident runtimes that could be evicted now (no streams, nothing paused or running).", counts(func(c countsView) float64 { return float64(c.Evictable) })),
 		gauge("mcpgrain_resident_pinned", "Resident runtimes pinned by open streams or executions.", counts(func(c countsView) float64 { return float64(c.Pinned) })),

@@ -349,6 +349,9 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 		return false, nil
 	}
 	now := s.now()
+	if s.h.sizing != nil {
+		s.h.sizing.resize(s.h.registry, now)
+	}
 	adm := s.h.registry.Admit(now)
 	defer adm.Slot.Release() // exactly once: success, failure, panic, cancellation
 	if adm.Evict != "" {

@@ -127,6 +127,12 @@ func logger() *slog.Logger {
 
 func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 	t.Helper()
+	return newEnvMemory(t, softCap, policy, residency.Memory{})
+}
+
+// newEnvMemory is newEnv with residency sized by memory.
+func newEnvMemory(t *testing.T, softCap int, policy alarm.Policy, mem residency.Memory) *env {
+	t.Helper()
 	e := &env{t: t, clk: clock.NewFake(t0), builds: map[string][]*fakeRuntime{}, fail: map[string]bool{}, gate: map[string]chan struct{}{}, reg: prometheus.NewRegistry(),
 		restored: map[string][]string{}}
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
@@ -140,6 +146,7 @@ func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 		Policy:     policy,
 		SessionTTL: 24 * time.Hour,
 		Residency:  residency.Config{SoftCap: softCap},
+		Memory:     mem,
 		Evict:      e.evict,
 		Clock:      e.clk,
 		Logger:     logger(),

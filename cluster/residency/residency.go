@@ -1,6 +1,7 @@
 package residency
 
 import (
+	"container/list"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -109,6 +110,8 @@ type Counts struct {
 	// CanEvictPanics is the cumulative number of recovered panics in
 	// CanEvict callbacks (a counter, not a gauge).
 	CanEvictPanics int
+	// SoftCap is the soft cap in force.
+	SoftCap int
 }
 
 // entry is the registry's record of one resident runtime.
@@ -119,6 +122,7 @@ type entry struct {
 	seq          uint64 // registration order; breaks lastActivity ties
 	requested    bool
 	requestedAt  time.Time
+	elem         *list.Element // in Registry.lru
 }
 
 // before reports whether e is less recently active than o.
@@ -134,11 +138,16 @@ func (e *entry) before(o *entry) bool {
 // down itself. All methods are safe for concurrent use; times are always
 // passed in.
 type Registry struct {
-	cap   int
 	grace time.Duration
 
-	mu       sync.Mutex
-	entries  map[string]*entry
+	mu      sync.Mutex
+	cap     int
+	entries map[string]*entry
+	// lru holds the entries least recently active first: a pick walks it
+	// from the front and stops at the first evictable entry outside its
+	// grace window, so picking costs what it skips, not the number of
+	// resident runtimes.
+	lru      *list.List
 	peak     int
 	inFlight int
 	seq      uint64
@@ -156,12 +165,25 @@ func New(cfg Config) *Registry {
 		cap:     cfg.SoftCap,
 		grace:   cfg.EvictionGrace,
 		entries: make(map[string]*entry),
+		lru:     list.New(),
 	}
 }
 
 // Config returns the effective configuration, defaults applied.
 func (r *Registry) Config() Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return Config{SoftCap: r.cap, EvictionGrace: r.grace}
+}
+
+// SetSoftCap changes the soft cap (at least 1) for later admissions: a
+// node that sizes residency by memory moves it as it measures. Resident
+// runtimes over a lowered cap are not evicted at once; each later cold
+// build asks one to go, as always.
+func (r *Registry) SetSoftCap(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cap = max(1, n)
 }
 
 // Admit is called before every cold build. It always reserves a build slot
@@ -224,10 +246,30 @@ func (r *Registry) Register(e Entry, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq++
-	r.entries[e.ID] = &entry{id: e.ID, canEvict: e.CanEvict, lastActivity: now, seq: r.seq}
+	if old := r.entries[e.ID]; old != nil {
+		r.lru.Remove(old.elem)
+	}
+	en := &entry{id: e.ID, canEvict: e.CanEvict, lastActivity: now, seq: r.seq}
+	r.entries[e.ID] = en
+	r.place(en)
 	if n := len(r.entries); n > r.peak {
 		r.peak = n
 	}
+}
+
+// place puts e in the LRU order by its last activity: at the back, unless
+// an entry there is more recent (activity reported out of order), then
+// right after the last one that is not.
+func (r *Registry) place(e *entry) {
+	at := r.lru.Back()
+	for at != nil && e.before(at.Value.(*entry)) {
+		at = at.Prev()
+	}
+	if at == nil {
+		e.elem = r.lru.PushFront(e)
+		return
+	}
+	e.elem = r.lru.InsertAfter(e, at)
 }
 
 // Touch records activity of a resident runtime at now. It does nothing for
@@ -238,6 +280,8 @@ func (r *Registry) Touch(id string, now time.Time) {
 	defer r.mu.Unlock()
 	if e := r.entries[id]; e != nil && now.After(e.lastActivity) {
 		e.lastActivity = now
+		r.lru.Remove(e.elem)
+		r.place(e)
 	}
 }
 
@@ -247,9 +291,11 @@ func (r *Registry) Touch(id string, now time.Time) {
 func (r *Registry) Release(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.entries[id]; !ok {
+	e, ok := r.entries[id]
+	if !ok {
 		return false
 	}
+	r.lru.Remove(e.elem)
 	delete(r.entries, id)
 	return true
 }
@@ -280,23 +326,17 @@ func (r *Registry) Pick(now time.Time) (id string, ok bool) {
 	return "", false
 }
 
-// pickLocked is Pick with r.mu held. It is allocation-free and calls
-// CanEvict only for entries that would beat the best candidate so far.
+// pickLocked is Pick with r.mu held. It is allocation-free: it walks the
+// entries least recently active first and calls CanEvict until one says
+// yes.
 func (r *Registry) pickLocked(now time.Time) *entry {
-	var best *entry
-	for _, e := range r.entries {
-		if r.pendingLocked(e, now) {
-			continue
+	for el := r.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*entry)
+		if !r.pendingLocked(e, now) && r.canEvictLocked(e) {
+			return e
 		}
-		if best != nil && !e.before(best) {
-			continue
-		}
-		if !r.canEvictLocked(e) {
-			continue
-		}
-		best = e
 	}
-	return best
+	return nil
 }
 
 // pendingLocked reports whether e is inside its eviction grace window.
@@ -327,6 +367,7 @@ func (r *Registry) Counts(now time.Time) Counts {
 		Resident:       len(r.entries),
 		Peak:           r.peak,
 		InFlightBuilds: r.inFlight,
+		SoftCap:        r.cap,
 	}
 	for _, e := range r.entries {
 		if r.canEvictLocked(e) {

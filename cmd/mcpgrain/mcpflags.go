@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
@@ -30,6 +32,7 @@ type mcpFlags struct {
 	noAuth                          bool
 	rate                            float64
 	burst, softCap                  int
+	residentMemory                  string
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
@@ -136,7 +139,8 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.DurationVar(&m.policy.RunningLease, "running-lease", d.RunningLease, "longest single extension while work runs or a response streams")
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
 	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
-	fs.IntVar(&m.softCap, "resident-soft-cap", 32, "resident session runtimes per node before the least recently active idle one is evicted")
+	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
+	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default 32)")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
 	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens; every node of a cluster needs the same")
 }
@@ -152,8 +156,12 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 			return app.MCPConfig{}, fmt.Errorf("%w: %s must be positive", errUsage, name)
 		}
 	}
-	if m.softCap < 1 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --resident-soft-cap must be at least 1", errUsage)
+	if m.softCap < 0 {
+		return app.MCPConfig{}, fmt.Errorf("%w: --resident-soft-cap must not be negative", errUsage)
+	}
+	budget, err := m.memoryBudget()
+	if err != nil {
+		return app.MCPConfig{}, err
 	}
 	if m.bodyTimeout <= 0 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
@@ -211,9 +219,30 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Code:     code,
 		StateKey: stateKey,
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
-		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap,
+		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 	}, nil
+}
+
+// memoryBudget is --resident-memory in bytes (0: a fixed soft cap). An
+// explicit --resident-soft-cap overrides it.
+func (m *mcpFlags) memoryBudget() (uint64, error) {
+	if m.softCap > 0 {
+		return 0, nil
+	}
+	switch v := strings.TrimSpace(m.residentMemory); v {
+	case "auto", "":
+		total, _ := app.NodeMemory()
+		return uint64(float64(total) * app.DefaultResidentMemoryShare), nil
+	case "0":
+		return 0, nil
+	default:
+		n, err := humanize.ParseBytes(v)
+		if err != nil {
+			return 0, fmt.Errorf("%w: --resident-memory %q: want a size such as 4GiB or 512MB, auto or 0", errUsage, v)
+		}
+		return n, nil
+	}
 }
 
 func splitList(s string) []string {

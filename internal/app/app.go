@@ -120,8 +120,13 @@ type MCPConfig struct {
 	Policy alarm.Policy
 	// SessionTTL ends sessions idle this long (zero: 30 days).
 	SessionTTL time.Duration
-	// SoftCap is the resident runtime soft cap (zero: 32).
+	// SoftCap is the resident runtime soft cap (zero: 32, or derived from
+	// ResidentMemory).
 	SoftCap int
+	// ResidentMemory is the memory budget of resident session runtimes in
+	// bytes; the soft cap is derived from it (residency.Memory). Zero: the
+	// fixed SoftCap.
+	ResidentMemory uint64
 	// StateKey signs 2026-07-28 requestState tokens and the approval
 	// page's forms; all nodes of a cluster must share it (at least 32
 	// bytes).
@@ -292,6 +297,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		Policy:     cfg.MCP.Policy,
 		SessionTTL: cfg.MCP.SessionTTL,
 		Residency:  residency.Config{SoftCap: cfg.MCP.SoftCap},
+		Memory:     residency.Memory{Budget: cfg.MCP.ResidentMemory},
 		Evict: func(ctx context.Context, id string) (bool, error) {
 			r, err := node.Request(ctx, session.KindName, id, &pb.RequestCapEviction{})
 			if err != nil {

@@ -1,0 +1,72 @@
+package session
+
+import (
+	rtmetrics "runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/residency"
+)
+
+// sizingInterval is how often the memory measurement behind the soft cap
+// is refreshed (at the next cold build after it).
+const sizingInterval = 2 * time.Second
+
+// sizing keeps the node's soft cap at what its memory budget allows: it
+// measures the live heap and the resident runtimes (residency.Memory
+// turns that into a cap) when a cold build is admitted, at most every
+// sizingInterval.
+type sizing struct {
+	model residency.Memory
+
+	mu       sync.Mutex
+	last     time.Time
+	baseline uint64 // live heap with no runtime resident
+	per      uint64 // the last estimate of one runtime's memory
+	samples  []rtmetrics.Sample
+}
+
+func newSizing(m residency.Memory) *sizing {
+	z := &sizing{model: m, samples: []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}}
+	z.baseline, _ = z.read()
+	return z
+}
+
+// read returns the live heap and GOGC.
+func (z *sizing) read() (live uint64, gogc int) {
+	rtmetrics.Read(z.samples)
+	if v := z.samples[0].Value; v.Kind() == rtmetrics.KindUint64 {
+		live = v.Uint64()
+	}
+	gogc = 100
+	if v := z.samples[1].Value; v.Kind() == rtmetrics.KindUint64 {
+		gogc = int(v.Uint64())
+	}
+	return live, gogc
+}
+
+// resize measures (if the last measurement is older than sizingInterval)
+// and sets reg's soft cap.
+func (z *sizing) resize(reg *residency.Registry, now time.Time) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if !z.last.IsZero() && now.Sub(z.last) < sizingInterval {
+		return
+	}
+	z.last = now
+	live, gogc := z.read()
+	resident := reg.Counts(now).Resident
+	if resident == 0 {
+		z.baseline = live
+	}
+	s := residency.Sample{Resident: resident, LiveHeap: live, Baseline: z.baseline, GOGC: gogc}
+	z.per = z.model.PerRuntime(s)
+	reg.SetSoftCap(z.model.Cap(s))
+}
+
+// perRuntime is the last estimate of one runtime's memory.
+func (z *sizing) perRuntime() uint64 {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.per
+}
