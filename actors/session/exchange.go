@@ -25,6 +25,12 @@ type stateMsg struct {
 	done  chan error
 }
 
+// HeaderRestored is set on the response to a request that restored its
+// session's runtime (a cold restore after passivation or a move), so a
+// client — mcpgrain bench's scale scenario — can tell warm answers from
+// cold ones. It tells the caller only about its own session.
+const HeaderRestored = "Mcpgrain-Restored"
+
 // stateTimeout bounds how long a runtime waits for its state to be stored.
 const stateTimeout = 15 * time.Second
 
@@ -80,7 +86,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	started := func(st pb.SessionReply_Status) *pb.ExchangeStarted {
 		return &pb.ExchangeStarted{Status: st, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 	}
-	standalone := false
+	standalone, restored := false, false
 	if m.GetCreate() {
 		if s.rec != nil || s.creating != nil {
 			return started(pb.SessionReply_STATUS_EXISTS), nil
@@ -101,7 +107,8 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 				return started(pb.SessionReply_STATUS_OK), nil
 			}
 		}
-		if _, err := s.ensureRuntime(ctx, g); err != nil {
+		var err error
+		if restored, err = s.ensureRuntime(ctx, g); err != nil {
 			return nil, err
 		}
 	}
@@ -121,6 +128,9 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		res.posts.Add(1) // in this turn: whatever the grain decides next sees it
 		serve = func(w http.ResponseWriter, r *http.Request) {
 			defer res.posts.Add(-1)
+			if restored {
+				w.Header().Set(HeaderRestored, "1")
+			}
 			es.ServeExchange(w, r)
 		}
 	}
