@@ -507,10 +507,7 @@ func TestExecutionFencedByASessionMoveAnswersRestarting(t *testing.T) {
 // downStore is a store whose journal writes fail as an unreachable one's do.
 type downStore struct{ engine.RunStore }
 
-func (downStore) PutRun(context.Context, string, uint64, store.Run) error {
-	return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
-}
-func (downStore) PutJournalEntry(context.Context, string, uint64, string, store.JournalEntry) error {
+func (downStore) WriteRun(context.Context, string, uint64, store.RunWrite) error {
 	return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 }
 

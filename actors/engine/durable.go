@@ -26,14 +26,27 @@ import (
 // before the pause is published. A fresh activation restores a paused run
 // by replaying its journal ([Engine.Restore]).
 type Journal interface {
-	// PutRun creates or replaces a run.
-	PutRun(ctx context.Context, r store.Run) error
-	// PutEntry creates or replaces the journal entry at e.Seq of run runID.
-	PutEntry(ctx context.Context, runID string, e store.JournalEntry) error
+	// Write writes one step of a run atomically: its entries (created or
+	// replaced at their Seq, in order), then the run if w.Run is set.
+	Write(ctx context.Context, w JournalWrite) error
 	// RunOf returns the run that paused with execution id pauseID and its
 	// journal, settled or not: a late resume replays a settled run's
 	// outcome; an unsettled one can be restored ([Engine.RestorePaused]).
 	RunOf(ctx context.Context, pauseID string) (store.Run, []store.JournalEntry, bool)
+}
+
+// JournalWrite is one atomic step of a run's journal.
+type JournalWrite struct {
+	RunID   string
+	Entries []store.JournalEntry
+	// Run, if not nil, is the run's new record.
+	Run *store.Run
+	// Paused is the pause this step makes resumable (nil: none), and
+	// Settled the pause ids it resumed past: a journal that publishes
+	// pauses in a directory (StoreJournal.Publish) updates it in the same
+	// step.
+	Paused  *Pause
+	Settled []string
 }
 
 // journalTimeout bounds one journal write, store outages included (writes
@@ -86,6 +99,12 @@ type durable struct {
 	// A run that never pauses costs no store write.
 	deferred bool
 	pending  []store.JournalEntry
+	// held is a call outcome not written yet: it goes with the run's next
+	// write (the next call's, a pause's or the settle), since nothing the
+	// code does before that is visible outside the sandbox. A node lost
+	// in between leaves the call in flight, as a node lost just after the
+	// call would.
+	held []store.JournalEntry
 
 	mu    sync.Mutex
 	fatal error // why the run must stop (divergence, a journal write failed)
@@ -136,40 +155,52 @@ func writeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), journalTimeout)
 }
 
-func (d *durable) putRun() error {
+// write writes one step: the held outcomes first, then entries, then the
+// run if withRun (a deferred run writes nothing until its first pause:
+// flush).
+func (d *durable) write(entries []store.JournalEntry, withRun bool, paused *Pause, settled []string) error {
 	if d.deferred {
 		return nil
 	}
-	ctx, cancel := writeCtx()
-	defer cancel()
-	return d.j.PutRun(ctx, d.run)
-}
-
-// flush writes what a deferred run kept in memory: the journal in call
-// order, then the run (which makes it restorable once it names a pause).
-// From then on every write goes through.
-func (d *durable) flush() error {
-	if !d.deferred {
+	w := JournalWrite{RunID: d.run.ID, Entries: append(d.held, entries...), Paused: paused, Settled: settled}
+	if withRun {
+		run := d.run
+		w.Run = &run
+	}
+	if len(w.Entries) == 0 && w.Run == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout+time.Duration(len(d.pending))*100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout+time.Duration(len(w.Entries))*100*time.Millisecond)
 	defer cancel()
-	for _, e := range d.pending {
-		if err := d.j.PutEntry(ctx, d.run.ID, e); err != nil {
-			return err
-		}
-	}
-	if err := d.j.PutRun(ctx, d.run); err != nil {
+	if err := d.j.Write(ctx, w); err != nil {
 		return err
 	}
-	d.deferred, d.pending = false, nil
+	d.held = nil
 	return nil
 }
 
-func (d *durable) putEntry(seq int, state string, c Call) error {
+// flush writes what a deferred run kept in memory: the journal in call
+// order, then the run (which makes it restorable once it names a pause),
+// in one step that publishes the pause. From then on every write goes
+// through.
+func (d *durable) flush(paused *Pause) error {
+	if !d.deferred {
+		return nil
+	}
+	d.deferred = false
+	if err := d.write(d.pending, true, paused, nil); err != nil {
+		d.deferred = true
+		return err
+	}
+	d.pending = nil
+	return nil
+}
+
+// entry encodes the journal entry of call c at seq.
+func (d *durable) entry(seq int, state string, c Call) (store.JournalEntry, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("engine: encode journal entry: %w", err)
+		return store.JournalEntry{}, fmt.Errorf("engine: encode journal entry: %w", err)
 	}
 	pauseID := d.pauseAt[seq]
 	if c.Pause != nil {
@@ -179,18 +210,48 @@ func (d *durable) putEntry(seq int, state string, c Call) error {
 		}
 		d.pauseAt[seq] = pauseID
 	}
-	e := store.JournalEntry{Seq: seq, State: state, PauseID: pauseID, Data: string(b)}
+	return store.JournalEntry{Seq: seq, State: state, PauseID: pauseID, Data: string(b)}, nil
+}
+
+// putEntry journals call c at seq now (with anything held).
+func (d *durable) putEntry(seq int, state string, c Call) error {
+	e, err := d.entry(seq, state, c)
+	if err != nil {
+		return err
+	}
 	if d.deferred {
-		if n := len(d.pending); n > 0 && d.pending[n-1].Seq == seq {
-			d.pending[n-1] = e
-		} else {
-			d.pending = append(d.pending, e)
-		}
+		d.keep(e)
 		return nil
 	}
-	ctx, cancel := writeCtx()
-	defer cancel()
-	return d.j.PutEntry(ctx, d.run.ID, e)
+	return d.write([]store.JournalEntry{e}, false, nil, nil)
+}
+
+// hold keeps call c's outcome at seq for the run's next write.
+func (d *durable) hold(seq int, state string, c Call) error {
+	e, err := d.entry(seq, state, c)
+	if err != nil {
+		return err
+	}
+	if d.deferred {
+		d.keep(e)
+		return nil
+	}
+	if n := len(d.held); n > 0 && d.held[n-1].Seq == seq {
+		d.held[n-1] = e
+	} else {
+		d.held = append(d.held, e)
+	}
+	return nil
+}
+
+// keep adds e to a deferred run's in-memory journal (replacing its entry
+// at the same position).
+func (d *durable) keep(e store.JournalEntry) {
+	if n := len(d.pending); n > 0 && d.pending[n-1].Seq == e.Seq {
+		d.pending[n-1] = e
+	} else {
+		d.pending = append(d.pending, e)
+	}
 }
 
 // newRun starts the journal of a fresh execution.
@@ -268,8 +329,16 @@ func (e *Engine) restoreFailed(run store.Run, out Outcome) Outcome {
 // settle records the final outcome of a durable run (unless the engine is
 // shutting down: then the run is not over, it continues elsewhere).
 func (e *Engine) settle(d *durable, out Outcome) {
-	if e.base.Err() != nil || d.deferred {
-		return // shutting down, or never paused: nothing stored to settle
+	if d.deferred {
+		return // never paused: nothing stored to settle
+	}
+	if e.base.Err() != nil {
+		// Shutting down: the run is not over, it continues elsewhere; an
+		// outcome it holds is written so the replay answers it.
+		if err := d.write(nil, false, nil, nil); err != nil {
+			e.cfg.Logger.Warn("engine: journal a call's outcome at shutdown", "run", d.run.ID, "err", err)
+		}
+		return
 	}
 	rec := outcomeRecord{Status: out.Status, Value: out.Result.Value, Emitted: out.Result.Emitted, Logs: out.Result.Logs,
 		ToolCalls: out.Result.ToolCalls, Error: out.Error, ErrorKind: out.ErrorKind}
@@ -281,7 +350,11 @@ func (e *Engine) settle(d *durable, out Outcome) {
 		b, _ = json.Marshal(outcomeRecord{Status: StatusInternal, Error: "internal error"})
 	}
 	d.run.Outcome, d.run.Settled = string(b), e.cfg.Clock.Now()
-	if err := d.putRun(); err != nil {
+	var settled []string
+	if d.run.PauseID != "" {
+		settled = []string{d.run.PauseID}
+	}
+	if err := d.write(nil, true, nil, settled); err != nil {
 		e.cfg.Logger.Warn("engine: settle durable execution", "run", d.run.ID, "err", err)
 	}
 }
@@ -403,14 +476,23 @@ func (h *host) durableCall(ctx context.Context, path string, args any) (any, err
 		p := pend.Pause
 		rec := Call{Path: path, Hash: hash, Pause: &pauseRecord{ID: p.ID, Address: p.Address, Args: raw, ApprovalText: p.ApprovalText,
 			Message: p.Message, Policy: p.Policy, DeadlineMs: p.Deadline.UnixMilli()}}
-		if err := d.putEntry(seq, stateAwaiting, rec); err != nil {
+		// One step: the awaiting entry, the run naming the pause, the
+		// directory row that publishes it, and the settle of the pause
+		// the run resumed past (if any).
+		e, err := d.entry(seq, stateAwaiting, rec)
+		if err != nil {
 			return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
+		}
+		var settled []string
+		if d.run.PauseID != "" {
+			settled = []string{d.run.PauseID}
 		}
 		d.run.PauseID = p.ID
 		if d.deferred {
-			err = d.flush()
+			d.keep(e)
+			err = d.flush(&p)
 		} else {
-			err = d.putRun()
+			err = d.write([]store.JournalEntry{e}, true, &p, settled)
 		}
 		if err != nil {
 			return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
@@ -465,7 +547,7 @@ func (h *host) done(seq int, path, hash string, res any, callErr error) (any, er
 	} else {
 		c.Result = b
 	}
-	if err := d.putEntry(seq, stateDone, c); err != nil {
+	if err := d.hold(seq, stateDone, c); err != nil {
 		return nil, d.stopWith(fmt.Errorf("engine: journal a call's outcome: %w", err))
 	}
 	d.tick(c.AtMs)
@@ -485,8 +567,7 @@ func (c Call) answer() (any, error) {
 
 // RunStore is the part of store.Store a [StoreJournal] uses.
 type RunStore interface {
-	PutRun(ctx context.Context, grain string, epoch uint64, r store.Run) error
-	PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e store.JournalEntry) error
+	WriteRun(ctx context.Context, grain string, epoch uint64, w store.RunWrite) error
 	GetRun(ctx context.Context, runID string) (store.Run, []store.JournalEntry, error)
 	RunByPause(ctx context.Context, pauseID string) (string, error)
 }
@@ -505,6 +586,11 @@ type StoreJournal struct {
 	// activation that takes ownership after its journal exists (a session
 	// created by its initialize exchange).
 	EpochOf func() uint64
+	// Publish keeps the execution directory in step: a write that makes a
+	// pause resumable publishes its row, one that resumes past a pause
+	// settles it, in the same transaction (sessions; sessionless pauses
+	// are answered in-band and not published).
+	Publish bool
 }
 
 func (j StoreJournal) epoch() uint64 {
@@ -514,15 +600,19 @@ func (j StoreJournal) epoch() uint64 {
 	return j.Epoch
 }
 
-// PutRun implements [Journal]. A store outage (e.g. a database restart)
-// is ridden out until ctx ends: the write is an idempotent upsert.
-func (j StoreJournal) PutRun(ctx context.Context, r store.Run) error {
-	return store.ThroughOutage(ctx, func() error { return j.Store.PutRun(ctx, j.Grain, j.epoch(), r) })
-}
-
-// PutEntry implements [Journal]; outages are ridden out as for PutRun.
-func (j StoreJournal) PutEntry(ctx context.Context, runID string, e store.JournalEntry) error {
-	return store.ThroughOutage(ctx, func() error { return j.Store.PutJournalEntry(ctx, j.Grain, j.epoch(), runID, e) })
+// Write implements [Journal]. A store outage (e.g. a database restart) is
+// ridden out until ctx ends: every write in it is an idempotent upsert.
+func (j StoreJournal) Write(ctx context.Context, w JournalWrite) error {
+	rw := store.RunWrite{RunID: w.RunID, Entries: w.Entries, Run: w.Run}
+	if j.Publish {
+		if p := w.Paused; p != nil && w.Run != nil {
+			args, _ := json.Marshal(p.Args)
+			rw.Publish = &store.Execution{ID: p.ID, Session: w.Run.Session, User: p.Principal.User, Org: p.Principal.Org,
+				Address: p.Address, Message: p.Message, ApprovalText: p.ApprovalText, ArgsJSON: string(args), Deadline: p.Deadline}
+		}
+		rw.Settle, rw.SettledAt = w.Settled, time.Now()
+	}
+	return store.ThroughOutage(ctx, func() error { return j.Store.WriteRun(ctx, j.Grain, j.epoch(), rw) })
 }
 
 // RunOf implements [Journal].

@@ -26,17 +26,17 @@ type outageStore struct {
 	calls int
 }
 
-func (s *outageStore) PutRun(ctx context.Context, grain string, epoch uint64, r store.Run) error {
+func (s *outageStore) WriteRun(ctx context.Context, grain string, epoch uint64, w store.RunWrite) error {
 	s.calls++
 	if s.hang {
 		<-ctx.Done()
-		return fmt.Errorf("store: put run %s: %w", r.ID, ctx.Err())
+		return fmt.Errorf("store: write run %s: %w", w.RunID, ctx.Err())
 	}
 	if s.fail > 0 {
 		s.fail--
-		return fmt.Errorf("store: put run %s: %w", r.ID, s.with)
+		return fmt.Errorf("store: write run %s: %w", w.RunID, s.with)
 	}
-	return s.RunStore.PutRun(ctx, grain, epoch, r)
+	return s.RunStore.WriteRun(ctx, grain, epoch, w)
 }
 
 func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
@@ -54,7 +54,7 @@ func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
 	// Unavailable three times, then back: the write lands.
 	s := &outageStore{RunStore: st, fail: 3, with: driver.ErrBadConn}
 	j := engine.StoreJournal{Store: s, Grain: own.Grain, Epoch: own.Epoch}
-	if err := j.PutRun(context.Background(), run); err != nil || s.calls != 4 {
+	if err := j.Write(context.Background(), engine.JournalWrite{RunID: run.ID, Run: &run}); err != nil || s.calls != 4 {
 		t.Fatalf("through a short outage: %v after %d attempts, want success after 4", err, s.calls)
 	}
 	if got, _, err := st.GetRun(context.Background(), "run-1"); err != nil || got.Code != "return 1" {
@@ -64,7 +64,7 @@ func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
 	// An error that is not an outage is not retried.
 	s = &outageStore{RunStore: st, fail: 1, with: store.ErrFenced}
 	j.Store = s
-	if err := j.PutRun(context.Background(), run); !errors.Is(err, store.ErrFenced) || s.calls != 1 {
+	if err := j.Write(context.Background(), engine.JournalWrite{RunID: run.ID, Run: &run}); !errors.Is(err, store.ErrFenced) || s.calls != 1 {
 		t.Fatalf("fenced write: %v after %d attempts, want ErrFenced at once", err, s.calls)
 	}
 
@@ -73,7 +73,7 @@ func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
 	j.Store = s
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := j.PutRun(ctx, run); !store.Unavailable(err) || s.calls < 2 {
+	if err := j.Write(ctx, engine.JournalWrite{RunID: run.ID, Run: &run}); !store.Unavailable(err) || s.calls < 2 {
 		t.Fatalf("long outage: %v after %d attempts, want the outage error after retries", err, s.calls)
 	}
 
@@ -84,7 +84,7 @@ func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
 	j.Store = s
 	hctx, hcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer hcancel()
-	if err := j.PutRun(hctx, run); !store.Unavailable(err) {
+	if err := j.Write(hctx, engine.JournalWrite{RunID: run.ID, Run: &run}); !store.Unavailable(err) {
 		t.Fatalf("hung store: %v, want an unavailable error", err)
 	}
 }

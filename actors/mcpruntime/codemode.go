@@ -95,6 +95,10 @@ type codeRuntime struct {
 	mu      sync.Mutex
 	waiters map[string]chan engine.Response // browser-mode resumes waiting for a decision
 	publish bool                            // write pauses to cfg.Directory
+	// journaled are the durable pauses whose directory rows the journal
+	// publishes and settles itself (engine.StoreJournal.Publish), in the
+	// transactions that journal them.
+	journaled map[string]bool
 }
 
 func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool, journal engine.Journal) *codeRuntime {
@@ -209,9 +213,16 @@ type wakeHooks struct {
 }
 
 // Paused publishes the pause before the hooks (and, after them, the client)
-// hear of it.
+// hear of it — unless its journal published it already.
 func (w wakeHooks) Paused(execID string, deadline time.Time) {
-	if c := w.c; c.publish {
+	if c := w.c; c.publish && c.eng.IsDurable(execID) {
+		c.mu.Lock()
+		if c.journaled == nil {
+			c.journaled = map[string]bool{}
+		}
+		c.journaled[execID] = true
+		c.mu.Unlock()
+	} else if c.publish {
 		if p, ok := c.eng.Paused(execID, engine.System); ok {
 			args, _ := json.Marshal(p.Args)
 			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
@@ -233,7 +244,11 @@ func (w wakeHooks) Paused(execID string, deadline time.Time) {
 
 func (w wakeHooks) Settled(execID string) {
 	c := w.c
-	if c.publish {
+	c.mu.Lock()
+	journaled := c.journaled[execID]
+	delete(c.journaled, execID)
+	c.mu.Unlock()
+	if c.publish && !journaled {
 		ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 		now := time.Now()
 		if err := store.ThroughOutage(ctx, func() error { return c.cfg.Directory.SettleExecutions(ctx, now, execID) }); err != nil {

@@ -185,7 +185,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
-			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, EpochOf: in.Epoch}
+			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}

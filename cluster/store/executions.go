@@ -99,14 +99,17 @@ func (s *sqlStore) SettleExecutions(ctx context.Context, at time.Time, execIDs .
 	if len(execIDs) == 0 {
 		return nil
 	}
-	return s.write(ctx, func(ctx context.Context, q querier) error {
-		for _, id := range execIDs {
-			if _, err := q.ExecContext(ctx, `UPDATE executions SET settled_at_ms = $1 WHERE exec_id = $2 AND settled_at_ms = 0`, at.UnixMilli(), id); err != nil {
-				return fmt.Errorf("store: settle execution %s: %w", id, err)
-			}
+	return s.write(ctx, func(ctx context.Context, q querier) error { return settleIn(ctx, q, at, execIDs) })
+}
+
+// settleIn marks directory rows settled at at on q.
+func settleIn(ctx context.Context, q querier, at time.Time, execIDs []string) error {
+	for _, id := range execIDs {
+		if _, err := q.ExecContext(ctx, `UPDATE executions SET settled_at_ms = $1 WHERE exec_id = $2 AND settled_at_ms = 0`, at.UnixMilli(), id); err != nil {
+			return fmt.Errorf("store: settle execution %s: %w", id, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func (s *sqlStore) PruneExecutions(ctx context.Context, before time.Time) (int64, error) {

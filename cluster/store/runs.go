@@ -48,6 +48,27 @@ ON CONFLICT (run_id, seq) DO UPDATE SET state = excluded.state, pause_id = exclu
 	return fencedResult(res, grain, epoch)
 }
 
+func (s *sqlStore) WriteRun(ctx context.Context, grain string, epoch uint64, w RunWrite) error {
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		for _, e := range w.Entries {
+			if err := putEntryIn(ctx, q, grain, epoch, w.RunID, e); err != nil {
+				return err
+			}
+		}
+		if w.Run != nil {
+			if err := putRunIn(ctx, q, grain, epoch, *w.Run); err != nil {
+				return err
+			}
+		}
+		if w.Publish != nil {
+			if err := putExecutionIn(ctx, q, *w.Publish); err != nil {
+				return err
+			}
+		}
+		return settleIn(ctx, q, w.SettledAt, w.Settle)
+	})
+}
+
 const runColumns = `run_id, session, code, spec, pause_id, outcome, created_at_ms, settled_at_ms`
 
 func scanRun(row interface{ Scan(...any) error }) (Run, error) {

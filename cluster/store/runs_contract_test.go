@@ -109,3 +109,56 @@ func TestDurableRunsAndJournal(t *testing.T) {
 		}
 	})
 }
+
+// A durable-execution step is one transaction: entries, run and directory
+// rows together, or nothing when the epoch moved on.
+func TestWriteRunIsOneFencedStep(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_900_000_000_000)
+		own, err := s.Acquire(ctx, "session/w1", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := store.Run{ID: "run_w", Session: "w1", Code: "x", Spec: `{}`, Created: now, PauseID: "exec_a"}
+		pub := store.Execution{ID: "exec_a", Session: "w1", User: "alice", Org: "acme", Address: "demo.createTodo", Deadline: now.Add(time.Minute)}
+		step := store.RunWrite{RunID: run.ID, Run: &run, Publish: &pub, Entries: []store.JournalEntry{
+			{Seq: 0, State: store.JournalDone, Data: `{"r":1}`},
+			{Seq: 1, State: store.JournalAwaiting, PauseID: "exec_a", Data: `{}`},
+		}}
+		if err := s.WriteRun(ctx, own.Grain, own.Epoch, step); err != nil {
+			t.Fatal(err)
+		}
+		got, journal, err := s.GetRun(ctx, run.ID)
+		if err != nil || got.PauseID != "exec_a" || len(journal) != 2 {
+			t.Fatalf("after the pause step: %+v %+v %v", got, journal, err)
+		}
+		if e, err := s.GetExecution(ctx, "exec_a"); err != nil || e.Org != "acme" || !e.Settled.IsZero() {
+			t.Fatalf("published row: %+v %v", e, err)
+		}
+		// The settle step: the last outcome, the settled run and the
+		// directory row together.
+		run.Outcome, run.Settled = `{"status":"completed"}`, now.Add(time.Second)
+		settle := store.RunWrite{RunID: run.ID, Run: &run, Settle: []string{"exec_a"}, SettledAt: now.Add(time.Second),
+			Entries: []store.JournalEntry{{Seq: 1, State: store.JournalDone, PauseID: "exec_a", Data: `{"r":2}`}}}
+		// A stale epoch writes none of it.
+		if _, err := s.Acquire(ctx, "session/w1", "n2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteRun(ctx, own.Grain, own.Epoch, settle); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale step: %v, want ErrFenced", err)
+		}
+		got, journal, _ = s.GetRun(ctx, run.ID)
+		if e, _ := s.GetExecution(ctx, "exec_a"); !got.Settled.IsZero() || journal[1].State != store.JournalAwaiting || !e.Settled.IsZero() {
+			t.Fatalf("a fenced step changed something: run %+v entry %+v row %+v", got, journal[1], e)
+		}
+		cur, _ := s.Load(ctx, "session/w1")
+		if err := s.WriteRun(ctx, own.Grain, cur.Epoch, settle); err != nil {
+			t.Fatal(err)
+		}
+		got, journal, _ = s.GetRun(ctx, run.ID)
+		if e, _ := s.GetExecution(ctx, "exec_a"); got.Settled.IsZero() || journal[1].State != store.JournalDone || e.Settled.IsZero() {
+			t.Fatalf("the settle step: run %+v entry %+v row %+v", got, journal[1], e)
+		}
+	})
+}

@@ -142,6 +142,22 @@ type Writes struct {
 	CancelOtherReminders bool
 }
 
+// RunWrite is one step of a durable execution, written in one transaction
+// fenced by its grain's epoch: journal entries of run RunID (in order),
+// then the run itself, and the directory rows the step publishes (a new
+// pause) or settles (the pause it resumed past).
+type RunWrite struct {
+	RunID   string
+	Entries []JournalEntry
+	// Run, if not nil, is the run's new record.
+	Run *Run
+	// Publish, if not nil, is put in the execution directory.
+	Publish *Execution
+	// Settle are directory rows marked settled at SettledAt.
+	Settle    []string
+	SettledAt time.Time
+}
+
 // Store is mcpgrain's durable state. Two implementations share one schema and
 // one set of migrations: SQLite (embedded, single node) and Postgres
 // (clusters). Every method is safe for concurrent use.
@@ -228,6 +244,9 @@ type Store interface {
 	// grain (key grain), fenced by the grain's epoch ([ErrFenced] if it is
 	// not current).
 	PutRun(ctx context.Context, grain string, epoch uint64, r Run) error
+	// WriteRun writes one durable-execution step atomically, fenced like
+	// PutRun.
+	WriteRun(ctx context.Context, grain string, epoch uint64, w RunWrite) error
 	// PutJournalEntry creates or replaces the entry at e.Seq of run runID,
 	// fenced like PutRun.
 	PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e JournalEntry) error
