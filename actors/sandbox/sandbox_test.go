@@ -794,7 +794,7 @@ func TestConcurrentRuns(t *testing.T) {
 				let s = 0;
 				for (let j = 0; j < 20; j++) { const r = await tools.echo({j}); s += r.args.j }
 				console.log("run", %d);
-				return s + %d;`, i, i), &fakeHost{}, Limits{})
+				return s + %d;`, i, i), &fakeHost{}, Limits{WaitForSlot: true}) // 16 > the node cap on small machines
 			if err != nil {
 				errs <- err
 				return
