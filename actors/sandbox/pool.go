@@ -90,16 +90,17 @@ type Pool struct {
 
 	mu       sync.Mutex
 	closed   bool
-	idle     []*proc                // most recently used last
-	procs    map[*proc]struct{}     // every started, not yet reaped worker
-	starting int                    // spares being started
-	running  int                    // admitted executions, not parked
-	parked   int                    // admitted executions whose tool call is suspended
-	tenants  map[string]int         // running executions per tenant
-	waiting  int                    // runs waiting for a slot
-	changed  chan struct{}          // closed (and replaced) when a slot frees
-	onWait   func()                 // test hook: a run starts waiting for a slot
-	onExit   func(pid int, p *proc) // test hook: a worker was reaped after an execution
+	idle     []*proc            // most recently used last
+	procs    map[*proc]struct{} // every started, not yet reaped worker
+	starting int                // spares being started
+	running  int                // admitted executions, not parked
+	parked   int                // admitted executions whose tool call is suspended
+	tenants  map[string]int     // running executions per tenant
+	waiting  int                // runs waiting for a slot
+	changed  chan struct{}      // closed (and replaced) when a slot frees
+	onWait   func()             // test hook: a run starts waiting for a slot
+	onExit   func(w *proc)      // test hook: a worker was killed and reaped after an execution
+	onLend   func(w *proc)      // test hook: a worker was lent to an execution
 }
 
 // NewPool returns a pool with the options. It starts nothing until the first Run.
@@ -398,7 +399,7 @@ func (p *Pool) discard(w *proc, reason string) {
 	p.gaugesLocked()
 	p.mu.Unlock()
 	if hook != nil {
-		hook(w.pid(), w)
+		hook(w)
 	}
 }
 

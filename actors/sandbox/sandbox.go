@@ -158,6 +158,9 @@ func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	if p.onLend != nil {
+		p.onLend(w)
+	}
 	d := &driver{p: p, w: w, host: host, lim: lim}
 	return d.run(ctx, code, sl)
 }
