@@ -36,6 +36,10 @@ type PoolOptions struct {
 	// caller cancelled) may take before it is killed (default 250ms). An interrupt only acts between
 	// JS instructions; a long native built-in needs the kill.
 	InterruptGrace time.Duration
+	// NiceAfterCPU is the CPU time after which an execution's worker lowers its own scheduling
+	// priority (nice 10), so that one tenant's long busy executions yield the cores to other tenants'
+	// short ones; such a worker is retired afterwards (default 1s; negative: never).
+	NiceAfterCPU time.Duration
 	// Registerer, when set, receives the pool's metrics (mcpgrain_sandbox_*). One Pool per
 	// Registerer.
 	Registerer prometheus.Registerer
@@ -48,6 +52,7 @@ const (
 	DefaultMaxUses             = 200
 	DefaultRecycleHeap         = 128 << 20
 	DefaultInterruptGrace      = 250 * time.Millisecond
+	DefaultNiceAfterCPU        = time.Second
 )
 
 // DefaultMaxRunning is the default PoolOptions.MaxRunning: 4×GOMAXPROCS.
@@ -74,6 +79,9 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.RecycleHeap == 0 {
 		o.RecycleHeap = DefaultRecycleHeap
+	}
+	if o.NiceAfterCPU == 0 {
+		o.NiceAfterCPU = DefaultNiceAfterCPU
 	}
 	if o.InterruptGrace <= 0 {
 		o.InterruptGrace = DefaultInterruptGrace

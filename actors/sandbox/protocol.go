@@ -63,7 +63,8 @@ type wireLimits struct {
 	MaxOutput     int    `json:"maxOutput"`
 	MaxHeapGrowth uint64 `json:"maxHeapGrowth"`
 	Seed          int64  `json:"seed,omitempty"`
-	FixedClock    bool   `json:"fixedClock,omitempty"` // Limits.Now is set: Date reads the Now of the last frame
+	FixedClock    bool   `json:"fixedClock,omitempty"`   // Limits.Now is set: Date reads the Now of the last frame
+	NiceAfterCPU  int64  `json:"niceAfterCPU,omitempty"` // PoolOptions.NiceAfterCPU in nanoseconds (<= 0: never)
 }
 
 // maxFrameSize bounds one frame. Output is bounded by MaxOutput, but tool arguments and results are

@@ -74,6 +74,9 @@ type Limits struct {
 	// instead of failing at once with a "busy" Error. For re-running code that already ran (a replay,
 	// a restore), which must not be refused.
 	WaitForSlot bool
+	// Pool is where the package-level Run runs the execution (nil: the default pool, see Configure).
+	// A node that owns its pool (its options, its metrics, its Close) passes it here.
+	Pool *Pool
 }
 
 func (l Limits) withDefaults() Limits {
@@ -140,10 +143,13 @@ var errWallTime = errors.New("wall time exceeded")
 // an internal failure (a worker that could not start or died unexpectedly). Run never panics on any
 // input, and nothing of the execution runs on after Run returned.
 func Run(ctx context.Context, code string, host Host, lim Limits) (Result, error) {
+	if lim.Pool != nil {
+		return lim.Pool.Run(ctx, code, host, lim)
+	}
 	return pool().Run(ctx, code, host, lim)
 }
 
-// Run is the package's Run on this pool.
+// Run is the package's Run on this pool (Limits.Pool is ignored).
 func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx))
@@ -226,7 +232,7 @@ func (d *driver) run(ctx context.Context, code string, sl *slot) (Result, error)
 
 	start := frame{T: frameStart, Code: code, Now: d.now(), Lim: &wireLimits{
 		MaxToolCalls: d.lim.MaxToolCalls, MaxOutput: d.lim.MaxOutput, MaxHeapGrowth: d.lim.MaxHeapGrowth,
-		Seed: d.lim.Seed, FixedClock: d.lim.Now != nil,
+		Seed: d.lim.Seed, FixedClock: d.lim.Now != nil, NiceAfterCPU: int64(d.p.opts.NiceAfterCPU),
 	}}
 	if err := d.w.send(start); err != nil {
 		stop(fmt.Errorf("sandbox: internal error: starting the execution: %w", err), killCrash)

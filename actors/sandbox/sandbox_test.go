@@ -50,6 +50,9 @@ func run(t *testing.T, code string, host Host, lim Limits) (Result, error) {
 	if lim.WallTime == 0 {
 		lim.WallTime = 10 * time.Second
 	}
+	// The package's tests share the default pool and run in parallel: wait for a slot rather than
+	// being refused (the caps have their own tests).
+	lim.WaitForSlot = true
 	return Run(context.Background(), code, host, lim)
 }
 
@@ -784,13 +787,14 @@ func TestHostPanicIsInternalError(t *testing.T) {
 
 func TestConcurrentRuns(t *testing.T) {
 	t.Parallel()
+	p, _ := newTestPool(t, PoolOptions{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for i := 0; i < 16; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := Run(context.Background(), fmt.Sprintf(`
+			res, err := p.Run(context.Background(), fmt.Sprintf(`
 				let s = 0;
 				for (let j = 0; j < 20; j++) { const r = await tools.echo({j}); s += r.args.j }
 				console.log("run", %d);

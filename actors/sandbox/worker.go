@@ -154,7 +154,7 @@ func (w *workerSide) execute(f frame) {
 	}
 	w.mu.Unlock()
 
-	dog := w.startWatchdog(lim.MaxHeapGrowth)
+	dog := w.startWatchdog(lim.MaxHeapGrowth, time.Duration(lim.NiceAfterCPU))
 	out := ex.run(f.Code)
 	niced := dog.stop()
 
@@ -186,7 +186,7 @@ type watchdog struct {
 // sampling watchdog (the precise bound, which reports and exits), the GC's soft memory limit (so
 // garbage is collected before it counts) and the OS backstop (so an allocation larger than the
 // headroom between two samples fails instead of being made).
-func (w *workerSide) startWatchdog(limit uint64) *watchdog {
+func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watchdog {
 	d := &watchdog{quit: make(chan struct{}), ended: make(chan bool, 1)}
 	base := w.heap.read()
 	debug.SetMemoryLimit(int64(min(w.heap.footprint()+limit, math.MaxInt64)))
@@ -211,7 +211,7 @@ func (w *workerSide) startWatchdog(limit uint64) *watchdog {
 					"memory limit exceeded: the execution's heap grew by %d MiB (limit %d MiB)", (now-base)>>20, limit>>20)})
 				os.Exit(exitMemoryLimit)
 			}
-			if !niced && tick%niceCheckEvery == 0 && processCPU()-cpu0 > niceAfterCPU {
+			if !niced && niceAfter > 0 && tick%niceCheckEvery == 0 && processCPU()-cpu0 > niceAfter {
 				niced = lowerPriority()
 			}
 		}
@@ -224,10 +224,6 @@ func (d *watchdog) stop() bool {
 	close(d.quit)
 	return <-d.ended
 }
-
-// niceAfterCPU is the CPU time after which an execution's worker lowers its own scheduling priority,
-// so that one tenant's busy loops yield to other tenants' short executions.
-const niceAfterCPU = time.Second
 
 // heapGauge reads the worker's memory from runtime/metrics.
 type heapGauge struct {
