@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -449,5 +450,15 @@ func TestWorkersAreReusedAndRetired(t *testing.T) {
 		if pid == pids[0] || pid == pids[3] {
 			t.Fatalf("worker %d is still a child after Close", pid)
 		}
+	}
+}
+
+// A worker's environment has none of the node's variables but the runtime's and the time zone.
+func TestWorkerEnvironIsMinimal(t *testing.T) {
+	t.Parallel()
+	got := workerEnviron([]string{"DATABASE_URL=postgres://secret", "TZ=Europe/Paris", "GOGC=50", "PATH=/bin", "GOOGLE_APPLICATION_CREDENTIALS=/k.json", "MCPGRAIN_TOKEN=t"})
+	want := []string{WorkerEnv + "=" + WorkerEnvValue, "TZ=Europe/Paris", "GOGC=50"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("environ = %q, want %q", got, want)
 	}
 }

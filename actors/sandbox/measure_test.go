@@ -104,3 +104,44 @@ func niceValues(pids []int) []string {
 	}
 	return out
 }
+
+// TestMeasureWorkerFootprint measures a worker's start-up time and resident memory (for
+// docs/benchmarks.md). It runs only with MCPGRAIN_SANDBOX_MEASURE=1.
+func TestMeasureWorkerFootprint(t *testing.T) {
+	if os.Getenv("MCPGRAIN_SANDBOX_MEASURE") != "1" {
+		t.Skip("set MCPGRAIN_SANDBOX_MEASURE=1 to measure")
+	}
+	var starts []time.Duration
+	for range 7 {
+		start := time.Now()
+		w, err := startProc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts = append(starts, time.Since(start))
+		w.kill()
+		<-w.exited
+	}
+	slices.Sort(starts)
+	t.Logf("worker start to ready: median %v, min %v, max %v", starts[len(starts)/2], starts[0], starts[len(starts)-1])
+
+	p, log := newTestPool(t, PoolOptions{Spares: -1})
+	rss := func(pid int) string {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				return strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:"))
+			}
+		}
+		return "?"
+	}
+	for i := range 100 {
+		if _, err := p.Run(t.Context(), `const todos = []; for (let i = 0; i < 100; i++) todos.push({id: i}); return todos.length`, nil, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		w := <-log.lent
+		if i == 0 || i == 99 {
+			t.Logf("worker RSS after %d small executions: %s", i+1, rss(w.pid()))
+		}
+	}
+}

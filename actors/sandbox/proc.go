@@ -44,7 +44,7 @@ func startProc() (*proc, error) {
 		return nil, fmt.Errorf("sandbox: locating the binary to run workers: %w", err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), WorkerEnv+"="+WorkerEnvValue)
+	cmd.Env = workerEnviron(os.Environ())
 	cmd.SysProcAttr = workerSysProcAttr()
 	p := &proc{cmd: cmd, frames: make(chan frame, 16), gone: make(chan struct{}), exited: make(chan struct{}),
 		stderr: &tailBuffer{max: stderrTail}}
@@ -78,6 +78,21 @@ func startProc() (*proc, error) {
 		<-p.exited
 		return nil, fmt.Errorf("sandbox: a new worker was not ready within %v", workerStartTimeout)
 	}
+}
+
+// workerEnvKeys are the environment variables a worker inherits: the time zone Date uses and the Go
+// runtime's own settings. Nothing else of the node's environment (credentials, say) reaches it.
+var workerEnvKeys = map[string]bool{"TZ": true, "GODEBUG": true, "GOGC": true, "GOTRACEBACK": true, "GORACE": true, "GOCOVERDIR": true}
+
+// workerEnviron returns a worker's environment: WorkerEnv and the workerEnvKeys of env.
+func workerEnviron(env []string) []string {
+	out := []string{WorkerEnv + "=" + WorkerEnvValue}
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && workerEnvKeys[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // readLoop forwards the worker's frames until its output ends, then reaps the process.

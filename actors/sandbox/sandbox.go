@@ -289,7 +289,8 @@ func (d *driver) run(ctx context.Context, code string, sl *slot) (Result, error)
 			}
 		case <-ctxDone:
 			ctxDone = nil
-			stop(d.ctxReason(ctx, timed))
+			tag, reason := d.ctxReason(ctx, timed)
+			stop(reason, tag)
 		case <-graceC:
 			graceC = nil
 			d.w.kill() // the interrupt did not land: a long native built-in; died() reports stopErr
@@ -324,7 +325,7 @@ func (d *driver) call(ctx context.Context, f frame) chan hostReply {
 	return reply
 }
 
-// resultTag marks a result frame that rejects the call's Promise.
+// resultError marks a result frame that rejects the call's Promise.
 const resultError = "error"
 
 // resultFrame encodes a Host's answer, with the clock the code sees from now on.
@@ -345,14 +346,14 @@ func (d *driver) resultFrame(r hostReply) frame {
 
 // ctxReason is the stop reason once runCtx has ended: a timeout *Error when WallTime or the caller's
 // deadline ran out, or an error wrapping the caller's cancellation cause.
-func (d *driver) ctxReason(ctx, timed context.Context) (error, string) {
+func (d *driver) ctxReason(ctx, timed context.Context) (tag string, reason error) {
 	switch {
 	case errors.Is(context.Cause(timed), errWallTime):
-		return &Error{Kind: KindTimeout, Message: fmt.Sprintf("execution timed out after %v", d.lim.WallTime)}, killTimeout
+		return killTimeout, &Error{Kind: KindTimeout, Message: fmt.Sprintf("execution timed out after %v", d.lim.WallTime)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return &Error{Kind: KindTimeout, Message: "execution deadline exceeded"}, killTimeout
+		return killTimeout, &Error{Kind: KindTimeout, Message: "execution deadline exceeded"}
 	default:
-		return fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx)), killCancelled
+		return killCancelled, fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx))
 	}
 }
 
