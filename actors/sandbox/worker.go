@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,13 +62,19 @@ func serveWorker() int {
 		fmt.Fprintln(os.Stderr, "sandbox worker:", err)
 		return exitProtocol
 	}
+	in, err := protocolInput()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox worker:", err)
+		return exitProtocol
+	}
 	w := &workerSide{
 		link:   &workerLink{out: newFrameWriter(out), results: make(chan frame, 1)},
 		starts: make(chan frame, 1),
 		heap:   newHeapGauge(),
 	}
 	w.link.send(frame{T: frameReady, Heap: w.heap.read()})
-	go w.readLoop(os.Stdin)
+	w.dataOffset = dataOffset(w.heap.mapped())
+	go w.readLoop(bufio.NewReaderSize(in, 64<<10))
 	for f := range w.starts {
 		w.execute(f)
 	}
@@ -91,6 +99,8 @@ type workerSide struct {
 	link   *workerLink
 	starts chan frame
 	heap   *heapGauge
+
+	dataOffset uint64 // VmData beyond what the Go runtime maps (the binary's data), for setDataLimit
 
 	mu          sync.Mutex
 	current     *execution
@@ -178,8 +188,10 @@ func (w *workerSide) execute(f frame) {
 // watchdog bounds one execution's memory (and lowers the priority of a CPU-heavy one) from its own
 // goroutine, which the Go scheduler runs even while the code is inside a long native built-in.
 type watchdog struct {
-	quit  chan struct{}
-	ended chan bool // niced
+	quit    chan struct{}
+	stopped atomic.Bool // set before quit is closed: the execution is over, nothing may be killed
+	niced   atomic.Bool
+	restore func()
 }
 
 // startWatchdog arms the memory bounds for an execution allowed to grow the heap by limit bytes: the
@@ -187,48 +199,54 @@ type watchdog struct {
 // garbage is collected before it counts) and the OS backstop (so an allocation larger than the
 // headroom between two samples fails instead of being made).
 func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watchdog {
-	d := &watchdog{quit: make(chan struct{}), ended: make(chan bool, 1)}
+	d := &watchdog{quit: make(chan struct{})}
 	base := w.heap.read()
 	debug.SetMemoryLimit(int64(min(w.heap.footprint()+limit, math.MaxInt64)))
 	debug.SetMaxStack(int(min(max(limit, 64<<20), 1<<30)))
-	restoreData := setDataLimit(2*limit + dataLimitSlack)
+	restoreData := setDataLimit(w.heap.mapped() + w.dataOffset + 2*limit + dataLimitSlack)
+	d.restore = func() {
+		restoreData()
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
 	cpu0 := processCPU()
 	go func() {
 		t := time.NewTicker(watchdogInterval)
 		defer t.Stop()
-		niced := false
 		for tick := 1; ; tick++ {
 			select {
 			case <-d.quit:
-				restoreData()
-				debug.SetMemoryLimit(math.MaxInt64)
-				d.ended <- niced
 				return
 			case <-t.C:
+			}
+			if d.stopped.Load() {
+				return
 			}
 			if now := w.heap.read(); now > base && now-base > limit {
 				w.link.out.tryWrite(frame{T: frameLimit, Kind: KindLimit, Err: fmt.Sprintf(
 					"memory limit exceeded: the execution's heap grew by %d MiB (limit %d MiB)", (now-base)>>20, limit>>20)})
 				os.Exit(exitMemoryLimit)
 			}
-			if !niced && niceAfter > 0 && tick%niceCheckEvery == 0 && processCPU()-cpu0 > niceAfter {
-				niced = lowerPriority()
+			if !d.niced.Load() && niceAfter > 0 && tick%niceCheckEvery == 0 && processCPU()-cpu0 > niceAfter {
+				d.niced.Store(lowerPriority())
 			}
 		}
 	}()
 	return d
 }
 
-// stop disarms the watchdog and reports whether it lowered the worker's priority.
+// stop disarms the watchdog (without waiting for its goroutine, which exits at its next tick) and
+// reports whether it lowered the worker's priority.
 func (d *watchdog) stop() bool {
+	d.stopped.Store(true)
 	close(d.quit)
-	return <-d.ended
+	d.restore()
+	return d.niced.Load()
 }
 
 // heapGauge reads the worker's memory from runtime/metrics.
 type heapGauge struct {
 	mu      sync.Mutex
-	samples [4]metrics.Sample
+	samples [5]metrics.Sample
 }
 
 const (
@@ -264,6 +282,13 @@ func (g *heapGauge) readAll() (objects, stacks, total, released uint64) {
 func (g *heapGauge) read() uint64 {
 	objects, stacks, _, _ := g.readAll()
 	return objects + stacks
+}
+
+// mapped returns all the memory the Go runtime has mapped, released to the OS or not (released pages
+// stay mapped, and count in VmData).
+func (g *heapGauge) mapped() uint64 {
+	_, _, total, _ := g.readAll()
+	return total
 }
 
 // footprint returns the memory the Go runtime's soft limit counts (everything mapped and not
