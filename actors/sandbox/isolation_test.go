@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // newTestPool returns a pool closed at the end of the test, with hooks that record the workers it
@@ -461,4 +465,117 @@ func TestWorkerEnvironIsMinimal(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("environ = %q, want %q", got, want)
 	}
+}
+
+// Limits.Now is read in the caller's process when the execution starts and after each tool call;
+// the code's Date sees the latest value (the engine's recorded clock only moves when a tool outcome
+// is handed to the code).
+func TestNowIsShippedWithEachToolResult(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	clock := time.UnixMilli(1_000_000)
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	}
+	host := HostFunc(func(context.Context, string, any) (any, error) {
+		mu.Lock()
+		clock = clock.Add(time.Minute)
+		mu.Unlock()
+		return nil, nil
+	})
+	res, err := run(t, `
+		const seen = [Date.now()];
+		await tools.tick(); seen.push(Date.now());
+		seen.push(new Date().getTime());
+		await tools.tick(); seen.push(Date.now());
+		return seen`, host, Limits{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{1_000_000.0, 1_060_000.0, 1_060_000.0, 1_120_000.0}
+	if !reflect.DeepEqual(res.Value, want) {
+		t.Fatalf("Date.now() = %v, want %v", res.Value, want)
+	}
+}
+
+// Output is streamed as it happens, so an execution whose worker was killed still reports what it
+// logged and emitted before.
+func TestKilledExecutionKeepsItsOutput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		code string
+		lim  Limits
+		kind string
+	}{
+		{`console.log("a"); emit({n: 1}); await tools.x(); new Array(5e8).fill(0)`, Limits{MaxHeapGrowth: 64 << 20, WallTime: time.Minute}, KindLimit},
+		{`console.log("a"); emit({n: 1}); await tools.x(); Array.prototype.indexOf.call({length: 2 ** 53 - 1}, 1)`, Limits{WallTime: 300 * time.Millisecond}, KindTimeout},
+	} {
+		se := wantError(t, tc.code, nil, tc.lim, tc.kind, "")
+		want := Result{Logs: []string{"a"}, Emitted: []any{map[string]any{"n": 1.0}}, ToolCalls: 1}
+		if !reflect.DeepEqual(se.Result, want) {
+			t.Fatalf("%s: partial result = %#v, want %#v", tc.kind, se.Result, want)
+		}
+	}
+}
+
+func TestPoolMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	p, _ := newTestPool(t, PoolOptions{Registerer: reg, MaxRunningPerTenant: 1, Spares: -1})
+	host := newBlockingHost()
+	held := make(chan error, 1)
+	go func() {
+		_, err := p.Run(t.Context(), `return await tools.hold()`, host, Limits{Tenant: "org/a"})
+		held <- err
+	}()
+	<-host.entered
+	if got := metricValue(t, p.m.workers.WithLabelValues("running")); got != 1 {
+		t.Fatalf("running = %v", got)
+	}
+	_, err := p.Run(t.Context(), `return 1`, nil, Limits{Tenant: "org/a"})
+	wantBusy(t, err, "org/a")
+	close(host.release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(t.Context(), `while (true) {}`, nil, Limits{WallTime: 100 * time.Millisecond}); err == nil {
+		t.Fatal("the loop ended")
+	}
+	for name, want := range map[string]float64{
+		"refused tenant": metricValue(t, p.m.refused.WithLabelValues(capTenant)),
+		"killed timeout": metricValue(t, p.m.killed.WithLabelValues(killTimeout)),
+		"starts":         metricValue(t, p.m.starts),
+	} {
+		if want < 1 {
+			t.Errorf("%s = %v, want at least 1", name, want)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	for _, want := range []string{"mcpgrain_sandbox_workers", "mcpgrain_sandbox_refused_total", "mcpgrain_sandbox_workers_killed_total", "mcpgrain_sandbox_worker_starts_total"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s not registered (have %v)", want, names)
+		}
+	}
+}
+
+// metricValue reads a counter or gauge.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.GetGauge().GetValue()
 }
