@@ -13,6 +13,7 @@
 //
 // Everything crossing the boundary is JSON: arguments and results are converted with JSON semantics,
 // and functions, symbols, cycles and BigInts in a return value, an emit or a tool argument are errors.
+// A tool argument may be at most 4 MiB as JSON (it is held in the caller's process).
 // Beyond the ECMAScript built-ins there are no globals: no require, no timers, no file, network or
 // process access (GoError, which sobek adds, is removed).
 //

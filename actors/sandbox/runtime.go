@@ -608,6 +608,10 @@ func (ex *execution) toolsProxy(path string) sobek.Proxy {
 	})
 }
 
+// maxToolArgBytes bounds a tool call's argument as JSON: it crosses into the node's process, which must
+// not be made to hold an execution's memory.
+const maxToolArgBytes = 4 << 20
+
 // callTool performs tools.<path>(arg): it sends the call to the parent, which calls the Host, waits
 // for the answer and returns a Promise settled with it.
 func (ex *execution) callTool(path string, arg sobek.Value) sobek.Value {
@@ -619,6 +623,9 @@ func (ex *execution) callTool(path string, arg sobek.Value) sobek.Value {
 		}
 		ex.fail(err)
 		return sobek.Undefined()
+	}
+	if len(args) > maxToolArgBytes {
+		panic(ex.rt.NewTypeError("tools.%s: the argument is %d bytes as JSON; at most %d are accepted", path, len(args), maxToolArgBytes))
 	}
 	if ex.toolCalls >= ex.lim.MaxToolCalls {
 		ex.fail(&Error{Kind: KindLimit, Message: fmt.Sprintf(

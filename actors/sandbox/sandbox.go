@@ -225,7 +225,9 @@ func (d *driver) run(ctx context.Context, code string, sl *slot) (Result, error)
 		}
 		d.stopErr, d.killTag = reason, tag
 		cancelRun(reason)
-		_ = d.w.send(frame{T: frameInterrupt})
+		// Asynchronously: a worker that reads nothing (frozen) must not hold this loop, whose grace
+		// timer kills it (and the kill unblocks the write).
+		go func() { _ = d.w.send(frame{T: frameInterrupt}) }()
 		grace = time.NewTimer(d.p.opts.InterruptGrace)
 		graceC = grace.C
 	}

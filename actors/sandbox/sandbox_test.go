@@ -286,6 +286,7 @@ func TestToolErrors(t *testing.T) {
 
 func TestToolArgumentMustBeJSON(t *testing.T) {
 	t.Parallel()
+	wantError(t, `await tools.x("y".repeat(5 << 20))`, nil, Limits{}, KindRuntime, "at most 4194304 are accepted")
 	wantError(t, `await tools.x({cb() {}})`, nil, Limits{}, KindRuntime, `tools.x: the argument is not JSON-serializable: it has a function at key "cb"`)
 	res := mustRun(t, `try { await tools.x(() => 1) } catch (e) { return (e as Error).message }`, nil)
 	if res.Value != "tools.x: the argument is not JSON-serializable: it is a function" || res.ToolCalls != 0 {
