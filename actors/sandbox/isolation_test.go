@@ -159,10 +159,12 @@ func TestHostileCodeIsContained(t *testing.T) {
 			if processExists(w.pid()) {
 				t.Errorf("worker %d is still there after Run returned", w.pid())
 			}
-			if grown := peakRSS(t) - min(before, peakRSS(t)); grown > 128<<20 {
+			grown := peakRSS(t) - min(before, peakRSS(t))
+			if grown > 128<<20 {
 				t.Errorf("this process's peak RSS grew by %d MiB", grown>>20)
 			}
-			t.Logf("%s after %v, worker peak RSS %d MiB: %s", se.Kind, took.Round(time.Millisecond), w.maxRSS()>>20, se.Message)
+			t.Logf("%s after %v, worker peak RSS %d MiB, this process's peak RSS +%d MiB: %s",
+				se.Kind, took.Round(time.Millisecond), w.maxRSS()>>20, grown>>20, se.Message)
 		})
 	}
 }

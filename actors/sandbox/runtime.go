@@ -73,6 +73,8 @@ type execution struct {
 
 	joinDepth int // nesting of Array.prototype.join/toLocaleString calls in progress
 
+	waiting func() (resume func()) // called while a tool call waits for its result (the watchdog pauses)
+
 	outBytes  int // bytes of output sent so far (MaxOutput)
 	toolCalls int // tools.* calls sent so far (MaxToolCalls)
 
@@ -639,14 +641,20 @@ func (ex *execution) callTool(path string, arg sobek.Value) sobek.Value {
 		call.JSON = json.RawMessage(args)
 	}
 	ex.link.send(call)
+	resume := func() {}
+	if ex.waiting != nil {
+		resume = ex.waiting()
+	}
 	var r frame
 	for r.Seq != seq {
 		select {
 		case r = <-ex.link.results:
 		case <-ex.ctx.Done():
+			resume()
 			return sobek.Undefined() // stopped: the runtime is interrupted
 		}
 	}
+	resume()
 	if ex.lim.FixedClock {
 		ex.now = r.Now
 	}

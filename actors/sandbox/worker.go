@@ -165,6 +165,7 @@ func (w *workerSide) execute(f frame) {
 	w.mu.Unlock()
 
 	dog := w.startWatchdog(lim.MaxHeapGrowth, time.Duration(lim.NiceAfterCPU))
+	ex.waiting = dog.pause
 	out := ex.run(f.Code)
 	niced := dog.stop()
 
@@ -188,6 +189,7 @@ func (w *workerSide) execute(f frame) {
 // watchdog bounds one execution's memory (and lowers the priority of a CPU-heavy one) from its own
 // goroutine, which the Go scheduler runs even while the code is inside a long native built-in.
 type watchdog struct {
+	ticker  *time.Ticker
 	quit    chan struct{}
 	stopped atomic.Bool // set before quit is closed: the execution is over, nothing may be killed
 	niced   atomic.Bool
@@ -199,7 +201,7 @@ type watchdog struct {
 // garbage is collected before it counts) and the OS backstop (so an allocation larger than the
 // headroom between two samples fails instead of being made).
 func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watchdog {
-	d := &watchdog{quit: make(chan struct{})}
+	d := &watchdog{quit: make(chan struct{}), ticker: time.NewTicker(watchdogInterval)}
 	base := w.heap.read()
 	debug.SetMemoryLimit(int64(min(w.heap.footprint()+limit, math.MaxInt64)))
 	debug.SetMaxStack(int(min(max(limit, 64<<20), 1<<30)))
@@ -210,13 +212,12 @@ func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watch
 	}
 	cpu0 := processCPU()
 	go func() {
-		t := time.NewTicker(watchdogInterval)
-		defer t.Stop()
+		defer d.ticker.Stop()
 		for tick := 1; ; tick++ {
 			select {
 			case <-d.quit:
 				return
-			case <-t.C:
+			case <-d.ticker.C:
 			}
 			if d.stopped.Load() {
 				return
@@ -232,6 +233,14 @@ func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watch
 		}
 	}()
 	return d
+}
+
+// pause stops the sampling while the code waits for a tool result (it allocates nothing then, and a
+// parked execution, waiting for an approval, must not cost the node 200 wake-ups a second), and
+// returns the function that resumes it.
+func (d *watchdog) pause() (resume func()) {
+	d.ticker.Stop()
+	return func() { d.ticker.Reset(watchdogInterval) }
 }
 
 // stop disarms the watchdog (without waiting for its goroutine, which exits at its next tick) and
