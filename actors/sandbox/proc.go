@@ -155,7 +155,7 @@ func (p *proc) maxRSS() uint64 {
 	return 0
 }
 
-// death classifies how a reaped worker ended. memory is true when it died of its memory bounds: the
+// deathCause classifies how a reaped worker ended. memory is true when it died of its memory bounds: the
 // watchdog's exit code, or the Go runtime failing an allocation that the OS backstop refused.
 func (p *proc) deathCause() (memory bool, detail string) {
 	tail := p.stderr.String()

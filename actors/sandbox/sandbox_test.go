@@ -570,7 +570,7 @@ func TestMaxOutput(t *testing.T) {
 }
 
 func TestMemoryBomb(t *testing.T) {
-	// Not parallel: the guard measures the whole process heap.
+	t.Parallel() // MaxHeapGrowth is per execution: other tests' allocations do not count
 	for _, code := range []string{
 		`const a: any[] = []; while (true) a.push(new Array(1000).fill("x" + a.length));`,
 		`let s = "x"; const keep: string[] = []; while (true) { s = s + s; keep.push(s) }`,
@@ -578,18 +578,15 @@ func TestMemoryBomb(t *testing.T) {
 	} {
 		t.Run(code, func(t *testing.T) {
 			start := time.Now()
-			_, err := run(t, code, nil, Limits{MaxHeapGrowth: 64 << 20, WallTime: 5 * time.Second})
+			// A wall time the bomb cannot reach: it must be the memory bound that stops it.
+			_, err := run(t, code, nil, Limits{MaxHeapGrowth: 64 << 20, WallTime: time.Minute})
 			var se *Error
-			if !errors.As(err, &se) || (se.Kind != KindLimit && se.Kind != KindTimeout) {
-				t.Fatalf("err = %v, want a limit or timeout *Error", err)
+			if !errors.As(err, &se) || se.Kind != KindLimit {
+				t.Fatalf("err = %v, want a limit *Error", err)
 			}
-			// Bounded: stopped by the heap guard or the wall time, plus the
-			// time an interrupt takes to land between two long operations
-			// (a fill or a string doubling of a big heap). Under the race
-			// detector on two loaded cores that took up to 2.9 s past the
-			// wall time (CI's race pass), so the slack is 5 s; a runaway
-			// that is never stopped still fails here.
-			if d := time.Since(start); d > 5*time.Second+5*time.Second {
+			// Stopped within a fraction of a second normally; the bound is generous for the race
+			// detector on two loaded cores.
+			if d := time.Since(start); d > 30*time.Second {
 				t.Fatalf("took %v", d)
 			}
 			t.Logf("%s after %v: %s", se.Kind, time.Since(start).Round(time.Millisecond), se.Message)
