@@ -290,6 +290,17 @@ func (e *Engine) start(ctx context.Context, code string, who Principal, lim sand
 	e.running++
 	e.mu.Unlock()
 	ex := &execution{events: make(chan event), principal: who, dur: dur}
+	// The sandbox caps running executions per principal; a restore re-runs code that already ran
+	// (its caller is not there to retry), so it waits for a slot instead of being refused.
+	if lim.Tenant == "" && (who.Org != "" || who.User != "") {
+		lim.Tenant = who.Org + "/" + who.User
+	}
+	if dur != nil && dur.replay != nil {
+		lim.WaitForSlot = true
+	}
+	if lim.Pool == nil {
+		lim.Pool = e.cfg.Limits.Pool // a durable run's limits are rebuilt from its stored spec
+	}
 	runCtx, cancelRun := context.WithCancelCause(e.base)
 	if dur != nil {
 		dur.cancel = cancelRun

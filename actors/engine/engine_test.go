@@ -338,3 +338,37 @@ func TestLateDecisionIsATimeoutWhenTheEngineEnforcesDeadlines(t *testing.T) {
 		}
 	}
 }
+
+// Executions are capped per principal by the sandbox pool: over the cap a
+// fresh execution fails with the retryable "busy" kind before it runs; a
+// paused execution does not count, and another principal is not affected.
+func TestPrincipalCapIsBusyAndPausesDoNotCount(t *testing.T) {
+	pool, err := sandbox.NewPool(sandbox.PoolOptions{MaxRunningPerTenant: 1, Spares: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f := newFixtureLimits(t, nil, sandbox.Limits{WallTime: 10 * time.Second, Pool: pool})
+	if out := f.run(t, `await tools.demo.createTodo({title: "waits"})`); out.Status != engine.StatusPaused {
+		t.Fatalf("want a pause: %+v", out)
+	}
+	if out := f.run(t, `return 1`); out.Status != engine.StatusCompleted {
+		t.Fatalf("beside a paused execution: %+v", out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	looping := make(chan engine.Outcome, 1)
+	go func() { looping <- f.e.ExecuteWithPause(ctx, `while (true) {}`, alice) }()
+	for tick := time.NewTicker(time.Millisecond); pool.Stats().Running == 0; <-tick.C {
+	}
+	if out := f.run(t, `return 2`); out.Status != engine.StatusError || out.ErrorKind != sandbox.KindBusy {
+		t.Fatalf("over the cap: %+v", out)
+	}
+	bob := engine.Principal{User: "bob", Org: "other", Role: "admin"}
+	if out := f.e.ExecuteWithPause(context.Background(), `return 3`, bob); out.Status != engine.StatusCompleted {
+		t.Fatalf("another principal: %+v", out)
+	}
+	cancel()
+	if out := <-looping; out.Status == engine.StatusCompleted {
+		t.Fatalf("the loop completed: %+v", out)
+	}
+}

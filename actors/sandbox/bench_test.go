@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"io"
 	"testing"
+	"time"
 )
 
 // BenchmarkRunTrivial measures a fresh runtime plus a tiny program (the compiled program is cached).
@@ -54,5 +56,30 @@ func BenchmarkCompile(b *testing.B) {
 		if c := compileUncached(code); c.err != nil {
 			b.Fatal(c.err)
 		}
+	}
+}
+
+// BenchmarkWorkerExecution measures the worker's side of one execution alone: a fresh runtime and a
+// tiny cached program, without the pipes.
+func BenchmarkWorkerExecution(b *testing.B) {
+	link := &workerLink{out: newFrameWriter(io.Discard)}
+	b.ReportAllocs()
+	for b.Loop() {
+		ex, err := newExecution(link, wireLimits{MaxToolCalls: 10, MaxOutput: 1000, MaxHeapGrowth: 1 << 29}, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out := ex.run("return 1 + 1"); out.err != nil {
+			b.Fatal(out.err)
+		}
+	}
+}
+
+// BenchmarkWatchdogArm measures arming and disarming a worker's memory bounds (soft limit, stack
+// bound, RLIMIT_DATA, watchdog goroutine), done once per execution.
+func BenchmarkWatchdogArm(b *testing.B) {
+	w := &workerSide{link: &workerLink{out: newFrameWriter(io.Discard)}, heap: newHeapGauge()}
+	for b.Loop() {
+		w.startWatchdog(512<<20, time.Second).stop()
 	}
 }

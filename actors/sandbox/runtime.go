@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/grafana/sobek"
 	"github.com/grafana/sobek/parser"
@@ -34,21 +35,25 @@ var setupProgram = sobek.MustCompile("setup.js", `(function () {
 	}
 })();`, true)
 
-// outcome is what the runtime goroutine reports to Run.
+// outcome is what one execution in a worker ends with: the return value as JSON ("" for undefined)
+// or an error.
 type outcome struct {
-	value any
+	value string
 	err   error
 }
 
-// execution is one Run: the runtime, the intrinsics captured before the code could alter them, and
-// the output collected so far.
+// errInterrupted is the stop reason when the parent interrupts the execution (its wall time ran out or
+// its caller gave up); the parent reports its own reason.
+var errInterrupted = errors.New("sandbox: interrupted by the node")
+
+// execution is one run inside a worker: the runtime, the intrinsics captured before the code could
+// alter them, and the output produced so far. Everything but stop runs on the worker's main goroutine.
 type execution struct {
-	parent context.Context // the caller's ctx
-	timed  context.Context // parent bounded by WallTime
-	ctx    context.Context // timed, also ended by stop; passed to Host.Call
+	ctx    context.Context // ended by stop, so that a tool call waiting for its result returns
 	cancel context.CancelCauseFunc
-	host   Host
-	lim    Limits
+	link   *workerLink
+	lim    wireLimits
+	now    int64 // Unix nanoseconds of the last Limits.Now the parent sent (lim.FixedClock)
 	rt     *sobek.Runtime
 
 	// Captured intrinsics: the code may overwrite JSON or Error, but not these references.
@@ -68,22 +73,25 @@ type execution struct {
 
 	joinDepth int // nesting of Array.prototype.join/toLocaleString calls in progress
 
-	mu        sync.Mutex
-	res       Result // Value unused; Emitted, Logs and ToolCalls
-	outBytes  int
-	abandoned bool
-	reason    error // why the runtime was interrupted; first one wins
-	reasonVM  bool  // reason was raised by the code's own calls (a limit, a Host panic)
+	waiting func() (resume func()) // called while a tool call waits for its result (the watchdog pauses)
+
+	outBytes  int // bytes of output sent so far (MaxOutput)
+	toolCalls int // tools.* calls sent so far (MaxToolCalls)
+
+	mu       sync.Mutex
+	reason   error // why the runtime was interrupted; first one wins
+	reasonVM bool  // reason was raised by the code's own calls (a limit)
 }
 
-func newExecution(parent, timed, ctx context.Context, cancel context.CancelCauseFunc, host Host, lim Limits) (ex *execution, err error) {
+func newExecution(link *workerLink, lim wireLimits, now int64) (ex *execution, err error) {
 	defer func() {
 		if x := recover(); x != nil {
 			ex, err = nil, fmt.Errorf("sandbox: setting up the runtime: %v", x)
 		}
 	}()
 	rt := sobek.New()
-	ex = &execution{parent: parent, timed: timed, ctx: ctx, cancel: cancel, host: host, lim: lim, rt: rt}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ex = &execution{ctx: ctx, cancel: cancel, link: link, lim: lim, now: now, rt: rt}
 	rt.SetMaxCallStackSize(maxCallStackSize)
 	// eval and Function would otherwise honour sourceMappingURL comments by reading the file system.
 	rt.SetParserOptions(parser.WithDisableSourceMaps)
@@ -91,8 +99,8 @@ func newExecution(parent, timed, ctx context.Context, cancel context.CancelCause
 		rng := rand.New(rand.NewPCG(uint64(lim.Seed), 0x9e3779b97f4a7c15))
 		rt.SetRandSource(rng.Float64)
 	}
-	if lim.Now != nil {
-		rt.SetTimeSource(lim.Now)
+	if lim.FixedClock {
+		rt.SetTimeSource(func() time.Time { return time.Unix(0, ex.now) })
 	}
 
 	global := rt.GlobalObject()
@@ -153,22 +161,6 @@ func (ex *execution) stopWith(reason error, byVM bool) {
 	ex.cancel(reason)
 }
 
-// ctxReason is the stop reason once ex.ctx has ended: a timeout *Error when WallTime or the caller's
-// deadline ran out, an error wrapping the caller's cancellation cause, or the reason stop was given.
-// (It reads the contexts that ended first: a child's cancellation can lag its parent's Done.)
-func (ex *execution) ctxReason() error {
-	switch {
-	case errors.Is(context.Cause(ex.timed), errWallTime):
-		return &Error{Kind: KindTimeout, Message: fmt.Sprintf("execution timed out after %v", ex.lim.WallTime)}
-	case errors.Is(ex.parent.Err(), context.DeadlineExceeded):
-		return &Error{Kind: KindTimeout, Message: "execution deadline exceeded"}
-	case ex.parent.Err() != nil:
-		return fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ex.parent))
-	default:
-		return ex.stopReason()
-	}
-}
-
 // stopReason returns why the runtime was interrupted.
 func (ex *execution) stopReason() error {
 	ex.mu.Lock()
@@ -187,24 +179,6 @@ func (ex *execution) vmFailure() error {
 		return ex.reason
 	}
 	return nil
-}
-
-// abandon marks the runtime as given up on: its further output is dropped.
-func (ex *execution) abandon() {
-	ex.mu.Lock()
-	ex.abandoned = true
-	ex.mu.Unlock()
-}
-
-// snapshot copies the output collected so far.
-func (ex *execution) snapshot() Result {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	return Result{
-		Emitted:   append([]any(nil), ex.res.Emitted...),
-		Logs:      append([]string(nil), ex.res.Logs...),
-		ToolCalls: ex.res.ToolCalls,
-	}
 }
 
 // run compiles and executes the code on the calling goroutine and extracts the value of its Promise.
@@ -243,7 +217,7 @@ func (ex *execution) run(code string) (out outcome) {
 			result = p.Result()
 		}
 	}
-	value, err := ex.resultToGo(result)
+	value, err := ex.resultJSON(result)
 	if err != nil {
 		var se *Error
 		if !errors.As(err, &se) {
@@ -255,26 +229,18 @@ func (ex *execution) run(code string) (out outcome) {
 	return outcome{value: value}
 }
 
-// resultToGo is toGo for the return value, which counts against MaxOutput
-// like emitted values and logs (a huge result would otherwise go to the
-// client whole).
-func (ex *execution) resultToGo(v sobek.Value) (any, error) {
+// resultJSON is toJSON for the return value ("" for undefined), which counts against MaxOutput like
+// emitted values and logs (a huge result would otherwise go to the client whole).
+func (ex *execution) resultJSON(v sobek.Value) (string, error) {
 	s, ok, err := ex.toJSON(v)
 	if err != nil || !ok {
-		return nil, err
+		return "", err
 	}
-	ex.mu.Lock()
-	used := ex.outBytes
-	ex.mu.Unlock()
-	if used+len(s) > ex.lim.MaxOutput {
-		return nil, &Error{Kind: KindLimit, Message: fmt.Sprintf(
+	if ex.outBytes+len(s) > ex.lim.MaxOutput {
+		return "", &Error{Kind: KindLimit, Message: fmt.Sprintf(
 			"exceeds the output limit: %d bytes as JSON, with emitted values and log lines over %d bytes", len(s), ex.lim.MaxOutput)}
 	}
-	var out any
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, fmt.Errorf("sandbox: internal error: decoding JSON from the runtime: %w", err)
-	}
-	return out, nil
+	return s, nil
 }
 
 // classify maps an error from the runtime to what Run reports.
@@ -390,38 +356,6 @@ func (ex *execution) toJSON(v sobek.Value) (s string, ok bool, err error) {
 		return "", false, nil
 	}
 	return out.String(), true, nil
-}
-
-// toGo converts a JS value to JSON-decoded Go data (map[string]any, []any, string, float64, bool, nil).
-func (ex *execution) toGo(v sobek.Value) (any, error) {
-	s, ok, err := ex.toJSON(v)
-	if err != nil || !ok {
-		return nil, err
-	}
-	var out any
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, fmt.Errorf("sandbox: internal error: decoding JSON from the runtime: %w", err)
-	}
-	return out, nil
-}
-
-// toJS converts Go data to a plain JS value through JSON, so the code never sees a wrapped Go object.
-func (ex *execution) toJS(v any) (sobek.Value, error) {
-	switch v := v.(type) {
-	case nil:
-		return sobek.Null(), nil
-	case string:
-		return ex.rt.ToValue(v), nil
-	case bool:
-		return ex.rt.ToValue(v), nil
-	case json.RawMessage:
-		return ex.parseJSON(v)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return ex.parseJSON(b)
 }
 
 func (ex *execution) parseJSON(b []byte) (sobek.Value, error) {
@@ -577,24 +511,16 @@ func (ex *execution) formatValue(v sobek.Value) string {
 	return "[object]"
 }
 
-// record adds n bytes of output, failing the execution when MaxOutput is exceeded. It reports whether
-// the output may be kept.
-func (ex *execution) record(n int, keep func(*Result)) bool {
-	ex.mu.Lock()
-	if ex.abandoned {
-		ex.mu.Unlock()
-		return false
-	}
+// record counts n bytes of output and streams f (an emit or log frame) to the parent, or fails the
+// execution when MaxOutput would be exceeded.
+func (ex *execution) record(n int, f frame) {
 	if ex.outBytes+n > ex.lim.MaxOutput {
-		ex.mu.Unlock()
 		ex.fail(&Error{Kind: KindLimit, Message: fmt.Sprintf(
 			"output limit exceeded: emitted values and log lines exceed %d bytes", ex.lim.MaxOutput)})
-		return false
+		return
 	}
 	ex.outBytes += n
-	keep(&ex.res)
-	ex.mu.Unlock()
-	return true
+	ex.link.send(f)
 }
 
 // emit implements the global emit(value).
@@ -609,14 +535,11 @@ func (ex *execution) emit(call sobek.FunctionCall) sobek.Value {
 		ex.fail(err)
 		return sobek.Undefined()
 	}
-	var v any
+	f := frame{T: frameEmit}
 	if ok {
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			ex.fail(fmt.Errorf("sandbox: internal error: decoding emitted JSON: %w", err))
-			return sobek.Undefined()
-		}
+		f.JSON = json.RawMessage(s)
 	}
-	ex.record(len(s), func(r *Result) { r.Emitted = append(r.Emitted, v) })
+	ex.record(len(s), f)
 	return sobek.Undefined()
 }
 
@@ -637,7 +560,7 @@ func (ex *execution) console() *sobek.Object {
 				b.WriteString(ex.formatValue(a))
 			}
 			line := b.String()
-			ex.record(len(line), func(r *Result) { r.Logs = append(r.Logs, line) })
+			ex.record(len(line), frame{T: frameLog, Text: line})
 			return sobek.Undefined()
 		}
 		if err := c.Set(level.name, fn); err != nil {
@@ -687,16 +610,14 @@ func (ex *execution) toolsProxy(path string) sobek.Proxy {
 	})
 }
 
-// hostReply is the result of one Host.Call.
-type hostReply struct {
-	value any
-	err   error
-	panic any
-}
+// maxToolArgBytes bounds a tool call's argument as JSON: it crosses into the node's process, which must
+// not be made to hold an execution's memory.
+const maxToolArgBytes = 4 << 20
 
-// callTool performs tools.<path>(arg): it returns a Promise settled with the Host's answer.
+// callTool performs tools.<path>(arg): it sends the call to the parent, which calls the Host, waits
+// for the answer and returns a Promise settled with it.
 func (ex *execution) callTool(path string, arg sobek.Value) sobek.Value {
-	args, err := ex.toGo(arg)
+	args, ok, err := ex.toJSON(arg)
 	if err != nil {
 		var se *Error
 		if errors.As(err, &se) {
@@ -705,57 +626,47 @@ func (ex *execution) callTool(path string, arg sobek.Value) sobek.Value {
 		ex.fail(err)
 		return sobek.Undefined()
 	}
-
-	ex.mu.Lock()
-	over := ex.res.ToolCalls >= ex.lim.MaxToolCalls
-	if !over && !ex.abandoned {
-		ex.res.ToolCalls++
+	if len(args) > maxToolArgBytes {
+		panic(ex.rt.NewTypeError("tools.%s: the argument is %d bytes as JSON; at most %d are accepted", path, len(args), maxToolArgBytes))
 	}
-	ex.mu.Unlock()
-	if over {
+	if ex.toolCalls >= ex.lim.MaxToolCalls {
 		ex.fail(&Error{Kind: KindLimit, Message: fmt.Sprintf(
 			"tool call limit exceeded: more than %d tools.* calls (at tools.%s)", ex.lim.MaxToolCalls, path)})
 		return sobek.Undefined()
 	}
-
-	if ex.host == nil {
-		promise, _, reject := ex.rt.NewPromise()
-		settle(reject(ex.newError("tools." + path + ": no tools are available in this execution")))
-		return ex.rt.ToValue(promise)
+	ex.toolCalls++
+	seq := ex.toolCalls
+	call := frame{T: frameCall, Seq: seq, Path: path}
+	if ok {
+		call.JSON = json.RawMessage(args)
 	}
-
-	// Call the Host on its own goroutine so that a cancelled execution returns even if the Host
-	// ignores ctx; the reply channel is buffered so that goroutine never blocks.
-	reply := make(chan hostReply, 1)
-	go func() {
-		defer func() {
-			if x := recover(); x != nil {
-				reply <- hostReply{panic: x}
-			}
-		}()
-		v, err := ex.host.Call(ex.ctx, path, args)
-		reply <- hostReply{value: v, err: err}
-	}()
-	var r hostReply
-	select {
-	case r = <-reply:
-	case <-ex.ctx.Done():
-		ex.stop(ex.ctxReason())
-		return sobek.Undefined()
+	ex.link.send(call)
+	resume := func() {}
+	if ex.waiting != nil {
+		resume = ex.waiting()
 	}
-	if r.panic != nil {
-		ex.fail(fmt.Errorf("sandbox: internal error: the host panicked in tools.%s: %v", path, r.panic))
-		return sobek.Undefined()
+	var r frame
+	for r.Seq != seq {
+		select {
+		case r = <-ex.link.results:
+		case <-ex.ctx.Done():
+			resume()
+			return sobek.Undefined() // stopped: the runtime is interrupted
+		}
+	}
+	resume()
+	if ex.lim.FixedClock {
+		ex.now = r.Now
 	}
 
 	promise, resolve, reject := ex.rt.NewPromise()
-	if r.err != nil {
-		settle(reject(ex.newError(r.err.Error())))
+	if r.Kind == resultError {
+		settle(reject(ex.newError(r.Err)))
 		return ex.rt.ToValue(promise)
 	}
-	v, err := ex.toJS(r.value)
+	v, err := ex.parseJSON(r.JSON)
 	if err != nil {
-		settle(reject(ex.newError(fmt.Sprintf("tools.%s returned a result that is not JSON-serializable: %v", path, err))))
+		settle(reject(ex.newError(fmt.Sprintf("tools.%s returned a result that is not JSON: %v", path, err))))
 		return ex.rt.ToValue(promise)
 	}
 	settle(resolve(v))

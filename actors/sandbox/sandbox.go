@@ -2,10 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/metrics"
-	"strings"
 	"sync"
 	"time"
 )
@@ -40,9 +39,12 @@ const (
 )
 
 // Limits bounds one execution. Zero fields take the Default* values. Seed and Now are not limits: they
-// make a run reproducible (deterministic replay re-runs code with the same Seed and clock).
+// make a run reproducible (deterministic replay re-runs code with the same Seed and clock). Tenant and
+// WaitForSlot are how the execution is admitted (see PoolOptions).
 type Limits struct {
-	// WallTime interrupts the code after this long (default 30s), even inside an infinite loop.
+	// WallTime stops the code after this long (default 30s), even inside an infinite loop or a long
+	// native built-in: the worker is asked to interrupt it and killed if it has not within
+	// PoolOptions.InterruptGrace. Time a tool call spends suspended (see Suspend) does not count.
 	WallTime time.Duration
 	// MaxToolCalls fails the execution with a "limit" Error on the tools.* call after this many
 	// (default 1000).
@@ -50,17 +52,31 @@ type Limits struct {
 	// MaxOutput is the number of bytes of emitted values (as JSON) plus log lines kept; the emit or log
 	// that goes beyond it fails the execution with a "limit" Error (default 1 MiB).
 	MaxOutput int
-	// MaxHeapGrowth is a best-effort memory bomb guard: the code is interrupted with a "limit" Error if
-	// the process heap grows by more than this during the run (default 512 MiB). It is sampled every
-	// ~20ms and measures the whole process, so concurrent work counts too; a single huge allocation
-	// inside a built-in (e.g. "x".repeat(1e9)) cannot be stopped before it completes.
+	// MaxHeapGrowth bounds this execution's memory: when the heap of its worker (objects, collected or
+	// not, and goroutine stacks) grows by more than this since the execution started, the worker is
+	// ended at once and Run returns a "limit" Error, "memory limit exceeded" (default 512 MiB). The
+	// worker samples its heap every 5ms and the OS refuses it allocations beyond about twice the
+	// limit, so one giant allocation cannot take the machine either. Other executions do not count.
 	MaxHeapGrowth uint64
 
 	// Seed, when non-zero, makes Math.random a PRNG seeded with it: the same Seed gives the same
 	// sequence. When zero Math.random is seeded randomly.
 	Seed int64
-	// Now, when set, is the clock behind Date.now() and new Date(); otherwise the wall clock is used.
+	// Now, when set, is the clock behind Date.now() and new Date(); otherwise the worker's wall clock
+	// is used. It is called in the caller's process, when the execution starts and after each tool
+	// call returns; the code sees the value of the latest of those calls.
 	Now func() time.Time
+
+	// Tenant names who runs the execution (the principal, "org/user") for the per-tenant cap
+	// (PoolOptions.MaxRunningPerTenant). Empty: only the node's cap applies.
+	Tenant string
+	// WaitForSlot makes a run that finds a cap full wait, until ctx ends, for an execution to finish
+	// instead of failing at once with a "busy" Error. For re-running code that already ran (a replay,
+	// a restore), which must not be refused.
+	WaitForSlot bool
+	// Pool is where the package-level Run runs the execution (nil: the default pool, see Configure).
+	// A node that owns its pool (its options, its metrics, its Close) passes it here.
+	Pool *Pool
 }
 
 func (l Limits) withDefaults() Limits {
@@ -93,11 +109,13 @@ const (
 	KindRuntime = "runtime" // an uncaught exception (or a non-JSON-able return value); Message has the JS stack
 	KindTimeout = "timeout" // WallTime or the caller's deadline ran out
 	KindLimit   = "limit"   // MaxToolCalls, MaxOutput or MaxHeapGrowth was exceeded
+	KindBusy    = "busy"    // a running-executions cap was full: nothing ran, and retrying later may succeed
 )
 
 // Error is a failure the user should see as the tool's isError result: Kind "syntax" (TS did not compile:
 // message with line:column), "runtime" (an uncaught exception: message, and the JS stack if cheap),
-// "timeout", "limit" (tool calls/output/memory). Result holds whatever logs/emits happened before.
+// "timeout", "limit" (tool calls/output/memory), "busy" (refused before running; retryable). Result
+// holds whatever logs/emits happened before.
 type Error struct {
 	Kind    string
 	Message string
@@ -107,126 +125,302 @@ type Error struct {
 // Error returns "sandbox <kind> error: <message>".
 func (e *Error) Error() string { return "sandbox " + e.Kind + " error: " + e.Message }
 
-// abandonGrace is how long Run waits for an interrupted runtime to stop before returning without it.
-// Interrupt only takes effect between JS instructions; a long-running built-in (a catastrophic regexp, a
-// huge sort) or a Host.Call that ignores its ctx can hold the runtime past it.
-const abandonGrace = time.Second
-
-// heapSampleInterval is how often the heap guard samples runtime/metrics.
-const heapSampleInterval = 20 * time.Millisecond
+// Retryable reports whether the same execution may succeed if tried again later unchanged: it was
+// refused (Kind "busy") before any of its code ran.
+func (e *Error) Retryable() bool { return e.Kind == KindBusy }
 
 // errWallTime is the cancellation cause when Limits.WallTime runs out.
 var errWallTime = errors.New("wall time exceeded")
 
-// Run compiles code (see Compile; compiled programs are kept in a small LRU cache keyed by the code's
-// hash) and executes it in a fresh runtime with no ambient I/O: the only globals beyond the ECMAScript
-// built-ins are tools, emit and console. A nil host rejects every tool call.
+// Run compiles code (see Compile; each worker keeps a small LRU cache of compiled programs keyed by the
+// code's hash) and executes it in a fresh runtime, in a worker process of the default pool (see
+// Configure), with no ambient I/O: the only globals beyond the ECMAScript built-ins are tools, emit and
+// console. A nil host rejects every tool call. Host calls are made in the caller's process.
 //
 // It returns the Result and nil, or the partial Result and an error: an *Error for anything the user
-// should see (syntax, runtime, timeout, limit; its Result field holds the same partial Result), an error
-// wrapping context.Canceled (or the context's cause) when ctx was cancelled, or a plain error for an
-// internal failure. Run never panics on any input.
+// should see (syntax, runtime, timeout, limit, busy; its Result field holds the same partial Result), an
+// error wrapping context.Canceled (or the context's cause) when ctx was cancelled, or a plain error for
+// an internal failure (a worker that could not start or died unexpectedly). Run never panics on any
+// input, and nothing of the execution runs on after Run returned.
 func Run(ctx context.Context, code string, host Host, lim Limits) (Result, error) {
+	if lim.Pool != nil {
+		return lim.Pool.Run(ctx, code, host, lim)
+	}
+	return pool().Run(ctx, code, host, lim)
+}
+
+// Run is the package's Run on this pool (Limits.Pool is ignored).
+func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx))
 	}
 	lim = lim.withDefaults()
-	timed, cancelTimed := context.WithCancelCause(ctx)
-	defer cancelTimed(nil)
-	clock := startWallClock(lim.WallTime, func() { cancelTimed(errWallTime) })
-	defer clock.stop()
-	// runCtx also ends when the execution is stopped for another reason (a limit), so that a Host.Call
-	// in progress returns. It carries the clock for Suspend.
-	runCtx, cancelRun := context.WithCancelCause(context.WithValue(timed, wallClockKey{}, clock))
-	defer cancelRun(nil)
-
-	ex, err := newExecution(ctx, timed, runCtx, cancelRun, host, lim)
+	sl, err := p.admit(ctx, lim.Tenant, lim.WaitForSlot)
 	if err != nil {
 		return Result{}, err
 	}
-	ex.codeLines = strings.Count(code, "\n") + 1
-	done := make(chan outcome, 1)
-	// Compiling happens on the runtime goroutine too: esbuild cannot be interrupted, but WallTime still
-	// bounds how long Run waits for it.
-	go func() { done <- ex.run(code) }()
-
-	heap := newHeapGauge()
-	ticker := time.NewTicker(heapSampleInterval)
-	defer ticker.Stop()
-	var out outcome
-wait:
-	for {
-		select {
-		case out = <-done:
-			break wait
-		case <-timed.Done():
-			ex.stop(ex.ctxReason())
-			out = ex.awaitStopped(done)
-			break wait
-		case <-ticker.C:
-			if grown := heap.growth(); grown > lim.MaxHeapGrowth {
-				ex.stop(&Error{Kind: KindLimit, Message: fmt.Sprintf(
-					"memory limit exceeded: the heap grew by %d MiB (limit %d MiB)", grown>>20, lim.MaxHeapGrowth>>20)})
-				out = ex.awaitStopped(done)
-				break wait
-			}
-		}
+	defer sl.release()
+	w, err := p.take()
+	if err != nil {
+		return Result{}, err
 	}
-	res := ex.snapshot()
-	res.Value = out.value
-	if out.err == nil {
-		return res, nil
+	if p.onLend != nil {
+		p.onLend(w)
 	}
-	var se *Error
-	if errors.As(out.err, &se) {
-		se.Result = res
-	}
-	return res, out.err
+	d := &driver{p: p, w: w, host: host, lim: lim}
+	return d.run(ctx, code, sl)
 }
 
-// awaitStopped waits for the interrupted runtime to finish, or gives up on it after abandonGrace (it
-// keeps running on its goroutine until the built-in or Host call holding it returns, and its output is
-// dropped).
-func (ex *execution) awaitStopped(done <-chan outcome) outcome {
-	t := time.NewTimer(abandonGrace)
-	defer t.Stop()
-	select {
-	case out := <-done:
-		return out
-	case <-t.C:
-		ex.abandon()
-		return outcome{err: ex.stopReason()}
-	}
+// hostReply is the result of one Host.Call.
+type hostReply struct {
+	seq   int
+	path  string
+	value any
+	err   error
+	panic any
 }
 
-// heapGauge measures process heap growth since it was created.
-type heapGauge struct {
-	sample [1]metrics.Sample
-	base   uint64
+// driver runs one execution on a borrowed worker: it feeds the worker, answers its tool calls with
+// the Host, keeps the wall clock and decides the outcome.
+type driver struct {
+	p    *Pool
+	w    *proc
+	host Host
+	lim  Limits
+
+	res     Result
+	stopErr error  // why the parent stopped the execution; the first reason wins
+	killTag string // the metric reason if the worker has to go
+	memory  string // the memory watchdog's last word
 }
 
-const heapMetric = "/memory/classes/heap/objects:bytes"
-
-func newHeapGauge() *heapGauge {
-	g := &heapGauge{}
-	g.sample[0].Name = heapMetric
-	g.base = g.read()
-	return g
-}
-
-func (g *heapGauge) read() uint64 {
-	metrics.Read(g.sample[:])
-	if g.sample[0].Value.Kind() != metrics.KindUint64 {
+func (d *driver) now() int64 {
+	if d.lim.Now == nil {
 		return 0
 	}
-	return g.sample[0].Value.Uint64()
+	return d.lim.Now().UnixNano()
 }
 
-func (g *heapGauge) growth() uint64 {
-	if now := g.read(); now > g.base {
-		return now - g.base
+func (d *driver) run(ctx context.Context, code string, sl *slot) (Result, error) {
+	timed, cancelTimed := context.WithCancelCause(ctx)
+	defer cancelTimed(nil)
+	clock := startWallClock(d.lim.WallTime, func() { cancelTimed(errWallTime) })
+	clock.onHold, clock.onResume = sl.park, sl.unpark
+	defer clock.stop()
+	// runCtx also ends when the execution is stopped for another reason, so that a Host.Call in
+	// progress returns. It carries the clock for Suspend.
+	runCtx, cancelRun := context.WithCancelCause(context.WithValue(timed, wallClockKey{}, clock))
+	defer cancelRun(nil)
+
+	var grace *time.Timer
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	var graceC <-chan time.Time
+	stop := func(reason error, tag string) {
+		if d.stopErr != nil {
+			return
+		}
+		d.stopErr, d.killTag = reason, tag
+		cancelRun(reason)
+		// Asynchronously: a worker that reads nothing (frozen) must not hold this loop, whose grace
+		// timer kills it (and the kill unblocks the write).
+		go func() { _ = d.w.send(frame{T: frameInterrupt}) }()
+		grace = time.NewTimer(d.p.opts.InterruptGrace)
+		graceC = grace.C
 	}
-	return 0
+
+	start := frame{T: frameStart, Code: code, Now: d.now(), Lim: &wireLimits{
+		MaxToolCalls: d.lim.MaxToolCalls, MaxOutput: d.lim.MaxOutput, MaxHeapGrowth: d.lim.MaxHeapGrowth,
+		Seed: d.lim.Seed, FixedClock: d.lim.Now != nil, NiceAfterCPU: int64(d.p.opts.NiceAfterCPU),
+	}}
+	if err := d.w.send(start); err != nil {
+		stop(fmt.Errorf("sandbox: internal error: starting the execution: %w", err), killCrash)
+	}
+
+	ctxDone := runCtx.Done()
+	var replies chan hostReply
+	for {
+		select {
+		case f, ok := <-d.w.frames:
+			if !ok {
+				return d.died()
+			}
+			switch f.T {
+			case frameEmit:
+				var v any
+				if len(f.JSON) > 0 {
+					if err := json.Unmarshal(f.JSON, &v); err != nil {
+						stop(fmt.Errorf("sandbox: internal error: decoding an emitted value: %w", err), killError)
+						continue
+					}
+				}
+				d.res.Emitted = append(d.res.Emitted, v)
+			case frameLog:
+				d.res.Logs = append(d.res.Logs, f.Text)
+			case frameCall:
+				if d.stopErr != nil {
+					continue
+				}
+				if replies != nil {
+					stop(errors.New("sandbox: internal error: the worker made a tool call while another was in progress"), killError)
+					continue
+				}
+				d.res.ToolCalls++
+				replies = d.call(runCtx, f)
+			case frameLimit:
+				d.memory = f.Err
+			case frameDone:
+				return d.finish(f)
+			default:
+				stop(fmt.Errorf("sandbox: internal error: unexpected %q frame from the worker", f.T), killError)
+			}
+		case r := <-replies:
+			replies = nil
+			if d.stopErr != nil {
+				continue
+			}
+			if r.panic != nil {
+				stop(fmt.Errorf("sandbox: internal error: the host panicked in tools.%s: %v", r.path, r.panic), killError)
+				continue
+			}
+			if err := d.w.send(d.resultFrame(r)); err != nil {
+				stop(fmt.Errorf("sandbox: internal error: answering a tool call: %w", err), killCrash)
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			tag, reason := d.ctxReason(ctx, timed)
+			stop(reason, tag)
+		case <-graceC:
+			graceC = nil
+			d.w.kill() // the interrupt did not land: a long native built-in; died() reports stopErr
+		}
+	}
+}
+
+// call starts the Host call of a call frame on its own goroutine, so that a cancelled execution
+// returns even if the Host ignores ctx (the channel is buffered so that goroutine never blocks).
+func (d *driver) call(ctx context.Context, f frame) chan hostReply {
+	reply := make(chan hostReply, 1)
+	if d.host == nil {
+		reply <- hostReply{seq: f.Seq, path: f.Path, err: errors.New("tools." + f.Path + ": no tools are available in this execution")}
+		return reply
+	}
+	var args any
+	if len(f.JSON) > 0 {
+		if err := json.Unmarshal(f.JSON, &args); err != nil {
+			reply <- hostReply{seq: f.Seq, path: f.Path, panic: fmt.Sprintf("undecodable arguments: %v", err)}
+			return reply
+		}
+	}
+	go func() {
+		defer func() {
+			if x := recover(); x != nil {
+				reply <- hostReply{seq: f.Seq, path: f.Path, panic: x}
+			}
+		}()
+		v, err := d.host.Call(ctx, f.Path, args)
+		reply <- hostReply{seq: f.Seq, path: f.Path, value: v, err: err}
+	}()
+	return reply
+}
+
+// resultError marks a result frame that rejects the call's Promise.
+const resultError = "error"
+
+// resultFrame encodes a Host's answer, with the clock the code sees from now on.
+func (d *driver) resultFrame(r hostReply) frame {
+	f := frame{T: frameResult, Seq: r.seq, Now: d.now()}
+	if r.err != nil {
+		f.Kind, f.Err = resultError, r.err.Error()
+		return f
+	}
+	b, err := json.Marshal(r.value)
+	if err != nil {
+		f.Kind, f.Err = resultError, fmt.Sprintf("tools.%s returned a result that is not JSON-serializable: %v", r.path, err)
+		return f
+	}
+	f.JSON = b
+	return f
+}
+
+// ctxReason is the stop reason once runCtx has ended: a timeout *Error when WallTime or the caller's
+// deadline ran out, or an error wrapping the caller's cancellation cause.
+func (d *driver) ctxReason(ctx, timed context.Context) (tag string, reason error) {
+	switch {
+	case errors.Is(context.Cause(timed), errWallTime):
+		return killTimeout, &Error{Kind: KindTimeout, Message: fmt.Sprintf("execution timed out after %v", d.lim.WallTime)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return killTimeout, &Error{Kind: KindTimeout, Message: "execution deadline exceeded"}
+	default:
+		return killCancelled, fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx))
+	}
+}
+
+// finish handles the worker's done frame.
+func (d *driver) finish(f frame) (Result, error) {
+	if d.stopErr != nil {
+		// Interrupted: the worker is never reused.
+		d.p.discard(d.w, d.killTag)
+		return d.fail(d.stopErr)
+	}
+	d.p.put(d.w, f.Heap, f.Niced)
+	if len(f.JSON) > 0 {
+		if err := json.Unmarshal(f.JSON, &d.res.Value); err != nil {
+			return d.fail(fmt.Errorf("sandbox: internal error: decoding the return value: %w", err))
+		}
+	}
+	switch {
+	case f.Kind != "":
+		return d.fail(&Error{Kind: f.Kind, Message: f.Err})
+	case f.Err != "":
+		return d.fail(errors.New(f.Err))
+	}
+	return d.res, nil
+}
+
+// died handles the end of the worker's output before its done frame: it was killed (by the parent
+// after an interrupt did not land, or by its memory bounds) or it crashed.
+func (d *driver) died() (Result, error) {
+	<-d.w.exited
+	memory, detail := d.w.deathCause()
+	closed := d.p.isClosed()
+	var err error
+	tag := d.killTag
+	switch {
+	case memory || d.memory != "":
+		msg := d.memory
+		if msg == "" {
+			msg = fmt.Sprintf("memory limit exceeded: the execution needed more memory than its limit of %d MiB allows (%s)",
+				d.lim.MaxHeapGrowth>>20, detail)
+		}
+		err, tag = &Error{Kind: KindLimit, Message: msg}, killMemory
+	case d.stopErr != nil:
+		err = d.stopErr
+	case closed:
+		err, tag = errClosed, killShutdown
+	default:
+		err, tag = fmt.Errorf("sandbox: internal error: the worker process died: %s", detail), killCrash
+	}
+	d.p.discard(d.w, tag)
+	return d.fail(err)
+}
+
+// fail returns the partial result with err (an *Error carries it too).
+func (d *driver) fail(err error) (Result, error) {
+	var se *Error
+	if errors.As(err, &se) {
+		se.Result = d.res
+	}
+	return d.res, err
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // wallClockKey is the context key of the execution's *wallClock.
@@ -242,6 +436,9 @@ type wallClock struct {
 	held      int // Suspend calls not yet resumed
 	expire    func()
 	stopped   bool
+	// onHold and onResume are called (outside the lock) when the clock stops for Suspend and when it
+	// runs again: the pool then counts the execution as parked.
+	onHold, onResume func()
 }
 
 func startWallClock(d time.Duration, expire func()) *wallClock {
@@ -259,27 +456,33 @@ func (c *wallClock) stop() {
 
 func (c *wallClock) suspend() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.held++
-	if c.held > 1 || c.stopped {
-		return
+	first := c.held == 1 && !c.stopped
+	if first {
+		if !c.timer.Stop() {
+			c.remaining = 0 // it fired already: the execution is being stopped
+		} else {
+			c.remaining -= time.Since(c.since)
+		}
 	}
-	if !c.timer.Stop() {
-		c.remaining = 0 // it fired already: the execution is being stopped
-		return
+	c.mu.Unlock()
+	if first && c.onHold != nil {
+		c.onHold()
 	}
-	c.remaining -= time.Since(c.since)
 }
 
 func (c *wallClock) resume() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.held--
-	if c.held > 0 || c.stopped || c.remaining <= 0 {
-		return
+	last := c.held == 0 && !c.stopped
+	if last && c.remaining > 0 {
+		c.since = time.Now()
+		c.timer = time.AfterFunc(c.remaining, c.expire)
 	}
-	c.since = time.Now()
-	c.timer = time.AfterFunc(c.remaining, c.expire)
+	c.mu.Unlock()
+	if last && c.onResume != nil {
+		c.onResume()
+	}
 }
 
 // Suspend stops the WallTime clock of the execution whose Host.Call received ctx, until the returned

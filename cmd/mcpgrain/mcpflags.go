@@ -41,12 +41,13 @@ type mcpFlags struct {
 
 // codeFlags are the flags of code mode (the "code" pack).
 type codeFlags struct {
-	demoAPI                 bool
-	openapi, upstream       listFlag
-	sourcesFile, policyFile string
-	publicURL               string
-	window, execTimeout     time.Duration
-	maxToolCalls, maxOutput int
+	demoAPI                       bool
+	openapi, upstream             listFlag
+	sourcesFile, policyFile       string
+	publicURL                     string
+	window, execTimeout           time.Duration
+	maxToolCalls, maxOutput       int
+	maxRunning, maxRunningPerUser int
 }
 
 // listFlag is a repeatable flag; one value may also hold several,
@@ -71,13 +72,19 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.DurationVar(&c.execTimeout, "exec-timeout", sandbox.DefaultWallTime, "longest an execution may run (time waiting for approval excluded)")
 	fs.IntVar(&c.maxToolCalls, "exec-max-tool-calls", sandbox.DefaultMaxToolCalls, "most tools.* calls one execution may make")
 	fs.IntVar(&c.maxOutput, "exec-max-output", sandbox.DefaultMaxOutput, "most bytes of logs and emitted values one execution may produce")
+	fs.IntVar(&c.maxRunning, "exec-max-running", sandbox.DefaultMaxRunning(), "most executions running at once on this node (more are refused as busy; paused ones do not count)")
+	fs.IntVar(&c.maxRunningPerUser, "exec-max-running-per-user", sandbox.DefaultMaxRunningPerTenant, "most executions one user runs at once on this node")
 }
 
 func (c *codeFlags) config() (app.CodeConfig, error) {
 	cc := app.CodeConfig{DemoAPI: c.demoAPI, Window: c.window, PublicURL: strings.TrimRight(c.publicURL, "/"),
-		Limits: sandbox.Limits{WallTime: c.execTimeout, MaxToolCalls: c.maxToolCalls, MaxOutput: c.maxOutput}}
+		Limits: sandbox.Limits{WallTime: c.execTimeout, MaxToolCalls: c.maxToolCalls, MaxOutput: c.maxOutput},
+		Pool:   sandbox.PoolOptions{MaxRunning: c.maxRunning, MaxRunningPerTenant: c.maxRunningPerUser}}
 	if c.window < time.Second || c.execTimeout < 100*time.Millisecond {
 		return cc, fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
+	}
+	if c.maxRunning < 1 || c.maxRunningPerUser < 1 {
+		return cc, fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
 	}
 	if c.maxToolCalls < 1 || c.maxOutput < 1024 {
 		return cc, fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
@@ -262,8 +263,19 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}
 		defer closeSources()
 		cc := cfg.MCP.Code
+		// The node's executions run in its own pool of sandbox worker processes, killed when the
+		// node stops.
+		popts := cc.Pool
+		popts.Registerer = nodeReg
+		pool, err := sandbox.NewPool(popts)
+		if err != nil {
+			return fmt.Errorf("sandbox worker pool: %w", err)
+		}
+		defer pool.Close()
+		lim := cc.Limits
+		lim.Pool = pool
 		codeMode = &mcpruntime.CodeMode{
-			Tools: reg, Policy: cc.Policy, Limits: cc.Limits, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
+			Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
 			Lookup: st.GetExecution, Directory: st, Logger: log.With("component", "code"), Durable: true,
 			Forward: func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
 				r, err := node.Request(ctx, session.KindName, sessionID, m, cluster.Idempotent())

@@ -37,6 +37,10 @@ type CodeConfig struct {
 	Window time.Duration
 	// Limits bound each execution (zero fields: sandbox defaults).
 	Limits sandbox.Limits
+	// Pool configures the node's sandbox worker processes: the running
+	// caps per node and per principal, spares, recycling (zero fields:
+	// sandbox defaults). Its Registerer is the node's.
+	Pool sandbox.PoolOptions
 	// PublicURL is the origin approval links point at (empty: the host
 	// the MCP request came to).
 	PublicURL string

@@ -1,0 +1,511 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PoolOptions configure a Pool. The zero value is usable: every zero field takes its default.
+type PoolOptions struct {
+	// MaxRunning is the most executions that run at once on the node (default 4×GOMAXPROCS). A fresh
+	// execution beyond it is refused with an *Error of Kind "busy"; one with Limits.WaitForSlot waits.
+	// Parked executions (a tool call suspended with Suspend, waiting for an approval) do not count.
+	MaxRunning int
+	// MaxRunningPerTenant is the most executions one Limits.Tenant runs at once (default 4), refused or
+	// waited for like MaxRunning. Executions without a tenant are bounded by MaxRunning only.
+	MaxRunningPerTenant int
+	// Spares is how many idle workers the pool keeps started, so that a Run does not wait for a
+	// process to start (default 2; negative: none). They are started on the first Run, in the
+	// background.
+	Spares int
+	// MaxIdle is the most idle workers kept for reuse after their executions (default Spares+2); a
+	// worker coming back to a full idle list is retired.
+	MaxIdle int
+	// MaxUses retires a worker after this many executions (default 200).
+	MaxUses int
+	// RecycleHeap retires a worker whose heap (live and not yet collected) is above this after an
+	// execution (default 128 MiB).
+	RecycleHeap uint64
+	// InterruptGrace is how long a worker asked to interrupt its execution (WallTime ran out, the
+	// caller cancelled) may take before it is killed (default 250ms). An interrupt only acts between
+	// JS instructions; a long native built-in needs the kill.
+	InterruptGrace time.Duration
+	// NiceAfterCPU is the CPU time after which an execution's worker lowers its own scheduling
+	// priority (nice 10), so that one tenant's long busy executions yield the cores to other tenants'
+	// short ones; such a worker is retired afterwards (default 1s; negative: never).
+	NiceAfterCPU time.Duration
+	// Registerer, when set, receives the pool's metrics (mcpgrain_sandbox_*). One Pool per
+	// Registerer.
+	Registerer prometheus.Registerer
+}
+
+// Pool defaults.
+const (
+	DefaultMaxRunningPerTenant = 4
+	DefaultSpares              = 2
+	DefaultMaxUses             = 200
+	DefaultRecycleHeap         = 128 << 20
+	DefaultInterruptGrace      = 250 * time.Millisecond
+	DefaultNiceAfterCPU        = time.Second
+)
+
+// DefaultMaxRunning is the default PoolOptions.MaxRunning: 4×GOMAXPROCS.
+func DefaultMaxRunning() int { return 4 * runtime.GOMAXPROCS(0) }
+
+func (o PoolOptions) withDefaults() PoolOptions {
+	if o.MaxRunning <= 0 {
+		o.MaxRunning = DefaultMaxRunning()
+	}
+	if o.MaxRunningPerTenant <= 0 {
+		o.MaxRunningPerTenant = DefaultMaxRunningPerTenant
+	}
+	switch {
+	case o.Spares == 0:
+		o.Spares = DefaultSpares
+	case o.Spares < 0:
+		o.Spares = 0
+	}
+	if o.MaxIdle <= 0 {
+		o.MaxIdle = o.Spares + 2
+	}
+	if o.MaxUses <= 0 {
+		o.MaxUses = DefaultMaxUses
+	}
+	if o.RecycleHeap == 0 {
+		o.RecycleHeap = DefaultRecycleHeap
+	}
+	if o.NiceAfterCPU == 0 {
+		o.NiceAfterCPU = DefaultNiceAfterCPU
+	}
+	if o.InterruptGrace <= 0 {
+		o.InterruptGrace = DefaultInterruptGrace
+	}
+	return o
+}
+
+// Pool runs executions in worker processes: it admits them under the running caps, lends each a
+// worker, and starts, reuses, retires and kills the workers. Run uses the package's default pool
+// (see Configure); a Pool of one's own is for tests and for programs that want several.
+type Pool struct {
+	opts PoolOptions
+	m    *poolMetrics
+
+	mu       sync.Mutex
+	closed   bool
+	idle     []*proc            // most recently used last
+	procs    map[*proc]struct{} // every started, not yet reaped worker
+	starting int                // spares being started
+	running  int                // admitted executions, not parked
+	parked   int                // admitted executions whose tool call is suspended
+	tenants  map[string]int     // running executions per tenant
+	waiting  int                // runs waiting for a slot
+	changed  chan struct{}      // closed (and replaced) when a slot frees
+	onWait   func()             // test hook: a run starts waiting for a slot
+	onExit   func(w *proc)      // test hook: a worker was killed and reaped after an execution
+	onLend   func(w *proc)      // test hook: a worker was lent to an execution
+}
+
+// NewPool returns a pool with the options. It starts nothing until the first Run.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	opts = opts.withDefaults()
+	m, err := newPoolMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Pool{opts: opts, m: m, procs: map[*proc]struct{}{}, tenants: map[string]int{}, changed: make(chan struct{})}, nil
+}
+
+// PoolStats are a pool's counts at one moment.
+type PoolStats struct {
+	Idle     int // started workers waiting for an execution
+	Starting int // spare workers being started
+	Running  int // executions running (each holds a worker, or is about to)
+	Parked   int // executions whose tool call is suspended (each holds its worker)
+	Waiting  int // runs with Limits.WaitForSlot waiting for a slot
+}
+
+// Stats returns the pool's counts.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolStats{Idle: len(p.idle), Starting: p.starting, Running: p.running, Parked: p.parked, Waiting: p.waiting}
+}
+
+// Close kills every worker, idle or running, and waits until they are reaped. Runs in flight return
+// an error; later ones fail at once. It is safe to call more than once.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	procs := make([]*proc, 0, len(p.procs))
+	for w := range p.procs {
+		procs = append(procs, w)
+	}
+	p.idle = nil
+	p.notifyLocked()
+	p.gaugesLocked()
+	p.mu.Unlock()
+	for _, w := range procs {
+		w.kill()
+	}
+	for _, w := range procs {
+		<-w.exited
+	}
+}
+
+// errClosed is returned by runs on a closed pool.
+var errClosed = errors.New("sandbox: the sandbox is shut down")
+
+// slot is one admitted execution's place under the caps.
+type slot struct {
+	p        *Pool
+	tenant   string
+	parked   bool
+	released bool
+}
+
+// admit takes a running slot for tenant, or refuses (KindBusy) or waits for one.
+func (p *Pool) admit(ctx context.Context, tenant string, wait bool) (*slot, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errClosed
+		}
+		full, cap := p.fullLocked(tenant)
+		if !full {
+			p.running++
+			if tenant != "" {
+				p.tenants[tenant]++
+			}
+			p.gaugesLocked()
+			p.mu.Unlock()
+			return &slot{p: p, tenant: tenant}, nil
+		}
+		if !wait {
+			p.m.refused.WithLabelValues(cap).Inc()
+			p.mu.Unlock()
+			return nil, p.busyError(cap, tenant)
+		}
+		changed := p.changed
+		p.waiting++
+		hook := p.onWait
+		p.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
+		var err error
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		p.mu.Lock()
+		p.waiting--
+		p.mu.Unlock()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, &Error{Kind: KindTimeout, Message: "execution deadline exceeded while waiting for a free execution slot"}
+			}
+			return nil, fmt.Errorf("sandbox: execution cancelled while waiting for a free execution slot: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// Caps, as metric labels.
+const (
+	capNode   = "node"
+	capTenant = "tenant"
+)
+
+// fullLocked reports whether a new execution of tenant is over a cap, and which.
+func (p *Pool) fullLocked(tenant string) (bool, string) {
+	if p.running >= p.opts.MaxRunning {
+		return true, capNode
+	}
+	if tenant != "" && p.tenants[tenant] >= p.opts.MaxRunningPerTenant {
+		return true, capTenant
+	}
+	return false, ""
+}
+
+func (p *Pool) busyError(cap, tenant string) *Error {
+	if cap == capNode {
+		return &Error{Kind: KindBusy, Message: fmt.Sprintf(
+			"this node is already running its maximum of %d executions; nothing ran, retry in a moment", p.opts.MaxRunning)}
+	}
+	return &Error{Kind: KindBusy, Message: fmt.Sprintf(
+		"%s is already running its maximum of %d executions at once; nothing ran, retry when one of them finishes",
+		tenant, p.opts.MaxRunningPerTenant)}
+}
+
+// notifyLocked wakes the runs waiting for a slot.
+func (p *Pool) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// park moves the execution from running to parked (its tool call waits for something that is not
+// its own work): it no longer counts against the caps.
+func (s *slot) park() {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.released || s.parked {
+		return
+	}
+	s.parked = true
+	p.parked++
+	p.running--
+	if s.tenant != "" {
+		p.tenants[s.tenant]--
+	}
+	p.notifyLocked()
+	p.gaugesLocked()
+}
+
+// unpark moves a parked execution back to running. It is never refused (the code was approved to go
+// on), so the counts may briefly exceed the caps.
+func (s *slot) unpark() {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.released || !s.parked {
+		return
+	}
+	s.parked = false
+	p.parked--
+	p.running++
+	if s.tenant != "" {
+		p.tenants[s.tenant]++
+	}
+	p.gaugesLocked()
+}
+
+// release frees the slot (once).
+func (s *slot) release() {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	if s.parked {
+		p.parked--
+	} else {
+		p.running--
+		if s.tenant != "" {
+			if p.tenants[s.tenant]--; p.tenants[s.tenant] <= 0 {
+				delete(p.tenants, s.tenant)
+			}
+		}
+	}
+	p.notifyLocked()
+	p.gaugesLocked()
+}
+
+// take lends a worker: an idle one, or a new one started now. It tops the spares up in the background.
+func (p *Pool) take() (*proc, error) {
+	p.mu.Lock()
+	for len(p.idle) > 0 {
+		w := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if w.alive() {
+			p.spareLocked()
+			p.gaugesLocked()
+			p.mu.Unlock()
+			return w, nil
+		}
+	}
+	p.spareLocked()
+	p.gaugesLocked()
+	p.mu.Unlock()
+	return p.start()
+}
+
+// start starts a worker and registers it.
+func (p *Pool) start() (*proc, error) {
+	w, err := startProc()
+	if err != nil {
+		return nil, err
+	}
+	p.m.starts.Inc()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		w.kill()
+		return nil, errClosed
+	}
+	p.procs[w] = struct{}{}
+	go func() {
+		<-w.exited
+		p.mu.Lock()
+		delete(p.procs, w)
+		p.mu.Unlock()
+	}()
+	return w, nil
+}
+
+// spareLocked starts spares in the background until Spares are idle or starting.
+func (p *Pool) spareLocked() {
+	for !p.closed && len(p.idle)+p.starting < p.opts.Spares {
+		p.starting++
+		go func() {
+			w, err := p.start()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.starting--
+			if err == nil {
+				p.idleLocked(w)
+			}
+			p.gaugesLocked()
+		}()
+	}
+}
+
+// idleLocked adds a clean worker to the idle list, or retires it when the list is full.
+func (p *Pool) idleLocked(w *proc) {
+	if p.closed || len(p.idle) >= p.opts.MaxIdle {
+		p.m.killed.WithLabelValues(killRecycled).Inc()
+		w.kill()
+		return
+	}
+	p.idle = append(p.idle, w)
+}
+
+// put takes a worker back after a clean execution that left heap bytes in it: it is reused unless it
+// is due for retirement.
+func (p *Pool) put(w *proc, heap uint64, niced bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.uses++
+	if niced || w.uses >= p.opts.MaxUses || heap > p.opts.RecycleHeap || !w.alive() {
+		p.m.killed.WithLabelValues(killRecycled).Inc()
+		w.kill()
+	} else {
+		p.idleLocked(w)
+	}
+	p.spareLocked()
+	p.gaugesLocked()
+}
+
+// discard kills a worker that must not be reused and waits until it is reaped, so that nothing of
+// the execution outlives Run. reason labels the metric.
+func (p *Pool) discard(w *proc, reason string) {
+	p.m.killed.WithLabelValues(reason).Inc()
+	w.kill()
+	<-w.exited
+	p.mu.Lock()
+	hook := p.onExit
+	p.spareLocked()
+	p.gaugesLocked()
+	p.mu.Unlock()
+	if hook != nil {
+		hook(w)
+	}
+}
+
+// gaugesLocked publishes the worker counts.
+func (p *Pool) gaugesLocked() {
+	p.m.workers.WithLabelValues("idle").Set(float64(len(p.idle)))
+	p.m.workers.WithLabelValues("starting").Set(float64(p.starting))
+	p.m.workers.WithLabelValues("running").Set(float64(p.running))
+	p.m.workers.WithLabelValues("parked").Set(float64(p.parked))
+}
+
+// Reasons a worker was killed or retired, as metric labels.
+const (
+	killTimeout   = "timeout"   // WallTime or the caller's deadline ran out
+	killCancelled = "cancelled" // the caller cancelled
+	killMemory    = "memory"    // the memory watchdog or the OS backstop ended it
+	killCrash     = "crash"     // it died unexpectedly
+	killError     = "error"     // the parent stopped it: a Host panic, a protocol error
+	killShutdown  = "shutdown"  // the pool was closed under it
+	killRecycled  = "recycled"  // a clean worker retired (uses, heap, priority, idle list full)
+)
+
+// poolMetrics are the pool's Prometheus metrics.
+type poolMetrics struct {
+	workers *prometheus.GaugeVec
+	refused *prometheus.CounterVec
+	killed  *prometheus.CounterVec
+	starts  prometheus.Counter
+}
+
+func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
+	m := &poolMetrics{
+		workers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgrain_sandbox_workers",
+			Help: "Sandbox executions and worker processes by state: idle and starting workers, running and parked (suspended tool call) executions.",
+		}, []string{"state"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_sandbox_refused_total",
+			Help: "Executions refused with a busy error, by the cap they hit (node, tenant).",
+		}, []string{"cap"}),
+		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_sandbox_workers_killed_total",
+			Help: "Worker processes ended by the node, by reason (timeout, cancelled, memory, crash, error, shutdown, recycled).",
+		}, []string{"reason"}),
+		starts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_sandbox_worker_starts_total",
+			Help: "Worker processes started.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.workers, m.refused, m.killed, m.starts} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("sandbox: registering metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// The package's default pool, used by Run.
+var (
+	defaultMu   sync.Mutex
+	defaultPool *Pool
+)
+
+// pool returns the default pool, creating it with default options on first use.
+func pool() *Pool {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	if defaultPool == nil {
+		defaultPool, _ = NewPool(PoolOptions{}) // no Registerer: cannot fail
+	}
+	return defaultPool
+}
+
+// Configure replaces the default pool (the one Run uses) by one with opts, closing the previous one
+// (its runs in flight fail). Call it once at startup, before the first Run; without it, Run uses a
+// pool with default options and no metrics.
+func Configure(opts PoolOptions) error {
+	np, err := NewPool(opts)
+	if err != nil {
+		return err
+	}
+	defaultMu.Lock()
+	old := defaultPool
+	defaultPool = np
+	defaultMu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// Shutdown closes the default pool: every worker is killed, runs in flight return an error and later
+// runs fail. A node calls it when it stops, so that no execution outlives it.
+func Shutdown() {
+	pool().Close()
+}
+
+// DefaultPool returns the pool Run uses, for its Stats.
+func DefaultPool() *Pool { return pool() }

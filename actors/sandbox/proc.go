@@ -1,0 +1,224 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// workerStartTimeout bounds how long a new worker may take to say it is ready (generous: a loaded
+// machine, a race-detector binary).
+const workerStartTimeout = 30 * time.Second
+
+// stderrTail is how much of a worker's stderr is kept to explain its death.
+const stderrTail = 4 << 10
+
+// proc is the parent's handle on one worker process.
+type proc struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *frameWriter
+	frames chan frame    // the worker's frames; closed when its output ends
+	gone   chan struct{} // closed by kill: nobody reads frames any more
+	exited chan struct{} // closed once the process was reaped (state and readErr are set)
+	stderr *tailBuffer
+
+	state   *os.ProcessState
+	readErr error // why the frame stream ended, if not at a clean EOF
+
+	killOnce sync.Once
+	uses     int // executions run (the pool's, under its lock)
+}
+
+// startProc starts a worker process and waits for its ready frame.
+func startProc() (*proc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: locating the binary to run workers: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = workerEnviron(os.Environ())
+	cmd.SysProcAttr = workerSysProcAttr()
+	p := &proc{cmd: cmd, frames: make(chan frame, 16), gone: make(chan struct{}), exited: make(chan struct{}),
+		stderr: &tailBuffer{max: stderrTail}}
+	cmd.Stderr = p.stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: worker stdin: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: worker stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: starting a worker: %w", err)
+	}
+	p.in, p.out = in, newFrameWriter(in)
+	go p.readLoop(stdout)
+
+	t := time.NewTimer(workerStartTimeout)
+	defer t.Stop()
+	select {
+	case f, ok := <-p.frames:
+		if ok && f.T == frameReady {
+			return p, nil
+		}
+		p.kill()
+		<-p.exited
+		return nil, fmt.Errorf("sandbox: a new worker did not start: %s", p.death())
+	case <-t.C:
+		p.kill()
+		<-p.exited
+		return nil, fmt.Errorf("sandbox: a new worker was not ready within %v", workerStartTimeout)
+	}
+}
+
+// workerEnvKeys are the environment variables a worker inherits: the time zone Date uses and the Go
+// runtime's own settings. Nothing else of the node's environment (credentials, say) reaches it.
+var workerEnvKeys = map[string]bool{"TZ": true, "GODEBUG": true, "GOGC": true, "GOTRACEBACK": true, "GORACE": true, "GOCOVERDIR": true}
+
+// workerEnviron returns a worker's environment: WorkerEnv and the workerEnvKeys of env.
+func workerEnviron(env []string) []string {
+	out := []string{WorkerEnv + "=" + WorkerEnvValue}
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && workerEnvKeys[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// readLoop forwards the worker's frames until its output ends, then reaps the process.
+func (p *proc) readLoop(stdout io.Reader) {
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		f, err := readFrame(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				p.readErr = err
+				p.kill() // a corrupt stream: the worker is of no further use
+			}
+			break
+		}
+		select {
+		case p.frames <- f:
+		case <-p.gone:
+		}
+	}
+	close(p.frames)
+	_ = p.cmd.Wait()
+	p.state = p.cmd.ProcessState
+	close(p.exited)
+}
+
+// pid returns the worker's process id.
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// send writes a frame to the worker. An error means the worker is gone.
+func (p *proc) send(f frame) error { return p.out.write(f) }
+
+// kill ends the worker with SIGKILL (it cannot ignore it, whatever native code it is in). Reaping
+// happens in readLoop; wait on exited for it.
+func (p *proc) kill() {
+	p.killOnce.Do(func() {
+		close(p.gone)
+		_ = p.cmd.Process.Kill()
+		_ = p.in.Close()
+	})
+}
+
+// alive reports whether the worker has not exited yet.
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// maxRSS returns the worker's peak resident set in bytes, once it was reaped (0 before).
+func (p *proc) maxRSS() uint64 {
+	if p.state == nil {
+		return 0
+	}
+	if ru, ok := p.state.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		return uint64(ru.Maxrss) << 10
+	}
+	return 0
+}
+
+// deathCause classifies how a reaped worker ended. memory is true when it died of its memory bounds: the
+// watchdog's exit code, or the Go runtime failing an allocation that the OS backstop refused.
+func (p *proc) deathCause() (memory bool, detail string) {
+	tail := p.stderr.String()
+	if p.state != nil && p.state.ExitCode() == exitMemoryLimit {
+		return true, "the memory watchdog stopped it"
+	}
+	for _, oom := range []string{"runtime: out of memory", "cannot allocate memory", "stack exceeds"} {
+		if strings.Contains(tail, oom) {
+			return true, oom
+		}
+	}
+	return false, p.death()
+}
+
+// death describes how a reaped worker ended, for an internal error.
+func (p *proc) death() string {
+	var b strings.Builder
+	if p.state != nil {
+		b.WriteString(p.state.String())
+	} else {
+		b.WriteString("unknown exit")
+	}
+	if p.readErr != nil {
+		fmt.Fprintf(&b, "; %v", p.readErr)
+	}
+	if tail := strings.TrimSpace(p.stderr.String()); tail != "" {
+		if i := strings.IndexByte(tail, '\n'); i > 0 && i < 300 {
+			tail = tail[:i] // the first line says what happened; goroutine dumps follow
+		}
+		fmt.Fprintf(&b, "; stderr: %.300s", tail)
+	}
+	return b.String()
+}
+
+// tailBuffer keeps the first and last bytes written to it (a worker's stderr): the first line of a
+// Go fatal error says what happened; a flood must not grow the parent.
+type tailBuffer struct {
+	mu   sync.Mutex
+	max  int
+	head []byte
+	tail []byte
+}
+
+// Write keeps up to max/2 bytes from the start and the last max/2 bytes.
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	if room := b.max/2 - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
+	}
+	b.tail = append(b.tail, p...)
+	if over := len(b.tail) - b.max/2; over > 0 {
+		b.tail = append(b.tail[:0], b.tail[over:]...)
+	}
+	return n, nil
+}
+
+// String returns what was kept.
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.head) + string(b.tail)
+}
