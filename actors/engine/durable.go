@@ -309,6 +309,59 @@ func (e *Engine) Restore(run store.Run, entries []store.JournalEntry) Outcome {
 	return out
 }
 
+// RestoreDormant brings back a paused durable run on a fresh activation
+// without running it: when its journal ends with the call that awaits
+// approval under the run's pause, the pause is registered dormant (with
+// what the journal recorded of it; reported to the hooks like a new
+// pause), and the first decision re-runs the code by replay. Restoring a
+// session with paused executions then costs no sandbox worker, and no
+// replay of pauses nobody decides. A run in any other state (a call in
+// flight when its node died) is restored by [Engine.Restore] at once. It
+// returns the pause, or the outcome of the immediate restore.
+func (e *Engine) RestoreDormant(run store.Run, entries []store.JournalEntry) Outcome {
+	p, ok := dormantPause(run, entries)
+	if !ok {
+		return e.Restore(run, entries)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return Outcome{Status: StatusInternal, Internal: ErrClosed}
+	}
+	if _, known := e.paused[p.ID]; known {
+		e.mu.Unlock()
+		return Outcome{Status: StatusPaused, Pause: &p}
+	}
+	e.paused[p.ID] = &pending{Pause: p, reply: make(chan Response, 1), durable: true, dormant: true}
+	e.dormant++
+	e.mu.Unlock()
+	e.reportPause(&p)
+	return Outcome{Status: StatusPaused, Pause: &p}
+}
+
+// dormantPause is the pause a run's journal ends with, if it ends with the
+// run's current pause awaiting a decision.
+func dormantPause(run store.Run, entries []store.JournalEntry) (Pause, bool) {
+	if len(entries) == 0 || run.PauseID == "" {
+		return Pause{}, false
+	}
+	last := entries[len(entries)-1]
+	if last.State != store.JournalAwaiting || last.PauseID != run.PauseID || last.Seq != len(entries)-1 {
+		return Pause{}, false
+	}
+	var c Call
+	if json.Unmarshal([]byte(last.Data), &c) != nil || c.Pause == nil || c.Pause.ID != run.PauseID {
+		return Pause{}, false
+	}
+	var args any
+	if len(c.Pause.Args) > 0 {
+		_ = json.Unmarshal(c.Pause.Args, &args)
+	}
+	r := c.Pause
+	return Pause{ID: r.ID, Address: r.Address, Args: args, ApprovalText: r.ApprovalText, Message: r.Message, Policy: r.Policy,
+		Deadline: time.UnixMilli(r.DeadlineMs), Principal: runOwner(run)}, true
+}
+
 // restoreFailed settles a run that ended while it was being restored.
 func (e *Engine) restoreFailed(run store.Run, out Outcome) Outcome {
 	if out.Status == StatusInternal {
@@ -329,8 +382,8 @@ func (e *Engine) restoreFailed(run store.Run, out Outcome) Outcome {
 // settle records the final outcome of a durable run (unless the engine is
 // shutting down: then the run is not over, it continues elsewhere).
 func (e *Engine) settle(d *durable, out Outcome) {
-	if d.deferred {
-		return // never paused: nothing stored to settle
+	if d.deferred || errors.Is(d.failure(), errReleased) {
+		return // never paused (nothing stored to settle), or released: not over
 	}
 	if e.base.Err() != nil {
 		// Shutting down: the run is not over, it continues elsewhere; an

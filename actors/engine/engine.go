@@ -181,6 +181,7 @@ type Engine struct {
 	mu       sync.Mutex
 	running  int
 	paused   map[string]*pending
+	dormant  int // paused entries that are dormant
 	resuming map[string]*resumeCall
 	loading  map[string]chan struct{} // pauses being restored on demand (RestorePaused)
 	outcomes map[string]Outcome       // settled outcomes, last settledOutcomes
@@ -203,8 +204,14 @@ type event struct {
 
 type pending struct {
 	Pause
-	exec  *execution
+	exec  *execution // nil once dormant
 	reply chan Response
+	// durable: journaled, so it survives its runtime (and can go dormant).
+	durable bool
+	// dormant: the pause holds no running execution (its sandbox worker
+	// was given back while it waited, or it was restored from the journal
+	// without running it); a decision re-runs it by replay first.
+	dormant bool
 }
 
 type resumeCall struct {
@@ -301,6 +308,11 @@ func (e *Engine) start(ctx context.Context, code string, who Principal, lim sand
 	if lim.Pool == nil {
 		lim.Pool = e.cfg.Limits.Pool // a durable run's limits are rebuilt from its stored spec
 	}
+	if dur != nil {
+		// A durable run waiting for a decision can give its worker back:
+		// its pause goes dormant and a decision replays it.
+		lim.Release = func() { e.release(dur) }
+	}
 	runCtx, cancelRun := context.WithCancelCause(e.base)
 	if dur != nil {
 		dur.cancel = cancelRun
@@ -343,6 +355,7 @@ func (e *Engine) await(ex *execution) Outcome {
 		return *ev.done
 	}
 	p := ev.pause
+	p.durable = ex.dur != nil
 	e.mu.Lock()
 	e.paused[p.ID] = p
 	e.mu.Unlock()
@@ -380,6 +393,12 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 		<-rc.done // join
 		return rc.outcome, true
 	}
+	if wait, ok := e.loading[id]; ok {
+		// Being brought back from the journal: decide it once it is.
+		e.mu.Unlock()
+		<-wait
+		return e.Resume(context.Background(), id, a, resp)
+	}
 	p, ok := e.paused[id]
 	if !ok {
 		e.mu.Unlock()
@@ -388,6 +407,11 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	if !a.Allows(p.Principal) {
 		e.mu.Unlock()
 		return Outcome{}, false
+	}
+	if p.dormant {
+		// Re-run it by replay to where it waits, then decide it.
+		e.wake(p)
+		return e.Resume(context.Background(), id, a, resp)
 	}
 	if e.cfg.EnforceDeadlines && !p.Deadline.IsZero() && e.cfg.Clock.Now().After(p.Deadline) {
 		resp = Response{Action: Decline, Reason: ReasonApprovalTimeout}
@@ -489,6 +513,78 @@ func (e *Engine) RestorePaused(ctx context.Context, id string, a Access) bool {
 	return e.known(id)
 }
 
+// wake brings dormant pause p back by replaying its run (e.mu held on
+// entry, released on return). Concurrent deciders of the same pause wait
+// for the one replay (e.loading).
+func (e *Engine) wake(p *pending) {
+	id := p.ID
+	done := make(chan struct{})
+	e.loading[id] = done
+	delete(e.paused, id)
+	e.dormant--
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.loading, id)
+		e.mu.Unlock()
+		close(done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
+	run, entries, ok := e.cfg.Journal.RunOf(ctx, id)
+	cancel()
+	if !ok || run.PauseID != id || !run.Settled.IsZero() {
+		e.cfg.Logger.Warn("engine: a dormant pause's run is gone from the journal or moved on", "owner", e.cfg.Session, "execution", id)
+		return
+	}
+	began := time.Now()
+	out := e.Restore(run, entries)
+	e.cfg.Logger.Info("engine: restored paused execution by replay (a decision came for its dormant pause)", "owner", e.cfg.Session,
+		"execution", id, "calls", len(entries), "status", out.Status, "replay_ms", time.Since(began).Milliseconds())
+}
+
+// release gives back the sandbox worker of durable run d, which waits for
+// a decision: its pause goes dormant (a decision re-runs it by replay).
+// The sandbox pool calls it (sandbox.Limits.Release) for executions
+// parked too long, or when too many are parked on the node.
+func (e *Engine) release(d *durable) {
+	e.mu.Lock()
+	var p *pending
+	for _, q := range e.paused {
+		if !q.dormant && q.exec != nil && q.exec.dur == d {
+			p = q
+			break
+		}
+	}
+	if p == nil || e.closed {
+		e.mu.Unlock()
+		return // resumed (or being) meanwhile, or shutting down
+	}
+	ex := p.exec
+	p.exec, p.dormant = nil, true
+	e.dormant++
+	e.mu.Unlock()
+	d.stopWith(errReleased)
+	go drain(ex, "released")
+}
+
+// errReleased stops a durable run whose worker was given back while it
+// waited: the run is not over (its pause is dormant).
+var errReleased = errors.New("engine: the execution gave its sandbox worker back while it waited")
+
+// drain consumes an abandoned execution's events until it ends, so its
+// goroutine does: a pause it reaches meanwhile is cancelled.
+func drain(ex *execution, reason string) {
+	for ev := range ex.events {
+		if ev.done != nil {
+			return
+		}
+		select {
+		case ev.pause.reply <- Response{Action: Cancel, Reason: reason}:
+		default:
+		}
+	}
+}
+
 // known reports whether id is paused, being resumed or settled here.
 func (e *Engine) known(id string) bool {
 	e.mu.Lock()
@@ -538,7 +634,7 @@ func (e *Engine) IsDurable(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, ok := e.paused[id]
-	return ok && p.exec.dur != nil
+	return ok && p.durable
 }
 
 // DurablePausedCount is the number of paused executions that are durable.
@@ -547,11 +643,19 @@ func (e *Engine) DurablePausedCount() int {
 	defer e.mu.Unlock()
 	n := 0
 	for _, p := range e.paused {
-		if p.exec.dur != nil {
+		if p.durable {
 			n++
 		}
 	}
 	return n
+}
+
+// DormantCount is the number of paused executions that hold no running
+// execution (no sandbox worker): they are re-run by replay when decided.
+func (e *Engine) DormantCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dormant
 }
 
 // Paused returns the pause with id, if a may see it.
@@ -588,7 +692,7 @@ func (e *Engine) PausedCount() int {
 func (e *Engine) RunningCount() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return max(0, e.running-len(e.paused))
+	return max(0, e.running-(len(e.paused)-e.dormant))
 }
 
 // Shutdown interrupts every execution and drops its pauses (the runtime is
@@ -604,10 +708,11 @@ func (e *Engine) Shutdown() {
 	e.closed = true
 	paused := e.paused
 	e.paused = map[string]*pending{}
+	e.dormant = 0
 	e.mu.Unlock()
 	e.stop()
 	for id, p := range paused {
-		if p.exec.dur == nil {
+		if !p.durable {
 			select {
 			case p.reply <- Response{Action: Cancel, Reason: "session_closed"}:
 			default:
@@ -616,18 +721,9 @@ func (e *Engine) Shutdown() {
 				e.cfg.Hooks.Settled(id)
 			}
 		}
-		// Drain the execution so its goroutine ends.
-		go func(ex *execution) {
-			for ev := range ex.events {
-				if ev.done != nil {
-					return
-				}
-				select {
-				case ev.pause.reply <- Response{Action: Cancel, Reason: "session_closed"}:
-				default:
-				}
-			}
-		}(p.exec)
+		if p.exec != nil {
+			go drain(p.exec, "session_closed") // so its goroutine ends
+		}
 	}
 }
 

@@ -74,3 +74,99 @@ func TestAnApprovalCycleIsThreeJournalSteps(t *testing.T) {
 		t.Fatalf("directory row after the cycle: %+v %v", row, err)
 	}
 }
+
+// waitUntil polls cond until it holds, failing after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A durable pause gives its sandbox worker back when the node has more
+// parked than it keeps (the pool asks the longest parked): the pause goes
+// dormant, holds no worker, and its decision re-runs the code by replay —
+// the approved call is made once, the earlier one is not made again.
+func TestParkedDurablePauseReleasesItsWorkerAndResumesByReplay(t *testing.T) {
+	pool, err := sandbox.NewPool(sandbox.PoolOptions{MaxParked: 1, Spares: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f := newDurableFixture(t)
+	e := f.activateWith(&hookLog{}, sandbox.Limits{WallTime: 10 * time.Second, Pool: pool})
+	first := e.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
+	if first.Status != engine.StatusPaused || e.DormantCount() != 0 {
+		t.Fatalf("first: %+v, %d dormant", first, e.DormantCount())
+	}
+	second := e.ExecuteWithPause(context.Background(), `return await tools.demo.createTodo({title: "second"})`, alice)
+	if second.Status != engine.StatusPaused {
+		t.Fatalf("second: %+v", second)
+	}
+	waitUntil(t, "the first pause to give its worker back", func() bool {
+		st := pool.Stats()
+		return e.DormantCount() == 1 && st.Parked == 1 && st.Running == 0
+	})
+	if e.PausedCount() != 2 || e.RunningCount() != 0 {
+		t.Fatalf("%d paused, %d running after the release", e.PausedCount(), e.RunningCount())
+	}
+	gets := f.gets.Load()
+	done, found := e.Resume(context.Background(), first.Pause.ID, engine.AsOwner(alice), engine.Response{Action: engine.Accept})
+	if !found || done.Status != engine.StatusCompleted {
+		t.Fatalf("resume of the dormant pause: %v %+v", found, done)
+	}
+	if f.posts.Load() != 1 || f.gets.Load() != gets+1 {
+		t.Fatalf("%d POSTs, %d GETs during the resume (want 1 POST and only the final GET: the first was replayed)",
+			f.posts.Load(), f.gets.Load()-gets)
+	}
+	// The replayed run parked again on its way: over MaxParked, the other
+	// pause gave its worker back in turn.
+	waitUntil(t, "the second pause to go dormant", func() bool { return e.DormantCount() == 1 && pool.Stats().Parked == 0 })
+	if again, found := e.Resume(context.Background(), first.Pause.ID, engine.AsOwner(alice), engine.Response{}); !found || again.Status != engine.StatusCompleted {
+		t.Fatalf("replayed outcome: %v %+v", found, again)
+	}
+}
+
+// A fresh activation registers its paused runs dormant: no code runs and
+// no worker is taken until a decision comes, which replays the run.
+func TestRestoredPausesAreDormantUntilDecided(t *testing.T) {
+	pool, err := sandbox.NewPool(sandbox.PoolOptions{Spares: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	lim := sandbox.Limits{WallTime: 10 * time.Second, Pool: pool}
+	f := newDurableFixture(t)
+	first := f.activateWith(&hookLog{}, lim)
+	out := first.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("outcome %+v", out)
+	}
+	first.Shutdown()
+	waitUntil(t, "the shut-down activation's worker to go", func() bool { st := pool.Stats(); return st.Parked == 0 && st.Running == 0 })
+	hooks := &hookLog{}
+	second := f.activateWith(hooks, lim)
+	run, entries := f.runOf(out.Pause.ID)
+	gets := f.gets.Load()
+	restored := second.RestoreDormant(run, entries)
+	if restored.Status != engine.StatusPaused || restored.Pause.ID != out.Pause.ID || restored.Pause.Message != out.Pause.Message {
+		t.Fatalf("restored: %+v", restored)
+	}
+	if second.DormantCount() != 1 || pool.Stats().Parked != 0 || pool.Stats().Running != 0 || f.gets.Load() != gets {
+		t.Fatalf("a dormant restore ran code: %d dormant, pool %+v, %d GETs", second.DormantCount(), pool.Stats(), f.gets.Load()-gets)
+	}
+	if got := hooks.list(); len(got) != 1 || got[0] != "pause:"+out.Pause.ID {
+		t.Fatalf("hooks %v, want the pause reported once", got)
+	}
+	if p, ok := second.Paused(out.Pause.ID, engine.AsApprover(alice)); !ok || p.Address != "demo.createTodo" {
+		t.Fatalf("the dormant pause is not visible: %+v %v", p, ok)
+	}
+	done, found := second.Resume(context.Background(), out.Pause.ID, engine.AsOwner(alice), engine.Response{Action: engine.Accept})
+	if !found || done.Status != engine.StatusCompleted || f.posts.Load() != 1 {
+		t.Fatalf("decision of a dormant pause: %v %+v, %d POSTs", found, done, f.posts.Load())
+	}
+}

@@ -129,9 +129,9 @@ func (c *codeRuntime) restore(ctx context.Context, st store.Store) {
 			continue
 		}
 		began := time.Now()
-		out := c.eng.Restore(run, entries)
-		c.log().Info("mcpruntime: restored paused execution by replay", "session", c.id, "run", run.ID, "execution", run.PauseID,
-			"calls", len(entries), "status", out.Status, "replay_ms", time.Since(began).Milliseconds())
+		out := c.eng.RestoreDormant(run, entries)
+		c.log().Info("mcpruntime: restored paused execution", "session", c.id, "run", run.ID, "execution", run.PauseID,
+			"calls", len(entries), "status", out.Status, "ms", time.Since(began).Milliseconds())
 	}
 }
 

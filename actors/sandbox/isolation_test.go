@@ -581,3 +581,68 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return d.GetGauge().GetValue()
 }
+
+// A releasable parked execution is asked to give its worker back when more
+// are parked than MaxParked (the longest parked first) or after
+// ParkTimeout; the caller ends the run, and the worker, which was waiting
+// for a tool result rather than running code, serves the next execution.
+func TestParkedExecutionsAreAskedToReleaseTheirWorkers(t *testing.T) {
+	t.Parallel()
+	p, log := newTestPool(t, PoolOptions{MaxParked: 1, ParkTimeout: -1, Spares: -1})
+	type run struct {
+		cancel context.CancelFunc
+		asked  chan struct{}
+		done   chan error
+	}
+	start := func() *run {
+		ctx, cancel := context.WithCancel(t.Context())
+		r := &run{cancel: cancel, asked: make(chan struct{}), done: make(chan error, 1)}
+		host := newBlockingHost()
+		var once sync.Once
+		go func() {
+			_, err := p.Run(ctx, `return await tools.approve()`, host, Limits{Release: func() { once.Do(func() { close(r.asked) }); cancel() }})
+			r.done <- err
+		}()
+		<-host.entered
+		return r
+	}
+	first := start()
+	firstWorker := <-log.lent
+	second := start()
+	<-log.lent
+	select {
+	case <-first.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the longest parked execution was not asked to release its worker")
+	}
+	if err := <-first.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the released run: %v, want its cancellation", err)
+	}
+	select {
+	case <-second.asked:
+		t.Fatal("the execution within MaxParked was asked too")
+	default:
+	}
+	if res, err := p.Run(t.Context(), `return 1`, nil, Limits{}); err != nil || res.Value != 1.0 {
+		t.Fatalf("next run: %v %v", res.Value, err)
+	}
+	if w := <-log.lent; w != firstWorker {
+		t.Fatal("the released worker was not reused")
+	}
+	second.cancel()
+	<-second.done
+
+	// ParkTimeout asks a lone parked execution too.
+	q, _ := newTestPool(t, PoolOptions{ParkTimeout: 20 * time.Millisecond, Spares: -1})
+	asked := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	host := newBlockingHost()
+	go func() {
+		_, _ = q.Run(ctx, `return await tools.approve()`, host, Limits{Release: func() { close(asked); cancel() }})
+	}()
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a parked execution was not asked after ParkTimeout")
+	}
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,15 @@ type PoolOptions struct {
 	// priority (nice 10), so that one tenant's long busy executions yield the cores to other tenants'
 	// short ones; such a worker is retired afterwards (default 1s; negative: never).
 	NiceAfterCPU time.Duration
+	// MaxParked is the most releasable parked executions (Limits.Release) that keep their workers
+	// (default 16): beyond it the longest parked is asked to release its worker. A parked worker is
+	// a whole process (tens of MiB), while a durable execution can wait minutes for an approval.
+	// Negative: no bound.
+	MaxParked int
+	// ParkTimeout is how long a releasable execution keeps its worker while parked before it is
+	// asked to release it (default 10s: a quick approval resumes on the fast path; a slow one is
+	// replayed). Negative: never.
+	ParkTimeout time.Duration
 	// Registerer, when set, receives the pool's metrics (mcpgrain_sandbox_*). One Pool per
 	// Registerer.
 	Registerer prometheus.Registerer
@@ -53,6 +63,8 @@ const (
 	DefaultRecycleHeap         = 128 << 20
 	DefaultInterruptGrace      = 250 * time.Millisecond
 	DefaultNiceAfterCPU        = time.Second
+	DefaultMaxParked           = 16
+	DefaultParkTimeout         = 10 * time.Second
 )
 
 // DefaultMaxRunning is the default PoolOptions.MaxRunning: 4×GOMAXPROCS.
@@ -86,6 +98,12 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	if o.InterruptGrace <= 0 {
 		o.InterruptGrace = DefaultInterruptGrace
 	}
+	if o.MaxParked == 0 {
+		o.MaxParked = DefaultMaxParked
+	}
+	if o.ParkTimeout == 0 {
+		o.ParkTimeout = DefaultParkTimeout
+	}
 	return o
 }
 
@@ -103,6 +121,7 @@ type Pool struct {
 	starting int                // spares being started
 	running  int                // admitted executions, not parked
 	parked   int                // admitted executions whose tool call is suspended
+	lot      *list.List         // releasable parked slots, longest parked first
 	tenants  map[string]int     // running executions per tenant
 	waiting  int                // runs waiting for a slot
 	changed  chan struct{}      // closed (and replaced) when a slot frees
@@ -118,7 +137,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{opts: opts, m: m, procs: map[*proc]struct{}{}, tenants: map[string]int{}, changed: make(chan struct{})}, nil
+	return &Pool{opts: opts, m: m, procs: map[*proc]struct{}{}, tenants: map[string]int{}, changed: make(chan struct{}), lot: list.New()}, nil
 }
 
 // PoolStats are a pool's counts at one moment.
@@ -167,6 +186,13 @@ type slot struct {
 	tenant   string
 	parked   bool
 	released bool
+	// releaseFn is Limits.Release (nil: the execution keeps its worker while parked); inLot is its
+	// place among the releasable parked slots, timer asks it after ParkTimeout, asked is set once it
+	// was asked.
+	releaseFn func()
+	inLot     *list.Element
+	timer     *time.Timer
+	asked     bool
 }
 
 // admit takes a running slot for tenant, or refuses (KindBusy) or waits for one.
@@ -265,8 +291,53 @@ func (s *slot) park() {
 	if s.tenant != "" {
 		p.tenants[s.tenant]--
 	}
+	if s.releaseFn != nil && !s.asked {
+		s.inLot = p.lot.PushBack(s)
+		if p.opts.ParkTimeout > 0 {
+			s.timer = time.AfterFunc(p.opts.ParkTimeout, s.timedOut)
+		}
+		for p.opts.MaxParked >= 0 && p.lot.Len() > p.opts.MaxParked {
+			p.askLocked(p.lot.Front().Value.(*slot), "max_parked")
+		}
+	}
 	p.notifyLocked()
 	p.gaugesLocked()
+}
+
+// wasAsked reports whether the pool asked this execution to release its worker.
+func (s *slot) wasAsked() bool {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	return s.asked
+}
+
+// timedOut asks s to release its worker after ParkTimeout.
+func (s *slot) timedOut() {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if s.parked && !s.released && !s.asked {
+		s.p.askLocked(s, "park_timeout")
+	}
+}
+
+// askLocked asks a parked execution to release its worker (once).
+func (p *Pool) askLocked(s *slot, why string) {
+	s.asked = true
+	s.leaveLotLocked()
+	p.m.released.WithLabelValues(why).Inc()
+	go s.releaseFn()
+}
+
+// leaveLotLocked takes s out of the releasable parked slots.
+func (s *slot) leaveLotLocked() {
+	if s.inLot != nil {
+		s.p.lot.Remove(s.inLot)
+		s.inLot = nil
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
 }
 
 // unpark moves a parked execution back to running. It is never refused (the code was approved to go
@@ -284,6 +355,7 @@ func (s *slot) unpark() {
 	if s.tenant != "" {
 		p.tenants[s.tenant]++
 	}
+	s.leaveLotLocked()
 	p.gaugesLocked()
 }
 
@@ -296,6 +368,7 @@ func (s *slot) release() {
 		return
 	}
 	s.released = true
+	s.leaveLotLocked()
 	if s.parked {
 		p.parked--
 	} else {
@@ -432,10 +505,11 @@ const (
 
 // poolMetrics are the pool's Prometheus metrics.
 type poolMetrics struct {
-	workers *prometheus.GaugeVec
-	refused *prometheus.CounterVec
-	killed  *prometheus.CounterVec
-	starts  prometheus.Counter
+	workers  *prometheus.GaugeVec
+	refused  *prometheus.CounterVec
+	killed   *prometheus.CounterVec
+	starts   prometheus.Counter
+	released *prometheus.CounterVec
 }
 
 func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
@@ -456,9 +530,13 @@ func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
 			Name: "mcpgrain_sandbox_worker_starts_total",
 			Help: "Worker processes started.",
 		}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_sandbox_parked_released_total",
+			Help: "Parked executions asked to give their worker back (a durable execution is re-run by replay when its wait is over), by reason (park_timeout, max_parked).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.workers, m.refused, m.killed, m.starts} {
+		for _, c := range []prometheus.Collector{m.workers, m.refused, m.killed, m.starts, m.released} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("sandbox: registering metrics: %w", err)
 			}

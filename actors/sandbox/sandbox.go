@@ -77,6 +77,13 @@ type Limits struct {
 	// Pool is where the package-level Run runs the execution (nil: the default pool, see Configure).
 	// A node that owns its pool (its options, its metrics, its Close) passes it here.
 	Pool *Pool
+	// Release, when set, lets the pool take back this execution's worker while it is parked (a tool
+	// call suspended, see Suspend): the pool calls it once, from a goroutine of its own, when the
+	// execution has been parked longer than PoolOptions.ParkTimeout, or when more than
+	// PoolOptions.MaxParked releasable executions are parked (the longest parked first). The caller
+	// then ends the run (cancels its context); a durable engine re-runs it by replay when the wait is
+	// over. Without Release a parked execution keeps its worker until it goes on.
+	Release func()
 }
 
 func (l Limits) withDefaults() Limits {
@@ -156,6 +163,9 @@ func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Res
 	}
 	lim = lim.withDefaults()
 	sl, err := p.admit(ctx, lim.Tenant, lim.WaitForSlot)
+	if err == nil {
+		sl.releaseFn = lim.Release
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -167,7 +177,7 @@ func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Res
 	if p.onLend != nil {
 		p.onLend(w)
 	}
-	d := &driver{p: p, w: w, host: host, lim: lim}
+	d := &driver{p: p, w: w, host: host, lim: lim, sl: sl}
 	return d.run(ctx, code, sl)
 }
 
@@ -187,6 +197,7 @@ type driver struct {
 	w    *proc
 	host Host
 	lim  Limits
+	sl   *slot
 
 	res     Result
 	stopErr error  // why the parent stopped the execution; the first reason wins
@@ -362,6 +373,13 @@ func (d *driver) ctxReason(ctx, timed context.Context) (tag string, reason error
 // finish handles the worker's done frame.
 func (d *driver) finish(f frame) (Result, error) {
 	if d.stopErr != nil {
+		if d.killTag == killCancelled && d.sl.wasAsked() {
+			// Cancelled while parked because the pool asked for the worker back: it was waiting
+			// for a tool result, not running code, and finished cleanly; it serves another
+			// execution (a fresh runtime each) instead of costing a process start.
+			d.p.put(d.w, f.Heap, f.Niced)
+			return d.fail(d.stopErr)
+		}
 		// Interrupted: the worker is never reused.
 		d.p.discard(d.w, d.killTag)
 		return d.fail(d.stopErr)
