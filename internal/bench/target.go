@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
@@ -122,7 +123,10 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 		MCP: app.MCPConfig{
 			Packs: []string{toolpacks.Code, toolpacks.Demo}, Keys: keys, RateLimit: 0, RateBurst: 1,
 			SoftCap: o.SoftCap, StateKey: []byte(rand.Text() + rand.Text()),
-			Code: app.CodeConfig{DemoAPI: true},
+			// One bench principal runs every worker's executions: the
+			// per-user running cap (a fairness bound between tenants) must
+			// not refuse them.
+			Code: app.CodeConfig{DemoAPI: true, Pool: sandbox.PoolOptions{MaxRunningPerTenant: max(sandbox.DefaultMaxRunningPerTenant, conns)}},
 		},
 	}
 	nctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
