@@ -87,8 +87,14 @@ func (t *target) connect(ctx context.Context) (*mcp.ClientSession, error) {
 // NodeOptions configure the in-process node [Run] starts when no URL is
 // given.
 type NodeOptions struct {
-	// SoftCap is the resident runtime soft cap.
+	// SoftCap, when positive, fixes the resident runtime soft cap (as
+	// --resident-soft-cap does). Zero derives it from ResidentMemory, as a
+	// node with default flags does.
 	SoftCap int
+	// ResidentMemory is the memory budget the soft cap is derived from
+	// when SoftCap is zero (zero: [app.DefaultResidentMemory], as
+	// --resident-memory auto).
+	ResidentMemory uint64
 	// Logger receives the node's log (nil: discarded).
 	Logger *slog.Logger
 }
@@ -110,6 +116,13 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	var budget uint64
+	if o.SoftCap <= 0 {
+		budget = o.ResidentMemory
+		if budget == 0 {
+			budget = app.DefaultResidentMemory()
+		}
+	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -121,7 +134,7 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 		Logger:          logger,
 		MCP: app.MCPConfig{
 			Packs: []string{toolpacks.Code, toolpacks.Demo}, Keys: keys, RateLimit: 0, RateBurst: 1,
-			SoftCap: o.SoftCap, StateKey: []byte(rand.Text() + rand.Text()),
+			SoftCap: o.SoftCap, ResidentMemory: budget, StateKey: []byte(rand.Text() + rand.Text()),
 			Code: app.CodeConfig{DemoAPI: true},
 		},
 	}
