@@ -39,6 +39,8 @@ type target struct {
 	endpoint, base string
 	hc             *http.Client
 	client         *mcp.Client
+	// store is the DSN of the in-process node's store (empty elsewhere).
+	store string
 	// stop releases what the target started (nil: nothing).
 	stop func()
 }
@@ -47,9 +49,9 @@ type target struct {
 // bearer token. The HTTP client keeps enough idle connections for
 // conns concurrent requests.
 func newTarget(endpoint, token string, conns int) (*target, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("endpoint %q: want an http(s) URL like http://127.0.0.1:8080/mcp", endpoint)
+	base, err := origin(endpoint)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns + 16
@@ -59,10 +61,20 @@ func newTarget(endpoint, token string, conns int) (*target, error) {
 		rt = mcpclient.Bearer(token, tr)
 	}
 	return &target{
-		endpoint: endpoint, base: u.Scheme + "://" + u.Host,
+		endpoint: endpoint, base: base,
 		hc:     &http.Client{Transport: rt},
 		client: mcp.NewClient(&mcp.Implementation{Name: "mcpgrain-bench", Version: app.Version()}, nil),
 	}, nil
+}
+
+// origin returns the scheme and host of an MCP endpoint URL (where its
+// node serves /metrics).
+func origin(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("endpoint %q: want an http(s) URL like http://127.0.0.1:8080/mcp", endpoint)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
 func (t *target) close() {
@@ -123,13 +135,14 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 			budget = app.DefaultResidentMemory()
 		}
 	}
+	storeDSN := "sqlite:" + filepath.Join(dir, "mcpgrain.db")
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg := app.Config{
 		NodeID: "bench", Bind: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-		Store:           "sqlite:" + filepath.Join(dir, "mcpgrain.db"),
+		Store:           storeDSN,
 		ShutdownTimeout: 10 * time.Second,
 		Logger:          logger,
 		MCP: app.MCPConfig{
@@ -154,7 +167,7 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 			stop()
 			return nil, err
 		}
-		t.stop = stop
+		t.stop, t.store = stop, storeDSN
 		return t, nil
 	case err := <-done:
 		cancel()
