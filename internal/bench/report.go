@@ -170,8 +170,8 @@ func writeScale(b *strings.Builder, r Report) {
 		row("warm", sr.Warm, "-")
 		row("cold", sr.Cold, "-")
 		_ = tw.Flush()
-		fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); each revisit picks a random session of %d through a random URL\n",
-			100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, sr.Created)
+		fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); a revisit goes to a random session (of %d) through a random URL (of %d)\n",
+			100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, sr.Created, len(sr.URLs))
 	}
 	if r.External {
 		b.WriteString(externalNote)

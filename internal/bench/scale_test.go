@@ -62,7 +62,7 @@ target: http://n1/mcp, http://n2/mcp
                          all       104       4    3.3  2.00ms  30.0ms  90.0ms  95.0ms    900µs
                         warm        75       -    2.5  1.00ms  2.00ms  3.00ms  4.00ms        -
                         cold        25       -    0.8  30.0ms  80.0ms  90.0ms  95.0ms        -
-cold restores: 25.0% of the successful revisits (25 answers with Mcpgrain-Restored: 1, 75 warm); each revisit picks a random session of 998 through a random URL
+cold restores: 25.0% of the successful revisits (25 answers with Mcpgrain-Restored: 1, 75 warm); a revisit goes to a random session (of 998) through a random URL (of 2)
 (mcpgrain runs elsewhere: its cpu/req counts only this client)
 errors (create, mcpgrain): 2 × initialize: HTTP 503
 error (create, mcpgrain): initialize: HTTP 503: restarting
