@@ -22,6 +22,11 @@ func TestBenchCommandLineErrors(t *testing.T) {
 		{"stray argument", []string{"call"}, `unexpected argument "call"`},
 		{"bad node log level", []string{"--node-log-level", "loud"}, `unknown level "loud"`},
 		{"bad url", []string{"--url", "127.0.0.1:8080", "--requests", "1"}, "want an http(s) URL"},
+		{"several urls for call", []string{"--url", "http://a/mcp,http://b/mcp"}, "the call scenario drives one URL, not 2"},
+		{"unknown revisit", []string{"--scenario", "scale", "--scale-revisit", "pong"}, `unknown revisit "pong" (want echo or ping)`},
+		{"no scale sessions", []string{"--scenario", "scale", "--scale-sessions", "0"}, "--scale-sessions must be at least 1"},
+		{"no scale memory", []string{"--scenario", "scale", "--scale-resident-memory", "0"}, `--scale-resident-memory "0": want a size such as 4GiB, or auto`},
+		{"bad scale store", []string{"--scenario", "scale", "--scale-store", "mysql://db"}, `store "mysql://db": want sqlite:PATH or postgres://`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,5 +89,51 @@ func TestBenchCommandRuns(t *testing.T) {
 	errOut.Reset()
 	if code := run([]string{"bench", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "--baseline") && !strings.Contains(errOut.String(), "-baseline") {
 		t.Fatalf("help: exit %d\n%s", code, errOut.String())
+	}
+}
+
+// `mcpgrain bench --scenario scale` end to end, briefly: the flags reach
+// the scenario, JSON on stdout, progress lines on stderr.
+func TestBenchScaleCommandRuns(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "--scenario", "scale", "--scale-sessions", "20", "--scale-revisit", "ping", "--scale-resident-memory", "1MiB",
+		"--concurrency", "2", "--requests", "10", "--duration", "0", "--json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut.String())
+	}
+	var got struct {
+		Reports []struct {
+			Scenario string `json:"scenario"`
+			Sessions int    `json:"sessions"`
+			Mcpgrain struct {
+				Requests, Errors int
+			} `json:"mcpgrain"`
+			Scale struct {
+				Revisit   string `json:"revisit"`
+				Created   int    `json:"created"`
+				Revisits  struct{ Requests, Errors int }
+				Snapshots []struct {
+					Nodes []struct {
+						MemoryBudget float64 `json:"memoryBudgetBytes"`
+					} `json:"nodes"`
+				} `json:"snapshots"`
+			} `json:"scale"`
+		} `json:"reports"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, out.String())
+	}
+	if len(got.Reports) != 1 {
+		t.Fatalf("reports: %s", out.String())
+	}
+	r := got.Reports[0]
+	if r.Scenario != "scale" || r.Sessions != 20 || r.Mcpgrain.Requests != 20 || r.Mcpgrain.Errors != 0 || r.Scale.Created != 20 || r.Scale.Revisit != "ping" ||
+		r.Scale.Revisits.Requests != 10 || r.Scale.Revisits.Errors != 0 || len(r.Scale.Snapshots) != 3 || r.Scale.Snapshots[0].Nodes[0].MemoryBudget != 1<<20 {
+		t.Fatalf("report: %s", out.String())
+	}
+	for _, want := range []string{"bench: scale mcpgrain create: 20 sessions, 0 err", "bench: scale mcpgrain revisit: 10 req, 0 err"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, errOut.String())
+		}
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
@@ -237,19 +235,11 @@ func (m *mcpFlags) memoryBudget() (uint64, error) {
 	if m.softCap > 0 {
 		return 0, nil
 	}
-	switch v := strings.TrimSpace(m.residentMemory); v {
-	case "auto", "":
-		total, _ := app.NodeMemory()
-		return uint64(float64(total) * app.DefaultResidentMemoryShare), nil
-	case "0":
-		return 0, nil
-	default:
-		n, err := humanize.ParseBytes(v)
-		if err != nil {
-			return 0, fmt.Errorf("%w: --resident-memory %q: want a size such as 4GiB or 512MB, auto or 0", errUsage, v)
-		}
-		return n, nil
+	n, err := app.ParseResidentMemory(m.residentMemory)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --resident-memory %v", errUsage, err)
 	}
+	return n, nil
 }
 
 func splitList(s string) []string {

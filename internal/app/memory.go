@@ -2,15 +2,43 @@ package app
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // DefaultResidentMemoryShare is the share of the node's memory (its cgroup
 // limit, else the machine's) that --resident-memory auto gives resident
 // session runtimes.
 const DefaultResidentMemoryShare = 0.5
+
+// DefaultResidentMemory is the budget --resident-memory auto gives
+// resident session runtimes: [DefaultResidentMemoryShare] of
+// [NodeMemory] (0 when that cannot be read).
+func DefaultResidentMemory() uint64 {
+	total, _ := NodeMemory()
+	return uint64(float64(total) * DefaultResidentMemoryShare)
+}
+
+// ParseResidentMemory parses a --resident-memory value: "auto" (or empty)
+// is [DefaultResidentMemory], "0" is no budget (a fixed soft cap), and
+// anything else a size such as 4GiB or 512MB.
+func ParseResidentMemory(v string) (uint64, error) {
+	switch v = strings.TrimSpace(v); v {
+	case "auto", "":
+		return DefaultResidentMemory(), nil
+	case "0":
+		return 0, nil
+	}
+	n, err := humanize.ParseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a size such as 4GiB or 512MB, auto or 0", v)
+	}
+	return n, nil
+}
 
 // NodeMemory returns the memory available to this process: its cgroup's
 // limit (v2 memory.max, v1 memory.limit_in_bytes) if it has one, else the

@@ -116,7 +116,7 @@ func TestParseScenarios(t *testing.T) {
 		{"all", "call,churn,restore,approve", ""},
 		{"approve,all", "approve,call,churn,restore", ""},
 		{"call,call", "call", ""},
-		{"calls", "", `unknown scenario "calls" (known: call, churn, restore, approve, all)`},
+		{"calls", "", `unknown scenario "calls" (known: call, churn, restore, approve, scale, all)`},
 		{"call,", "", "empty scenario name"},
 		{"", "", "empty scenario name"},
 	}

@@ -1,6 +1,7 @@
 // Package bench is the load generator behind `mcpgrain bench`: it drives an
-// MCP endpoint with the official go-sdk client and reports latency
-// percentiles, throughput and errors per scenario.
+// MCP endpoint with the official go-sdk client (the scale scenario with a
+// minimal raw HTTP client) and reports latency percentiles, throughput and
+// errors per scenario.
 //
 // Scenarios:
 //
@@ -15,6 +16,17 @@
 //   - approve: code mode. execute pauses on a demo API write, the decision
 //     goes through the HTTP approval route, and the model's resume returns
 //     the result; one request is the whole cycle.
+//   - scale (only when named; "all" leaves it out): sizing a cluster.
+//     ScaleOptions.Sessions sessions (100,000 by default) are created
+//     over raw Streamable HTTP — plain net/http POSTs of initialize and
+//     notifications/initialized, no go-sdk client, so the client costs
+//     little per session — round robin over one or several URLs. Then
+//     random sessions are revisited (echo or ping) through random URLs,
+//     and each answer is warm or cold by its Mcpgrain-Restored header
+//     ([Restored]). Each node's /metrics (memory, residency, counters)
+//     and optionally the store (bytes per session, reminder backlog) are
+//     sampled before creation, after it and after the revisits
+//     ([ScaleReport]).
 //
 // With Options.Baseline the same scenario also runs against a plain go-sdk
 // server in this process (mcp.NewServer with the same demo tools behind
@@ -28,9 +40,11 @@
 // comparison.
 //
 // The pure parts — percentiles ([Summarize]), ratios ([Ratio]), the
-// request budget ([Budget]), the round robin ([RoundRobin]) and the
-// metrics scrape parser ([SumMetric]) — take their inputs as values and
-// are table-tested; [Run] does the I/O.
+// request budget ([Budget]), the round robin ([RoundRobin]), the metrics
+// scrape parser ([SumMetric]), the answer parser of the raw client
+// ([ParseAnswer], [SSEData]) and the warm/cold and error classification
+// ([Restored], [ErrorKind]) — take their inputs as values and are
+// table-tested; [Run] does the I/O.
 //
 // Usage:
 //
@@ -39,4 +53,13 @@
 //		Duration: 10 * time.Second, Baseline: true,
 //	})
 //	bench.WriteText(os.Stdout, reports)
+//
+// Sizing a three-node cluster (creation, then 60 s of revisits):
+//
+//	reports, err := bench.Run(ctx, bench.Options{
+//		Scenarios: []bench.Scenario{bench.Scale}, Concurrency: 32, Duration: time.Minute,
+//		URL:   "http://127.0.0.1:8081/mcp,http://127.0.0.1:8082/mcp,http://127.0.0.1:8083/mcp",
+//		Token: token,
+//		Scale: bench.ScaleOptions{Sessions: 100_000, Store: "postgres://postgres@127.0.0.1:5432/test?search_path=scale1"},
+//	})
 package bench

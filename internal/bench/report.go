@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // MarshalJSON writes a ratio with no data (NaN) as null.
@@ -46,23 +49,15 @@ func WriteText(w io.Writer, reports []Report) error {
 }
 
 func writeReport(b *strings.Builder, r Report) {
-	limit := ""
-	switch {
-	case r.Duration > 0 && r.Requests > 0:
-		limit = fmt.Sprintf("%s or %d requests", r.Duration, r.Requests)
-	case r.Duration > 0:
-		limit = r.Duration.String()
-	default:
-		limit = fmt.Sprintf("%d requests", r.Requests)
-	}
-	if r.Warmup > 0 {
-		limit += fmt.Sprintf(" (after %s warm-up)", r.Warmup)
+	if r.Scenario == Scale {
+		writeScale(b, r)
+		return
 	}
 	sessions := fmt.Sprintf("%d sessions, ", r.Sessions)
 	if r.Scenario == Churn {
 		sessions = ""
 	}
-	fmt.Fprintf(b, "scenario %s — %s · %s%d workers · %s\n", r.Scenario, describe(r.Scenario), sessions, r.Concurrency, limit)
+	fmt.Fprintf(b, "scenario %s — %s · %s%d workers · %s\n", r.Scenario, describe(r.Scenario), sessions, r.Concurrency, limitText(r))
 	fmt.Fprintf(b, "target: %s\n", r.Target)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\tcpu/req\t")
@@ -80,10 +75,10 @@ func writeReport(b *strings.Builder, r Report) {
 	}
 	_ = tw.Flush()
 	if r.Ratios != nil {
-		b.WriteString("(ratio = mcpgrain / plain go-sdk: latency or cpu/req above 1× costs more, req/s below 1× serves fewer; cpu/req is this whole process, client included)\n")
+		b.WriteString(ratioNote)
 	}
 	if r.External {
-		b.WriteString("(mcpgrain runs elsewhere: its cpu/req counts only this client)\n")
+		b.WriteString(externalNote)
 	}
 	if r.BaselineNote != "" {
 		fmt.Fprintf(b, "baseline: n/a — %s\n", r.BaselineNote)
@@ -109,6 +104,184 @@ func writeReport(b *strings.Builder, r Report) {
 	}
 }
 
+// limitText is what ends a report's measured phase.
+func limitText(r Report) string {
+	limit := ""
+	switch {
+	case r.Duration > 0 && r.Requests > 0:
+		limit = fmt.Sprintf("%s or %d requests", r.Duration, r.Requests)
+	case r.Duration > 0:
+		limit = r.Duration.String()
+	default:
+		limit = fmt.Sprintf("%d requests", r.Requests)
+	}
+	if r.Warmup > 0 {
+		limit += fmt.Sprintf(" (after %s warm-up)", r.Warmup)
+	}
+	return limit
+}
+
+// ratioNote explains a ratio row.
+const ratioNote = "(ratio = mcpgrain / plain go-sdk: latency or cpu/req above 1× costs more, req/s below 1× serves fewer; cpu/req is this whole process, client included)\n"
+
+// externalNote says whose CPU cpu/req is against a URL.
+const externalNote = "(mcpgrain runs elsewhere: its cpu/req counts only this client)\n"
+
+// writeScale writes a scale report: creation (with the baseline), the
+// revisits warm and cold, errors by kind, the nodes and the store.
+func writeScale(b *strings.Builder, r Report) {
+	fmt.Fprintf(b, "scenario %s — %s · %d sessions, %d workers · revisits: %s\n", r.Scenario, describe(r.Scenario), r.Sessions, r.Concurrency, limitText(r))
+	fmt.Fprintf(b, "target: %s\n", r.Target)
+	sr := r.Scale
+	if sr == nil {
+		sr = &ScaleReport{}
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "creation\tsessions\terrors\tsessions/s\tp50\tp90\tp99\tmax\tcpu/session\t")
+	row := func(name string, x Result, errs string) {
+		if errs == "" {
+			errs = fmt.Sprint(x.Errors)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", name, x.Requests, errs, x.Throughput,
+			FormatDuration(x.P50), FormatDuration(x.P90), FormatDuration(x.P99), FormatDuration(x.Max), FormatDuration(x.CPUPerRequest))
+	}
+	row("mcpgrain", r.Mcpgrain, "")
+	if r.Baseline != nil {
+		row("plain go-sdk", *r.Baseline, "")
+	}
+	if x := r.Ratios; x != nil {
+		fmt.Fprintf(tw, "ratio\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\n", FormatRatio(x.Throughput), FormatRatio(x.P50), FormatRatio(x.P90), FormatRatio(x.P99), FormatRatio(x.Max), FormatRatio(x.CPU))
+	}
+	_ = tw.Flush()
+	if r.Ratios != nil {
+		b.WriteString("(ratio = mcpgrain / plain go-sdk: latency or cpu/session above 1× costs more, sessions/s below 1× creates fewer; cpu/session is this whole process, client included)\n")
+	}
+	if sr.CreateRestores > 0 {
+		fmt.Fprintf(b, "%d sessions were passivated between initialize and notifications/initialized, which restored them cold (included above)\n", sr.CreateRestores)
+	}
+	if sr.Revisits.Requests > 0 {
+		what := "tools/call echo"
+		if sr.Revisit == RevisitPing {
+			what = "ping"
+		}
+		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "revisits (%s)\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\tcpu/req\t\n", what)
+		row("all", sr.Revisits, "")
+		row("warm", sr.Warm, "-")
+		row("cold", sr.Cold, "-")
+		_ = tw.Flush()
+		fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); a revisit goes to a random session (of %d) through a random URL (of %d)\n",
+			100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, sr.Created, len(sr.URLs))
+	}
+	if r.External {
+		b.WriteString(externalNote)
+	}
+	writeKinds(b, "create, mcpgrain", sr.CreateErrors, r.Mcpgrain.ErrorSamples)
+	writeKinds(b, "revisit", sr.RevisitErrors, sr.Revisits.ErrorSamples)
+	if r.Baseline != nil {
+		writeKinds(b, "create, plain go-sdk", sr.BaselineCreateErrors, r.Baseline.ErrorSamples)
+	}
+	if len(sr.Snapshots) > 0 {
+		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "node\twhen\trss\tresident\tsoft cap\tper runtime\tbudget\tinitialize 200\tactivations\tcap evictions\tidle passivations\t")
+		var failed []string
+		for _, snap := range sr.Snapshots {
+			for _, n := range snap.Nodes {
+				if n.Error != "" {
+					failed = append(failed, fmt.Sprintf("node %s %s: %s\n", n.Node, snap.Phase, n.Error))
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", n.Node, snap.Phase, formatBytes(n.RSS), n.Resident, n.SoftCap,
+					formatBytes(n.RuntimeBytes), formatBytes(n.MemoryBudget), n.Initializes, n.Activations, n.CapEvictions, n.IdleDisposals)
+			}
+		}
+		_ = tw.Flush()
+		b.WriteString(strings.Join(failed, ""))
+		if !r.External {
+			b.WriteString("(in-process node: rss is this whole process, client included)\n")
+		}
+		last := sr.Snapshots[len(sr.Snapshots)-1]
+		unseen := 0
+		for _, n := range last.Nodes {
+			if n.Error != "" {
+				unseen++
+			}
+		}
+		fmt.Fprintf(b, "resident sessions at the end: %.0f across %s", sr.Resident, plural(len(last.Nodes)-unseen, "node"))
+		if unseen > 0 {
+			fmt.Fprintf(b, " (%s not scraped)", plural(unseen, "node"))
+		}
+		b.WriteString("\n")
+		writeStore(b, sr)
+	}
+	if sr.BaselineHeapPerSession > 0 {
+		fmt.Fprintf(b, "plain go-sdk keeps every session in memory: live heap +%s per session created (this process after a GC)\n", formatBytes(sr.BaselineHeapPerSession))
+	}
+}
+
+// writeKinds writes the errors of one phase by kind, most frequent first,
+// then their first distinct messages.
+func writeKinds(b *strings.Builder, phase string, kinds map[string]int, samples []string) {
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(x, y string) int {
+		if kinds[x] != kinds[y] {
+			return kinds[y] - kinds[x]
+		}
+		return strings.Compare(x, y)
+	})
+	for _, k := range names {
+		fmt.Fprintf(b, "errors (%s): %d × %s\n", phase, kinds[k], k)
+	}
+	for _, e := range samples {
+		fmt.Fprintf(b, "error (%s): %s\n", phase, e)
+	}
+}
+
+// writeStore writes the store's size at each snapshot, its growth per
+// session created and its rows at the end.
+func writeStore(b *strings.Builder, sr *ScaleReport) {
+	var sizes []string
+	var last *StoreSample
+	for _, snap := range sr.Snapshots {
+		switch st := snap.Store; {
+		case st == nil:
+			return
+		case st.Error != "":
+			sizes = append(sizes, snap.Phase+" failed: "+st.Error)
+		default:
+			sizes = append(sizes, formatBytes(float64(st.Bytes))+" "+snap.Phase)
+			last = st
+		}
+	}
+	fmt.Fprintf(b, "store %s: %s", sr.Store, strings.Join(sizes, " → "))
+	if sr.StoreBytesPerSession > 0 {
+		fmt.Fprintf(b, "; %s per session created", formatBytes(sr.StoreBytesPerSession))
+	}
+	b.WriteString("\n")
+	if last != nil {
+		fmt.Fprintf(b, "store rows at the end: %d sessions, %d reminders (%d due and not fired)\n", last.Sessions, last.Reminders, last.Due)
+	}
+}
+
+// plural is "1 node", "2 nodes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// formatBytes renders a byte count in binary units ("-" for none).
+func formatBytes(v float64) string {
+	if v <= 0 || math.IsNaN(v) {
+		return "-"
+	}
+	return humanize.IBytes(uint64(v))
+}
+
 func describe(sc Scenario) string {
 	switch sc {
 	case Call:
@@ -119,6 +292,8 @@ func describe(sc Scenario) string {
 		return "echo round-robin over more sessions than the soft cap (cold restores)"
 	case Approve:
 		return "execute (pauses) + HTTP approve + resume per request"
+	case Scale:
+		return "sessions created over raw Streamable HTTP, then random ones revisited"
 	}
 	return string(sc)
 }
@@ -128,15 +303,21 @@ func describe(sc Scenario) string {
 // plain log line.
 func FormatProgress(p Progress, bar bool) string {
 	p.Fraction = min(max(p.Fraction, 0), 1)
-	phase := "measure"
-	if p.Warmup {
+	phase, unit := "measure", "req"
+	switch {
+	case p.Phase != "":
+		phase = p.Phase
+		if p.Phase == phaseCreate {
+			unit = "sessions"
+		}
+	case p.Warmup:
 		phase = "warm-up"
 	}
 	rate := 0.0
 	if p.Elapsed > 0 {
 		rate = float64(p.Done-p.Errors) / p.Elapsed.Seconds()
 	}
-	stats := fmt.Sprintf("%s %s %s: %d req, %d err, %.0f req/s, %s", p.Scenario, p.Target, phase, p.Done, p.Errors, rate, p.Elapsed.Round(100*time.Millisecond))
+	stats := fmt.Sprintf("%s %s %s: %d %s, %d err, %.0f %s/s, %s", p.Scenario, p.Target, phase, p.Done, unit, p.Errors, rate, unit, p.Elapsed.Round(100*time.Millisecond))
 	if !bar {
 		return fmt.Sprintf("bench: %s (%.0f%%)", stats, 100*p.Fraction)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,9 @@ import (
 // Options configure [Run]. Zero values get the defaults noted.
 type Options struct {
 	// URL is the MCP endpoint under load. Empty: Run starts a single node
-	// in this process for each scenario (as `mcpgrain dev` does).
+	// in this process for each scenario (as `mcpgrain dev` does). The
+	// scale scenario takes a comma-separated list and spreads sessions
+	// over it ([Endpoints]); the others need exactly one.
 	URL string
 	// Token is the bearer token for URL (empty: none).
 	Token string
@@ -44,6 +47,9 @@ type Options struct {
 	// RestoreCap is the soft cap of the in-process node in the restore
 	// scenario (default 4); Sessions must exceed it.
 	RestoreCap int
+	// Scale configures the scale scenario, whose revisit phase Duration
+	// and Requests bound (it has no warm-up).
+	Scale ScaleOptions
 	// RequestTimeout bounds one request (default 30s).
 	RequestTimeout time.Duration
 	// Progress, if set, is called about every ProgressEvery (default 1s)
@@ -87,9 +93,17 @@ func (o *Options) Validate() error {
 	case o.RestoreCap < 1:
 		return errors.New("the restore soft cap must be at least 1")
 	}
+	urls := len(Endpoints(o.URL))
 	for _, sc := range o.Scenarios {
-		if sc == Restore && o.URL == "" && o.Sessions <= o.RestoreCap {
+		switch {
+		case sc == Restore && o.URL == "" && o.Sessions <= o.RestoreCap:
 			return fmt.Errorf("the restore scenario needs more sessions (%d) than the node's soft cap (%d): raise sessions or lower the cap", o.Sessions, o.RestoreCap)
+		case sc != Scale && urls > 1:
+			return fmt.Errorf("the %s scenario drives one URL, not %d (only scale spreads over several)", sc, urls)
+		case sc == Scale:
+			if err := o.Scale.validate(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -103,6 +117,8 @@ type Progress struct {
 	Target string
 	// Warmup is set during the warm-up phase.
 	Warmup bool
+	// Phase, when set, names the phase instead (scale: create, revisit).
+	Phase string
 	// Done counts finished requests; Errors the failed ones among them.
 	Done, Errors int
 	// Elapsed is the phase's time so far.
@@ -138,6 +154,10 @@ type Report struct {
 	// Ratios are mcpgrain/baseline (nil without a baseline).
 	Ratios       *Ratios `json:"ratios,omitempty"`
 	BaselineNote string  `json:"baselineNote,omitempty"`
+	// Scale holds what the scale scenario measured besides creation: its
+	// creation phase is Mcpgrain (and Baseline), a request there being a
+	// whole session creation (initialize + notifications/initialized).
+	Scale *ScaleReport `json:"scale,omitempty"`
 	// Restores (restore scenario) are the node's counter deltas over the
 	// measured phase; RestoreNote says why they are missing.
 	Restores    *Restores `json:"restores,omitempty"`
@@ -149,7 +169,9 @@ const noRestoreBaseline = "a plain go-sdk server keeps every session in memory a
 
 // Run runs every scenario of o and returns one report per scenario. It
 // returns an error when a target cannot be started or sessions cannot be
-// opened; failed requests are counted in the reports, not returned.
+// opened; failed requests are counted in the reports, not returned. A
+// scale run that fails or is cancelled after creating sessions still
+// returns its report, with what it measured so far.
 func Run(ctx context.Context, o Options) ([]Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -158,6 +180,9 @@ func Run(ctx context.Context, o Options) ([]Report, error) {
 	for _, sc := range o.Scenarios {
 		r, err := runScenario(ctx, o, sc)
 		if err != nil {
+			if r.Scale != nil && r.Mcpgrain.Requests > 0 {
+				reports = append(reports, r) // what a long scale run measured before it failed or was stopped
+			}
 			return reports, fmt.Errorf("scenario %s: %w", sc, err)
 		}
 		reports = append(reports, r)
@@ -166,6 +191,9 @@ func Run(ctx context.Context, o Options) ([]Report, error) {
 }
 
 func runScenario(ctx context.Context, o Options, sc Scenario) (Report, error) {
+	if sc == Scale {
+		return runScale(ctx, o)
+	}
 	rep := Report{Scenario: sc, Target: o.URL, External: o.URL != "", Sessions: o.Sessions, Concurrency: o.Concurrency, Duration: o.Duration, Requests: o.Requests, Warmup: o.Warmup}
 	conns := o.Sessions + o.Concurrency
 	var t *target
@@ -269,17 +297,57 @@ func measure(ctx context.Context, o Options, sc Scenario, t *target, name string
 
 // phase runs op from o.Concurrency workers until budget ends.
 func phase(ctx context.Context, o Options, sc Scenario, name string, warmup bool, op func(context.Context) error, budget *Budget) Result {
+	d := drive(ctx, o, Progress{Scenario: sc, Target: name, Warmup: warmup}, budget, 1, func(ctx context.Context) (int, error) { return 0, op(ctx) })
+	return d.result()
+}
+
+// driven is what [drive] collected.
+type driven struct {
+	// lat holds the latencies of successful requests, by class.
+	lat [][]time.Duration
+	// errs are the messages of failed requests, in order; kinds counts
+	// them by [ErrorKind].
+	errs  []string
+	kinds map[string]int
+	// elapsed is the phase's wall time, cpu the process CPU time it took.
+	elapsed, cpu time.Duration
+}
+
+// result summarizes every request of the phase, with the CPU time per
+// request.
+func (d driven) result() Result {
+	var all []time.Duration
+	for _, l := range d.lat {
+		all = append(all, l...)
+	}
+	r := Summarize(all, d.errs, d.elapsed)
+	if r.Requests > 0 && d.cpu > 0 {
+		r.CPUPerRequest = d.cpu / time.Duration(r.Requests)
+	}
+	return r
+}
+
+// class summarizes the successful requests of class c alone (their
+// throughput over the whole phase; no errors, no CPU share).
+func (d driven) class(c int) Result {
+	return Summarize(slices.Clone(d.lat[c]), nil, d.elapsed)
+}
+
+// drive runs op from o.Concurrency workers until budget ends, reporting
+// progress as p (Done, Errors, Elapsed, Fraction and Final filled in).
+// op returns the class of a successful request (0 ≤ class < classes),
+// by which drive keeps its latency, or an error.
+func drive(ctx context.Context, o Options, p Progress, budget *Budget, classes int, op func(context.Context) (int, error)) driven {
 	var done, failed atomic.Int64
 	var mu sync.Mutex
-	var lat []time.Duration
-	var errs []string
+	out := driven{lat: make([][]time.Duration, classes), kinds: map[string]int{}}
 	start := time.Now()
 	stopTicker := make(chan struct{})
 	tickerDone := make(chan struct{})
 	report := func(final bool) {
 		if o.Progress != nil {
-			o.Progress(Progress{Scenario: sc, Target: name, Warmup: warmup, Done: int(done.Load()), Errors: int(failed.Load()),
-				Elapsed: time.Since(start), Fraction: budget.Fraction(start), Final: final})
+			p.Done, p.Errors, p.Elapsed, p.Fraction, p.Final = int(done.Load()), int(failed.Load()), time.Since(start), budget.Fraction(start), final
+			o.Progress(p)
 		}
 	}
 	go func() {
@@ -302,12 +370,13 @@ func phase(ctx context.Context, o Options, sc Scenario, name string, warmup bool
 	var wg sync.WaitGroup
 	for range o.Concurrency {
 		wg.Go(func() {
-			var myLat []time.Duration
+			myLat := make([][]time.Duration, classes)
 			var myErrs []string
+			myKinds := map[string]int{}
 			for budget.Take() {
 				rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 				s := time.Now()
-				err := op(rctx)
+				class, err := op(rctx)
 				d := time.Since(s)
 				cancel()
 				if err != nil {
@@ -315,29 +384,31 @@ func phase(ctx context.Context, o Options, sc Scenario, name string, warmup bool
 						break // cancelled: not the target's failure
 					}
 					myErrs = append(myErrs, shortError(err))
+					myKinds[ErrorKind(err)]++
 					failed.Add(1)
 				} else {
-					myLat = append(myLat, d)
+					myLat[class] = append(myLat[class], d)
 				}
 				done.Add(1)
 			}
 			mu.Lock()
-			lat = append(lat, myLat...)
-			errs = append(errs, myErrs...)
+			for c := range myLat {
+				out.lat[c] = append(out.lat[c], myLat[c]...)
+			}
+			out.errs = append(out.errs, myErrs...)
+			for k, n := range myKinds {
+				out.kinds[k] += n
+			}
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	out.elapsed = time.Since(start)
+	out.cpu = processCPU() - cpu0
 	close(stopTicker)
 	<-tickerDone
 	report(true)
-	r := Summarize(lat, errs, elapsed)
-	if r.Requests > 0 && cpu > 0 {
-		r.CPUPerRequest = cpu / time.Duration(r.Requests)
-	}
-	return r
+	return out
 }
 
 // setupAttempts is how often opening one session is tried before the

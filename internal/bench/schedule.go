@@ -22,13 +22,19 @@ const (
 	Restore Scenario = "restore"
 	// Approve is code mode's pause → approve (HTTP route) → resume cycle.
 	Approve Scenario = "approve"
+	// Scale creates many sessions over raw Streamable HTTP, then revisits
+	// random ones, telling warm answers from cold restores. It runs only
+	// when named: "all" leaves it out (100,000 sessions by default).
+	Scale Scenario = "scale"
 )
 
-// Scenarios lists every scenario in the order "all" runs them.
+// Scenarios lists the scenarios "all" runs, in that order ([Scale] is
+// not among them).
 func Scenarios() []Scenario { return []Scenario{Call, Churn, Restore, Approve} }
 
 // ParseScenarios parses a comma-separated list of scenario names, or
-// "all". Duplicates are dropped; the order given is kept.
+// "all" (every scenario but scale). Duplicates are dropped; the order
+// given is kept.
 func ParseScenarios(s string) ([]Scenario, error) {
 	var out []Scenario
 	for _, part := range strings.Split(s, ",") {
@@ -40,7 +46,7 @@ func ParseScenarios(s string) ([]Scenario, error) {
 					out = append(out, sc)
 				}
 			}
-		case slices.Contains(Scenarios(), name):
+		case slices.Contains(Scenarios(), name) || name == Scale:
 			if !slices.Contains(out, name) {
 				out = append(out, name)
 			}
@@ -54,8 +60,8 @@ func ParseScenarios(s string) ([]Scenario, error) {
 }
 
 func scenarioList() string {
-	names := make([]string, 0, 4)
-	for _, sc := range Scenarios() {
+	names := make([]string, 0, 5)
+	for _, sc := range append(Scenarios(), Scale) {
 		names = append(names, string(sc))
 	}
 	return strings.Join(names, ", ")

@@ -40,6 +40,8 @@ type target struct {
 	endpoint, base string
 	hc             *http.Client
 	client         *mcp.Client
+	// store is the DSN of the in-process node's store (empty elsewhere).
+	store string
 	// stop releases what the target started (nil: nothing).
 	stop func()
 }
@@ -48,9 +50,9 @@ type target struct {
 // bearer token. The HTTP client keeps enough idle connections for
 // conns concurrent requests.
 func newTarget(endpoint, token string, conns int) (*target, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("endpoint %q: want an http(s) URL like http://127.0.0.1:8080/mcp", endpoint)
+	base, err := origin(endpoint)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns + 16
@@ -60,10 +62,20 @@ func newTarget(endpoint, token string, conns int) (*target, error) {
 		rt = mcpclient.Bearer(token, tr)
 	}
 	return &target{
-		endpoint: endpoint, base: u.Scheme + "://" + u.Host,
+		endpoint: endpoint, base: base,
 		hc:     &http.Client{Transport: rt},
 		client: mcp.NewClient(&mcp.Implementation{Name: "mcpgrain-bench", Version: app.Version()}, nil),
 	}, nil
+}
+
+// origin returns the scheme and host of an MCP endpoint URL (where its
+// node serves /metrics).
+func origin(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("endpoint %q: want an http(s) URL like http://127.0.0.1:8080/mcp", endpoint)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
 func (t *target) close() {
@@ -88,8 +100,14 @@ func (t *target) connect(ctx context.Context) (*mcp.ClientSession, error) {
 // NodeOptions configure the in-process node [Run] starts when no URL is
 // given.
 type NodeOptions struct {
-	// SoftCap is the resident runtime soft cap.
+	// SoftCap, when positive, fixes the resident runtime soft cap (as
+	// --resident-soft-cap does). Zero derives it from ResidentMemory, as a
+	// node with default flags does.
 	SoftCap int
+	// ResidentMemory is the memory budget the soft cap is derived from
+	// when SoftCap is zero (zero: [app.DefaultResidentMemory], as
+	// --resident-memory auto).
+	ResidentMemory uint64
 	// Logger receives the node's log (nil: discarded).
 	Logger *slog.Logger
 }
@@ -111,18 +129,26 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	var budget uint64
+	if o.SoftCap <= 0 {
+		budget = o.ResidentMemory
+		if budget == 0 {
+			budget = app.DefaultResidentMemory()
+		}
+	}
+	storeDSN := "sqlite:" + filepath.Join(dir, "mcpgrain.db")
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg := app.Config{
 		NodeID: "bench", Bind: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-		Store:           "sqlite:" + filepath.Join(dir, "mcpgrain.db"),
+		Store:           storeDSN,
 		ShutdownTimeout: 10 * time.Second,
 		Logger:          logger,
 		MCP: app.MCPConfig{
 			Packs: []string{toolpacks.Code, toolpacks.Demo}, Keys: keys, RateLimit: 0, RateBurst: 1,
-			SoftCap: o.SoftCap, StateKey: []byte(rand.Text() + rand.Text()),
+			SoftCap: o.SoftCap, ResidentMemory: budget, StateKey: []byte(rand.Text() + rand.Text()),
 			// One bench principal runs every worker's executions: the
 			// per-user running cap (a fairness bound between tenants) must
 			// not refuse them.
@@ -145,7 +171,7 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 			stop()
 			return nil, err
 		}
-		t.stop = stop
+		t.stop, t.store = stop, storeDSN
 		return t, nil
 	case err := <-done:
 		cancel()
