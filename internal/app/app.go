@@ -195,7 +195,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}
 		defer grpcLn.Close()
 	}
-	var grpcOpts []grpc.ServerOption
+	grpcOpts := grpcLimits()
 	if cfg.GRPCTLSCert != "" || cfg.GRPCTLSKey != "" {
 		creds, err := credentials.NewServerTLSFromFile(cfg.GRPCTLSCert, cfg.GRPCTLSKey)
 		if err != nil {

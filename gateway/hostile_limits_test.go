@@ -1,0 +1,160 @@
+package gateway_test
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/internal/app"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// The hostile-input suite, part two: what an attacker can make a node
+// hold or store. Each test names the bound and fails without it.
+
+// h2Conn is a raw HTTP/2 client connection that ignores whatever the
+// server advertises, as a hostile client would.
+type h2Conn struct {
+	t        *testing.T
+	conn     net.Conn
+	fr       *http2.Framer
+	settings map[http2.SettingID]uint32 // the server's initial SETTINGS
+}
+
+// dialH2 connects to addr with prior knowledge (plaintext HTTP/2, as gRPC
+// speaks it) and reads the server's SETTINGS.
+func dialH2(t *testing.T, addr string) *h2Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	c := &h2Conn{t: t, conn: conn, fr: fr, settings: map[http2.SettingID]uint32{}}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the server's SETTINGS: %v", err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+			_ = sf.ForeachSetting(func(s http2.Setting) error {
+				c.settings[s.ID] = s.Val
+				return nil
+			})
+			return c
+		}
+	}
+}
+
+// call sends one gRPC call on stream 1 with the given authorization value,
+// split into CONTINUATION frames as needed, and returns how the server
+// ended it: "grpc-status N", "rst CODE", "goaway CODE" or "closed".
+func (c *h2Conn) call(path, authorization string) string {
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "x"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}, {"authorization", authorization}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	b := block.Bytes()
+	// Written concurrently: a server that stops reading must not block the
+	// test; whatever it answers is read below.
+	go func() {
+		const chunk = 16 << 10
+		first := min(chunk, len(b))
+		if c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:first], EndHeaders: first == len(b)}) != nil {
+			return
+		}
+		for off := first; off < len(b); off += chunk {
+			end := min(off+chunk, len(b))
+			if c.fr.WriteContinuation(1, end == len(b), b[off:end]) != nil {
+				return
+			}
+		}
+		_ = c.fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}) // an empty request message
+	}()
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return "closed"
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			return "rst " + f.ErrCode.String()
+		case *http2.GoAwayFrame:
+			return "goaway " + f.ErrCode.String()
+		case *http2.MetaHeadersFrame:
+			for _, h := range f.Fields {
+				if h.Name == "grpc-status" {
+					return "grpc-status " + h.Value
+				}
+			}
+		}
+	}
+}
+
+// TestGRPCBoundsWhatAnUnauthenticatedCallerCanSend: gRPC's defaults let a
+// caller send 16 MiB of metadata per call (and unbounded calls per
+// connection) before the bearer token is even looked at. The public gRPC
+// endpoint advertises and enforces 16 KiB of metadata, 100 calls per
+// connection and 256 KiB request messages; the cluster listener 64 KiB of
+// metadata.
+func TestGRPCBoundsWhatAnUnauthenticatedCallerCanSend(t *testing.T) {
+	info := startCodeNode(t, nil)
+	const path = "/mcpgrain.v1.ApprovalService/ListPausedExecutions"
+
+	// The server advertises its bounds.
+	c := dialH2(t, info.GRPCAddr)
+	if got := c.settings[http2.SettingMaxHeaderListSize]; got != app.GRPCMaxHeaderListSize {
+		t.Errorf("gRPC SETTINGS_MAX_HEADER_LIST_SIZE %d, want %d", got, app.GRPCMaxHeaderListSize)
+	}
+	if got := c.settings[http2.SettingMaxConcurrentStreams]; got != app.GRPCMaxConcurrentStreams {
+		t.Errorf("gRPC SETTINGS_MAX_CONCURRENT_STREAMS %d, want %d", got, app.GRPCMaxConcurrentStreams)
+	}
+	// A client that ignores them gets its call reset or its connection
+	// closed, never an answer that would show the metadata was taken in.
+	if got := c.call(path, "Bearer "+strings.Repeat("a", 1<<20)); strings.HasPrefix(got, "grpc-status") {
+		t.Errorf("1 MiB of metadata was read and answered (%s), want the stream refused", got)
+	}
+	// A small wrong token on a fresh connection is still a plain refusal.
+	if got := dialH2(t, info.GRPCAddr).call(path, "Bearer "+strings.Repeat("a", 32)); got != "grpc-status 16" {
+		t.Errorf("unknown token: %s, want grpc-status 16 (Unauthenticated)", got)
+	}
+
+	// A well-behaved gRPC client does not even send it.
+	client := approvalClient(t, info.GRPCAddr)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+strings.Repeat("a", 1<<20))
+	if _, err := client.ListPausedExecutions(ctx, &pb.ListPausedExecutionsRequest{}); status.Code(err) == codes.Unauthenticated || err == nil {
+		t.Errorf("1 MiB of metadata through grpc-go: %v, want it refused before the server looks at it", err)
+	}
+
+	// An authenticated caller's request message is bounded too.
+	_, err := client.DecideExecution(withToken(t, aliceToken), &pb.DecideExecutionRequest{
+		ExecutionId: "exec_x", Action: "decline", ContentJson: `{"reason":"` + strings.Repeat("x", 512<<10) + `"}`})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a 512 KiB decision: %v, want ResourceExhausted (message over %d bytes)", err, app.GRPCMaxRecvMsgSize)
+	}
+
+	// The cluster listener (actor remote) bounds metadata as well.
+	if got := dialH2(t, info.ClusterAddr).settings[http2.SettingMaxHeaderListSize]; got != cluster.RemoteMaxHeaderListSize {
+		t.Errorf("cluster listener SETTINGS_MAX_HEADER_LIST_SIZE %d, want %d", got, cluster.RemoteMaxHeaderListSize)
+	}
+}
