@@ -158,3 +158,40 @@ func TestGRPCBoundsWhatAnUnauthenticatedCallerCanSend(t *testing.T) {
 		t.Errorf("cluster listener SETTINGS_MAX_HEADER_LIST_SIZE %d, want %d", got, cluster.RemoteMaxHeaderListSize)
 	}
 }
+
+// TestHugeRequestIDsAndMethodsAreRefusedAtTheGateway: go-sdk echoes a
+// request's id in its answer (and an unknown method's name in its error),
+// and every answer on an SSE stream is kept in the session's event log for
+// an hour: 20 pings with 4 MiB ids grew the store by 92 MiB in 4 s. The
+// gateway refuses ids and methods over 256 bytes with a JSON-RPC -32600
+// that echoes neither, in a single message and in a batch; ids up to the
+// bound work as before.
+func TestHugeRequestIDsAndMethodsAreRefusedAtTheGateway(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	headers := map[string]string{"Authorization": "Bearer " + aliceToken, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": "2025-11-25"}
+	huge := `"` + strings.Repeat("i", 4<<20-200) + `"` // just under the 4 MiB body limit
+	for name, body := range map[string]string{
+		"4 MiB id":                 `{"jsonrpc":"2.0","id":` + huge + `,"method":"ping"}`,
+		"257-byte id":              `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 255) + `","method":"ping"}`,
+		"4 MiB method":             `{"jsonrpc":"2.0","id":1,"method":` + huge + `}`,
+		"4 MiB id in a batch":      `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":` + huge + `,"method":"ping"}]`,
+		"after a junk batch entry": `[1,{"jsonrpc":"2.0","id":` + huge + `,"method":"ping"}]`,
+		"4 MiB notification name":  `{"jsonrpc":"2.0","method":` + huge + `}`,
+	} {
+		r := raw(t, "POST", info.HTTPAddr, headers, body)
+		if r.status != 400 || rpcCode(t, r.body) != -32600 || len(r.body) > 512 {
+			t.Errorf("%s: %d, %d bytes (%.200s), want 400 -32600 echoing nothing", name, r.status, len(r.body), r.body)
+		}
+	}
+	// The longest id accepted still gets its answer.
+	id := `"` + strings.Repeat("i", 254) + `"`
+	r := raw(t, "POST", info.HTTPAddr, headers, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`)
+	if r.status != 200 || !strings.Contains(string(r.body), id) {
+		t.Fatalf("a %d-byte id: %d %.300s", len(id), r.status, r.body)
+	}
+	if err := cs.Ping(t.Context(), nil); err != nil {
+		t.Fatalf("the session after the refusals: %v", err)
+	}
+}

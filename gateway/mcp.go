@@ -225,6 +225,10 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 	}
 	if r.Method == http.MethodPost {
 		labels.method = rpcMethodLabel(body)
+		if msg := oversizedField(body); msg != "" {
+			writeRPCError(w, http.StatusBadRequest, CodeInvalidRequest, msg)
+			return
+		}
 	}
 	if isModern(r, body) {
 		labels.era = eraSessionless
