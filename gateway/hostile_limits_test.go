@@ -2,7 +2,11 @@ package gateway_test
 
 import (
 	"bytes"
+	"database/sql"
+	"fmt"
 	"net"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	_ "modernc.org/sqlite"
 
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/internal/app"
@@ -193,5 +198,72 @@ func TestHugeRequestIDsAndMethodsAreRefusedAtTheGateway(t *testing.T) {
 	}
 	if err := cs.Ping(t.Context(), nil); err != nil {
 		t.Fatalf("the session after the refusals: %v", err)
+	}
+}
+
+// TestEventLogKeepsWhatASessionStoresWithinItsBudget: every SSE event of
+// a response is kept for resumability, an hour in the store, so a session
+// could make the node store whatever it got answered. An event over the
+// per-event bound is delivered but not kept; a session's stored events stay
+// within its byte budget, oldest dropped first; a recent stream still
+// resumes.
+func TestEventLogKeepsWhatASessionStoresWithinItsBudget(t *testing.T) {
+	const maxEvent, budget = 48 << 10, 256 << 10
+	dbPath := filepath.Join(t.TempDir(), "events.db")
+	info, stop := startNodeStoppable(t, func(c *app.Config) {
+		c.Store = "sqlite:" + dbPath
+		c.MCP.Packs = []string{"demo"}
+		c.MCP.MaxEventBytes, c.MCP.SessionEventBytes = maxEvent, budget
+	})
+	cs := connect(t, info.HTTPAddr, aliceToken, "2025-11-25", nil)
+	headers := map[string]string{"Authorization": "Bearer " + aliceToken, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": "2025-11-25"}
+	echo := func(id, n int) rawResponse {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`, id, strings.Repeat("e", n))
+		r := raw(t, "POST", info.HTTPAddr, headers, body)
+		if r.status != 200 || !strings.Contains(string(r.body), fmt.Sprintf(`"id":%d,"result"`, id)) {
+			t.Fatalf("echo %d: %d %.200s", id, r.status, r.body)
+		}
+		return r
+	}
+	// 40 answers of 40 KiB: 1.6 MB answered, at most the budget kept.
+	for i := range 40 {
+		echo(100+i, 40<<10)
+	}
+	// An answer over the per-event bound is delivered all the same...
+	echo(200, 60<<10)
+	if v := scrapeMetrics(t, info.HTTPAddr).value("mcpgrain_event_log_unlogged_total", nil); v != 1 {
+		t.Errorf("mcpgrain_event_log_unlogged_total %v, want 1 (the 60 KiB answer)", v)
+	}
+	// ... and a recent stream still resumes: its answer is replayed.
+	r := echo(300, 10)
+	first := regexp.MustCompile(`(?m)^id: (\S+)$`).FindSubmatch(r.body)
+	if first == nil {
+		t.Fatalf("no event id in %.300s", r.body)
+	}
+	resume := raw(t, "GET", info.HTTPAddr, map[string]string{"Authorization": "Bearer " + aliceToken, "Accept": "text/event-stream",
+		"Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": "2025-11-25", "Last-Event-ID": string(first[1])}, "")
+	if resume.status != 200 || !strings.Contains(string(resume.body), `"id":300,"result"`) {
+		t.Fatalf("resuming a recent stream: %d %.300s", resume.status, resume.body)
+	}
+
+	// A graceful stop flushes and trims; then count what the store kept.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var stored, biggest int64
+	if err := db.QueryRow(`SELECT COALESCE(SUM(LENGTH(data)), 0), COALESCE(MAX(LENGTH(data)), 0) FROM mcp_events WHERE session = ?`, cs.ID()).Scan(&stored, &biggest); err != nil {
+		t.Fatal(err)
+	}
+	if stored > budget || biggest > maxEvent {
+		t.Fatalf("the store kept %d bytes of the session's events (largest %d), want at most %d (largest at most %d)", stored, biggest, budget, maxEvent)
+	}
+	if stored < budget/2 {
+		t.Fatalf("the store kept only %d bytes: the budget (%d) should keep the newest events", stored, budget)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
@@ -24,34 +27,93 @@ import (
 //
 // Write-behind means the last FlushInterval of events can be lost if the
 // node dies; a clean passivation flushes everything first.
+//
+// What one session can make the store keep is bounded (events stay an
+// hour, so an unbounded log is a way to make the node store whatever a
+// client sends):
+//
+//   - an event larger than maxEvent is not logged at all. It is still
+//     delivered live; its index is skipped, so a resume from before it is
+//     refused (go-sdk answers 400, and the gateway answers the request
+//     with its retryable restart error), a resume after it works;
+//   - the session's stored events are kept within budget bytes: once the
+//     events written since the last trim reach a quarter of it, the
+//     oldest are dropped (store.TrimEvents). Clients resume within
+//     seconds, so old streams are the ones nobody asks for. At any time
+//     the store holds at most budget + budget/4 + maxEvent bytes of the
+//     session's events (a closing runtime trims what it wrote, so a
+//     restored one starts within the budget).
 type eventLog struct {
-	st       store.Store
-	log      *slog.Logger
-	every    time.Duration
-	maxBytes int
+	st        store.Store
+	log       *slog.Logger
+	every     time.Duration
+	maxBytes  int // memory kept per runtime
+	maxEvent  int
+	budget    int64
+	trimEvery int64
+	metrics   *eventMetrics
 
-	mu      sync.Mutex
-	streams map[string]*memStream // by session + "\x00" + stream
-	pending []store.Event
-	bytes   int
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
-	closed  bool
+	mu        sync.Mutex
+	streams   map[string]*memStream // by session + "\x00" + stream
+	pending   []store.Event
+	bytes     int
+	sinceTrim map[string]int64 // bytes stored per session since its last trim
+	kick      chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{}
+	closed    bool
 }
 
 type memStream struct {
 	first   int      // index of data[0]
-	data    [][]byte // events first.. (trimmed from the front once flushed)
+	data    [][]byte // events first.. (trimmed from the front once flushed; nil for a skipped one)
 	next    int      // next index to assign
 	flushed int      // events with index < flushed are in the store
+	skipped int      // 1 + the highest index not logged (too large); 0: none
 }
 
-func newEventLog(st store.Store, log *slog.Logger, every time.Duration, maxBytes int) *eventLog {
-	l := &eventLog{st: st, log: log, every: every, maxBytes: maxBytes, streams: map[string]*memStream{},
+// eventLimits bound what the log keeps (see [eventLog]).
+type eventLimits struct {
+	memory   int   // bytes kept in memory per runtime
+	maxEvent int   // larger events are not logged
+	budget   int64 // bytes stored per session
+}
+
+func newEventLog(st store.Store, log *slog.Logger, every time.Duration, lim eventLimits, m *eventMetrics) *eventLog {
+	l := &eventLog{st: st, log: log, every: every, maxBytes: lim.memory, maxEvent: lim.maxEvent,
+		budget: lim.budget, trimEvery: max(lim.budget/4, 1), metrics: m,
+		streams: map[string]*memStream{}, sinceTrim: map[string]int64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go l.run()
 	return l
+}
+
+// eventMetrics count what the bounds of the event log refused or dropped.
+// Shared by every runtime of a node; nil counts nothing.
+type eventMetrics struct {
+	unlogged prometheus.Counter
+	trimmed  prometheus.Counter
+}
+
+func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
+	m := &eventMetrics{
+		unlogged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_event_log_unlogged_total",
+			Help: "SSE events not kept for resumability because they were larger than the per-event bound (delivered live; a resume from before them is refused).",
+		}),
+		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_event_log_trimmed_total",
+			Help: "Stored SSE events dropped, oldest first, to keep a session's event log within its byte budget.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.unlogged, m.trimmed} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("mcpruntime: register event log metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
 }
 
 func streamKey(session, stream string) string { return session + "\x00" + stream }
@@ -84,6 +146,17 @@ func (l *eventLog) Append(_ context.Context, session, stream string, data []byte
 		ms = &memStream{}
 		l.streams[streamKey(session, stream)] = ms
 	}
+	if len(data) > l.maxEvent {
+		// Not logged; the index is used all the same (go-sdk numbers the
+		// event it delivers live).
+		ms.data = append(ms.data, nil)
+		ms.skipped = ms.next + 1
+		ms.next++
+		if l.metrics != nil {
+			l.metrics.unlogged.Inc()
+		}
+		return nil
+	}
 	d := append([]byte(nil), data...)
 	ms.data = append(ms.data, d)
 	l.pending = append(l.pending, store.Event{Session: session, Stream: stream, Index: ms.next, Data: d})
@@ -104,6 +177,11 @@ func (l *eventLog) After(ctx context.Context, session, stream string, index int)
 		}
 		l.mu.Lock()
 		ms, ok := l.streams[streamKey(session, stream)]
+		if ok && ms.skipped > index+1 {
+			l.mu.Unlock()
+			yield(nil, fmt.Errorf("mcpruntime: stream %q: event %d was too large to keep: %w", stream, ms.skipped-1, mcp.ErrEventsPurged))
+			return
+		}
 		if ok && index+1 >= ms.first {
 			out := append([][]byte(nil), ms.data[max(0, index+1-ms.first):]...)
 			l.mu.Unlock()
@@ -169,7 +247,9 @@ func (l *eventLog) run() {
 	}
 }
 
-// flush writes pending events, then trims memory beyond maxBytes.
+// flush writes pending events, trims memory beyond maxBytes and, when a
+// session wrote a quarter of its budget since its last trim, trims its
+// stored events to the budget.
 func (l *eventLog) flush(ctx context.Context) error {
 	l.mu.Lock()
 	batch := l.pending
@@ -185,12 +265,48 @@ func (l *eventLog) flush(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	var trim []string
 	for _, e := range batch {
 		if ms, ok := l.streams[streamKey(e.Session, e.Stream)]; ok && e.Index+1 > ms.flushed {
 			ms.flushed = e.Index + 1
 		}
+		l.sinceTrim[e.Session] += int64(len(e.Data))
 	}
+	for session, n := range l.sinceTrim {
+		if n >= l.trimEvery {
+			trim = append(trim, session)
+		}
+	}
+	l.trimMemory()
+	l.mu.Unlock()
+	for _, session := range trim {
+		if err := l.trim(ctx, session); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trim drops the session's oldest stored events beyond its budget.
+func (l *eventLog) trim(ctx context.Context, session string) error {
+	l.mu.Lock()
+	written := l.sinceTrim[session]
+	l.mu.Unlock()
+	n, err := l.st.TrimEvents(ctx, session, l.budget)
+	if err != nil {
+		return fmt.Errorf("mcpruntime: keep the event log within %d bytes: %w", l.budget, err)
+	}
+	l.mu.Lock()
+	l.sinceTrim[session] -= written // what was written meanwhile waits for the next trim
+	l.mu.Unlock()
+	if n > 0 && l.metrics != nil {
+		l.metrics.trimmed.Add(float64(n))
+	}
+	return nil
+}
+
+// trimMemory drops flushed events from memory beyond maxBytes. l.mu held.
+func (l *eventLog) trimMemory() {
 	for l.bytes > l.maxBytes {
 		trimmed := false
 		for _, ms := range l.streams {
@@ -205,7 +321,6 @@ func (l *eventLog) flush(ctx context.Context) error {
 			break
 		}
 	}
-	return nil
 }
 
 // close flushes everything and stops the writer.
@@ -219,5 +334,23 @@ func (l *eventLog) close(ctx context.Context) error {
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.stopped
-	return l.flush(ctx)
+	if err := l.flush(ctx); err != nil {
+		return err
+	}
+	// A restored runtime knows nothing of what this one stored: leave the
+	// session within its budget.
+	l.mu.Lock()
+	var sessions []string
+	for session, n := range l.sinceTrim {
+		if n > 0 {
+			sessions = append(sessions, session)
+		}
+	}
+	l.mu.Unlock()
+	for _, session := range sessions {
+		if err := l.trim(ctx, session); err != nil {
+			return err
+		}
+	}
+	return nil
 }

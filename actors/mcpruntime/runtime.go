@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/session"
@@ -61,6 +62,16 @@ type Config struct {
 	// EventMemory bounds the event log kept in memory per session (older,
 	// flushed events are read back from the store). Default 4 MiB.
 	EventMemory int
+	// MaxEventBytes bounds one logged SSE event: a larger one is delivered
+	// but not kept, and its stream cannot be resumed from before it.
+	// Default [DefaultMaxEventBytes].
+	MaxEventBytes int
+	// SessionEventBytes bounds the events stored per session: the oldest
+	// are dropped first once a quarter of it was written since the last
+	// trim. Default [DefaultSessionEventBytes].
+	SessionEventBytes int64
+	// Registerer receives the event log's metrics (nil: not registered).
+	Registerer prometheus.Registerer
 	// NewServer builds a session's server (required): the node passes a
 	// function that registers its tool packs. opts carries what the runtime
 	// needs set (GetSessionID); the function may add to it. codeMode
@@ -69,6 +80,14 @@ type Config struct {
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *CodeMode
 }
+
+// Defaults of the event log's bounds ([Config.MaxEventBytes],
+// [Config.SessionEventBytes]). An execute result at the default output
+// limit (1 MiB) fits in an event.
+const (
+	DefaultMaxEventBytes     = 2 << 20
+	DefaultSessionEventBytes = 16 << 20
+)
 
 // NewBuilder returns the session.Builder that builds MCP runtimes.
 func NewBuilder(cfg Config) (session.Builder, error) {
@@ -84,8 +103,18 @@ func NewBuilder(cfg Config) (session.Builder, error) {
 	if cfg.EventMemory <= 0 {
 		cfg.EventMemory = 4 << 20
 	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if cfg.SessionEventBytes <= 0 {
+		cfg.SessionEventBytes = DefaultSessionEventBytes
+	}
+	m, err := newEventMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return session.BuilderFunc(func(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
-		return build(ctx, cfg, in)
+		return build(ctx, cfg, in, m)
 	}), nil
 }
 
@@ -111,7 +140,7 @@ type Runtime struct {
 
 var _ session.Runtime = (*Runtime)(nil)
 
-func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, error) {
+func build(ctx context.Context, cfg Config, in session.BuildInput, m *eventMetrics) (*Runtime, error) {
 	r := &Runtime{id: in.SessionID, persist: in.StateChanged, log: cfg.Logger.With("session", in.SessionID)}
 	opts := &mcp.ServerOptions{
 		GetSessionID: func() string { return in.SessionID },
@@ -135,7 +164,8 @@ func build(ctx context.Context, cfg Config, in session.BuildInput) (*Runtime, er
 	}
 	r.server, r.closeSrv = srv, closeSrv
 	srv.AddReceivingMiddleware(r.recordState)
-	r.events = newEventLog(cfg.Store, r.log, cfg.EventFlushInterval, cfg.EventMemory)
+	r.events = newEventLog(cfg.Store, r.log, cfg.EventFlushInterval,
+		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes}, m)
 	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		EventStore: r.events,
 		// The gateway already applied DNS-rebinding and origin protection

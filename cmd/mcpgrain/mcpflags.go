@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
@@ -30,6 +31,8 @@ type mcpFlags struct {
 	noAuth                          bool
 	rate                            float64
 	burst, softCap                  int
+	eventMax                        int
+	eventSession                    int64
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
@@ -138,6 +141,8 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 32, "resident session runtimes per node before the least recently active idle one is evicted")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
+	fs.IntVar(&m.eventMax, "event-max-bytes", mcpruntime.DefaultMaxEventBytes, "largest SSE event kept for resumability (a larger one is delivered, not kept: its stream cannot be resumed from before it)")
+	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")
 	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens; every node of a cluster needs the same")
 }
 
@@ -157,6 +162,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	}
 	if m.bodyTimeout <= 0 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+	}
+	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) {
+		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024 and --event-session-bytes at least --event-max-bytes", errUsage)
 	}
 	if m.rate < 0 || m.burst < 1 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
@@ -213,6 +221,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap,
 		LocalSessionIDs: m.placement == "local",
+		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 	}, nil
 }
 

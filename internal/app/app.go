@@ -131,6 +131,12 @@ type MCPConfig struct {
 	// LocalSessionIDs mints new sessions' ids among the ids the receiving
 	// node owns (see gateway.MCPOptions.LocalSessionIDs).
 	LocalSessionIDs bool
+	// MaxEventBytes bounds one SSE event kept for resumability (zero:
+	// mcpruntime.DefaultMaxEventBytes).
+	MaxEventBytes int
+	// SessionEventBytes bounds the SSE events stored per session, oldest
+	// dropped first (zero: mcpruntime.DefaultSessionEventBytes).
+	SessionEventBytes int64
 }
 
 // Info describes a running process, reported once it is ready.
@@ -277,11 +283,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}
 	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
-		Packs:     cfg.MCP.Packs,
-		Store:     st,
-		Logger:    log.With("component", "mcp"),
-		NewServer: newServer,
-		CodeMode:  codeMode,
+		Packs:             cfg.MCP.Packs,
+		Store:             st,
+		Logger:            log.With("component", "mcp"),
+		NewServer:         newServer,
+		CodeMode:          codeMode,
+		MaxEventBytes:     cfg.MCP.MaxEventBytes,
+		SessionEventBytes: cfg.MCP.SessionEventBytes,
+		Registerer:        nodeReg,
 	})
 	if err != nil {
 		return err
