@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -265,5 +267,105 @@ func TestEventLogKeepsWhatASessionStoresWithinItsBudget(t *testing.T) {
 	}
 	if stored < budget/2 {
 		t.Fatalf("the store kept only %d bytes: the budget (%d) should keep the newest events", stored, budget)
+	}
+}
+
+// debugGet sends method path with token ("" for none) and returns the
+// status, the Retry-After header and the body.
+func debugCall(t *testing.T, method, url, token, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+}
+
+// TestDebugRoutesNeedTheAdminRole: with --enable-pprof, anyone could read
+// /debug/pprof/cmdline (--token and --state-key with it: the state key
+// forges requestState for any principal); with --enable-probe anyone could
+// create grain rows (one per id) and 2,000 durable reminders per request.
+// Both now need a bearer token with the admin role; the command line is
+// never served; probes are rate-limited per principal and a request sets
+// at most probe.MaxReminders reminders.
+func TestDebugRoutesNeedTheAdminRole(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "debug.db")
+	info := startNodeInfo(t, func(c *app.Config) {
+		c.Store = "sqlite:" + dbPath
+		c.EnablePprof, c.EnableProbe = true, true
+	})
+	base := "http://" + info.HTTPAddr
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap", "/debug/pprof/symbol"} {
+		if st, _, body := debugCall(t, "GET", base+path, "", ""); st != 401 {
+			t.Errorf("GET %s without a token: %d %.100q, want 401", path, st, body)
+		}
+		if st, _, body := debugCall(t, "GET", base+path, bobToken, ""); st != 403 || !strings.Contains(body, "insufficient_role") {
+			t.Errorf("GET %s as a member: %d %.100q, want 403 insufficient_role", path, st, body)
+		}
+	}
+	if st, _, body := debugCall(t, "GET", base+"/debug/pprof/cmdline", aliceToken, ""); st != 404 || strings.Contains(body, "test") {
+		t.Errorf("GET /debug/pprof/cmdline as an admin: %d %.200q, want 404 (never served)", st, body)
+	}
+	if st, _, _ := debugCall(t, "GET", base+"/debug/pprof/", aliceToken, ""); st != 200 {
+		t.Errorf("GET /debug/pprof/ as an admin: %d", st)
+	}
+
+	for i := range 20 {
+		id := fmt.Sprintf("anon-%d", i)
+		if st, _, _ := debugCall(t, "POST", base+"/debug/probe/"+id+"?delta=1", "", ""); st != 401 {
+			t.Fatalf("probe without a token: %d, want 401", st)
+		}
+		if st, _, _ := debugCall(t, "POST", base+"/debug/probe/"+id+"?delta=1", bobToken, ""); st != 403 {
+			t.Fatalf("probe as a member: %d, want 403", st)
+		}
+	}
+	var specs []string
+	for i := range 101 {
+		specs = append(specs, fmt.Sprintf(`{"name":"r%d","due_at_ms":%d}`, i, time.Now().Add(time.Hour).UnixMilli()))
+	}
+	if st, _, body := debugCall(t, "POST", base+"/debug/probe/admin/reminders", aliceToken, `{"reminders":[`+strings.Join(specs, ",")+`]}`); st != 400 {
+		t.Errorf("101 reminders in one request: %d %.200q, want 400", st, body)
+	}
+	if st, _, body := debugCall(t, "POST", base+"/debug/probe/admin?delta=1", aliceToken, ""); st != 200 {
+		t.Fatalf("probe as an admin: %d %.200q", st, body)
+	}
+
+	// Nothing the refused requests named reached the store.
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, reminders int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM grains WHERE grain LIKE 'probe/%'`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM reminders WHERE grain LIKE 'probe/%'`).Scan(&reminders); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || reminders != 0 {
+		t.Fatalf("%d probe rows and %d probe reminders in the store, want 1 (the admin's) and 0", rows, reminders)
+	}
+}
+
+// TestProbesAreRateLimitedPerPrincipal: --probe-rate-limit (bursts of
+// twice the rate, at least 1) answers 429 with Retry-After beyond it.
+func TestProbesAreRateLimitedPerPrincipal(t *testing.T) {
+	info := startNodeInfo(t, func(c *app.Config) { c.EnableProbe, c.ProbeRateLimit = true, 0.001 }) // a burst of 1, then one per 1,000 s
+	base := "http://" + info.HTTPAddr
+	if st, _, body := debugCall(t, "POST", base+"/debug/probe/p?delta=1", aliceToken, ""); st != 200 {
+		t.Fatalf("first probe: %d %.200q", st, body)
+	}
+	if st, retry, _ := debugCall(t, "POST", base+"/debug/probe/p?delta=1", aliceToken, ""); st != 429 || retry == "" {
+		t.Fatalf("second probe: %d Retry-After %q, want 429 with Retry-After", st, retry)
 	}
 }

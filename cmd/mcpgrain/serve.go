@@ -20,7 +20,6 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c.register(fs, "127.0.0.1:8080", "127.0.0.1:0")
 	data := fs.String("data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, c.nodeID = "dev", "dev"
-	fs.Lookup("enable-probe").DefValue, c.enableProbe = "true", true
 	var m mcpFlags
 	m.register(fs, "code,demo", true)
 	if err := parse(fs, args); err != nil {
@@ -162,6 +161,7 @@ func (c *common) appConfig(stderr io.Writer) app.Config {
 		ClusterTLSKey:  c.clusterKey,
 		ClusterTLSCA:   c.clusterCA,
 		EnableProbe:    c.enableProbe,
+		ProbeRateLimit: c.probeRate,
 		GatewayOnly:    c.gatewayOnly,
 		EnablePprof:    c.pprof,
 		ProbeIdle:      c.probeIdle,

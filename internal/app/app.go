@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -81,10 +82,15 @@ type Config struct {
 	// GatewayOnly serves HTTP but hosts no grains: every request is routed
 	// to the members that do (an edge gateway).
 	GatewayOnly bool
-	// EnablePprof serves Go's profiler at /debug/pprof/.
+	// EnablePprof serves Go's profiler at /debug/pprof/ to callers with
+	// the admin role.
 	EnablePprof bool
-	// EnableProbe hosts the probe grain kind and serves /debug/probe/{id}.
+	// EnableProbe hosts the probe grain kind and serves /debug/probe/{id}
+	// to callers with the admin role.
 	EnableProbe bool
+	// ProbeRateLimit is /debug/probe requests per second per principal
+	// (0: unlimited), with bursts of twice that.
+	ProbeRateLimit float64
 	// ProbeIdle passivates idle probe grains after this long (0: never).
 	ProbeIdle time.Duration
 	// ReminderPoll is the reminder scan interval (default 1s).
@@ -368,12 +374,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		pageKey = []byte(rand.Text() + rand.Text()) // single node without --state-key: forms die with the process
 	}
 	handler, err := gateway.NewHandler(gateway.Options{
-		Node:        node,
-		Gatherer:    reg,
-		Registerer:  nodeReg,
-		Logger:      log,
-		EnableProbe: cfg.EnableProbe,
-		EnablePprof: cfg.EnablePprof,
+		Node:         node,
+		Gatherer:     reg,
+		Registerer:   nodeReg,
+		Logger:       log,
+		EnableProbe:  cfg.EnableProbe,
+		EnablePprof:  cfg.EnablePprof,
+		Auth:         authn,
+		ProbeLimiter: auth.NewLimiter(auth.LimiterOptions{Rate: cfg.ProbeRateLimit, Burst: int(math.Ceil(2 * cfg.ProbeRateLimit))}),
 		MCP: &gateway.MCPOptions{
 			Auth:            authn,
 			Limiter:         limiter,

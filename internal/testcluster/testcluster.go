@@ -254,6 +254,7 @@ func (n *Node) args() []string {
 		"--consul-ttl", c.opts.ConsulTTL.String(),
 		"--store", dsn,
 		"--enable-probe",
+		"--probe-rate-limit", "0", // the load tests drive probes as fast as they can
 		"--token", Token,
 		"--state-key", StateKey,
 		"--probe-idle", c.opts.ProbeIdle.String(),
@@ -567,6 +568,7 @@ func (n *Node) Probe(ctx context.Context, id string, delta int64) (ProbeResult, 
 	if err != nil {
 		return r, err
 	}
+	req.Header.Set("Authorization", "Bearer "+Token) // the probe needs the admin role
 	resp, err := client.Do(req)
 	if err != nil {
 		return r, err
@@ -603,6 +605,7 @@ func (n *Node) Remind(ctx context.Context, id string, rs []ReminderSpec) error {
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Authorization", "Bearer "+Token)
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
