@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,17 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	}
 }
 
+// tokenFile writes token to a file (mode 600) for --token-file: the CLI
+// warns about a token on its command line.
+func tokenFile(t *testing.T, token string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // mcpgrain runs the CLI binary.
 func mcpgrainCLI(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
@@ -134,7 +146,7 @@ func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 	bin := testcluster.Binary(t)
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
-	flags := []string{"--grpc", info.GRPCAddr, "--token", bobToken}
+	flags := []string{"--grpc", info.GRPCAddr, "--token-file", tokenFile(t, bobToken)}
 
 	if out, err := mcpgrainCLI(t, bin, append([]string{"approve", "list"}, flags...)...); err != nil || !strings.Contains(out, "no paused executions") {
 		t.Fatalf("empty list: %v\n%s", err, out)

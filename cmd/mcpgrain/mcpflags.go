@@ -127,7 +127,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	m.code.register(fs, demoDefault)
 	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
 	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
-	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin)")
+	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin); outside dev prefer --token-file or MCPGRAIN_TOKEN (a command line is readable by every local user)")
 	fs.BoolVar(&m.noAuth, "no-auth", false, "accept requests without a token as user anonymous (only on a loopback --http)")
 	fs.Float64Var(&m.rate, "rate-limit", 50, "MCP requests per second per principal (0: unlimited)")
 	fs.IntVar(&m.burst, "rate-burst", 100, "burst size of the per-principal rate limit")
@@ -143,7 +143,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
 	fs.IntVar(&m.eventMax, "event-max-bytes", mcpruntime.DefaultMaxEventBytes, "largest SSE event kept for resumability (a larger one is delivered, not kept: its stream cannot be resumed from before it)")
 	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")
-	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens; every node of a cluster needs the same")
+	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
 }
 
 func (m *mcpFlags) config() (app.MCPConfig, error) {

@@ -255,8 +255,6 @@ func (n *Node) args() []string {
 		"--store", dsn,
 		"--enable-probe",
 		"--probe-rate-limit", "0", // the load tests drive probes as fast as they can
-		"--token", Token,
-		"--state-key", StateKey,
 		"--probe-idle", c.opts.ProbeIdle.String(),
 		"--log-level", "debug",
 		// Tests choose which node owns a session (by retrying the connect
@@ -285,7 +283,9 @@ func (n *Node) start() {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0")
+	// Secrets through the environment, not the command line (a node warns
+	// about those).
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0", "MCPGRAIN_TOKEN="+Token, "MCPGRAIN_STATE_KEY="+StateKey)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
