@@ -369,3 +369,46 @@ func TestProbesAreRateLimitedPerPrincipal(t *testing.T) {
 		t.Fatalf("second probe: %d Retry-After %q, want 429 with Retry-After", st, retry)
 	}
 }
+
+// TestSignInLinksFromAnotherSiteAreRefused: a link with ?token= signed in
+// whoever followed it, from any site: an attacker's page could sign a
+// victim's browser in as the attacker (login CSRF), and the victim would
+// then see and decide the attacker's executions as their own. A cross-site
+// (or same-site, other-origin) navigation now gets the sign-in form and no
+// cookie; the user's own navigation (Sec-Fetch-Site: none, or a browser
+// that sends none) still signs in.
+func TestSignInLinksFromAnotherSiteAreRefused(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	link := "http://" + info.HTTPAddr + "/approve/" + id + "?token=" + carolToken
+	follow := func(hdr map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", link, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	for _, hdr := range []map[string]string{
+		{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"},
+		{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate"},
+	} {
+		resp, body := follow(hdr)
+		if resp.StatusCode != 403 || len(resp.Cookies()) != 0 || !strings.Contains(body, "another site") {
+			t.Errorf("%v: %d, cookies %v, want 403 with the sign-in form and no cookie", hdr, resp.StatusCode, resp.Cookies())
+		}
+	}
+	for _, hdr := range []map[string]string{{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}, nil} {
+		resp, _ := follow(hdr)
+		if resp.StatusCode != 303 || len(resp.Cookies()) != 1 {
+			t.Errorf("%v: %d, cookies %v, want 303 and the sign-in cookie", hdr, resp.StatusCode, resp.Cookies())
+		}
+	}
+}

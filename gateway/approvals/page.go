@@ -164,8 +164,16 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A link with ?token=… signs in: keep the token in a cookie and drop it
-	// from the address bar and history.
+	// from the address bar and history. Not when another site sent the
+	// browser here: that would sign the victim in as whoever's token the
+	// link carries (login CSRF), and they would then see and decide that
+	// principal's executions as if they were their own.
 	if tok := r.URL.Query().Get("token"); tok != "" && !p.o.Auth.NoAuth() {
+		if !sameOrigin(r) {
+			p.render(w, http.StatusForbidden, pageData{Title: "Sign in", ID: id, Login: true,
+				Detail: "A sign-in link opened from another site is refused. Sign in here, or open the link from the address bar."})
+			return
+		}
 		p.signIn(w, r, id, tok, "")
 		return
 	}
@@ -214,7 +222,11 @@ func (p *page) csrf(who *pb.Principal, id string) string {
 }
 
 // sameOrigin refuses cross-site form posts (with the CSRF token this is
-// defence in depth; with --no-auth it is the main guard).
+// defence in depth; with --no-auth it is the main guard) and cross-site
+// sign-in links. Sec-Fetch-Site "none" is a navigation the user started
+// (address bar, bookmark, another application). A request with neither
+// header (a browser older than Sec-Fetch-Site, a script) is let through:
+// nothing tells it apart.
 func sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return false
