@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -411,4 +412,97 @@ func TestSignInLinksFromAnotherSiteAreRefused(t *testing.T) {
 			t.Errorf("%v: %d, cookies %v, want 303 and the sign-in cookie", hdr, resp.StatusCode, resp.Cookies())
 		}
 	}
+}
+
+// TestFailedSignInsAreLimitedPerAddress: tokens could be guessed as fast
+// as the node answered, on every surface. Failed sign-ins now take from a
+// per-address budget (--auth-failure-rate / --auth-failure-burst); an
+// address out of it gets 429 with Retry-After (gRPC: RESOURCE_EXHAUSTED)
+// for every attempt with credentials — a valid token too — on every
+// surface, whichever surface the failures were on.
+func TestFailedSignInsAreLimitedPerAddress(t *testing.T) {
+	const burst = 3
+	limited := func(c *app.Config) { c.MCP.AuthFailureRate, c.MCP.AuthFailureBurst = 0.001, burst }
+	mcpCall := func(addr, token string) rawResponse {
+		return raw(t, "POST", addr, map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json",
+			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	}
+	const wrong = "mcpg_wrong_token_0123456789"
+
+	t.Run("failures on /mcp close every surface", func(t *testing.T) {
+		info := startCodeNode(t, limited)
+		for i := range burst {
+			if r := mcpCall(info.HTTPAddr, wrong); r.status != 401 {
+				t.Fatalf("wrong token %d: %d", i+1, r.status)
+			}
+		}
+		r := mcpCall(info.HTTPAddr, wrong)
+		if r.status != 429 || r.header.Get("Retry-After") == "" || rpcCode(t, r.body) != -32001 {
+			t.Fatalf("wrong token %d: %d Retry-After %q %s, want 429 with Retry-After", burst+1, r.status, r.header.Get("Retry-After"), r.body)
+		}
+		if r := mcpCall(info.HTTPAddr, aliceToken); r.status != 429 {
+			t.Errorf("a valid token from the blocked address on /mcp: %d, want 429", r.status)
+		}
+		if r := api(t, "GET", "http://"+info.HTTPAddr+"/api/executions", aliceToken, ""); r.status != 429 || r.body["error"] != "rate_limited" {
+			t.Errorf("approval API: %d %v, want 429 rate_limited", r.status, r.body)
+		}
+		if _, err := approvalClient(t, info.GRPCAddr).ListPausedExecutions(withToken(t, aliceToken), &pb.ListPausedExecutionsRequest{}); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("gRPC: %v, want ResourceExhausted", err)
+		}
+		req, _ := http.NewRequest("GET", "http://"+info.HTTPAddr+"/approve/exec_x", nil)
+		req.AddCookie(&http.Cookie{Name: "mcpgrain_approval_token", Value: aliceToken})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("approval page: %d, want 429 with Retry-After", resp.StatusCode)
+		}
+	})
+	t.Run("the page's sign-in form counts", func(t *testing.T) {
+		info := startCodeNode(t, limited)
+		login := func(token string) int {
+			resp, err := http.PostForm("http://"+info.HTTPAddr+"/approve/exec_x/login", url.Values{"token": {token}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for i := range burst {
+			if st := login(wrong); st != 401 {
+				t.Fatalf("wrong token %d: %d", i+1, st)
+			}
+		}
+		if st := login(aliceToken); st != 429 {
+			t.Fatalf("after %d failures, a valid token: %d, want 429", burst, st)
+		}
+		if r := mcpCall(info.HTTPAddr, aliceToken); r.status != 429 {
+			t.Errorf("/mcp after failures on the page: %d, want 429", r.status)
+		}
+	})
+	t.Run("gRPC counts", func(t *testing.T) {
+		info := startCodeNode(t, limited)
+		client := approvalClient(t, info.GRPCAddr)
+		for i := range burst {
+			if _, err := client.ListPausedExecutions(withToken(t, wrong), &pb.ListPausedExecutionsRequest{}); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("wrong token %d: %v", i+1, err)
+			}
+		}
+		if _, err := client.ListPausedExecutions(withToken(t, aliceToken), &pb.ListPausedExecutionsRequest{}); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("after %d failures, a valid token: %v, want ResourceExhausted", burst, err)
+		}
+	})
+	t.Run("requests without credentials are not failures", func(t *testing.T) {
+		info := startCodeNode(t, limited)
+		for range 3 * burst {
+			if r := raw(t, "POST", info.HTTPAddr, map[string]string{"Content-Type": "application/json"}, `{}`); r.status != 401 {
+				t.Fatalf("no token: %d", r.status)
+			}
+		}
+		if r := mcpCall(info.HTTPAddr, aliceToken); r.status == 429 {
+			t.Fatal("requests without a token used up the address's failures")
+		}
+	})
 }

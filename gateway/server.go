@@ -130,6 +130,9 @@ func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
 			if ae.WWWAuthenticate != "" {
 				w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
 			}
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+			}
 			code := ae.Code
 			if code == "" {
 				code = "unauthorized"

@@ -32,6 +32,8 @@ type mcpFlags struct {
 	rate                            float64
 	burst, softCap                  int
 	eventMax                        int
+	failRate                        float64
+	failBurst                       int
 	eventSession                    int64
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
@@ -131,6 +133,8 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.BoolVar(&m.noAuth, "no-auth", false, "accept requests without a token as user anonymous (only on a loopback --http)")
 	fs.Float64Var(&m.rate, "rate-limit", 50, "MCP requests per second per principal (0: unlimited)")
 	fs.IntVar(&m.burst, "rate-burst", 100, "burst size of the per-principal rate limit")
+	fs.Float64Var(&m.failRate, "auth-failure-rate", auth.DefaultFailureRate, "failed sign-ins (unknown or malformed tokens, on every surface) per second a client address earns back; out of them, it gets 429 with Retry-After (0: not limited; behind a proxy every client shares its address)")
+	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
 	fs.DurationVar(&m.bodyTimeout, "body-timeout", 30*time.Second, "longest a client may take to send a request body (slow clients get 408)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call /mcp (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
@@ -165,6 +169,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	}
 	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) {
 		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024 and --event-session-bytes at least --event-max-bytes", errUsage)
+	}
+	if m.failRate < 0 || m.failBurst < 1 {
+		return app.MCPConfig{}, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
 	}
 	if m.rate < 0 || m.burst < 1 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
@@ -222,7 +229,17 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
+		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
 	}, nil
+}
+
+// failureRate maps --auth-failure-rate (0: off) to app.MCPConfig's
+// AuthFailureRate (negative: off).
+func failureRate(flag float64) float64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 func splitList(s string) []string {

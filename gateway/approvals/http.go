@@ -122,7 +122,12 @@ func (a *api) principal(w http.ResponseWriter, r *http.Request) (*pb.Principal, 
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {
-			w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+			if ae.WWWAuthenticate != "" {
+				w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+			}
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+			}
 			code := ae.Code
 			if code == "" {
 				code = "unauthorized"

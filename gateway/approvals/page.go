@@ -132,10 +132,23 @@ func (p *page) principal(r *http.Request) (*pb.Principal, bool, error) {
 		return who, err == nil, err
 	}
 	if c, err := r.Cookie(TokenCookie); err == nil && c.Value != "" {
-		who, err := p.o.Auth.AuthenticateToken(c.Value)
+		who, err := p.o.Auth.AuthenticateToken(r.RemoteAddr, c.Value)
 		return who, err == nil, err
 	}
 	return nil, false, nil
+}
+
+// failedSignIns answers a request refused for too many failed sign-ins
+// from its address (429 with Retry-After); it reports whether err was one.
+func (p *page) failedSignIns(w http.ResponseWriter, err error) bool {
+	var ae *auth.Error
+	if !errors.As(err, &ae) || ae.Code != auth.CodeRateLimited {
+		return false
+	}
+	w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+	p.message(w, http.StatusTooManyRequests, "Slow down", "Too many failed sign-ins from your address.",
+		"Try again in "+auth.RetryAfterSeconds(ae.RetryAfter)+" seconds.")
+	return true
 }
 
 func (p *page) limited(w http.ResponseWriter, who *pb.Principal) bool {
@@ -301,7 +314,10 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 // page without it in the address; an invalid one gets the sign-in form
 // (with detail).
 func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail string) {
-	if _, err := p.o.Auth.AuthenticateToken(token); err != nil {
+	if _, err := p.o.Auth.AuthenticateToken(r.RemoteAddr, token); err != nil {
+		if p.failedSignIns(w, err) {
+			return
+		}
 		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true, Detail: detail})
 		return
 	}
@@ -312,8 +328,11 @@ func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail 
 // signedIn returns the caller of a page request, or answers with the
 // sign-in form (no credentials) or 429 (rate limited) itself.
 func (p *page) signedIn(w http.ResponseWriter, r *http.Request, id string) (*pb.Principal, bool) {
-	who, ok, _ := p.principal(r)
+	who, ok, err := p.principal(r)
 	if !ok {
+		if p.failedSignIns(w, err) {
+			return nil, false
+		}
 		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
 		return nil, false
 	}

@@ -49,6 +49,16 @@
 // [AuthOptions.NoAuth] authenticates every request as [Anonymous]; it is
 // meant only for loopback experiments and the app enforces that.
 //
+// # Failed sign-ins
+//
+// A [FailureLimiter] ([AuthOptions.Failures]) gives each client address a
+// budget of failed sign-ins (unknown or malformed tokens); an address out
+// of it gets a 429 [Error] with [CodeRateLimited] and [Error.RetryAfter]
+// for every attempt that carries credentials, a valid token included,
+// until it earned one back:
+//
+//	authn := auth.NewAuthenticator(keys, auth.AuthOptions{Failures: auth.NewFailureLimiter(auth.FailureLimiterOptions{})})
+//
 // # Rate limiting
 //
 // A [Limiter] is a token bucket per principal (org and user). When it

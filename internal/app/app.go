@@ -118,6 +118,13 @@ type MCPConfig struct {
 	// bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
+	// AuthFailureRate is the failed sign-ins per second a client address
+	// earns back (0: auth.DefaultFailureRate; negative: failed sign-ins
+	// are not limited), with bursts of AuthFailureBurst (0:
+	// auth.DefaultFailureBurst). An address out of them gets 429 for every
+	// attempt with credentials (every surface).
+	AuthFailureRate  float64
+	AuthFailureBurst int
 	// BodyTimeout bounds reading one request body (zero: 30s).
 	BodyTimeout time.Duration
 	// TrustedOrigins may call /mcp from browsers.
@@ -366,7 +373,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}, func() float64 { return 1 }),
 	)
 
-	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"})
+	var failures *auth.FailureLimiter
+	if cfg.MCP.AuthFailureRate >= 0 {
+		failures = auth.NewFailureLimiter(auth.FailureLimiterOptions{Rate: cfg.MCP.AuthFailureRate, Burst: cfg.MCP.AuthFailureBurst})
+	}
+	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain", Failures: failures})
 	limiter := auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst})
 	approvalSvc := approvals.NewService(node, st, nil)
 	pageKey := cfg.MCP.StateKey
