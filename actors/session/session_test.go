@@ -127,6 +127,12 @@ func logger() *slog.Logger {
 
 func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 	t.Helper()
+	return newEnvWith(t, softCap, policy, nil)
+}
+
+// newEnvWith is newEnv with tweak applied to the host's configuration.
+func newEnvWith(t *testing.T, softCap int, policy alarm.Policy, tweak func(*session.Config)) *env {
+	t.Helper()
 	e := &env{t: t, clk: clock.NewFake(t0), builds: map[string][]*fakeRuntime{}, fail: map[string]bool{}, gate: map[string]chan struct{}{}, reg: prometheus.NewRegistry(),
 		restored: map[string][]string{}}
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
@@ -135,7 +141,7 @@ func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	e.st = st
-	e.host, err = session.NewHost(session.Config{
+	cfg := session.Config{
 		Builder:    session.BuilderFunc(e.build),
 		Policy:     policy,
 		SessionTTL: 24 * time.Hour,
@@ -144,7 +150,11 @@ func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 		Clock:      e.clk,
 		Logger:     logger(),
 		Registerer: e.reg,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	e.host, err = session.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,8 @@ func (g *GRPCServer) fail(err error) error {
 		return status.Error(codes.FailedPrecondition, "execution_already_decided: this execution was already decided (or timed out)")
 	case errors.Is(err, ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrInsufficientRole):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

@@ -68,11 +68,11 @@ button.decline{background:#b3261e;color:#fff;border-color:#b3261e}
 <dt>Decide by</dt><dd id="deadline">{{.Exec.Deadline.Format "2006-01-02 15:04:05 UTC"}} ({{until .Exec.Deadline .Now}}; then it is declined)</dd>
 <dt>Execution</dt><dd><code>{{.Exec.ExecutionID}}</code></dd>
 </dl>
-<form method="post" action="/approve/{{.Exec.ExecutionID}}">
+{{if .CSRF}}<form method="post" action="/approve/{{.Exec.ExecutionID}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
 <button class="approve" type="submit" name="action" value="accept">Approve</button>
 <button class="decline" type="submit" name="action" value="decline">Decline</button>
-</form>
+</form>{{else}}<p class="note" id="view-only">{{.Detail}}</p>{{end}}
 {{else if .Login}}
 <p>Sign in with your mcpgrain token to see this execution.</p>
 {{if .Detail}}<p class="note">{{.Detail}}</p>{{end}}
@@ -205,9 +205,13 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 		args.Reset()
 		args.Write(ej.Arguments)
 	}
-	p.render(w, http.StatusOK, pageData{
-		Title: "Approve " + ej.Tool + "?", ID: id, Exec: &ej, Args: args.String(), Now: p.svc.now(), CSRF: p.csrf(who, id),
-	})
+	d := pageData{Title: "Approve " + ej.Tool + "?", ID: id, Exec: &ej, Args: args.String(), Now: p.svc.now()}
+	if p.svc.MayDecide(who) {
+		d.CSRF = p.csrf(who, id)
+	} else {
+		d.Detail = strings.TrimPrefix(p.svc.roleError(who).Error(), ErrInsufficientRole.Error()+": ") + "."
+	}
+	p.render(w, http.StatusOK, d)
 }
 
 func (p *page) failed(w http.ResponseWriter, err error) {
@@ -219,6 +223,9 @@ func (p *page) failed(w http.ResponseWriter, err error) {
 		p.message(w, http.StatusConflict, "Already decided", "This execution was already decided (or timed out).", "")
 	case errors.Is(err, ErrInvalid):
 		p.message(w, http.StatusBadRequest, "Bad request", "The form was not understood.", "")
+	case errors.Is(err, ErrInsufficientRole):
+		p.message(w, http.StatusForbidden, "Not allowed", "You cannot decide this execution.",
+			strings.TrimPrefix(err.Error(), ErrInsufficientRole.Error()+": ")+".")
 	default:
 		p.o.Logger.Warn("approvals: page request failed", "err", err)
 		p.message(w, http.StatusServiceUnavailable, "Try again", "The execution's session could not be reached.",

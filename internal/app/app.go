@@ -118,6 +118,9 @@ type MCPConfig struct {
 	// bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
+	// Approvers is who may decide paused executions: session.ApproversMember
+	// ("" too: admins and members) or session.ApproversAdmin; viewers never.
+	Approvers string
 	// AuthFailureRate is the failed sign-ins per second a client address
 	// earns back (0: auth.DefaultFailureRate; negative: failed sign-ins
 	// are not limited), with bursts of AuthFailureBurst (0:
@@ -322,6 +325,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 			return reply.GetEvicted(), nil
 		},
 		Directory:  st,
+		Approvers:  cfg.MCP.Approvers,
 		Logger:     log.With("component", "session"),
 		Registerer: nodeReg,
 	})
@@ -379,7 +383,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain", Failures: failures})
 	limiter := auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst})
-	approvalSvc := approvals.NewService(node, st, nil)
+	approvalSvc := approvals.NewService(node, st, approvals.ServiceOptions{Approvers: cfg.MCP.Approvers})
 	pageKey := cfg.MCP.StateKey
 	if len(pageKey) < 32 {
 		pageKey = []byte(rand.Text() + rand.Text()) // single node without --state-key: forms die with the process
