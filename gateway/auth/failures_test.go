@@ -56,10 +56,6 @@ func TestFailureLimiterRemembersABoundedNumberOfAddresses(t *testing.T) {
 	}
 }
 
-func itoa(i int) string {
-	return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
-}
-
 func TestClientKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"192.0.2.1:443":              "192.0.2.1",
