@@ -528,69 +528,74 @@ func TestViewersSeeButNeverDecide(t *testing.T) {
 			c.MCP.Keys, c.MCP.Approvers = k, approvers
 		}
 	}
-	info := startCodeNode(t, withVera(""))
-	base := "http://" + info.HTTPAddr
-	alice := connectMode(t, info.HTTPAddr, aliceToken, "")
-	id := pause(t, alice, "waiting_for_interaction")
+	// Subtests: each node, with its gRPC clients, is gone before the next
+	// starts (two in one process race on gRPC's global logger under -race).
+	t.Run("viewer", func(t *testing.T) {
+		info := startCodeNode(t, withVera(""))
+		base := "http://" + info.HTTPAddr
+		alice := connectMode(t, info.HTTPAddr, aliceToken, "")
+		id := pause(t, alice, "waiting_for_interaction")
 
-	// Seeing: the API, gRPC and the page.
-	if r := api(t, "GET", base+"/api/executions", veraToken, ""); r.status != 200 || len(r.body["executions"].([]any)) != 1 {
-		t.Fatalf("viewer's list: %d %v", r.status, r.body)
-	}
-	if r := api(t, "GET", base+"/api/executions/"+id, veraToken, ""); r.status != 200 {
-		t.Fatalf("viewer's show: %d %v", r.status, r.body)
-	}
-	client := approvalClient(t, info.GRPCAddr)
-	if _, err := client.GetPausedExecution(withToken(t, veraToken), &pb.GetPausedExecutionRequest{ExecutionId: id}); err != nil {
-		t.Fatalf("viewer's gRPC show: %v", err)
-	}
-	req, _ := http.NewRequest("GET", base+"/approve/"+id, nil)
-	req.AddCookie(&http.Cookie{Name: "mcpgrain_approval_token", Value: veraToken})
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(page), "demo.createTodo") || strings.Contains(string(page), "<button") || !strings.Contains(string(page), "not decide") {
-		t.Fatalf("viewer's page: %d, buttons shown: %v\n%s", resp.StatusCode, strings.Contains(string(page), "<button"), page)
-	}
+		// Seeing: the API, gRPC and the page.
+		if r := api(t, "GET", base+"/api/executions", veraToken, ""); r.status != 200 || len(r.body["executions"].([]any)) != 1 {
+			t.Fatalf("viewer's list: %d %v", r.status, r.body)
+		}
+		if r := api(t, "GET", base+"/api/executions/"+id, veraToken, ""); r.status != 200 {
+			t.Fatalf("viewer's show: %d %v", r.status, r.body)
+		}
+		client := approvalClient(t, info.GRPCAddr)
+		if _, err := client.GetPausedExecution(withToken(t, veraToken), &pb.GetPausedExecutionRequest{ExecutionId: id}); err != nil {
+			t.Fatalf("viewer's gRPC show: %v", err)
+		}
+		req, _ := http.NewRequest("GET", base+"/approve/"+id, nil)
+		req.AddCookie(&http.Cookie{Name: "mcpgrain_approval_token", Value: veraToken})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(page), "demo.createTodo") || strings.Contains(string(page), "<button") || !strings.Contains(string(page), "not decide") {
+			t.Fatalf("viewer's page: %d, buttons shown: %v\n%s", resp.StatusCode, strings.Contains(string(page), "<button"), page)
+		}
 
-	// Deciding: refused everywhere.
-	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", veraToken, `{"action":"accept"}`); r.status != 403 || r.body["error"] != "insufficient_role" {
-		t.Errorf("viewer's decision over HTTP: %d %v, want 403 insufficient_role", r.status, r.body)
-	}
-	if _, err := client.DecideExecution(withToken(t, veraToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("viewer's decision over gRPC: %v, want PermissionDenied", err)
-	}
-	out, err := mcpgrainCLI(t, testcluster.Binary(t), "approve", "accept", id, "--grpc", info.GRPCAddr, "--token-file", tokenFile(t, veraToken))
-	if err == nil || !strings.Contains(out, "insufficient_role") {
-		t.Errorf("viewer's decision with the CLI: %v\n%s", err, out)
-	}
+		// Deciding: refused everywhere.
+		if r := api(t, "POST", base+"/api/executions/"+id+"/resume", veraToken, `{"action":"accept"}`); r.status != 403 || r.body["error"] != "insufficient_role" {
+			t.Errorf("viewer's decision over HTTP: %d %v, want 403 insufficient_role", r.status, r.body)
+		}
+		if _, err := client.DecideExecution(withToken(t, veraToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"}); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("viewer's decision over gRPC: %v, want PermissionDenied", err)
+		}
+		out, err := mcpgrainCLI(t, testcluster.Binary(t), "approve", "accept", id, "--grpc", info.GRPCAddr, "--token-file", tokenFile(t, veraToken))
+		if err == nil || !strings.Contains(out, "insufficient_role") {
+			t.Errorf("viewer's decision with the CLI: %v\n%s", err, out)
+		}
 
-	// Nothing was decided: a member decides once.
-	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 {
-		t.Fatalf("member's decision after the refusals: %d %v", r.status, r.body)
-	}
-	if res, _ := callTool(t, alice, "resume", map[string]any{"executionId": id}); res.IsError {
-		t.Fatalf("resume: %s", mcpclient.Text(res))
-	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
-		t.Fatalf("%d to-dos, want 1", n)
-	}
-
+		// Nothing was decided: a member decides once.
+		if r := api(t, "POST", base+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 {
+			t.Fatalf("member's decision after the refusals: %d %v", r.status, r.body)
+		}
+		if res, _ := callTool(t, alice, "resume", map[string]any{"executionId": id}); res.IsError {
+			t.Fatalf("resume: %s", mcpclient.Text(res))
+		}
+		if n := len(todos(t, info.HTTPAddr)); n != 1 {
+			t.Fatalf("%d to-dos, want 1", n)
+		}
+	})
 	// --approvers admin: members see but do not decide; admins do.
-	info = startCodeNode(t, withVera("admin"))
-	base = "http://" + info.HTTPAddr
-	alice = connectMode(t, info.HTTPAddr, aliceToken, "")
-	id = pause(t, alice, "waiting_for_interaction")
-	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 403 || r.body["error"] != "insufficient_role" || !strings.Contains(r.body["message"].(string), "only admins") {
-		t.Errorf("member's decision with --approvers admin: %d %v", r.status, r.body)
-	}
-	if _, err := approvalClient(t, info.GRPCAddr).DecideExecution(withToken(t, bobToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("member's gRPC decision with --approvers admin: %v", err)
-	}
-	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", aliceToken, `{"action":"decline"}`); r.status != 200 {
-		t.Fatalf("admin's decision with --approvers admin: %d %v", r.status, r.body)
-	}
+	t.Run("approvers admin", func(t *testing.T) {
+		info := startCodeNode(t, withVera("admin"))
+		base := "http://" + info.HTTPAddr
+		alice := connectMode(t, info.HTTPAddr, aliceToken, "")
+		id := pause(t, alice, "waiting_for_interaction")
+		if r := api(t, "POST", base+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 403 || r.body["error"] != "insufficient_role" || !strings.Contains(r.body["message"].(string), "only admins") {
+			t.Errorf("member's decision with --approvers admin: %d %v", r.status, r.body)
+		}
+		if _, err := approvalClient(t, info.GRPCAddr).DecideExecution(withToken(t, bobToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"}); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("member's gRPC decision with --approvers admin: %v", err)
+		}
+		if r := api(t, "POST", base+"/api/executions/"+id+"/resume", aliceToken, `{"action":"decline"}`); r.status != 200 {
+			t.Fatalf("admin's decision with --approvers admin: %d %v", r.status, r.body)
+		}
+	})
 }
