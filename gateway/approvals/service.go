@@ -96,9 +96,10 @@ func (s *Service) MayDecide(who *pb.Principal) bool {
 	return session.MayDecide(s.approvers, who.GetRole())
 }
 
-// roleError is [ErrInsufficientRole] explained for who.
+// roleError is [ErrInsufficientRole] explained for who: a role that may
+// decide nothing, or one the approvers setting leaves out.
 func (s *Service) roleError(who *pb.Principal) error {
-	if s.approvers == session.ApproversAdmin && who.GetRole() != "viewer" {
+	if session.MayDecide(session.ApproversMember, who.GetRole()) {
 		return fmt.Errorf("%w: only admins decide paused executions here (your role: %s)", ErrInsufficientRole, roleName(who))
 	}
 	return fmt.Errorf("%w: your role (%s) may see paused executions but not decide them", ErrInsufficientRole, roleName(who))
