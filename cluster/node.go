@@ -176,15 +176,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.AdvertiseAddr != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertiseAddr))
 	}
+	// Peers send a few small headers per stream; gRPC's default would let
+	// anyone who reaches the cluster port make the node buffer 16 MiB of
+	// metadata per call before any check.
+	serverOpts := []grpc.ServerOption{grpc.MaxHeaderListSize(RemoteMaxHeaderListSize)}
 	if cfg.TLS != nil {
 		if cfg.TLS.Server == nil || cfg.TLS.Client == nil {
 			system.Shutdown()
 			return nil, errors.New("cluster: TLS needs both a server and a client config")
 		}
-		ropts = append(ropts,
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg.TLS.Server))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))))
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(cfg.TLS.Server)))
+		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))))
 	}
+	ropts = append(ropts, remote.WithServerOptions(serverOpts...))
 	rem := remote.NewRemote(system, remote.Configure(host, port, ropts...))
 	if err := startRemote(rem); err != nil {
 		system.Shutdown()
@@ -402,6 +406,10 @@ func (n *Node) shutdownActors() {
 	n.remote.Shutdown(false)
 	n.system.Shutdown()
 }
+
+// RemoteMaxHeaderListSize bounds the metadata of one call on the cluster
+// listener (actor remote).
+const RemoteMaxHeaderListSize = 64 << 10
 
 // RemoteTLS is the mutual TLS of cluster traffic (Config.TLS).
 type RemoteTLS struct {

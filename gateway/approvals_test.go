@@ -3,9 +3,12 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +120,17 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	}
 }
 
+// tokenFile writes token to a file (mode 600) for --token-file: the CLI
+// warns about a token on its command line.
+func tokenFile(t *testing.T, token string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // mcpgrain runs the CLI binary.
 func mcpgrainCLI(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
@@ -134,7 +148,7 @@ func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 	bin := testcluster.Binary(t)
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
-	flags := []string{"--grpc", info.GRPCAddr, "--token", bobToken}
+	flags := []string{"--grpc", info.GRPCAddr, "--token-file", tokenFile(t, bobToken)}
 
 	if out, err := mcpgrainCLI(t, bin, append([]string{"approve", "list"}, flags...)...); err != nil || !strings.Contains(out, "no paused executions") {
 		t.Fatalf("empty list: %v\n%s", err, out)
@@ -336,5 +350,56 @@ func TestApprovalPageRefusesForgedAndCrossSiteForms(t *testing.T) {
 	}
 	if r := api(t, "GET", "http://"+info.HTTPAddr+"/api/executions/"+id, aliceToken, ""); r.status != 200 {
 		t.Fatalf("the pause is gone after refused forms: %d", r.status)
+	}
+}
+
+// TestCrossSiteSignInLinkInHeadlessChromium: a page on another site links
+// to the approval page with someone's token (login CSRF). Following the
+// link in a real browser (Chromium sends Sec-Fetch-Site: cross-site) shows
+// the sign-in form and sets no cookie; the user's own navigation (the
+// address bar: Sec-Fetch-Site: none) signs in as before.
+func TestCrossSiteSignInLinkInHeadlessChromium(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	link := "http://" + info.HTTPAddr + "/approve/" + id + "?token=" + bobToken
+	// The attacker's site: "localhost" is another site than "127.0.0.1".
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<!doctype html><a id="go" href="` + link + `">a prize</a>`))
+	}))
+	defer evil.Close()
+	_, port, _ := net.SplitHostPort(evil.Listener.Addr().String())
+	ctx := browser(t)
+	cookies := func() []string {
+		t.Helper()
+		r, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{"http://" + info.HTTPAddr + "/approve/"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range r.Cookies {
+			names = append(names, c.Name)
+		}
+		return names
+	}
+	browse(t, ctx,
+		chromedp.Navigate("http://localhost:"+port+"/"),
+		chromedp.Click(chromedp.CSS("#go")),
+		chromedp.WaitVisible(chromedp.CSS("h1")), // the approval page's, whatever it shows
+	)
+	// (Even unfixed, the page after the redirect showed the sign-in form:
+	// the SameSite=Strict cookie is not sent within a cross-site
+	// navigation. But it was set, and the next same-site visit used it.)
+	if c := cookies(); len(c) != 0 {
+		t.Fatalf("the cross-site link set cookies %v", c)
+	}
+	if body := text(t, ctx, "body"); !strings.Contains(body, "Sign in") || !strings.Contains(body, "another site") {
+		t.Fatalf("after the cross-site link: %q, want the sign-in form saying why", body)
+	}
+	// Typed into the address bar, the same link signs in.
+	browse(t, ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("button.approve")))
+	if c := cookies(); len(c) != 1 || c[0] != "mcpgrain_approval_token" {
+		t.Fatalf("the user's own navigation: cookies %v", c)
 	}
 }

@@ -59,17 +59,18 @@ func TestApprovalServiceOverTLS(t *testing.T) {
 	info := startCodeNode(t, func(c *app.Config) { c.GRPCTLSCert, c.GRPCTLSKey = cert, key })
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
 	id := pause(t, cs, "waiting_for_interaction")
+	tok := tokenFile(t, aliceToken)
 
-	out, err := mcpgrainCLI(t, bin, "approve", "accept", id, "--grpc", info.GRPCAddr, "--token", aliceToken, "--tls-ca", cert)
+	out, err := mcpgrainCLI(t, bin, "approve", "accept", id, "--grpc", info.GRPCAddr, "--token-file", tok, "--tls-ca", cert)
 	if err != nil || strings.TrimSpace(out) != id+": approved" {
 		t.Fatalf("accept over TLS: %v\n%s", err, out)
 	}
 	// A plaintext client cannot talk to the TLS endpoint, and a client that
 	// does not trust the certificate refuses it.
-	if out, err := mcpgrainCLI(t, bin, "approve", "list", "--grpc", info.GRPCAddr, "--token", aliceToken, "--timeout", "3s"); err == nil {
+	if out, err := mcpgrainCLI(t, bin, "approve", "list", "--grpc", info.GRPCAddr, "--token-file", tok, "--timeout", "3s"); err == nil {
 		t.Fatalf("plaintext client listed over TLS:\n%s", out)
 	}
-	if out, err := mcpgrainCLI(t, bin, "approve", "list", "--grpc", info.GRPCAddr, "--token", aliceToken, "--tls", "--timeout", "3s"); err == nil {
+	if out, err := mcpgrainCLI(t, bin, "approve", "list", "--grpc", info.GRPCAddr, "--token-file", tok, "--tls", "--timeout", "3s"); err == nil {
 		t.Fatalf("untrusted certificate accepted:\n%s", out)
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})

@@ -71,7 +71,12 @@ func clusterTarget(b *testing.B) target {
 		for _, i := range []int{0, 1} {
 			go func() {
 				time.Sleep(2 * time.Second)
-				resp, err := http.Get("http://" + c.Node(i).HTTP + "/debug/pprof/profile?seconds=5")
+				req, err := http.NewRequest(http.MethodGet, "http://"+c.Node(i).HTTP+"/debug/pprof/profile?seconds=5", nil)
+				if err != nil {
+					return
+				}
+				req.Header.Set("Authorization", "Bearer "+testcluster.Token) // the profiler needs the admin role
+				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					return
 				}

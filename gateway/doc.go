@@ -7,7 +7,8 @@
 //	GET  /healthz            the process is up (always 200 while serving)
 //	GET  /readyz             the node is a cluster member and its store answers, or failed < 5s (200/503)
 //	GET  /metrics            Prometheus metrics (mcpgrain_*, Go runtime, process)
-//	POST /debug/probe/{id}   ?delta=N — call the built-in probe grain (only with --enable-probe)
+//	POST /debug/probe/{id}   ?delta=N — call the built-in probe grain (only with --enable-probe; admin role)
+//	GET  /debug/pprof/       Go's profiler, without cmdline (only with --enable-pprof; admin role)
 //
 // The MCP endpoint (/mcp) and the approval routes are added on top of these.
 package gateway

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +17,8 @@ func FuzzPeek(f *testing.F) {
 		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"requestState":"v1.e30.AA","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`,
 		`{"method":`, ``, `null`, `{"params":[]}`, `{"params":{"_meta":[]}}`,
+		`{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 300) + `","method":"ping"}`,
+		`[1,{"id":1,"method":"` + strings.Repeat("m", 300) + `"}]`,
 	} {
 		f.Add([]byte(s), "2025-11-25", "ABCDEF")
 	}
@@ -40,6 +44,14 @@ func FuzzPeek(f *testing.F) {
 			t.Fatalf("an initialize request that peek cannot parse: %q", body)
 		}
 		_ = p
+		// Whatever passes the size check has an id and a method the
+		// answer may echo without amplifying the request.
+		if oversizedField(body) == "" {
+			var one rpcEnvelope
+			if json.Unmarshal(body, &one) == nil && (len(bytes.TrimSpace(one.ID)) > MaxRequestIDBytes || len(bytes.TrimSpace(one.Method)) > MaxMethodBytes) {
+				t.Fatalf("an oversized id or method passed: %q", body)
+			}
+		}
 		if version != "" && modern != (version >= modernVersion) {
 			t.Fatalf("era from header %q: modern=%v", version, modern)
 		}

@@ -185,6 +185,9 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 			if ae.WWWAuthenticate != "" {
 				w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
 			}
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+			}
 			writeRPCError(w, ae.Status, CodeServerError, ae.Message)
 			return
 		}
@@ -225,6 +228,10 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 	}
 	if r.Method == http.MethodPost {
 		labels.method = rpcMethodLabel(body)
+		if msg := oversizedField(body); msg != "" {
+			writeRPCError(w, http.StatusBadRequest, CodeInvalidRequest, msg)
+			return
+		}
 	}
 	if isModern(r, body) {
 		labels.era = eraSessionless

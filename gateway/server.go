@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/probe"
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -33,8 +35,17 @@ type Options struct {
 	Logger *slog.Logger
 	// EnableProbe serves POST /debug/probe/{id}. Default off.
 	EnableProbe bool
-	// EnablePprof serves Go's profiler at /debug/pprof/. Default off.
+	// EnablePprof serves Go's profiler at /debug/pprof/ (without
+	// /debug/pprof/cmdline: a command line may carry secrets). Default off.
 	EnablePprof bool
+	// Auth authenticates the /debug/ routes (the probe and the profiler):
+	// only callers with the admin role may use them ([DebugRole]).
+	// Required when EnableProbe or EnablePprof is set.
+	Auth *auth.Authenticator
+	// ProbeLimiter rate-limits /debug/probe per principal: every probe
+	// id creates a store row, every reminder a durable timer (nil:
+	// unlimited).
+	ProbeLimiter *auth.Limiter
 	// ReadyTimeout bounds the store check of /readyz. Default 2s.
 	ReadyTimeout time.Duration
 	// StoreGrace is how long the store may fail /readyz's check before the
@@ -67,16 +78,21 @@ func NewHandler(o Options) (http.Handler, error) {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { rd.serve(w, r, o) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
+	if (o.EnableProbe || o.EnablePprof) && o.Auth == nil {
+		return nil, errors.New("gateway: the /debug/ routes (probe, pprof) need Options.Auth")
+	}
 	if o.EnableProbe {
-		mux.HandleFunc("POST /debug/probe/{id}", func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) })
-		mux.HandleFunc("POST /debug/probe/{id}/reminders", func(w http.ResponseWriter, r *http.Request) { probeRemindHandler(w, r, o) })
+		mux.Handle("POST /debug/probe/{id}", o.debug(o.ProbeLimiter, func(w http.ResponseWriter, r *http.Request) { probeHandler(w, r, o) }))
+		mux.Handle("POST /debug/probe/{id}/reminders", o.debug(o.ProbeLimiter, func(w http.ResponseWriter, r *http.Request) { probeRemindHandler(w, r, o) }))
 	}
 	if o.EnablePprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", o.debug(nil, pprof.Index))
+		mux.Handle("/debug/pprof/cmdline", o.debug(nil, func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_served", "message": "the command line is not served: it may carry secrets"})
+		}))
+		mux.Handle("/debug/pprof/profile", o.debug(nil, pprof.Profile))
+		mux.Handle("/debug/pprof/symbol", o.debug(nil, pprof.Symbol))
+		mux.Handle("/debug/pprof/trace", o.debug(nil, pprof.Trace))
 	}
 	if o.MCP != nil {
 		h, err := newMCPHandler(o.Node, o.Logger, o.Registerer, *o.MCP)
@@ -94,6 +110,49 @@ func NewHandler(o Options) (http.Handler, error) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 	})
 	return mux, nil
+}
+
+// DebugRole is the role the /debug/ routes require.
+const DebugRole = auth.RoleAdmin
+
+// debug wraps a /debug/ handler: the caller must authenticate with the
+// admin role (401 without credentials, 403 insufficient_role with another
+// role) and, with lim, stay within its rate (429 with Retry-After).
+func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := o.Auth.Authenticate(r)
+		if err != nil {
+			var ae *auth.Error
+			if !errors.As(err, &ae) {
+				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+				return
+			}
+			if ae.WWWAuthenticate != "" {
+				w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+			}
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+			}
+			code := ae.Code
+			if code == "" {
+				code = "unauthorized"
+			}
+			writeJSON(w, ae.Status, map[string]any{"error": code, "message": ae.Message})
+			return
+		}
+		if p.GetRole() != DebugRole {
+			writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_role", "message": "the /debug/ routes need the " + DebugRole + " role"})
+			return
+		}
+		if lim != nil {
+			if ok, retry := lim.Allow(p); !ok {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
+				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many probe requests; retry later"})
+				return
+			}
+		}
+		h(w, r)
+	})
 }
 
 // readiness caches /readyz's store check. A readiness probe must answer
@@ -251,6 +310,10 @@ func probeRemindHandler(w http.ResponseWriter, r *http.Request, o Options) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid body: " + err.Error()})
+		return
+	}
+	if len(body.Reminders) > probe.MaxReminders {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": fmt.Sprintf("at most %d reminders per request (got %d)", probe.MaxReminders, len(body.Reminders))})
 		return
 	}
 	msg := &pb.ProbeRemind{}

@@ -7,110 +7,170 @@ import (
 	"iter"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
 // eventLog is the go-sdk EventStore of one session runtime: SSE events are
-// kept in memory and written behind to the store in small batches, so a
-// client can resume a dropped stream with Last-Event-ID on this node (from
-// memory) or on any other node after the session moved (from the store).
+// kept in memory and written behind to the store by the node's
+// [eventWriter], so a client can resume a dropped stream with
+// Last-Event-ID on this node (from memory) or on any other node after the
+// session moved (from the store). Events are stored under the grain's
+// session id (go-sdk names the session by its own id, different in every
+// runtime incarnation; the events must outlive the incarnation).
 //
 // The standalone GET stream (id "") is not logged: go-sdk numbers its
 // events from 0 again in every runtime incarnation, so its indices would
 // collide across restores. Its notifications are not replayed after a
 // dropped GET; responses to requests (POST streams, random ids) are.
+// Neither are the answers to the handshake a restore replays (mute).
 //
-// Write-behind means the last FlushInterval of events can be lost if the
+// Write-behind means the last flush interval of events can be lost if the
 // node dies; a clean passivation flushes everything first.
+//
+// What one session can make the store keep is bounded (events stay an
+// hour, so an unbounded log is a way to make the node store whatever a
+// client sends):
+//
+//   - an event larger than maxEvent is not logged at all. It is still
+//     delivered live; its index is skipped, so a resume from before it is
+//     refused (go-sdk answers 400, and the gateway answers the request
+//     with its retryable restart error), a resume after it works;
+//   - the session's stored events are kept within budget bytes: once the
+//     events written since the last trim reach a quarter of it, the
+//     oldest are dropped (store.TrimEvents). Clients resume within
+//     seconds, so old streams are the ones nobody asks for. At any time
+//     the store holds at most budget + budget/4 + maxEvent bytes of the
+//     session's events (a closing runtime trims what it wrote, so a
+//     restored one starts within the budget).
 type eventLog struct {
-	st store.Store
-	// session is the grain's session id, under which events are stored:
-	// go-sdk names the session by its own id, different in every runtime
-	// incarnation, and the events must outlive the incarnation.
-	session  string
-	log      *slog.Logger
-	every    time.Duration
-	maxBytes int
+	w       *eventWriter
+	session string
+	lim     eventLimits
+	muted   atomic.Bool // a restore replays the handshake: nothing to log
 
-	mu      sync.Mutex
-	streams map[string]*memStream // by session + "\x00" + stream
-	pending []store.Event
-	bytes   int
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
-	closed  bool
+	mu        sync.Mutex
+	streams   map[string]*memStream // by stream id
+	bytes     int                   // of event data kept in memory
+	sinceTrim int64                 // bytes stored since the last trim
+	closed    bool
 }
 
 type memStream struct {
 	first   int      // index of data[0]
-	data    [][]byte // events first.. (trimmed from the front once flushed)
+	data    [][]byte // events first.. (trimmed from the front once flushed; nil for a skipped one)
 	next    int      // next index to assign
 	flushed int      // events with index < flushed are in the store
+	skipped int      // 1 + the highest index not logged (too large); 0: none
 }
 
-func newEventLog(st store.Store, session string, log *slog.Logger, every time.Duration, maxBytes int) *eventLog {
-	l := &eventLog{st: st, session: session, log: log, every: every, maxBytes: maxBytes, streams: map[string]*memStream{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	go l.run()
-	return l
+// eventLimits bound what the log keeps (see [eventLog]).
+type eventLimits struct {
+	memory   int   // bytes kept in memory per runtime
+	maxEvent int   // larger events are not logged
+	budget   int64 // bytes stored per session
 }
 
-func streamKey(session, stream string) string { return session + "\x00" + stream }
+func (w *eventWriter) newLog(session string) *eventLog {
+	return &eventLog{w: w, session: session, lim: w.lim, streams: map[string]*memStream{}}
+}
+
+// eventMetrics count what the bounds of the event log refused or dropped.
+// Shared by every runtime of a node; nil counts nothing.
+type eventMetrics struct {
+	unlogged prometheus.Counter
+	trimmed  prometheus.Counter
+}
+
+func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
+	m := &eventMetrics{
+		unlogged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_event_log_unlogged_total",
+			Help: "SSE events not kept for resumability because they were larger than the per-event bound (delivered live; a resume from before them is refused).",
+		}),
+		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgrain_event_log_trimmed_total",
+			Help: "Stored SSE events dropped, oldest first, to keep a session's event log within its byte budget.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.unlogged, m.trimmed} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("mcpruntime: register event log metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
 
 // Open implements mcp.EventStore.
 func (l *eventLog) Open(_ context.Context, _, stream string) error {
-	session := l.session
-	if stream == "" {
+	if stream == "" || l.muted.Load() {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.streams[streamKey(session, stream)]; !ok {
-		l.streams[streamKey(session, stream)] = &memStream{}
+	if _, ok := l.streams[stream]; !ok {
+		l.streams[stream] = &memStream{}
 	}
 	return nil
 }
 
 // Append implements mcp.EventStore.
 func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) error {
-	session := l.session
-	if stream == "" {
+	if stream == "" || l.muted.Load() {
 		return nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return errors.New("mcpruntime: event log closed")
 	}
-	ms, ok := l.streams[streamKey(session, stream)]
+	ms, ok := l.streams[stream]
 	if !ok {
 		ms = &memStream{}
-		l.streams[streamKey(session, stream)] = ms
+		l.streams[stream] = ms
+	}
+	if len(data) > l.lim.maxEvent {
+		// Not logged; the index is used all the same (go-sdk numbers the
+		// event it delivers live).
+		ms.data = append(ms.data, nil)
+		ms.skipped = ms.next + 1
+		ms.next++
+		l.mu.Unlock()
+		if m := l.w.metrics; m != nil {
+			m.unlogged.Inc()
+		}
+		return nil
 	}
 	d := append([]byte(nil), data...)
 	ms.data = append(ms.data, d)
-	l.pending = append(l.pending, store.Event{Session: session, Stream: stream, Index: ms.next, Data: d})
+	ev := store.Event{Session: l.session, Stream: stream, Index: ms.next, Data: d}
 	ms.next++
 	l.bytes += len(d)
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
+	l.mu.Unlock()
+	l.w.add(l, ev)
 	return nil
 }
 
 // After implements mcp.EventStore.
 func (l *eventLog) After(ctx context.Context, _, stream string, index int) iter.Seq2[[]byte, error] {
-	session := l.session
 	return func(yield func([]byte, error) bool) {
 		if stream == "" {
 			return
 		}
 		l.mu.Lock()
-		ms, ok := l.streams[streamKey(session, stream)]
+		ms, ok := l.streams[stream]
+		if ok && ms.skipped > index+1 {
+			l.mu.Unlock()
+			yield(nil, fmt.Errorf("mcpruntime: stream %q: event %d was too large to keep: %w", stream, ms.skipped-1, mcp.ErrEventsPurged))
+			return
+		}
 		if ok && index+1 >= ms.first {
 			out := append([][]byte(nil), ms.data[max(0, index+1-ms.first):]...)
 			l.mu.Unlock()
@@ -124,12 +184,12 @@ func (l *eventLog) After(ctx context.Context, _, stream string, index int) iter.
 		l.mu.Unlock()
 		if ok {
 			// Trimmed from memory: everything trimmed was flushed first.
-			if err := l.flush(ctx); err != nil {
+			if err := l.w.flush(ctx); err != nil {
 				yield(nil, err)
 				return
 			}
 		}
-		data, last, err := l.st.Events(ctx, session, stream, index)
+		data, last, err := l.w.st.Events(ctx, l.session, stream, index)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -151,54 +211,23 @@ func (l *eventLog) After(ctx context.Context, _, stream string, index int) iter.
 // survive that, so events are deleted only when the session ends.
 func (l *eventLog) SessionClosed(context.Context, string) error { return nil }
 
-func (l *eventLog) run() {
-	defer close(l.stopped)
-	t := time.NewTicker(l.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		case <-l.kick:
-			// Batch appends that arrive together.
-			select {
-			case <-l.stop:
-				return
-			case <-time.After(l.every):
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := l.flush(ctx); err != nil {
-			l.log.Warn("mcpruntime: flush event log (will retry)", "err", err)
-		}
-		cancel()
-	}
-}
-
-// flush writes pending events, then trims memory beyond maxBytes.
-func (l *eventLog) flush(ctx context.Context) error {
-	l.mu.Lock()
-	batch := l.pending
-	l.pending = nil
-	l.mu.Unlock()
-	if len(batch) == 0 {
-		return nil
-	}
-	if err := l.st.AppendEvents(ctx, batch); err != nil {
-		l.mu.Lock()
-		l.pending = append(batch, l.pending...)
-		l.mu.Unlock()
-		return err
-	}
+// flushed records that ev is in the store: memory beyond the bound can
+// go, and it reports whether the session wrote a quarter of its budget
+// since its last trim.
+func (l *eventLog) flushed(ev store.Event) (trim bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, e := range batch {
-		if ms, ok := l.streams[streamKey(e.Session, e.Stream)]; ok && e.Index+1 > ms.flushed {
-			ms.flushed = e.Index + 1
-		}
+	if ms, ok := l.streams[ev.Stream]; ok && ev.Index+1 > ms.flushed {
+		ms.flushed = ev.Index + 1
 	}
-	for l.bytes > l.maxBytes {
+	l.sinceTrim += int64(len(ev.Data))
+	l.trimMemory()
+	return l.sinceTrim >= max(l.lim.budget/4, 1)
+}
+
+// trimMemory drops flushed events from memory beyond the bound. l.mu held.
+func (l *eventLog) trimMemory() {
+	for l.bytes > l.lim.memory {
 		trimmed := false
 		for _, ms := range l.streams {
 			if len(ms.data) > 0 && ms.first < ms.flushed {
@@ -212,10 +241,28 @@ func (l *eventLog) flush(ctx context.Context) error {
 			break
 		}
 	}
+}
+
+// trim drops the session's oldest stored events beyond its budget.
+func (l *eventLog) trim(ctx context.Context) error {
+	l.mu.Lock()
+	written := l.sinceTrim
+	l.mu.Unlock()
+	n, err := l.w.st.TrimEvents(ctx, l.session, l.lim.budget)
+	if err != nil {
+		return fmt.Errorf("mcpruntime: keep the event log of %s within %d bytes: %w", l.session, l.lim.budget, err)
+	}
+	l.mu.Lock()
+	l.sinceTrim -= written // what was written meanwhile waits for the next trim
+	l.mu.Unlock()
+	if m := l.w.metrics; n > 0 && m != nil {
+		m.trimmed.Add(float64(n))
+	}
 	return nil
 }
 
-// close flushes everything and stops the writer.
+// close flushes what the log holds and leaves the session within its
+// budget (a restored runtime knows nothing of what this one stored).
 func (l *eventLog) close(ctx context.Context) error {
 	l.mu.Lock()
 	if l.closed {
@@ -224,7 +271,136 @@ func (l *eventLog) close(ctx context.Context) error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.stopped
-	return l.flush(ctx)
+	if err := l.w.flush(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	written := l.sinceTrim
+	l.mu.Unlock()
+	if written > 0 {
+		return l.trim(ctx)
+	}
+	return nil
+}
+
+// eventWriter writes the event logs of all the session runtimes of a node
+// behind, in batches: one goroutine and one store write per flush
+// interval for the whole node (a goroutine and a ticker per resident
+// runtime cost a million wake-ups a second with 10,000 resident).
+type eventWriter struct {
+	st      store.Store
+	log     *slog.Logger
+	every   time.Duration
+	lim     eventLimits
+	metrics *eventMetrics
+
+	mu      sync.Mutex
+	pending []pendingEvent
+
+	flushMu sync.Mutex // one flush at a time: the writer's and callers' (After, close)
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+type pendingEvent struct {
+	log *eventLog
+	ev  store.Event
+}
+
+func newEventWriter(st store.Store, log *slog.Logger, every time.Duration, lim eventLimits, m *eventMetrics) *eventWriter {
+	w := &eventWriter{st: st, log: log, every: every, lim: lim, metrics: m,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// add queues an event for the next flush.
+func (w *eventWriter) add(l *eventLog, ev store.Event) {
+	w.mu.Lock()
+	w.pending = append(w.pending, pendingEvent{l, ev})
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *eventWriter) run() {
+	defer close(w.stopped)
+	wait := time.NewTimer(w.every)
+	wait.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		}
+		// Batch what arrives within the interval.
+		wait.Reset(w.every)
+		select {
+		case <-w.stop:
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.flush(ctx); err != nil {
+			w.log.Warn("mcpruntime: flush the event log (will retry)", "err", err)
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		}
+		cancel()
+	}
+}
+
+// flush writes every pending event of the node, then trims the sessions
+// that wrote a quarter of their budget since their last trim.
+func (w *eventWriter) flush(ctx context.Context) error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	batch := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	events := make([]store.Event, len(batch))
+	for i, p := range batch {
+		events[i] = p.ev
+	}
+	if err := w.st.AppendEvents(ctx, events); err != nil {
+		w.mu.Lock()
+		w.pending = append(batch, w.pending...)
+		w.mu.Unlock()
+		return err
+	}
+	var trim []*eventLog
+	seen := map[*eventLog]bool{}
+	for _, p := range batch {
+		if p.log.flushed(p.ev) && !seen[p.log] {
+			seen[p.log] = true
+			trim = append(trim, p.log)
+		}
+	}
+	var errs []error
+	for _, l := range trim {
+		errs = append(errs, l.trim(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// close stops the writer after a last flush.
+func (w *eventWriter) close(ctx context.Context) error {
+	select {
+	case <-w.stop:
+		return nil
+	default:
+	}
+	close(w.stop)
+	<-w.stopped
+	return w.flush(ctx)
 }

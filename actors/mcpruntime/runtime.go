@@ -47,6 +47,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
@@ -72,6 +73,16 @@ type Config struct {
 	// EventMemory bounds the event log kept in memory per session (older,
 	// flushed events are read back from the store). Default 4 MiB.
 	EventMemory int
+	// MaxEventBytes bounds one logged SSE event: a larger one is delivered
+	// but not kept, and its stream cannot be resumed from before it.
+	// Default [DefaultMaxEventBytes].
+	MaxEventBytes int
+	// SessionEventBytes bounds the events stored per session: the oldest
+	// are dropped first once a quarter of it was written since the last
+	// trim. Default [DefaultSessionEventBytes].
+	SessionEventBytes int64
+	// Registerer receives the event log's metrics (nil: not registered).
+	Registerer prometheus.Registerer
 	// NewServer builds the node's shared session server (required, called
 	// once): the node passes a function that registers its tool packs.
 	// codeMode registers the execute and resume tools (the code pack),
@@ -80,6 +91,14 @@ type Config struct {
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *CodeMode
 }
+
+// Defaults of the event log's bounds ([Config.MaxEventBytes],
+// [Config.SessionEventBytes]). An execute result at the default output
+// limit (1 MiB) fits in an event.
+const (
+	DefaultMaxEventBytes     = 2 << 20
+	DefaultSessionEventBytes = 16 << 20
+)
 
 // Builder builds the MCP runtimes of a node's sessions (a session.Builder)
 // around the node's shared server.
@@ -90,6 +109,8 @@ type Builder struct {
 	// runtimes are the node's live runtimes by session id, for handlers on
 	// the shared server.
 	runtimes sync.Map
+	// events writes the event logs of all its runtimes behind.
+	events *eventWriter
 }
 
 var _ session.Builder = (*Builder)(nil)
@@ -109,6 +130,16 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if cfg.EventMemory <= 0 {
 		cfg.EventMemory = 4 << 20
 	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if cfg.SessionEventBytes <= 0 {
+		cfg.SessionEventBytes = DefaultSessionEventBytes
+	}
+	m, err := newEventMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	b := &Builder{cfg: cfg}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
@@ -120,6 +151,8 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	}
 	srv.AddReceivingMiddleware(b.recordState)
 	b.server, b.closeSrv = srv, closeSrv
+	b.events = newEventWriter(cfg.Store, cfg.Logger, cfg.EventFlushInterval,
+		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes}, m)
 	return b, nil
 }
 
@@ -127,6 +160,11 @@ func NewBuilder(cfg Config) (*Builder, error) {
 func (b *Builder) Close() {
 	if b.closeSrv != nil {
 		b.closeSrv()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.events.close(ctx); err != nil {
+		b.cfg.Logger.Warn("mcpruntime: last flush of the event log", "err", err)
 	}
 }
 
@@ -189,7 +227,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
-	r.events = newEventLog(cfg.Store, in.SessionID, r.log, cfg.EventFlushInterval, cfg.EventMemory)
+	r.events = b.events.newLog(in.SessionID)
 	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
 		EventStore: r.events,
 		// The gateway already applied DNS-rebinding and origin protection
@@ -289,7 +327,9 @@ func (r *Runtime) restore(ctx context.Context, raw []byte) error {
 	r.mu.Lock()
 	r.restoring, r.state = true, st
 	r.mu.Unlock()
+	r.events.muted.Store(true) // nobody resumes the replayed handshake's answers
 	defer func() {
+		r.events.muted.Store(false)
 		r.mu.Lock()
 		r.restoring = false
 		r.mu.Unlock()

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -56,6 +57,11 @@ type Config struct {
 	Memory residency.Memory
 	// Directory publishes paused executions (nil: not published).
 	Directory Directory
+	// Approvers is who may decide paused executions: [ApproversMember]
+	// (the default, for ""; admins and members of the owner's
+	// organization, never viewers) or [ApproversAdmin] (admins only).
+	// Every node of a cluster should have the same.
+	Approvers string
 	// Evict sends RequestCapEviction to a session on this node without
 	// waiting for it (required). cluster.Node.Request in a goroutine does.
 	Evict func(ctx context.Context, sessionID string) (evicted bool, err error)
@@ -121,6 +127,11 @@ func (r *resident) canEvict() bool {
 func NewHost(cfg Config) (*Host, error) {
 	if cfg.Builder == nil || cfg.Evict == nil {
 		return nil, errors.New("session: Config.Builder and Config.Evict are required")
+	}
+	switch cfg.Approvers {
+	case "", ApproversMember, ApproversAdmin:
+	default:
+		return nil, fmt.Errorf("session: Config.Approvers %q: want %q or %q", cfg.Approvers, ApproversMember, ApproversAdmin)
 	}
 	if cfg.Policy == (alarm.Policy{}) {
 		cfg.Policy = alarm.DefaultPolicy()

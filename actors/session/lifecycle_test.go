@@ -554,3 +554,61 @@ func TestMemoryBudgetDerivesTheSoftCap(t *testing.T) {
 		t.Fatalf("resident %d, per-runtime estimate %v", e.resident(), e.metric("mcpgrain_resident_runtime_bytes", nil))
 	}
 }
+
+// The grain that owns a pause decides who may decide it, whatever the
+// surface checked: a viewer of the organization never does (before, any
+// role did, and the role was only recorded as org_write_access); with
+// Approvers "admin" a member does not either. A refusal hands nothing
+// over and records nothing; an allowed decider then decides once.
+func TestOnlyRolesThatMayDecideDecide(t *testing.T) {
+	viewer := &pb.Principal{User: "vera", Org: "acme", Role: "viewer"}
+	decide := func(e *env, who *pb.Principal) pb.ExecutionReply_Status {
+		return e.do("s1", &pb.ExecutionDecide{Principal: who, ExecutionId: "exec-1", Action: "accept"}).(*pb.ExecutionReply).GetStatus()
+	}
+	handedOver := func(rt *fakeRuntime) bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.resolved["exec-1"] != nil
+	}
+	for _, tc := range []struct {
+		approvers string
+		refused   []*pb.Principal
+		decider   *pb.Principal
+	}{
+		{"", []*pb.Principal{viewer}, bob},
+		{session.ApproversAdmin, []*pb.Principal{viewer, bob}, alice},
+	} {
+		t.Run("approvers="+tc.approvers, func(t *testing.T) {
+			e := newEnvWith(t, 32, shortPolicy(), func(c *session.Config) { c.Approvers = tc.approvers })
+			rt := e.durablePause("s1", "exec-1")
+			for _, who := range tc.refused {
+				if st := decide(e, who); st != pb.ExecutionReply_STATUS_FORBIDDEN {
+					t.Fatalf("%s (%s) deciding: %v, want FORBIDDEN", who.GetUser(), who.GetRole(), st)
+				}
+			}
+			if handedOver(rt) {
+				t.Fatal("a refused decision was handed to the runtime")
+			}
+			if st := decide(e, tc.decider); st != pb.ExecutionReply_STATUS_OK || !handedOver(rt) {
+				t.Fatalf("%s (%s) deciding: %v", tc.decider.GetUser(), tc.decider.GetRole(), st)
+			}
+		})
+	}
+	if _, err := session.NewHost(session.Config{Builder: session.BuilderFunc(nil), Evict: func(context.Context, string) (bool, error) { return false, nil }, Approvers: "owner"}); err == nil {
+		t.Fatal("an unknown Approvers value was accepted")
+	}
+}
+
+func TestMayDecide(t *testing.T) {
+	for _, tc := range []struct {
+		approvers, role string
+		want            bool
+	}{
+		{"", "admin", true}, {"", "member", true}, {"", "", true}, {"", "viewer", false}, {"", "owner", false},
+		{"member", "member", true}, {"admin", "admin", true}, {"admin", "member", false}, {"admin", "", false}, {"admin", "viewer", false},
+	} {
+		if got := session.MayDecide(tc.approvers, tc.role); got != tc.want {
+			t.Errorf("MayDecide(%q, %q) = %v, want %v", tc.approvers, tc.role, got, tc.want)
+		}
+	}
+}

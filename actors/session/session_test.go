@@ -127,11 +127,17 @@ func logger() *slog.Logger {
 
 func newEnv(t *testing.T, softCap int, policy alarm.Policy) *env {
 	t.Helper()
-	return newEnvMemory(t, softCap, policy, residency.Memory{})
+	return newEnvWith(t, softCap, policy, nil)
 }
 
 // newEnvMemory is newEnv with residency sized by memory.
 func newEnvMemory(t *testing.T, softCap int, policy alarm.Policy, mem residency.Memory) *env {
+	t.Helper()
+	return newEnvWith(t, softCap, policy, func(c *session.Config) { c.Memory = mem })
+}
+
+// newEnvWith is newEnv with tweak applied to the host's configuration.
+func newEnvWith(t *testing.T, softCap int, policy alarm.Policy, tweak func(*session.Config)) *env {
 	t.Helper()
 	e := &env{t: t, clk: clock.NewFake(t0), builds: map[string][]*fakeRuntime{}, fail: map[string]bool{}, gate: map[string]chan struct{}{}, reg: prometheus.NewRegistry(),
 		restored: map[string][]string{}}
@@ -141,17 +147,20 @@ func newEnvMemory(t *testing.T, softCap int, policy alarm.Policy, mem residency.
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	e.st = st
-	e.host, err = session.NewHost(session.Config{
+	cfg := session.Config{
 		Builder:    session.BuilderFunc(e.build),
 		Policy:     policy,
 		SessionTTL: 24 * time.Hour,
 		Residency:  residency.Config{SoftCap: softCap},
-		Memory:     mem,
 		Evict:      e.evict,
 		Clock:      e.clk,
 		Logger:     logger(),
 		Registerer: e.reg,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	e.host, err = session.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,10 @@ import (
 // KindName is the probe grain kind's name.
 const KindName = "probe"
 
+// MaxReminders bounds the reminders one ProbeRemind may set: each is a
+// durable row and timer.
+const MaxReminders = 100
+
 // Options configure the probe kind.
 type Options struct {
 	// IdleTimeout passivates an idle probe. Zero keeps it resident.
@@ -81,6 +85,9 @@ func (p *probe) Receive(ctx context.Context, g grain.Context, msg proto.Message)
 		p.served++
 		return &pb.ProbeState{Node: g.Node(), Epoch: g.Epoch(), Count: p.rec.GetCount(), Served: p.served}, nil
 	case *pb.ProbeRemind:
+		if len(m.GetReminders()) > MaxReminders {
+			return nil, grain.Reject("probe: at most %d reminders per request (got %d)", MaxReminders, len(m.GetReminders()))
+		}
 		rs := make([]store.Reminder, 0, len(m.GetReminders()))
 		for _, r := range m.GetReminders() {
 			if r.GetName() == "" || r.GetPeriodMs() < 0 {

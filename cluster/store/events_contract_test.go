@@ -68,3 +68,41 @@ func TestEventLogPrunesByAge(t *testing.T) {
 		}
 	})
 }
+
+// TrimEvents keeps a session's newest events within a byte budget and
+// drops the oldest first; other sessions are untouched, and a resume from
+// before the dropped events sees the gap.
+func TestEventLogTrimsOldestFirstToABudget(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		ten := []byte("0123456789")
+		for batch := range 2 {
+			var evs []store.Event
+			for i := range 4 {
+				evs = append(evs, store.Event{Session: "s1", Stream: "a", Index: batch*4 + i, Data: ten})
+			}
+			if err := s.AppendEvents(ctx, evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AppendEvents(ctx, []store.Event{{Session: "s2", Stream: "a", Index: 0, Data: ten}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.TrimEvents(ctx, "s1", 80); err != nil || n != 0 {
+			t.Fatalf("trim within the budget: dropped %d, %v", n, err)
+		}
+		// 80 bytes stored, keep at most 55: the three oldest go.
+		if n, err := s.TrimEvents(ctx, "s1", 55); err != nil || n != 3 {
+			t.Fatalf("trim to 55 bytes: dropped %d, %v, want 3", n, err)
+		}
+		if data, last, err := s.Events(ctx, "s1", "a", 2); err != nil || last != 7 || len(data) != 5 {
+			t.Fatalf("the newest events: %d events, last %d, %v", len(data), last, err)
+		}
+		if _, _, err := s.Events(ctx, "s1", "a", 0); err == nil {
+			t.Fatal("a resume from before the dropped events did not see the gap")
+		}
+		if data, _, _ := s.Events(ctx, "s2", "a", -1); len(data) != 1 {
+			t.Fatal("trimming s1 touched s2")
+		}
+	})
+}

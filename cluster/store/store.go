@@ -222,6 +222,12 @@ type Store interface {
 	// PruneEvents drops events stored before before (past the window in
 	// which a client resumes a dropped stream) and returns how many.
 	PruneEvents(ctx context.Context, before time.Time) (int64, error)
+	// TrimEvents drops the oldest events of session (by storage time, then
+	// index) until the data of those left totals at most keepBytes, and
+	// returns how many it dropped. A stream whose older events were dropped
+	// can no longer be resumed from before them ([Store.Events] reports
+	// the gap).
+	TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error)
 	// PutExecution records (or replaces) a paused execution in the
 	// directory that approval surfaces and cross-session resumes use.
 	PutExecution(ctx context.Context, e Execution) error

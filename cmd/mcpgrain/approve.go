@@ -53,13 +53,14 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	var f approveFlags
 	fs.StringVar(&f.addr, "grpc", "127.0.0.1:9090", "gRPC address of any mcpgrain node")
-	fs.StringVar(&f.token, "token", "", "bearer token (your identity; its organization's executions are visible)")
+	fs.StringVar(&f.token, "token", "", "bearer token (your identity; its organization's executions are visible); prefer MCPGRAIN_TOKEN or --token-file")
 	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (system roots unless --tls-ca)")
 	fs.StringVar(&f.caFile, "tls-ca", "", "PEM CA certificate(s) to verify the node with (implies --tls)")
 	fs.StringVar(&f.reason, "reason", "", "decline: why (kept with the decision)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&f.quiet, "q", false, "list: print only execution ids, one per line")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "per-request timeout")
+	addSecretFiles(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, approveUsage)
 		fs.PrintDefaults()
@@ -90,6 +91,9 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		rest = fs.Args()[1:]
 	}
 	if err := parse(fs, nil); err != nil { // MCPGRAIN_* for flags not given
+		return err
+	}
+	if err := resolveSecrets(fs, stderr, "approve", true); err != nil {
 		return err
 	}
 	wantID := cmd == "show" || cmd == "accept" || cmd == "decline"
@@ -188,7 +192,7 @@ func rpcError(err error) error {
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		return fmt.Errorf("not authenticated (set --token or MCPGRAIN_TOKEN): %s", st.Message())
+		return fmt.Errorf("not authenticated (set MCPGRAIN_TOKEN or --token-file): %s", st.Message())
 	case codes.Unavailable:
 		return fmt.Errorf("unavailable: %s", st.Message())
 	}

@@ -39,7 +39,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nodeLog := fs.String("node-log-level", "", "log level of the in-process node's log on stderr: debug, info, warn, error (default: no log)")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process (client, in-process node and baseline) to this file")
 	progress := fs.Bool("progress", isTerminal(stderr), "draw a progress bar on stderr (default when stderr is a terminal; otherwise one progress line every 2s)")
+	addSecretFiles(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := resolveSecrets(fs, stderr, "bench", true); err != nil {
 		return err
 	}
 	scs, err := bench.ParseScenarios(*scenarios)

@@ -28,6 +28,7 @@ type common struct {
 	logLevel, logFormat                 string
 	enableProbe, gatewayOnly, pprof     bool
 	probeIdle, reminderPoll             time.Duration
+	probeRate                           float64
 }
 
 func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
@@ -43,9 +44,10 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.nodeID, "node-id", "", "node id (default: derived from the advertised address)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.BoolVar(&c.pprof, "enable-pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address (diagnostics)")
+	fs.BoolVar(&c.pprof, "enable-pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address to bearer tokens with the admin role (diagnostics)")
 	fs.BoolVar(&c.gatewayOnly, "gateway-only", false, "serve HTTP but host no grains: route every request to the members that do")
-	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} (smoke tests)")
+	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} to bearer tokens with the admin role (smoke tests; every probe id is a store row)")
+	fs.Float64Var(&c.probeRate, "probe-rate-limit", 10, "/debug/probe requests per second per principal, bursts of twice that (0: unlimited)")
 	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")
 	fs.DurationVar(&c.reminderPoll, "reminder-poll", time.Second, "how often durable reminders are scanned (reminders due sooner are armed in memory)")
 }
@@ -77,6 +79,9 @@ func (c *common) validate() error {
 	}
 	if c.probeIdle < 0 {
 		return fmt.Errorf("%w: --probe-idle must not be negative", errUsage)
+	}
+	if c.probeRate < 0 {
+		return fmt.Errorf("%w: --probe-rate-limit must not be negative", errUsage)
 	}
 	if c.reminderPoll < 10*time.Millisecond {
 		return fmt.Errorf("%w: --reminder-poll must be at least 10ms", errUsage)

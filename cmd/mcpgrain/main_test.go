@@ -170,6 +170,12 @@ func TestDevStartsFastAndServesHealthAndMetrics(t *testing.T) {
 		t.Fatalf("/readyz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// The probe is opt-in (--enable-probe): every probe id is a store row.
+	resp, err = http.Post("http://"+addr+"/debug/probe/x?delta=1", "", nil)
+	if err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/debug/probe on a default dev node: %v %v, want 404", resp, err)
+	}
+	resp.Body.Close()
 	// SIGTERM stops it cleanly.
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)

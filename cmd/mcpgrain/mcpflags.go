@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
@@ -26,11 +28,16 @@ import (
 type mcpFlags struct {
 	tools, keysFile, token, origins string
 	stateKey                        string
+	approvers                       string
 	placement                       string
 	noAuth                          bool
 	rate                            float64
 	burst, softCap                  int
 	residentMemory                  string
+	eventMax                        int
+	failRate                        float64
+	failBurst                       int
+	eventSession                    int64
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
@@ -131,11 +138,14 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	d := alarm.DefaultPolicy()
 	m.code.register(fs, demoDefault)
 	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
-	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
-	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin)")
+	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member|viewer"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
+	fs.StringVar(&m.approvers, "approvers", session.ApproversMember, "who of an execution's organization may decide it: member (admins and members) or admin (admins only); viewers only ever see")
+	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin); outside dev prefer --token-file or MCPGRAIN_TOKEN (a command line is readable by every local user)")
 	fs.BoolVar(&m.noAuth, "no-auth", false, "accept requests without a token as user anonymous (only on a loopback --http)")
 	fs.Float64Var(&m.rate, "rate-limit", 50, "MCP requests per second per principal (0: unlimited)")
 	fs.IntVar(&m.burst, "rate-burst", 100, "burst size of the per-principal rate limit")
+	fs.Float64Var(&m.failRate, "auth-failure-rate", auth.DefaultFailureRate, "failed sign-ins (unknown or malformed tokens, on every surface) per second a client address earns back; out of them, it gets 429 with Retry-After (0: not limited; behind a proxy every client shares its address)")
+	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
 	fs.DurationVar(&m.bodyTimeout, "body-timeout", 30*time.Second, "longest a client may take to send a request body (slow clients get 408)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call /mcp (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
@@ -147,7 +157,9 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
 	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default 32)")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
-	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens; every node of a cluster needs the same")
+	fs.IntVar(&m.eventMax, "event-max-bytes", mcpruntime.DefaultMaxEventBytes, "largest SSE event kept for resumability (a larger one is delivered, not kept: its stream cannot be resumed from before it)")
+	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")
+	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
 }
 
 func (m *mcpFlags) config() (app.MCPConfig, error) {
@@ -170,6 +182,12 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	}
 	if m.bodyTimeout <= 0 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+	}
+	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) {
+		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024 and --event-session-bytes at least --event-max-bytes", errUsage)
+	}
+	if m.failRate < 0 || m.failBurst < 1 {
+		return app.MCPConfig{}, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
 	}
 	if m.rate < 0 || m.burst < 1 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
@@ -205,6 +223,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
 		}
 	}
+	if m.approvers != session.ApproversMember && m.approvers != session.ApproversAdmin {
+		return app.MCPConfig{}, fmt.Errorf("%w: --approvers must be member or admin", errUsage)
+	}
 	if m.placement != "local" && m.placement != "hash" {
 		return app.MCPConfig{}, fmt.Errorf("%w: --session-placement must be local or hash", errUsage)
 	}
@@ -226,6 +247,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
+		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
+		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
+		Approvers: m.approvers,
 	}, nil
 }
 
@@ -240,6 +264,15 @@ func (m *mcpFlags) memoryBudget() (uint64, error) {
 		return 0, fmt.Errorf("%w: --resident-memory %v", errUsage, err)
 	}
 	return n, nil
+}
+
+// failureRate maps --auth-failure-rate (0: off) to app.MCPConfig's
+// AuthFailureRate (negative: off).
+func failureRate(flag float64) float64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 func splitList(s string) []string {

@@ -20,10 +20,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c.register(fs, "127.0.0.1:8080", "127.0.0.1:0")
 	data := fs.String("data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, c.nodeID = "dev", "dev"
-	fs.Lookup("enable-probe").DefValue, c.enableProbe = "true", true
 	var m mcpFlags
 	m.register(fs, "code,demo", true)
+	addSecretFiles(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := resolveSecrets(fs, stderr, "dev", false); err != nil { // dev: local experiments, no warning
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -81,7 +84,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				try += " --url " + endpoint
 			}
 			if !m.noAuth && m.token != "" {
-				try += " --token " + m.token
+				try = "MCPGRAIN_TOKEN=" + m.token + " " + try // not --token: keep tokens off command lines
 			}
 			fmt.Fprintf(stdout, "  try it:        %s   (runs code that needs approval, prints where to approve it)\n", try)
 		}
@@ -105,10 +108,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	consulAddr := fs.String("consul", "127.0.0.1:8500", "Consul agent HTTP address; empty runs without Consul as a single node")
 	ttl := fs.Duration("consul-ttl", 3*time.Second, "membership TTL: a node that stops refreshing is dropped after about this long")
 	join := fs.Duration("join-timeout", 30*time.Second, "give up starting if the node cannot join the cluster (register in Consul) within this long")
-	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required)")
+	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required); a DSN with a password belongs in --store-file or MCPGRAIN_STORE (or use PGPASSWORD / a .pgpass file)")
 	var m mcpFlags
 	m.register(fs, "code,demo", false)
+	addSecretFiles(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := resolveSecrets(fs, stderr, "node", true); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -136,10 +143,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if mc.Keys.Len() == 0 && !mc.NoAuth {
-		return fmt.Errorf("%w: no bearer tokens: set --keys-file, %s or --token (or --no-auth on a loopback --http)", errUsage, auth.EnvVar)
+		return fmt.Errorf("%w: no bearer tokens: set --keys-file, %s, or --token-file / MCPGRAIN_TOKEN (or --no-auth on a loopback --http)", errUsage, auth.EnvVar)
 	}
 	if mc.StateKey == nil {
-		return fmt.Errorf("%w: --state-key is required (the same hex key on every node; e.g. openssl rand -hex 32)", errUsage)
+		return fmt.Errorf("%w: --state-key is required (the same hex key on every node, e.g. openssl rand -hex 32; give it as --state-key-file or MCPGRAIN_STATE_KEY)", errUsage)
 	}
 	cfg := c.appConfig(stderr)
 	cfg.MCP = mc
@@ -162,6 +169,7 @@ func (c *common) appConfig(stderr io.Writer) app.Config {
 		ClusterTLSKey:  c.clusterKey,
 		ClusterTLSCA:   c.clusterCA,
 		EnableProbe:    c.enableProbe,
+		ProbeRateLimit: c.probeRate,
 		GatewayOnly:    c.gatewayOnly,
 		EnablePprof:    c.pprof,
 		ProbeIdle:      c.probeIdle,

@@ -28,7 +28,11 @@ func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	token := fs.String("token", "", "bearer token")
 	code := fs.String("code", tryDefaultCode, "TypeScript to execute (the default writes to the demo API, so it needs approval)")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the decision")
+	addSecretFiles(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := resolveSecrets(fs, stderr, "try", true); err != nil {
 		return err
 	}
 	u, err := url.Parse(*endpoint)

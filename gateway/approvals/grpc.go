@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -57,11 +58,18 @@ func (g *GRPCServer) Register(s grpc.ServiceRegistrar) { pb.RegisterApprovalServ
 
 func (g *GRPCServer) principal(ctx context.Context) (*pb.Principal, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	who, err := g.o.Auth.AuthenticateHeader(md.Get("authorization"))
+	var remote string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	who, err := g.o.Auth.AuthenticateHeader(remote, md.Get("authorization"))
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
 			return nil, status.Error(codes.InvalidArgument, ae.Message)
+		}
+		if errors.As(err, &ae) && ae.Code == auth.CodeRateLimited {
+			return nil, status.Errorf(codes.ResourceExhausted, "%s (retry in %s)", ae.Message, ae.RetryAfter.Round(time.Second))
 		}
 		msg := "missing or unknown bearer token"
 		if errors.As(err, &ae) {
@@ -85,6 +93,8 @@ func (g *GRPCServer) fail(err error) error {
 		return status.Error(codes.FailedPrecondition, "execution_already_decided: this execution was already decided (or timed out)")
 	case errors.Is(err, ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrInsufficientRole):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -41,7 +42,8 @@ const maxDecisionBody = MaxContentBytes + 4<<10
 //	POST /approve/{eid}/login                              its token form
 //
 // API errors are JSON {"error": code, "message": text}: 400
-// invalid_request, 401 (bearer challenge), 404 execution_not_found, 409
+// invalid_request, 401 (bearer challenge), 403 insufficient_role (a
+// decision by a role that may not decide), 404 execution_not_found, 409
 // execution_already_decided, 413 body too large, 415 not JSON, 429
 // rate_limited, 503 unavailable.
 func Register(mux *http.ServeMux, svc *Service, o HTTPOptions) error {
@@ -122,7 +124,12 @@ func (a *api) principal(w http.ResponseWriter, r *http.Request) (*pb.Principal, 
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {
-			w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+			if ae.WWWAuthenticate != "" {
+				w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+			}
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+			}
 			code := ae.Code
 			if code == "" {
 				code = "unauthorized"
@@ -152,6 +159,8 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, ErrAlreadyDecided.Error(), "this execution was already decided (or timed out)")
 	case errors.Is(err, ErrInvalid):
 		writeError(w, http.StatusBadRequest, ErrInvalid.Error(), err.Error())
+	case errors.Is(err, ErrInsufficientRole):
+		writeError(w, http.StatusForbidden, ErrInsufficientRole.Error(), strings.TrimPrefix(err.Error(), ErrInsufficientRole.Error()+": "))
 	default:
 		a.o.Logger.Warn("approvals: request failed", "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, ErrUnavailable.Error(), "the execution's session could not be reached; retry (a decision may have been recorded: look again first)")

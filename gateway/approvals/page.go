@@ -68,11 +68,11 @@ button.decline{background:#b3261e;color:#fff;border-color:#b3261e}
 <dt>Decide by</dt><dd id="deadline">{{.Exec.Deadline.Format "2006-01-02 15:04:05 UTC"}} ({{until .Exec.Deadline .Now}}; then it is declined)</dd>
 <dt>Execution</dt><dd><code>{{.Exec.ExecutionID}}</code></dd>
 </dl>
-<form method="post" action="/approve/{{.Exec.ExecutionID}}">
+{{if .CSRF}}<form method="post" action="/approve/{{.Exec.ExecutionID}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
 <button class="approve" type="submit" name="action" value="accept">Approve</button>
 <button class="decline" type="submit" name="action" value="decline">Decline</button>
-</form>
+</form>{{else}}<p class="note" id="view-only">{{.Detail}}</p>{{end}}
 {{else if .Login}}
 <p>Sign in with your mcpgrain token to see this execution.</p>
 {{if .Detail}}<p class="note">{{.Detail}}</p>{{end}}
@@ -132,10 +132,23 @@ func (p *page) principal(r *http.Request) (*pb.Principal, bool, error) {
 		return who, err == nil, err
 	}
 	if c, err := r.Cookie(TokenCookie); err == nil && c.Value != "" {
-		who, err := p.o.Auth.AuthenticateToken(c.Value)
+		who, err := p.o.Auth.AuthenticateToken(r.RemoteAddr, c.Value)
 		return who, err == nil, err
 	}
 	return nil, false, nil
+}
+
+// failedSignIns answers a request refused for too many failed sign-ins
+// from its address (429 with Retry-After); it reports whether err was one.
+func (p *page) failedSignIns(w http.ResponseWriter, err error) bool {
+	var ae *auth.Error
+	if !errors.As(err, &ae) || ae.Code != auth.CodeRateLimited {
+		return false
+	}
+	w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+	p.message(w, http.StatusTooManyRequests, "Slow down", "Too many failed sign-ins from your address.",
+		"Try again in "+auth.RetryAfterSeconds(ae.RetryAfter)+" seconds.")
+	return true
 }
 
 func (p *page) limited(w http.ResponseWriter, who *pb.Principal) bool {
@@ -164,8 +177,16 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A link with ?token=… signs in: keep the token in a cookie and drop it
-	// from the address bar and history.
+	// from the address bar and history. Not when another site sent the
+	// browser here: that would sign the victim in as whoever's token the
+	// link carries (login CSRF), and they would then see and decide that
+	// principal's executions as if they were their own.
 	if tok := r.URL.Query().Get("token"); tok != "" && !p.o.Auth.NoAuth() {
+		if !sameOrigin(r) {
+			p.render(w, http.StatusForbidden, pageData{Title: "Sign in", ID: id, Login: true,
+				Detail: "A sign-in link opened from another site is refused. Sign in here, or open the link from the address bar."})
+			return
+		}
 		p.signIn(w, r, id, tok, "")
 		return
 	}
@@ -184,9 +205,13 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 		args.Reset()
 		args.Write(ej.Arguments)
 	}
-	p.render(w, http.StatusOK, pageData{
-		Title: "Approve " + ej.Tool + "?", ID: id, Exec: &ej, Args: args.String(), Now: p.svc.now(), CSRF: p.csrf(who, id),
-	})
+	d := pageData{Title: "Approve " + ej.Tool + "?", ID: id, Exec: &ej, Args: args.String(), Now: p.svc.now()}
+	if p.svc.MayDecide(who) {
+		d.CSRF = p.csrf(who, id)
+	} else {
+		d.Detail = strings.TrimPrefix(p.svc.roleError(who).Error(), ErrInsufficientRole.Error()+": ") + "."
+	}
+	p.render(w, http.StatusOK, d)
 }
 
 func (p *page) failed(w http.ResponseWriter, err error) {
@@ -198,6 +223,9 @@ func (p *page) failed(w http.ResponseWriter, err error) {
 		p.message(w, http.StatusConflict, "Already decided", "This execution was already decided (or timed out).", "")
 	case errors.Is(err, ErrInvalid):
 		p.message(w, http.StatusBadRequest, "Bad request", "The form was not understood.", "")
+	case errors.Is(err, ErrInsufficientRole):
+		p.message(w, http.StatusForbidden, "Not allowed", "You cannot decide this execution.",
+			strings.TrimPrefix(err.Error(), ErrInsufficientRole.Error()+": ")+".")
 	default:
 		p.o.Logger.Warn("approvals: page request failed", "err", err)
 		p.message(w, http.StatusServiceUnavailable, "Try again", "The execution's session could not be reached.",
@@ -214,7 +242,11 @@ func (p *page) csrf(who *pb.Principal, id string) string {
 }
 
 // sameOrigin refuses cross-site form posts (with the CSRF token this is
-// defence in depth; with --no-auth it is the main guard).
+// defence in depth; with --no-auth it is the main guard) and cross-site
+// sign-in links. Sec-Fetch-Site "none" is a navigation the user started
+// (address bar, bookmark, another application). A request with neither
+// header (a browser older than Sec-Fetch-Site, a script) is let through:
+// nothing tells it apart.
 func sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return false
@@ -289,7 +321,10 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 // page without it in the address; an invalid one gets the sign-in form
 // (with detail).
 func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail string) {
-	if _, err := p.o.Auth.AuthenticateToken(token); err != nil {
+	if _, err := p.o.Auth.AuthenticateToken(r.RemoteAddr, token); err != nil {
+		if p.failedSignIns(w, err) {
+			return
+		}
 		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true, Detail: detail})
 		return
 	}
@@ -300,8 +335,11 @@ func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail 
 // signedIn returns the caller of a page request, or answers with the
 // sign-in form (no credentials) or 429 (rate limited) itself.
 func (p *page) signedIn(w http.ResponseWriter, r *http.Request, id string) (*pb.Principal, bool) {
-	who, ok, _ := p.principal(r)
+	who, ok, err := p.principal(r)
 	if !ok {
+		if p.failedSignIns(w, err) {
+			return nil, false
+		}
 		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
 		return nil, false
 	}

@@ -5,10 +5,12 @@
 // lives in the cluster — to show or decide it.
 //
 // Who may do what: anyone authenticated in the owner's organization may see
-// and decide an execution (the seed's approvers); the decider's role is
-// recorded with the decision as organization write access (admin: allowed,
-// otherwise denied). Executions of other organizations do not exist for the
-// caller (not found, never forbidden), so ids leak nothing.
+// an execution (list, show, watch, the page); deciding it takes a role
+// that [session.MayDecide] allows under [ServiceOptions.Approvers]: admins
+// always, members unless approvers is "admin", viewers never
+// ([ErrInsufficientRole]). The session grain that owns the pause checks
+// again. Executions of other organizations do not exist for the caller
+// (not found, never forbidden), so ids leak nothing.
 package approvals
 
 import (
@@ -41,6 +43,9 @@ var (
 	// ErrUnavailable: the owner could not be reached, or the outcome of a
 	// decision is unknown (it may have been recorded: look again).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrInsufficientRole: the caller may see the execution but its role
+	// may not decide it (a viewer; a member when only admins decide).
+	ErrInsufficientRole = errors.New("insufficient_role")
 )
 
 // Actions a decision may take.
@@ -60,18 +65,51 @@ type Directory interface {
 // Service is the approval logic shared by every surface. It is safe for
 // concurrent use.
 type Service struct {
-	node Requester
-	dir  Directory
-	now  func() time.Time
+	node      Requester
+	dir       Directory
+	now       func() time.Time
+	approvers string
+}
+
+// ServiceOptions configure a [Service].
+type ServiceOptions struct {
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Approvers is who may decide: session.ApproversMember (the default,
+	// for "": admins and members) or session.ApproversAdmin (admins only).
+	// Viewers never decide.
+	Approvers string
 }
 
 // NewService returns a Service that finds executions in dir and reaches
-// their sessions through node. now may be nil (time.Now).
-func NewService(node Requester, dir Directory, now func() time.Time) *Service {
-	if now == nil {
-		now = time.Now
+// their sessions through node.
+func NewService(node Requester, dir Directory, o ServiceOptions) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	return &Service{node: node, dir: dir, now: now}
+	return &Service{node: node, dir: dir, now: o.Now, approvers: o.Approvers}
+}
+
+// MayDecide reports whether who's role may decide executions here (it
+// may still find none to decide).
+func (s *Service) MayDecide(who *pb.Principal) bool {
+	return session.MayDecide(s.approvers, who.GetRole())
+}
+
+// roleError is [ErrInsufficientRole] explained for who: a role that may
+// decide nothing, or one the approvers setting leaves out.
+func (s *Service) roleError(who *pb.Principal) error {
+	if session.MayDecide(session.ApproversMember, who.GetRole()) {
+		return fmt.Errorf("%w: only admins decide paused executions here (your role: %s)", ErrInsufficientRole, roleName(who))
+	}
+	return fmt.Errorf("%w: your role (%s) may see paused executions but not decide them", ErrInsufficientRole, roleName(who))
+}
+
+func roleName(who *pb.Principal) string {
+	if who.GetRole() == "" {
+		return "member"
+	}
+	return who.GetRole()
 }
 
 // ListLimit bounds List.
@@ -171,6 +209,9 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: action must be accept, decline or cancel (got %q)", ErrInvalid, action)
 	}
+	if !s.MayDecide(who) {
+		return Decision{}, s.roleError(who)
+	}
 	var contentJSON string
 	if content != nil {
 		b, err := json.Marshal(content)
@@ -198,6 +239,8 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 		return Decision{Status: status, Text: r.GetText()}, nil
 	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
 		return Decision{}, ErrAlreadyDecided
+	case pb.ExecutionReply_STATUS_FORBIDDEN: // the owner's node decides only admins
+		return Decision{}, s.roleError(who)
 	}
 	return Decision{}, ErrNotFound
 }

@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -24,12 +26,17 @@ func Anonymous() *pb.Principal {
 	return &pb.Principal{User: AnonymousUser, Org: AnonymousOrg, Role: AnonymousRole}
 }
 
-// RFC 6750 error codes, as found in [Error.Code].
+// Error codes, as found in [Error.Code].
 const (
-	// CodeInvalidRequest: the Authorization header is malformed (400).
+	// CodeInvalidRequest: the Authorization header is malformed (400;
+	// RFC 6750).
 	CodeInvalidRequest = "invalid_request"
-	// CodeInvalidToken: the bearer token is not a known one (401).
+	// CodeInvalidToken: the bearer token is not a known one (401; RFC
+	// 6750).
 	CodeInvalidToken = "invalid_token"
+	// CodeRateLimited: too many failed sign-ins from the client's address
+	// (429; see [Error.RetryAfter]).
+	CodeRateLimited = "rate_limited"
 )
 
 // AuthOptions configure an [Authenticator].
@@ -45,13 +52,18 @@ type AuthOptions struct {
 	// parameter of WWW-Authenticate (RFC 9728 OAuth protected resource
 	// metadata, which MCP clients use to discover the authorization server).
 	ResourceMetadataURL string
+	// Failures, if set, limits failed sign-ins per client address: an
+	// address out of failures gets [CodeRateLimited] for every attempt
+	// that carries credentials until it has one again.
+	Failures *FailureLimiter
 }
 
 // Authenticator turns an HTTP request into a principal by its bearer token.
 // It is safe for concurrent use.
 type Authenticator struct {
-	keys   *Keys
-	noAuth bool
+	keys     *Keys
+	noAuth   bool
+	failures *FailureLimiter
 	// params are the challenge's fixed auth-params (realm,
 	// resource_metadata), already formatted.
 	params []string
@@ -60,7 +72,7 @@ type Authenticator struct {
 // NewAuthenticator returns an Authenticator that accepts the tokens in keys
 // (nil accepts none, unless opts.NoAuth).
 func NewAuthenticator(keys *Keys, opts AuthOptions) *Authenticator {
-	a := &Authenticator{keys: keys, noAuth: opts.NoAuth}
+	a := &Authenticator{keys: keys, noAuth: opts.NoAuth, failures: opts.Failures}
 	if opts.Realm != "" {
 		a.params = append(a.params, "realm="+quote(opts.Realm))
 	}
@@ -80,23 +92,39 @@ func NewAuthenticator(keys *Keys, opts AuthOptions) *Authenticator {
 //     sent no bearer credentials);
 //   - more than one Authorization header, an empty bearer token, or one that
 //     is not b64token syntax: 400, error="invalid_request";
-//   - a well-formed token that is not configured: 401, error="invalid_token".
+//   - a well-formed token that is not configured: 401, error="invalid_token";
+//   - with [AuthOptions.Failures], credentials from an address out of
+//     failed sign-ins: 429, [CodeRateLimited], with [Error.RetryAfter].
 //
 // With [AuthOptions.NoAuth] it returns [Anonymous] for every request.
 func (a *Authenticator) Authenticate(r *http.Request) (*pb.Principal, error) {
-	return a.AuthenticateHeader(r.Header.Values("Authorization"))
+	return a.AuthenticateHeader(r.RemoteAddr, r.Header.Values("Authorization"))
 }
 
 // AuthenticateHeader is [Authenticator.Authenticate] for the values of an
-// Authorization header (or of gRPC "authorization" metadata).
-func (a *Authenticator) AuthenticateHeader(vals []string) (*pb.Principal, error) {
+// Authorization header (or of gRPC "authorization" metadata) sent from
+// remoteAddr (the connection's "host:port"; "" is not limited).
+func (a *Authenticator) AuthenticateHeader(remoteAddr string, vals []string) (*pb.Principal, error) {
 	if a.noAuth {
 		return Anonymous(), nil
 	}
-	switch {
-	case len(vals) == 0:
+	if len(vals) == 0 {
 		return nil, a.fail(http.StatusUnauthorized, "", "missing bearer token")
-	case len(vals) > 1:
+	}
+	client, err := a.admit(remoteAddr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.header(vals)
+	if err != nil {
+		a.failed(client, err)
+	}
+	return p, err
+}
+
+// header checks the values of an Authorization header.
+func (a *Authenticator) header(vals []string) (*pb.Principal, error) {
+	if len(vals) > 1 {
 		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "more than one Authorization header")
 	}
 	h := strings.Trim(vals[0], " \t")
@@ -110,15 +138,53 @@ func (a *Authenticator) AuthenticateHeader(vals []string) (*pb.Principal, error)
 	if !strings.EqualFold(scheme, "Bearer") {
 		return nil, a.fail(http.StatusUnauthorized, "", "unsupported authorization scheme; use Bearer")
 	}
-	return a.AuthenticateToken(token)
+	return a.token(token)
 }
 
 // AuthenticateToken returns the principal a bare bearer token (e.g. from
-// the approval page's cookie) authenticates, with Authenticate's errors.
-func (a *Authenticator) AuthenticateToken(token string) (*pb.Principal, error) {
+// the approval page's cookie or sign-in form) sent from remoteAddr
+// authenticates, with Authenticate's errors.
+func (a *Authenticator) AuthenticateToken(remoteAddr, token string) (*pb.Principal, error) {
 	if a.noAuth {
 		return Anonymous(), nil
 	}
+	client, err := a.admit(remoteAddr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.token(token)
+	if err != nil {
+		a.failed(client, err)
+	}
+	return p, err
+}
+
+// admit refuses a client address that is out of failed sign-ins; it
+// returns the address's key ("" when not limited).
+func (a *Authenticator) admit(remoteAddr string) (string, error) {
+	if a.failures == nil || remoteAddr == "" {
+		return "", nil
+	}
+	client := ClientKey(remoteAddr)
+	if retry, blocked := a.failures.Blocked(client); blocked {
+		return "", &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: retry,
+			Message: "too many failed sign-ins from this address; retry later"}
+	}
+	return client, nil
+}
+
+// failed counts a failed sign-in of client: credentials that were sent
+// and refused (not a request that carried none).
+func (a *Authenticator) failed(client string, err error) {
+	var ae *Error
+	if client == "" || !errors.As(err, &ae) || ae.Code == "" {
+		return
+	}
+	a.failures.Failed(client)
+}
+
+// token checks a bare bearer token.
+func (a *Authenticator) token(token string) (*pb.Principal, error) {
 	switch {
 	case token == "":
 		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "empty bearer token")
@@ -166,6 +232,9 @@ type Error struct {
 	// Message is a short explanation, safe to show the client: it never
 	// contains the token.
 	Message string
+	// RetryAfter, for [CodeRateLimited], is how long until the client's
+	// address may try again (answer it as a Retry-After header).
+	RetryAfter time.Duration
 }
 
 // Error returns "auth: " followed by the message.

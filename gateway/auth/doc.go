@@ -19,12 +19,18 @@
 //
 //	{"keys": [
 //	  {"token": "mcpg_...", "user": "alice", "org": "acme", "role": "admin"},
-//	  {"token": "mcpg_...", "user": "bob",   "org": "acme", "role": "member"}
+//	  {"token": "mcpg_...", "user": "bob",   "org": "acme", "role": "member"},
+//	  {"token": "mcpg_...", "user": "vera",  "org": "acme", "role": "viewer"}
 //	]}
 //
 // and the variable like
 //
 //	MCPGRAIN_KEYS='mcpg_...=alice:acme:admin;mcpg_...=bob:acme:member'
+//
+// Roles ([RoleAdmin], [RoleMember], [RoleViewer]) decide what a principal
+// may do besides seeing its organization's paused executions: admins and
+// members decide them (members not with --approvers admin), viewers never;
+// only admins reach the /debug/ routes.
 //
 // [GenerateToken] makes a suitable token. Error messages name the offending
 // entry (file path and keys[i], or the variable's entry position) and never
@@ -48,6 +54,16 @@
 //
 // [AuthOptions.NoAuth] authenticates every request as [Anonymous]; it is
 // meant only for loopback experiments and the app enforces that.
+//
+// # Failed sign-ins
+//
+// A [FailureLimiter] ([AuthOptions.Failures]) gives each client address a
+// budget of failed sign-ins (unknown or malformed tokens); an address out
+// of it gets a 429 [Error] with [CodeRateLimited] and [Error.RetryAfter]
+// for every attempt that carries credentials, a valid token included,
+// until it earned one back:
+//
+//	authn := auth.NewAuthenticator(keys, auth.AuthOptions{Failures: auth.NewFailureLimiter(auth.FailureLimiterOptions{})})
 //
 // # Rate limiting
 //

@@ -20,13 +20,18 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// Roles a key may grant.
+// Roles a key may grant. Every role sees its organization's paused
+// executions; the roles differ in what they may do:
 const (
-	// RoleAdmin may administer its organization (e.g. decide approvals).
+	// RoleAdmin decides paused executions whatever --approvers says, and
+	// is the only role the /debug/ routes (profiler, probe) answer.
 	RoleAdmin = "admin"
-	// RoleMember is an ordinary member of its organization. It is the role
-	// of an entry that names none.
+	// RoleMember decides paused executions unless --approvers admin. It
+	// is the role of an entry that names none.
 	RoleMember = "member"
+	// RoleViewer sees paused executions (list, show, watch, the page) and
+	// never decides them.
+	RoleViewer = "viewer"
 )
 
 // MinTokenLength is the shortest bearer token [NewKeys] accepts, in bytes.
@@ -52,7 +57,8 @@ type Entry struct {
 	User string
 	// Org is the organization id (required).
 	Org string
-	// Role is [RoleAdmin] or [RoleMember]; empty means [RoleMember].
+	// Role is [RoleAdmin], [RoleMember] or [RoleViewer]; empty means
+	// [RoleMember].
 	Role string
 }
 
@@ -84,7 +90,7 @@ func (e keyEntry) describe() string {
 
 // NewKeys validates entries and returns them as Keys. Every entry needs a
 // token of at least [MinTokenLength] bearer-token characters, a user and an
-// org; the role must be empty, [RoleAdmin] or [RoleMember]. No token may
+// org; the role must be empty, [RoleAdmin], [RoleMember] or [RoleViewer]. No token may
 // appear twice. Errors name the offending entry by its index in entries and
 // never contain the token.
 func NewKeys(entries ...Entry) (*Keys, error) {
@@ -127,9 +133,9 @@ func validateEntry(e Entry) (keyEntry, error) {
 	switch role {
 	case "":
 		role = RoleMember
-	case RoleAdmin, RoleMember:
+	case RoleAdmin, RoleMember, RoleViewer:
 	default:
-		return keyEntry{}, fmt.Errorf("role %q is not %q or %q", role, RoleAdmin, RoleMember)
+		return keyEntry{}, fmt.Errorf("role %q is not %q, %q or %q", role, RoleAdmin, RoleMember, RoleViewer)
 	}
 	return keyEntry{user: e.User, org: e.Org, role: role}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -82,10 +83,15 @@ type Config struct {
 	// GatewayOnly serves HTTP but hosts no grains: every request is routed
 	// to the members that do (an edge gateway).
 	GatewayOnly bool
-	// EnablePprof serves Go's profiler at /debug/pprof/.
+	// EnablePprof serves Go's profiler at /debug/pprof/ to callers with
+	// the admin role.
 	EnablePprof bool
-	// EnableProbe hosts the probe grain kind and serves /debug/probe/{id}.
+	// EnableProbe hosts the probe grain kind and serves /debug/probe/{id}
+	// to callers with the admin role.
 	EnableProbe bool
+	// ProbeRateLimit is /debug/probe requests per second per principal
+	// (0: unlimited), with bursts of twice that.
+	ProbeRateLimit float64
 	// ProbeIdle passivates idle probe grains after this long (0: never).
 	ProbeIdle time.Duration
 	// ReminderPoll is the reminder scan interval (default 1s).
@@ -113,6 +119,16 @@ type MCPConfig struct {
 	// bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
+	// Approvers is who may decide paused executions: session.ApproversMember
+	// ("" too: admins and members) or session.ApproversAdmin; viewers never.
+	Approvers string
+	// AuthFailureRate is the failed sign-ins per second a client address
+	// earns back (0: auth.DefaultFailureRate; negative: failed sign-ins
+	// are not limited), with bursts of AuthFailureBurst (0:
+	// auth.DefaultFailureBurst). An address out of them gets 429 for every
+	// attempt with credentials (every surface).
+	AuthFailureRate  float64
+	AuthFailureBurst int
 	// BodyTimeout bounds reading one request body (zero: 30s).
 	BodyTimeout time.Duration
 	// TrustedOrigins may call /mcp from browsers.
@@ -137,6 +153,12 @@ type MCPConfig struct {
 	// LocalSessionIDs mints new sessions' ids among the ids the receiving
 	// node owns (see gateway.MCPOptions.LocalSessionIDs).
 	LocalSessionIDs bool
+	// MaxEventBytes bounds one SSE event kept for resumability (zero:
+	// mcpruntime.DefaultMaxEventBytes).
+	MaxEventBytes int
+	// SessionEventBytes bounds the SSE events stored per session, oldest
+	// dropped first (zero: mcpruntime.DefaultSessionEventBytes).
+	SessionEventBytes int64
 }
 
 // Info describes a running process, reported once it is ready.
@@ -201,7 +223,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}
 		defer grpcLn.Close()
 	}
-	var grpcOpts []grpc.ServerOption
+	grpcOpts := grpcLimits()
 	if cfg.GRPCTLSCert != "" || cfg.GRPCTLSKey != "" {
 		creds, err := credentials.NewServerTLSFromFile(cfg.GRPCTLSCert, cfg.GRPCTLSKey)
 		if err != nil {
@@ -294,11 +316,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}
 	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
-		Packs:     cfg.MCP.Packs,
-		Store:     st,
-		Logger:    log.With("component", "mcp"),
-		NewServer: newServer,
-		CodeMode:  codeMode,
+		Packs:             cfg.MCP.Packs,
+		Store:             st,
+		Logger:            log.With("component", "mcp"),
+		NewServer:         newServer,
+		CodeMode:          codeMode,
+		MaxEventBytes:     cfg.MCP.MaxEventBytes,
+		SessionEventBytes: cfg.MCP.SessionEventBytes,
+		Registerer:        nodeReg,
 	})
 	if err != nil {
 		return err
@@ -319,6 +344,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 			return reply.GetEvicted(), nil
 		},
 		Directory:  st,
+		Approvers:  cfg.MCP.Approvers,
 		Logger:     log.With("component", "session"),
 		Registerer: nodeReg,
 	})
@@ -370,20 +396,26 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		}, func() float64 { return 1 }),
 	)
 
-	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain"})
+	var failures *auth.FailureLimiter
+	if cfg.MCP.AuthFailureRate >= 0 {
+		failures = auth.NewFailureLimiter(auth.FailureLimiterOptions{Rate: cfg.MCP.AuthFailureRate, Burst: cfg.MCP.AuthFailureBurst})
+	}
+	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain", Failures: failures})
 	limiter := auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst})
-	approvalSvc := approvals.NewService(node, st, nil)
+	approvalSvc := approvals.NewService(node, st, approvals.ServiceOptions{Approvers: cfg.MCP.Approvers})
 	pageKey := cfg.MCP.StateKey
 	if len(pageKey) < 32 {
 		pageKey = []byte(rand.Text() + rand.Text()) // single node without --state-key: forms die with the process
 	}
 	handler, err := gateway.NewHandler(gateway.Options{
-		Node:        node,
-		Gatherer:    reg,
-		Registerer:  nodeReg,
-		Logger:      log,
-		EnableProbe: cfg.EnableProbe,
-		EnablePprof: cfg.EnablePprof,
+		Node:         node,
+		Gatherer:     reg,
+		Registerer:   nodeReg,
+		Logger:       log,
+		EnableProbe:  cfg.EnableProbe,
+		EnablePprof:  cfg.EnablePprof,
+		Auth:         authn,
+		ProbeLimiter: auth.NewLimiter(auth.LimiterOptions{Rate: cfg.ProbeRateLimit, Burst: int(math.Ceil(2 * cfg.ProbeRateLimit))}),
 		MCP: &gateway.MCPOptions{
 			Auth:            authn,
 			Limiter:         limiter,

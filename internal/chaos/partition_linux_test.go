@@ -198,7 +198,7 @@ func TestPartitionedNodeStopsServingItsGrains(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		id := fmt.Sprintf("part-%d", rand.IntN(60))
-		out, err := lab.insideNS(victim, "-X", "POST", fmt.Sprintf("http://%s/debug/probe/%s?delta=1", c.Node(victim).HTTP, id))
+		out, err := lab.insideNS(victim, "-X", "POST", "-H", "Authorization: Bearer "+testcluster.Token, fmt.Sprintf("http://%s/debug/probe/%s?delta=1", c.Node(victim).HTTP, id))
 		if err != nil {
 			t.Fatalf("curl in %s: %v %s", lab.ns(victim), err, out)
 		}

@@ -254,8 +254,7 @@ func (n *Node) args() []string {
 		"--consul-ttl", c.opts.ConsulTTL.String(),
 		"--store", dsn,
 		"--enable-probe",
-		"--token", Token,
-		"--state-key", StateKey,
+		"--probe-rate-limit", "0", // the load tests drive probes as fast as they can
 		"--probe-idle", c.opts.ProbeIdle.String(),
 		"--log-level", "debug",
 		// Tests choose which node owns a session (by retrying the connect
@@ -284,7 +283,9 @@ func (n *Node) start() {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0")
+	// Secrets through the environment, not the command line (a node warns
+	// about those).
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0", "MCPGRAIN_TOKEN="+Token, "MCPGRAIN_STATE_KEY="+StateKey)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
@@ -567,6 +568,7 @@ func (n *Node) Probe(ctx context.Context, id string, delta int64) (ProbeResult, 
 	if err != nil {
 		return r, err
 	}
+	req.Header.Set("Authorization", "Bearer "+Token) // the probe needs the admin role
 	resp, err := client.Do(req)
 	if err != nil {
 		return r, err
@@ -603,6 +605,7 @@ func (n *Node) Remind(ctx context.Context, id string, rs []ReminderSpec) error {
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Authorization", "Bearer "+Token)
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

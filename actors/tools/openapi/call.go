@@ -62,7 +62,9 @@ func (e *ArgumentError) Error() string { return e.Tool + ": " + e.Msg }
 // {"contentType", "base64"} for a binary one.
 //
 // Each parameter takes the arg of the same name: path parameters are
-// substituted (escaped), query and cookie parameters use their style
+// substituted percent-encoded, and a value that would change the path
+// (empty, or a dot segment) is an *ArgumentError; query and cookie
+// parameters use their style
 // (form, exploded by default), header parameters are set before the
 // configured Options.Headers (which win). The request body is args.body
 // when that is the only other key and the body schema has no property
@@ -150,11 +152,11 @@ func (s *Source) buildRequest(ctx context.Context, op *operation, args map[strin
 		}
 		switch p.in {
 		case "path":
-			str, err := p.simple(v)
+			str, err := p.pathValue(v)
 			if err != nil {
 				return nil, argErr("parameter %q: %v", p.name, err)
 			}
-			pathVals[p.name] = url.PathEscape(str)
+			pathVals[p.name] = str
 		case "query":
 			pairs, err := p.queryPairs(v)
 			if err != nil {
@@ -321,9 +323,100 @@ func encodeBody(bd *body, v any) (io.Reader, string, error) {
 	return nil, "", fmt.Errorf("media type %s is not supported by this source", bd.mediaType)
 }
 
-// simple serialises a value in the "simple" style (path and header
-// parameters): arrays comma-separated, objects as k,v pairs (k=v when
-// exploded); content parameters as JSON.
+// pathValue serialises a path parameter in the "simple" style, each
+// value percent-encoded (RFC 3986: everything but unreserved characters,
+// so "/", "?", "#", "%" and ";" cannot end, extend or re-root the path),
+// with the style's "," and "=" delimiters left as they are.
+//
+// A value that would change which resource the request names is refused:
+// an empty one ("/orgs//members"), and one that is or holds a dot segment
+// ("." or ".." between slashes or backslashes). Escaping alone does not
+// stop those: "." is unreserved, so ".." reaches the upstream as a
+// literal dot segment, which it resolves (/v1/orgs/../members/x is
+// /v1/members/x), with the source's credentials attached; and servers
+// that decode %2F before routing would see "../" in "..%2F".
+func (p *param) pathValue(v any) (string, error) {
+	if p.contentJSON {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		return escapePathPart(string(b))
+	}
+	var parts []string
+	sep := ","
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			str, err := primitive(e)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, str)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			str, err := primitive(x[k])
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, k, str)
+		}
+	default:
+		str, err := primitive(v)
+		if err != nil {
+			return "", err
+		}
+		parts = []string{str}
+	}
+	var b strings.Builder
+	for i, part := range parts {
+		if i > 0 {
+			if _, isObj := v.(map[string]any); isObj && p.explode && i%2 == 1 {
+				b.WriteByte('=')
+			} else {
+				b.WriteString(sep)
+			}
+		}
+		esc, err := escapePathPart(part)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(esc)
+	}
+	if b.Len() == 0 {
+		return "", errors.New("an empty value would change the request path")
+	}
+	return b.String(), nil
+}
+
+// escapePathPart percent-encodes one value of a path parameter, refusing
+// dot segments.
+func escapePathPart(s string) (string, error) {
+	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return "", fmt.Errorf("%q is a dot segment: it would change the request path", seg)
+		}
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String(), nil
+}
+
+// simple serialises a value in the "simple" style (header parameters):
+// arrays comma-separated, objects as k,v pairs (k=v when exploded);
+// content parameters as JSON.
 func (p *param) simple(v any) (string, error) {
 	if p.contentJSON {
 		b, err := json.Marshal(v)

@@ -1,0 +1,159 @@
+package mcpruntime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+)
+
+func newTestLog(t *testing.T, lim eventLimits) (*eventLog, store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, lim, nil)
+	t.Cleanup(func() { _ = w.close(context.Background()) })
+	l := w.newLog("s")
+	t.Cleanup(func() { _ = l.close(context.Background()) })
+	return l, st
+}
+
+func replay(l *eventLog, stream string, after int) ([]string, error) {
+	var out []string
+	for d, err := range l.After(context.Background(), "s", stream, after) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, string(d))
+	}
+	return out, nil
+}
+
+// An event over the per-event bound is not kept; its index is used, so a
+// resume from before it is refused (never a replay with a hole), and one
+// from after it works — from memory and from the store alike.
+func TestEventLogSkipsAnEventOverTheBound(t *testing.T) {
+	l, st := newTestLog(t, eventLimits{memory: 1 << 20, maxEvent: 8, budget: 1 << 20})
+	ctx := context.Background()
+	for _, d := range []string{"a", "b", "too-large-to-keep", "d"} {
+		if err := l.Append(ctx, "s", "x", []byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, from := range []string{"memory", "store"} {
+		// From memory the log knows why (ErrEventsPurged); the store of
+		// another node sees a gap in the indices.
+		if _, err := replay(l, "x", 1); err == nil || (from == "memory" && !errors.Is(err, mcp.ErrEventsPurged)) {
+			t.Fatalf("%s: resume from before the skipped event: %v, want it refused", from, err)
+		}
+		if got, err := replay(l, "x", 2); err != nil || strings.Join(got, ",") != "d" {
+			t.Fatalf("%s: resume after the skipped event: %q %v", from, got, err)
+		}
+		if err := l.w.flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		l.streams = map[string]*memStream{} // as on another node
+		l.mu.Unlock()
+	}
+	if data, last, err := st.Events(ctx, "s", "x", 2); err != nil || last != 3 || len(data) != 1 {
+		t.Fatalf("the store after the skipped event: %q last %d %v", data, last, err)
+	}
+}
+
+// A session's stored events stay within its budget: trimmed, oldest
+// first, each time a quarter of it was written, and on close.
+func TestEventLogTrimsTheStoreToTheSessionBudget(t *testing.T) {
+	const budget = 400
+	l, st := newTestLog(t, eventLimits{memory: 1 << 20, maxEvent: 64, budget: budget})
+	ctx := context.Background()
+	ev := []byte(strings.Repeat("e", 50))
+	for i := range 40 {
+		if err := l.Append(ctx, "s", "x", ev); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := l.w.flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := storedBytes(t, st); n > budget+budget/4+64 {
+				t.Fatalf("after event %d the store holds %d bytes", i, n)
+			}
+		}
+	}
+	if err := l.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := storedBytes(t, st); n > budget || n < budget-50 {
+		t.Fatalf("after close the store holds %d bytes, want the newest within %d", n, budget)
+	}
+	if data, last, err := st.Events(ctx, "s", "x", 39-budget/50); err != nil || last != 39 || len(data) != budget/50 {
+		t.Fatalf("the newest events: %d, last %d, %v", len(data), last, err)
+	}
+}
+
+func storedBytes(t *testing.T, st store.Store) int {
+	t.Helper()
+	data, _, err := st.Events(context.Background(), "s", "x", -1)
+	if err == nil {
+		n := 0
+		for _, d := range data {
+			n += len(d)
+		}
+		return n
+	}
+	// Trimmed from the front: count from the first stored index.
+	for after := 0; after < 1000; after++ {
+		if data, _, err := st.Events(context.Background(), "s", "x", after); err == nil {
+			n := 0
+			for _, d := range data {
+				n += len(d)
+			}
+			return n
+		}
+	}
+	t.Fatal("no readable suffix of the stream")
+	return 0
+}
+
+// One writer serves every runtime of a node: their events go to the store
+// in one write per flush, under each runtime's session, and a restore's
+// replayed handshake is not logged.
+func TestEventWriterFlushesEveryRuntimeTogether(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20}, nil)
+	t.Cleanup(func() { _ = w.close(context.Background()) })
+	ctx := context.Background()
+	a, b := w.newLog("A"), w.newLog("B")
+	_ = a.Append(ctx, "sdk-id-1", "x", []byte("a0"))
+	_ = b.Append(ctx, "sdk-id-2", "x", []byte("b0"))
+	b.muted.Store(true)
+	_ = b.Append(ctx, "sdk-id-2", "replayed", []byte("not logged"))
+	b.muted.Store(false)
+	if err := w.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for session, want := range map[string]string{"A": "a0", "B": "b0"} {
+		if data, _, err := st.Events(ctx, session, "x", -1); err != nil || len(data) != 1 || string(data[0]) != want {
+			t.Fatalf("%s: %q %v", session, data, err)
+		}
+	}
+	if data, last, _ := st.Events(ctx, "B", "replayed", -1); len(data) != 0 || last != -1 {
+		t.Fatalf("the muted stream was stored: %q", data)
+	}
+}
