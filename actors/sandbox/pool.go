@@ -535,6 +535,17 @@ func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
 			Help: "Parked executions asked to give their worker back (a durable execution is re-run by replay when its wait is over), by reason (park_timeout, max_parked).",
 		}, []string{"reason"}),
 	}
+	// Every label value is exposed from the start (at 0), so a dashboard
+	// and an alert see the series before the first event.
+	for _, c := range []string{capNode, capTenant} {
+		m.refused.WithLabelValues(c)
+	}
+	for _, r := range []string{killTimeout, killCancelled, killMemory, killCrash, killError, killShutdown, killRecycled} {
+		m.killed.WithLabelValues(r)
+	}
+	for _, r := range []string{"park_timeout", "max_parked"} {
+		m.released.WithLabelValues(r)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.workers, m.refused, m.killed, m.starts, m.released} {
 			if err := reg.Register(c); err != nil {
