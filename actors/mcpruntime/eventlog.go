@@ -53,6 +53,7 @@ type eventLog struct {
 	session string
 	lim     eventLimits
 	muted   atomic.Bool // a restore replays the handshake: nothing to log
+	ended   atomic.Bool // the session ended: its events are pruned, not trimmed
 
 	mu        sync.Mutex
 	streams   map[string]*memStream // by stream id
@@ -277,7 +278,7 @@ func (l *eventLog) close(ctx context.Context) error {
 	l.mu.Lock()
 	written := l.sinceTrim
 	l.mu.Unlock()
-	if written > 0 {
+	if written > 0 && !l.ended.Load() {
 		return l.trim(ctx)
 	}
 	return nil

@@ -3,6 +3,7 @@ package mcpruntime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -155,5 +156,44 @@ func TestEventWriterFlushesEveryRuntimeTogether(t *testing.T) {
 	}
 	if data, last, _ := st.Events(ctx, "B", "replayed", -1); len(data) != 0 || last != -1 {
 		t.Fatalf("the muted stream was stored: %q", data)
+	}
+}
+
+// trimCounter counts the store's trims.
+type trimCounter struct {
+	store.Store
+	trims int
+}
+
+func (c *trimCounter) TrimEvents(ctx context.Context, session string, keep int64) (int64, error) {
+	c.trims++
+	return c.Store.TrimEvents(ctx, session, keep)
+}
+
+// Closing the runtime of a session that ended (DELETE, expiry) does not
+// trim its events (they are pruned within the hour); a passivated one's
+// close does, so the next runtime starts within the budget.
+func TestClosingAnEndedSessionsLogDoesNotTrim(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	c := &trimCounter{Store: st}
+	w := newEventWriter(c, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20}, nil)
+	t.Cleanup(func() { _ = w.close(context.Background()) })
+	ctx := context.Background()
+	for i, ended := range []bool{true, false} {
+		l := w.newLog(fmt.Sprint("s", i))
+		_ = l.Append(ctx, "sdk", "x", []byte("event"))
+		if ended {
+			l.ended.Store(true)
+		}
+		if err := l.close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[ended]; c.trims != want {
+			t.Fatalf("ended=%v: %d trims, want %d", ended, c.trims, want)
+		}
 	}
 }

@@ -554,6 +554,11 @@ func (r *Runtime) ResumeForModel(ctx context.Context, execID string, m *pb.Execu
 	return r.code.resumeForModel(ctx, execID, m)
 }
 
+// Ended implements session.Ender: the session ended (DELETE, expiry), so
+// closing does not trim its event log (what it stored is pruned with the
+// rest within the hour).
+func (r *Runtime) Ended() { r.events.ended.Store(true) }
+
 // Close implements session.Runtime: it closes the MCP session (ending its
 // streams), ends its executions and flushes the event log.
 func (r *Runtime) Close(ctx context.Context) error {

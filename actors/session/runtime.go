@@ -106,6 +106,13 @@ type BuildInput struct {
 	StateChanged func(state []byte) error
 }
 
+// Ender is implemented by runtimes that care whether their Close ends the
+// session for good (DELETE, expiry) rather than passivating it: Ended is
+// called just before such a Close.
+type Ender interface {
+	Ended()
+}
+
 // ExchangeServer is implemented by runtimes that serve tunnelled HTTP
 // exchanges (the MCP runtime). ServeExchange blocks until the response is
 // complete; the request's context is cancelled if the client goes away.

@@ -472,6 +472,9 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (
 	}
 	clear(s.leases)
 	s.unpublish(ctx, published...)
+	if e, ok := rt.(Ender); ok && (reason == DisposeDelete || reason == DisposeExpired) {
+		e.Ended()
+	}
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
 	defer stop()
 	func() {

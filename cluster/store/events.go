@@ -98,17 +98,20 @@ func (s *sqlStore) TrimEvents(ctx context.Context, session string, keepBytes int
 	// Running total of the data of the session's events, newest first;
 	// everything past keepBytes goes. One statement, so concurrent trims
 	// and appends of the session's single writer cannot interleave with it.
-	res, err := s.db.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1 AND (stream, idx) IN (
+	var n int64
+	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1 AND (stream, idx) IN (
   SELECT stream, idx FROM (
     SELECT stream, idx, SUM(LENGTH(data)) OVER (ORDER BY created_at_ms DESC, idx DESC, stream DESC ROWS UNBOUNDED PRECEDING) AS newer
     FROM mcp_events WHERE session = $1
   ) AS t WHERE newer > $2)`, session, keepBytes)
-	if err != nil {
-		return 0, fmt.Errorf("store: trim events of %s: %w", session, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: trim events of %s: %w", session, err)
-	}
-	return n, nil
+		if err != nil {
+			return fmt.Errorf("store: trim events of %s: %w", session, err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: trim events of %s: %w", session, err)
+		}
+		return nil
+	})
+	return n, err
 }
