@@ -247,8 +247,8 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 			return nil, err
 		}
 	}
-	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" {
-		r.code.restore(ctx, cfg.Store)
+	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" && len(in.State) > 0 {
+		r.code.restore(ctx, cfg.Store) // a session being created has nothing to restore
 	}
 	return r, nil
 }

@@ -301,7 +301,7 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 		return fmt.Errorf("session %s: encode record: %w", s.id, err)
 	}
 	purge := store.Reminder{Name: ReminderExpiry, DueAt: s.now().Add(s.h.cfg.TombstoneRetention)}
-	if err := g.Commit(ctx, store.Writes{Record: b, SetReminders: []store.Reminder{purge}, CancelOtherReminders: true}); err != nil {
+	if err := g.Commit(ctx, store.Writes{Record: b, SetReminders: []store.Reminder{purge}, CancelOtherReminders: true, Release: true}); err != nil {
 		return fmt.Errorf("session %s: end: %w", s.id, err)
 	}
 	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
@@ -495,14 +495,13 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (
 }
 
 // retire disposes the runtime and, in one transaction, persists the last
-// activity (if it moved) and cancels the dropped leases' reminders.
+// activity (if it moved), cancels the dropped leases' reminders and
+// releases the ownership: the activation's last step before it
+// passivates.
 func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
 	rec := s.activityRecord()
 	cancel := s.dispose(ctx, g, reason)
-	if rec == nil && len(cancel) == 0 {
-		return
-	}
-	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel}); err != nil {
+	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel, Release: true}); err != nil {
 		s.h.log.Warn("session: persist activity and cancel reminders on disposal", "session", s.id, "err", err)
 	}
 }

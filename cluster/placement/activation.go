@@ -48,6 +48,7 @@ type activation struct {
 	cancel   context.CancelFunc
 	asked    bool // passivation requested
 	owned    bool // holds a.epoch in the store (false: ephemeral, or a CreatedByWrite grain not written yet)
+	released bool // a Commit released the ownership already (its last step)
 	counted  bool // counted in the Active gauge
 	lastSeen time.Time
 	timer    *time.Timer
@@ -91,6 +92,9 @@ func (a *activation) Commit(ctx context.Context, w store.Writes) error {
 		stored, err := a.cfg.Store.Apply(ctx, a.key, a.epoch, w)
 		if err == nil && a.cfg.Reminders != nil {
 			a.cfg.Reminders.Applied(a.kind.Name, a.identity, stored, w.CancelReminders, w.CancelOtherReminders)
+		}
+		if err == nil && w.Release {
+			a.released = true // nothing left to release when it stops
 		}
 		return err
 	})
@@ -512,7 +516,7 @@ func (a *activation) stop(ctx actor.Context, reason grain.Reason) {
 	if a.g != nil && (a.state == stateActive || a.state == stateLost) {
 		release := a.state == stateActive
 		a.guard("deactivate", func() { a.g.Deactivate(a.ctx, a, reason) })
-		if release && a.state != stateLost && a.owned {
+		if release && a.state != stateLost && a.owned && !a.released {
 			ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 			if err := a.cfg.Store.Release(ioctx, a.key, a.epoch); err != nil && !errors.Is(err, store.ErrFenced) {
 				a.logger.Warn("release grain ownership", "err", err)

@@ -56,6 +56,13 @@ func TestApplyWritesRecordAndRemindersTogetherFencedByEpoch(t *testing.T) {
 		if _, err := s.Apply(ctx, "session/a", got.Epoch, store.Writes{SetReminders: []store.Reminder{{Name: ""}}}); err == nil {
 			t.Fatal("a reminder without a name was accepted")
 		}
+		// The last step of an activation releases the ownership with it.
+		if _, err := s.Apply(ctx, "session/a", got.Epoch, store.Writes{Record: []byte("v3"), Release: true}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Load(ctx, "session/a"); got.Owner != "" || string(got.Record) != "v3" {
+			t.Fatalf("after a releasing apply: %+v", got)
+		}
 	})
 }
 

@@ -171,6 +171,11 @@ func applyIn(ctx context.Context, q querier, grain string, epoch uint64, w Write
 	} else if err := fence(ctx, q, grain, epoch); err != nil {
 		return nil, err
 	}
+	if w.Release {
+		if err := releaseIn(ctx, q, grain, epoch, now); err != nil {
+			return nil, err
+		}
+	}
 	var cancel []string
 	for _, n := range w.CancelReminders {
 		if !slices.ContainsFunc(w.SetReminders, func(r Reminder) bool { return r.Name == n }) {
@@ -194,14 +199,17 @@ func applyIn(ctx context.Context, q querier, grain string, epoch uint64, w Write
 }
 
 func (s *sqlStore) Release(ctx context.Context, grain string, epoch uint64) error {
-	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
-		res, err := q.ExecContext(ctx, `UPDATE grains SET owner_node = '', updated_at_ms = $1 WHERE grain = $2 AND epoch = $3`,
-			s.now().UnixMilli(), grain, int64(epoch))
-		if err != nil {
-			return fmt.Errorf("store: release %s at epoch %d: %w", grain, epoch, err)
-		}
-		return fencedResult(res, grain, epoch)
-	})
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error { return releaseIn(ctx, q, grain, epoch, s.now()) })
+}
+
+// releaseIn clears grain's owner on q, fenced by epoch.
+func releaseIn(ctx context.Context, q querier, grain string, epoch uint64, now time.Time) error {
+	res, err := q.ExecContext(ctx, `UPDATE grains SET owner_node = '', updated_at_ms = $1 WHERE grain = $2 AND epoch = $3`,
+		now.UnixMilli(), grain, int64(epoch))
+	if err != nil {
+		return fmt.Errorf("store: release %s at epoch %d: %w", grain, epoch, err)
+	}
+	return fencedResult(res, grain, epoch)
 }
 
 func (s *sqlStore) Delete(ctx context.Context, grain string, epoch uint64) error {

@@ -140,6 +140,9 @@ type Writes struct {
 	// CancelOtherReminders deletes every reminder of the grain that
 	// SetReminders does not name (an ended grain keeps one reminder).
 	CancelOtherReminders bool
+	// Release clears the grain's owner as [Store.Release] does: the
+	// activation's last step before it passivates.
+	Release bool
 }
 
 // RunWrite is one step of a durable execution, written in one transaction
