@@ -488,9 +488,8 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (
 		}
 	}()
 	s.h.metrics.disposals.WithLabelValues(reason).Inc()
-	c := s.h.registry.Counts(s.now())
 	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", reason,
-		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", c.Resident)
+		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", s.h.registry.Resident())
 	return names
 }
 

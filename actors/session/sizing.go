@@ -55,7 +55,7 @@ func (z *sizing) resize(reg *residency.Registry, now time.Time) {
 	}
 	z.last = now
 	live, gogc := z.read()
-	resident := reg.Counts(now).Resident
+	resident := reg.Resident()
 	if resident == 0 {
 		z.baseline = live
 	}
