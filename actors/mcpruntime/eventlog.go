@@ -226,7 +226,9 @@ func (l *eventLog) flushed(ev store.Event) (trim bool) {
 	return l.sinceTrim >= max(l.lim.budget/4, 1)
 }
 
-// trimMemory drops flushed events from memory beyond the bound. l.mu held.
+// trimMemory drops flushed events from memory beyond the bound (a stream's
+// entry stays: it numbers the stream's events, and go-sdk never says a
+// stream is over). l.mu held.
 func (l *eventLog) trimMemory() {
 	for l.bytes > l.lim.memory {
 		trimmed := false

@@ -70,8 +70,10 @@ type Config struct {
 	// EventFlushInterval is the write-behind interval of the event log.
 	// Default 10ms.
 	EventFlushInterval time.Duration
-	// EventMemory bounds the event log kept in memory per session (older,
-	// flushed events are read back from the store). Default 4 MiB.
+	// EventMemory bounds the flushed events a session keeps in memory for
+	// quick resumes (older ones are read back from the store; events not
+	// yet flushed are always kept). Default 64 KiB: with tens of thousands
+	// of resident sessions, megabytes each would be the node's memory.
 	EventMemory int
 	// MaxEventBytes bounds one logged SSE event: a larger one is delivered
 	// but not kept, and its stream cannot be resumed from before it.
@@ -128,7 +130,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 		cfg.EventFlushInterval = 10 * time.Millisecond
 	}
 	if cfg.EventMemory <= 0 {
-		cfg.EventMemory = 4 << 20
+		cfg.EventMemory = 64 << 10
 	}
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = DefaultMaxEventBytes
