@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	_ "modernc.org/sqlite"
 
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
@@ -525,7 +526,7 @@ func TestViewersSeeButNeverDecide(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.MCP.Keys, c.MCP.Approvers = k, approvers
+			c.MCP.Keys, c.MCP.Approvers = k, policy.Approvers(approvers)
 		}
 	}
 	// Subtests: each node, with its gRPC clients, is gone before the next

@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
@@ -64,6 +65,11 @@ type Options struct {
 	PublicURL string
 	// Logger logs internal failures under their correlation id.
 	Logger *slog.Logger
+	// Approvers is who may decide a pause in the MCP session itself (the
+	// model's resume with an action, a native elicitation's answer, a
+	// 2026-07-28 retry), as on the approval surfaces. Default
+	// policy.ApproversMember (viewers never decide).
+	Approvers policy.Approvers
 }
 
 type executeInput struct {
@@ -139,6 +145,9 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
 		// execution id; the approval input response is the decision.
 		resp := responseFromInput(req.Params.InputResponses)
+		if who := principal(req); !t.o.Approvers.MayDecide(who.Role) {
+			return InsufficientRole(req.Params.RequestState, who.Role, t.approvalURL(req, req.Params.RequestState)), nil, nil
+		}
 		owner := engine.AsOwner(principal(req))
 		out, found := e.Resume(ctx, req.Params.RequestState, owner, resp)
 		if !found && e.RestorePaused(ctx, req.Params.RequestState, owner) {
@@ -209,6 +218,9 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		default:
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: action must be accept, decline or cancel"}}}, nil, nil
 		}
+		if !t.o.Approvers.MayDecide(who.Role) {
+			return InsufficientRole(id, who.Role, t.approvalURL(req, id)), nil, nil
+		}
 		resp = engine.Response{Action: in.Action, Content: parseContent(in.Content)}
 	}
 	out, found := e.Resume(ctx, id, owner, resp)
@@ -260,6 +272,10 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 				InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema}},
 				RequestState:  p.ID,
 			}
+		case h.Get(tunnel.HeaderMode) == "native" && !t.o.Approvers.MayDecide(principal(req).Role):
+			// The user of this session may not decide: an approver does,
+			// on an approval surface.
+			return PausedBrowser(p, t.approvalURL(req, p.ID))
 		case h.Get(tunnel.HeaderMode) == "native":
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema})
 			if err != nil {

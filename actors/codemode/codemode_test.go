@@ -251,6 +251,7 @@ type clientOptions struct {
 	host        string // the public host (X-Mcpgrain-Origin); default mcp.example.test
 	sessionless bool   // a 2026-07-28 client through a stateless handler (X-Mcpgrain-Sessionless: 1)
 	autoMRTR    bool   // sessionless: let go-sdk's client answer input requests itself
+	role        string // the caller's role (default alice's)
 	elicit      func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 }
 
@@ -261,7 +262,11 @@ func (h *harness) connect(t *testing.T, o clientOptions) *mcp.ClientSession {
 	if o.host == "" {
 		o.host = "mcp.example.test"
 	}
-	ex := &pb.HttpExchange{Principal: &pb.Principal{User: alice.User, Org: alice.Org, Role: alice.Role}, Host: o.host}
+	role := alice.Role
+	if o.role != "" {
+		role = o.role
+	}
+	ex := &pb.HttpExchange{Principal: &pb.Principal{User: alice.User, Org: alice.Org, Role: role}, Host: o.host}
 	if o.mode != "" {
 		ex.RawQuery = "elicitation_mode=" + o.mode
 	}
@@ -1130,4 +1135,56 @@ func TestSessionless(t *testing.T) {
 			t.Fatalf("orders %v", got)
 		}
 	})
+}
+
+// A role that may not decide (a viewer) cannot approve its own pause from
+// inside its MCP session either: not with the model's resume, not through
+// a native elicitation (it gets the approval link instead), not with a
+// 2026-07-28 retry. Nothing is decided; an approver still can.
+func TestViewersCannotDecideFromTheirSession(t *testing.T) {
+	h := newHarness(t, harnessOptions{publicURL: "https://approve.example.test"})
+	viewer := h.connect(t, clientOptions{role: "viewer"})
+	res, sc := call(t, viewer, "execute", map[string]any{"code": orderTea})
+	id, _ := sc["executionId"].(string)
+	if sc["status"] != "waiting_for_interaction" || id == "" {
+		t.Fatalf("execute: %v", sc)
+	}
+	for _, action := range []string{"accept", "decline", "cancel"} {
+		res, sc = call(t, viewer, "resume", map[string]any{"executionId": id, "action": action})
+		if !res.IsError || sc["status"] != "insufficient_role" || sc["approvalUrl"] != "https://approve.example.test/approve/"+id {
+			t.Fatalf("viewer's %s: %v", action, sc)
+		}
+	}
+	if _, live := h.eng.Paused(id, engine.System); !live || len(h.shop.placed()) != 0 {
+		t.Fatalf("a viewer's resume decided: live %v, %d orders", live, len(h.shop.placed()))
+	}
+
+	asked := false
+	native := h.connect(t, clientOptions{role: "viewer", mode: "native", elicit: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = true
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}})
+	_, sc = call(t, native, "execute", map[string]any{"code": orderTea})
+	if asked || sc["status"] != "user_approval_required" {
+		t.Fatalf("native viewer: asked %v, %v", asked, sc)
+	}
+
+	sessionless := h.connect(t, clientOptions{role: "viewer", sessionless: true})
+	first, err := sessionless.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": orderTea}})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("sessionless execute: %+v %v", first, err)
+	}
+	retry, err := sessionless.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": orderTea},
+		RequestState: first.RequestState, InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept"}}})
+	if sc, _ := retry.StructuredContent.(map[string]any); err != nil || !retry.IsError || sc["status"] != "insufficient_role" {
+		t.Fatalf("sessionless viewer's retry: %+v %v", retry, err)
+	}
+	if len(h.shop.placed()) != 0 {
+		t.Fatalf("%d orders after the viewer's attempts", len(h.shop.placed()))
+	}
+	// A member decides.
+	member := h.connect(t, clientOptions{})
+	if res, sc := call(t, member, "resume", map[string]any{"executionId": id, "action": "accept"}); res.IsError || sc["status"] != "completed" {
+		t.Fatalf("member's accept: %v", sc)
+	}
 }

@@ -162,6 +162,19 @@ func UserApprovalRequired(id, approvalURL string) *mcp.CallToolResult {
 	}
 }
 
+// InsufficientRole renders a decision the caller's role may not make
+// (policy.Approvers): nothing was decided, the execution still waits, and
+// an approver can decide it at approvalURL.
+func InsufficientRole(id, role, approvalURL string) *mcp.CallToolResult {
+	if role == "" {
+		role = "member"
+	}
+	text := fmt.Sprintf("Your role (%s) may not decide paused executions; nothing was decided and execution %s still waits. "+
+		"Ask an approver of your organization to open %s and decide it, then call resume with just the executionId to get the result.", role, id, approvalURL)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: map[string]any{"status": "insufficient_role", "executionId": id, "approvalUrl": approvalURL, "role": role}}
+}
+
 // Miss is a resume that found no live pause.
 type Miss string
 

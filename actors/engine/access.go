@@ -51,3 +51,4 @@ func (a Access) Allows(owner Principal) bool {
 	}
 	return false
 }
+

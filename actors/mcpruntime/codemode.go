@@ -45,6 +45,10 @@ type CodeMode struct {
 	Directory Directory
 	// Forward sends a resume to the session that owns an execution.
 	Forward func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error)
+	// Approvers is who may decide a pause from inside an MCP session (the
+	// model's resume, native elicitation, a 2026-07-28 retry). Default
+	// policy.ApproversMember.
+	Approvers policy.Approvers
 	// Durable journals every execution in the store (the runtime's
 	// Config.Store; a continuation host's Store), so a paused execution
 	// survives passivation, restarts and node loss: a fresh session
@@ -150,14 +154,14 @@ func (c *codeRuntime) window() time.Duration {
 }
 
 func (c *codeRuntime) register(s *mcp.Server) {
-	codemode.Register(s, codemode.Options{Runtime: c, Window: c.window(), Sources: c.cfg.Tools.Sources(), PublicURL: c.cfg.PublicURL})
+	codemode.Register(s, codemode.Options{Runtime: c, Window: c.window(), Sources: c.cfg.Tools.Sources(), PublicURL: c.cfg.PublicURL, Approvers: c.cfg.Approvers})
 }
 
 // registerCode adds the code pack's tools to a server shared by many
 // sessions: each call is served by its own session's code runtime (of).
 func registerCode(s *mcp.Server, cfg *CodeMode, of func(*mcp.CallToolRequest) (codemode.Runtime, bool)) {
 	w := (&codeRuntime{cfg: cfg}).window()
-	codemode.Register(s, codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL})
+	codemode.Register(s, codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers})
 }
 
 // Engine implements codemode.Runtime.

@@ -18,40 +18,9 @@ func execReply(st pb.ExecutionReply_Status) *pb.ExecutionReply {
 	return &pb.ExecutionReply{Status: st}
 }
 
-// Who may decide paused executions, [Config.Approvers]. Anyone of the
-// owner's organization may see them; deciding also takes a role that
-// MayDecide allows.
-const (
-	// ApproversMember lets admins and members decide (never viewers). The
-	// default.
-	ApproversMember = "member"
-	// ApproversAdmin lets only admins decide.
-	ApproversAdmin = "admin"
-)
-
-// The roles of gateway/auth's keys, as principals carry them.
-const (
-	roleAdmin  = "admin"
-	roleMember = "member"
-)
-
-// MayDecide reports whether a principal with role may decide a paused
-// execution of its organization under approvers ([ApproversMember] or
-// [ApproversAdmin]; "" is ApproversMember). An empty role is a member's
-// (a key that names none); any other role (a viewer) never decides.
-func MayDecide(approvers, role string) bool {
-	switch role {
-	case roleAdmin:
-		return true
-	case roleMember, "":
-		return approvers != ApproversAdmin
-	}
-	return false
-}
-
 // sameOrg: anyone of the owner's organization may see the session's
 // paused executions (the seed's approvers); deciding takes a role
-// ([MayDecide]).
+// ([policy.Approvers]).
 func (s *session) sameOrg(p *pb.Principal) bool {
 	return s.rec != nil && p.GetOrg() != "" && p.GetOrg() == s.rec.GetPrincipal().GetOrg()
 }
@@ -116,7 +85,7 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	}
 	// The grain that owns the pause is the authority: a surface that
 	// skipped the check, or runs with other settings, is still refused.
-	if !MayDecide(s.h.cfg.Approvers, m.GetPrincipal().GetRole()) {
+	if !s.h.cfg.Approvers.MayDecide(m.GetPrincipal().GetRole()) {
 		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN), nil
 	}
 	id := m.GetExecutionId()
@@ -135,7 +104,7 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	}
 	d := &pb.ApprovalDecision{
 		Action: m.GetAction(), Reason: decisionReason(m.GetContentJson()),
-		OrgWriteAccess: m.GetPrincipal().GetRole() == roleAdmin, DecidedAtMs: s.now().UnixMilli(),
+		OrgWriteAccess: m.GetPrincipal().GetRole() == "admin", DecidedAtMs: s.now().UnixMilli(),
 	}
 	if err := s.recordDecision(ctx, g, id, d); err != nil {
 		return nil, err
@@ -179,7 +148,7 @@ func (s *session) executionResume(ctx context.Context, g grain.Context, m *pb.Ex
 	if !s.sameOrg(m.GetPrincipal()) {
 		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND)
 	}
-	if !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
+	if !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) || !s.h.cfg.Approvers.MayDecide(m.GetPrincipal().GetRole()) {
 		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN)
 	}
 	if s.rt == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
@@ -57,11 +58,9 @@ type Config struct {
 	Memory residency.Memory
 	// Directory publishes paused executions (nil: not published).
 	Directory Directory
-	// Approvers is who may decide paused executions: [ApproversMember]
-	// (the default, for ""; admins and members of the owner's
-	// organization, never viewers) or [ApproversAdmin] (admins only).
-	// Every node of a cluster should have the same.
-	Approvers string
+	// Approvers is who may decide paused executions (policy.Approvers;
+	// "": policy.ApproversMember).
+	Approvers policy.Approvers
 	// Evict sends RequestCapEviction to a session on this node without
 	// waiting for it (required). cluster.Node.Request in a goroutine does.
 	Evict func(ctx context.Context, sessionID string) (evicted bool, err error)
@@ -128,10 +127,10 @@ func NewHost(cfg Config) (*Host, error) {
 	if cfg.Builder == nil || cfg.Evict == nil {
 		return nil, errors.New("session: Config.Builder and Config.Evict are required")
 	}
-	switch cfg.Approvers {
-	case "", ApproversMember, ApproversAdmin:
+	switch {
+	case cfg.Approvers.Valid():
 	default:
-		return nil, fmt.Errorf("session: Config.Approvers %q: want %q or %q", cfg.Approvers, ApproversMember, ApproversAdmin)
+		return nil, fmt.Errorf("session: Config.Approvers %q: want %q or %q", cfg.Approvers, policy.ApproversMember, policy.ApproversAdmin)
 	}
 	if cfg.Policy == (alarm.Policy{}) {
 		cfg.Policy = alarm.DefaultPolicy()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -571,14 +572,14 @@ func TestOnlyRolesThatMayDecideDecide(t *testing.T) {
 		return rt.resolved["exec-1"] != nil
 	}
 	for _, tc := range []struct {
-		approvers string
+		approvers policy.Approvers
 		refused   []*pb.Principal
 		decider   *pb.Principal
 	}{
 		{"", []*pb.Principal{viewer}, bob},
-		{session.ApproversAdmin, []*pb.Principal{viewer, bob}, alice},
+		{policy.ApproversAdmin, []*pb.Principal{viewer, bob}, alice},
 	} {
-		t.Run("approvers="+tc.approvers, func(t *testing.T) {
+		t.Run("approvers="+string(tc.approvers), func(t *testing.T) {
 			e := newEnvWith(t, 32, shortPolicy(), func(c *session.Config) { c.Approvers = tc.approvers })
 			rt := e.durablePause("s1", "exec-1")
 			for _, who := range tc.refused {
@@ -596,19 +597,5 @@ func TestOnlyRolesThatMayDecideDecide(t *testing.T) {
 	}
 	if _, err := session.NewHost(session.Config{Builder: session.BuilderFunc(nil), Evict: func(context.Context, string) (bool, error) { return false, nil }, Approvers: "owner"}); err == nil {
 		t.Fatal("an unknown Approvers value was accepted")
-	}
-}
-
-func TestMayDecide(t *testing.T) {
-	for _, tc := range []struct {
-		approvers, role string
-		want            bool
-	}{
-		{"", "admin", true}, {"", "member", true}, {"", "", true}, {"", "viewer", false}, {"", "owner", false},
-		{"member", "member", true}, {"admin", "admin", true}, {"admin", "member", false}, {"admin", "", false}, {"admin", "viewer", false},
-	} {
-		if got := session.MayDecide(tc.approvers, tc.role); got != tc.want {
-			t.Errorf("MayDecide(%q, %q) = %v, want %v", tc.approvers, tc.role, got, tc.want)
-		}
 	}
 }

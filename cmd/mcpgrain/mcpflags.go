@@ -17,7 +17,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
-	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
@@ -139,7 +138,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	m.code.register(fs, demoDefault)
 	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
 	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member|viewer"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
-	fs.StringVar(&m.approvers, "approvers", session.ApproversMember, "who of an execution's organization may decide it: member (admins and members) or admin (admins only); viewers only ever see")
+	fs.StringVar(&m.approvers, "approvers", string(policy.ApproversMember), "who of an execution's organization may decide it: member (admins and members) or admin (admins only); viewers only ever see")
 	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin); outside dev prefer --token-file or MCPGRAIN_TOKEN (a command line is readable by every local user)")
 	fs.BoolVar(&m.noAuth, "no-auth", false, "accept requests without a token as user anonymous (only on a loopback --http)")
 	fs.Float64Var(&m.rate, "rate-limit", 50, "MCP requests per second per principal (0: unlimited)")
@@ -223,7 +222,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
 		}
 	}
-	if m.approvers != session.ApproversMember && m.approvers != session.ApproversAdmin {
+	if a := policy.Approvers(m.approvers); a != policy.ApproversMember && a != policy.ApproversAdmin {
 		return app.MCPConfig{}, fmt.Errorf("%w: --approvers must be member or admin", errUsage)
 	}
 	if m.placement != "local" && m.placement != "hash" {
@@ -249,7 +248,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
-		Approvers: m.approvers,
+		Approvers: policy.Approvers(m.approvers),
 	}, nil
 }
 

@@ -6,7 +6,7 @@
 //
 // Who may do what: anyone authenticated in the owner's organization may see
 // an execution (list, show, watch, the page); deciding it takes a role
-// that [session.MayDecide] allows under [ServiceOptions.Approvers]: admins
+// that [ServiceOptions.Approvers] allows (policy.Approvers): admins
 // always, members unless approvers is "admin", viewers never
 // ([ErrInsufficientRole]). The session grain that owns the pause checks
 // again. Executions of other organizations do not exist for the caller
@@ -24,6 +24,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -68,17 +69,17 @@ type Service struct {
 	node      Requester
 	dir       Directory
 	now       func() time.Time
-	approvers string
+	approvers policy.Approvers
 }
 
 // ServiceOptions configure a [Service].
 type ServiceOptions struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Approvers is who may decide: session.ApproversMember (the default,
-	// for "": admins and members) or session.ApproversAdmin (admins only).
+	// Approvers is who may decide: policy.ApproversMember (the default,
+	// for "": admins and members) or policy.ApproversAdmin (admins only).
 	// Viewers never decide.
-	Approvers string
+	Approvers policy.Approvers
 }
 
 // NewService returns a Service that finds executions in dir and reaches
@@ -93,13 +94,13 @@ func NewService(node Requester, dir Directory, o ServiceOptions) *Service {
 // MayDecide reports whether who's role may decide executions here (it
 // may still find none to decide).
 func (s *Service) MayDecide(who *pb.Principal) bool {
-	return session.MayDecide(s.approvers, who.GetRole())
+	return s.approvers.MayDecide(who.GetRole())
 }
 
 // roleError is [ErrInsufficientRole] explained for who: a role that may
 // decide nothing, or one the approvers setting leaves out.
 func (s *Service) roleError(who *pb.Principal) error {
-	if session.MayDecide(session.ApproversMember, who.GetRole()) {
+	if policy.ApproversMember.MayDecide(who.GetRole()) {
 		return fmt.Errorf("%w: only admins decide paused executions here (your role: %s)", ErrInsufficientRole, roleName(who))
 	}
 	return fmt.Errorf("%w: your role (%s) may see paused executions but not decide them", ErrInsufficientRole, roleName(who))

@@ -33,6 +33,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
@@ -119,9 +120,9 @@ type MCPConfig struct {
 	// bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
-	// Approvers is who may decide paused executions: session.ApproversMember
-	// ("" too: admins and members) or session.ApproversAdmin; viewers never.
-	Approvers string
+	// Approvers is who may decide paused executions: policy.ApproversMember
+	// ("" too: admins and members) or policy.ApproversAdmin; viewers never.
+	Approvers policy.Approvers
 	// AuthFailureRate is the failed sign-ins per second a client address
 	// earns back (0: auth.DefaultFailureRate; negative: failed sign-ins
 	// are not limited), with bursts of AuthFailureBurst (0:
@@ -298,7 +299,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		lim.Pool = pool
 		codeMode = &mcpruntime.CodeMode{
 			Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
-			Lookup: st.GetExecution, Directory: st, Logger: log.With("component", "code"), Durable: true,
+			Lookup: st.GetExecution, Directory: st, Logger: log.With("component", "code"), Durable: true, Approvers: cfg.MCP.Approvers,
 			Forward: func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
 				r, err := node.Request(ctx, session.KindName, sessionID, m, cluster.Idempotent())
 				if err != nil {
