@@ -51,4 +51,3 @@ func (a Access) Allows(owner Principal) bool {
 	}
 	return false
 }
-
