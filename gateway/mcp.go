@@ -20,12 +20,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
-	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -132,7 +131,7 @@ func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
 
 // writeRestarting writes the seed's restart envelope: the session is being
 // restored or moved and could not answer in time; the client should retry.
-func writeRestarting(w http.ResponseWriter) { tunnel.WriteRestarting(w) }
+func writeRestarting(w http.ResponseWriter) { exchange.WriteRestarting(w) }
 
 func isLoopback(hostport string) bool {
 	host := hostport
@@ -248,9 +247,9 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 	case r.Method == http.MethodDelete && sid != "":
 		h.delete(w, r, principal, sid)
 	case sid != "":
-		h.exchange(w, r, principal, session.KindName, sid, body, false)
+		h.exchange(w, r, principal, exchange.KindSession, sid, body, false)
 	case r.Method == http.MethodPost && isInitialize(body):
-		h.exchange(w, r, principal, session.KindName, h.newSessionID(), body, true)
+		h.exchange(w, r, principal, exchange.KindSession, h.newSessionID(), body, true)
 	default:
 		writeRPCError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 	}
@@ -263,7 +262,7 @@ func (h *mcpHandler) newSessionID() string {
 	if !h.o.LocalSessionIDs {
 		return rand.Text()
 	}
-	return h.ownedID(session.KindName, 64, func(int) string { return rand.Text() })
+	return h.ownedID(exchange.KindSession, 64, func(int) string { return rand.Text() })
 }
 
 // ownedID returns the first of up to tries ids from next that this node
@@ -342,7 +341,7 @@ func (h *mcpHandler) requestFailed(w http.ResponseWriter, r *http.Request, sid s
 func (h *mcpHandler) delete(w http.ResponseWriter, r *http.Request, p *pb.Principal, sid string) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.StartTimeout)
 	defer cancel()
-	res, err := h.node.Request(ctx, session.KindName, sid, &pb.SessionDelete{Principal: p})
+	res, err := h.node.Request(ctx, exchange.KindSession, sid, &pb.SessionDelete{Principal: p})
 	if err != nil {
 		h.requestFailed(w, r, sid, err)
 		return

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/actors/continuation"
-	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
+	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -73,7 +73,7 @@ const CodeInvalidParams = -32602
 // sessionless request costs no network hop.
 func (h *mcpHandler) localContinuation() string {
 	start := h.continuationSeq.Add(1)
-	return h.ownedID(continuation.KindName, 64, func(i int) string {
+	return h.ownedID(exchange.KindContinuation, 64, func(i int) string {
 		return fmt.Sprintf("c-%s-%d", h.node.ID(), (start+uint64(i))%64)
 	})
 }
@@ -102,5 +102,5 @@ func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Princi
 	if owner == "" {
 		owner = h.localContinuation()
 	}
-	h.exchange(w, r, p, continuation.KindName, owner, body, false)
+	h.exchange(w, r, p, exchange.KindContinuation, owner, body, false)
 }

@@ -3,7 +3,7 @@ package gateway_test
 import (
 	"testing"
 
-	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 
@@ -21,10 +21,10 @@ func TestRestoringRequestIsMarked(t *testing.T) {
 			"Accept": "application/json, text/event-stream", "Mcp-Session-Id": a.ID(), "Mcp-Protocol-Version": "2025-11-25"},
 			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
 	}
-	if r := call(); r.status != 200 || r.header.Get(session.HeaderRestored) != "1" {
-		t.Fatalf("the restoring call: %d, %s=%q", r.status, session.HeaderRestored, r.header.Get(session.HeaderRestored))
+	if r := call(); r.status != 200 || r.header.Get(exchange.HeaderRestored) != "1" {
+		t.Fatalf("the restoring call: %d, %s=%q", r.status, exchange.HeaderRestored, r.header.Get(exchange.HeaderRestored))
 	}
-	if r := call(); r.status != 200 || r.header.Get(session.HeaderRestored) != "" {
-		t.Fatalf("the warm call: %d, %s=%q", r.status, session.HeaderRestored, r.header.Get(session.HeaderRestored))
+	if r := call(); r.status != 200 || r.header.Get(exchange.HeaderRestored) != "" {
+		t.Fatalf("the warm call: %d, %s=%q", r.status, exchange.HeaderRestored, r.header.Get(exchange.HeaderRestored))
 	}
 }

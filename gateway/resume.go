@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
+	"github.com/mcpgrain/mcpgrain/exchange"
 )
 
 // Resuming a response stream whose events died with a node.
@@ -125,7 +125,7 @@ func (t *idTagger) rest() []byte {
 // envelope's retryable JSON-RPC error.
 func restartingEvent(reqID json.RawMessage) []byte {
 	data, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": reqID,
-		"error": map[string]any{"code": tunnel.CodeRestarting, "message": tunnel.MessageRestarting}})
+		"error": map[string]any{"code": exchange.CodeRestarting, "message": exchange.MessageRestarting}})
 	return fmt.Appendf(nil, "event: message\ndata: %s\n\n", data)
 }
 

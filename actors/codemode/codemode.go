@@ -31,8 +31,8 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 )
 
 // Runtime is what the tools need from the session runtime.
@@ -109,7 +109,7 @@ type tools struct{ o Options }
 // errNoRuntime answers a call whose session runtime is gone (disposed
 // while the call arrived): the client retries, and the next runtime
 // serves it.
-var errNoRuntime = &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+var errNoRuntime = &jsonrpc.Error{Code: exchange.CodeRestarting, Message: exchange.MessageRestarting}
 
 // runtime is the runtime serving req.
 func (t *tools) runtime(req *mcp.CallToolRequest) (Runtime, error) {
@@ -130,7 +130,7 @@ func header(req *mcp.CallToolRequest) http.Header {
 }
 
 func principal(req *mcp.CallToolRequest) engine.Principal {
-	p := tunnel.PrincipalOf(header(req))
+	p := exchange.PrincipalOf(header(req))
 	return engine.Principal{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole()}
 }
 
@@ -141,7 +141,7 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 	}
 	e := rt.Engine()
 	h := header(req)
-	if h.Get(tunnel.HeaderSessionless) == "1" && req.Params.RequestState != "" {
+	if h.Get(exchange.HeaderSessionless) == "1" && req.Params.RequestState != "" {
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
 		// execution id; the approval input response is the decision.
 		resp := responseFromInput(req.Params.InputResponses)
@@ -250,7 +250,7 @@ func parseContent(s string) map[string]any {
 func (t *tools) approvalURL(req *mcp.CallToolRequest, id string) string {
 	origin := t.o.PublicURL
 	if origin == "" {
-		origin = header(req).Get(tunnel.HeaderOrigin)
+		origin = header(req).Get(exchange.HeaderOrigin)
 	}
 	return strings.TrimRight(origin, "/") + "/approve/" + id
 }
@@ -267,16 +267,16 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 		p := out.Pause
 		h := header(req)
 		switch {
-		case h.Get(tunnel.HeaderSessionless) == "1":
+		case h.Get(exchange.HeaderSessionless) == "1":
 			return &mcp.CallToolResult{
 				InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema}},
 				RequestState:  p.ID,
 			}
-		case h.Get(tunnel.HeaderMode) == "native" && !t.o.Approvers.MayDecide(principal(req).Role):
+		case h.Get(exchange.HeaderMode) == "native" && !t.o.Approvers.MayDecide(principal(req).Role):
 			// The user of this session may not decide: an approver does,
 			// on an approval surface.
 			return PausedBrowser(p, t.approvalURL(req, p.ID))
-		case h.Get(tunnel.HeaderMode) == "native":
+		case h.Get(exchange.HeaderMode) == "native":
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema})
 			if err != nil {
 				out, _ = rt.Engine().Resume(ctx, p.ID, engine.AsOwner(principal(req)), engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
@@ -294,7 +294,7 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 			}
 			out = next
 			continue
-		case h.Get(tunnel.HeaderMode) == "browser":
+		case h.Get(exchange.HeaderMode) == "browser":
 			return PausedBrowser(p, t.approvalURL(req, p.ID))
 		default:
 			return PausedModel(p, t.o.Window)
@@ -315,7 +315,7 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, rt Runtime, out engine.Outcome, fresh bool) (*mcp.CallToolResult, any, error) {
 	if out.Status == engine.StatusInternal && (errors.Is(out.Internal, store.ErrFenced) || fresh && store.Unavailable(out.Internal)) {
 		t.o.Logger.Info("execution stopped: its session moved on or its store was unreachable; the client is told to retry", "err", out.Internal)
-		return nil, nil, &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+		return nil, nil, &jsonrpc.Error{Code: exchange.CodeRestarting, Message: exchange.MessageRestarting}
 	}
 	return t.render(ctx, req, rt, out), nil, nil
 }

@@ -4,7 +4,7 @@
 // as they apply here. The tools are driven by a real go-sdk client over
 // real HTTP (mcp.NewStreamableHTTPHandler behind httptest), with the
 // X-Mcpgrain-* headers set by a wrapping handler exactly as a grain sets
-// them (tunnel.Identity), and a real engine over an in-test tool source.
+// them (exchange.Identity), and a real engine over an in-test tool source.
 //
 // Seed cases skipped, and why:
 //   - emitted image/audio/text-like/binary files as MCP image, audio, text
@@ -56,8 +56,8 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -256,7 +256,7 @@ type clientOptions struct {
 }
 
 // connect serves h's server over real HTTP behind a handler that sets the
-// headers a grain sets (tunnel.Identity) and connects a client to it.
+// headers a grain sets (exchange.Identity) and connects a client to it.
 func (h *harness) connect(t *testing.T, o clientOptions) *mcp.ClientSession {
 	t.Helper()
 	if o.host == "" {
@@ -270,7 +270,7 @@ func (h *harness) connect(t *testing.T, o clientOptions) *mcp.ClientSession {
 	if o.mode != "" {
 		ex.RawQuery = "elicitation_mode=" + o.mode
 	}
-	identity := tunnel.Identity(ex, "grain-test", o.sessionless)
+	identity := exchange.Identity(ex, "grain-test", o.sessionless)
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server },
 		&mcp.StreamableHTTPOptions{Stateless: o.sessionless})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -44,15 +44,15 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
+	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // KindName is the continuation grain kind.
-const KindName = "continuation"
+const KindName = exchange.KindContinuation
 
 // Config configures the continuation grains of a node.
 type Config struct {
@@ -203,10 +203,10 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 		c.serving.Add(1)
 		started := &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 		answer := g.Defer()
-		cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
+		cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
 			defer c.serving.Add(-1)
 			c.handler.ServeHTTP(w, r)
-		}, tunnel.AckWith(answer, started))
+		}, exchange.AckWith(answer, started))
 		if err != nil {
 			c.serving.Add(-1)
 			answer(nil, grain.Reject("continuation: %v", err))
@@ -214,7 +214,7 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 		}
 		c.exchanges[m.GetExchangeId()] = cancel
 		c.h.exchanges.Inc()
-		return nil, nil // answered with the first frame (tunnel.Start)
+		return nil, nil // answered with the first frame (exchange.Start)
 	case *pb.ExchangeCancel:
 		if cancel, ok := c.exchanges[m.GetExchangeId()]; ok {
 			cancel()
@@ -227,7 +227,7 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 
 // HandleLocal receives exchange completions.
 func (c *cont) HandleLocal(_ context.Context, _ grain.Context, msg any) {
-	if d, ok := msg.(*tunnel.Done); ok {
+	if d, ok := msg.(*exchange.Done); ok {
 		delete(c.exchanges, d.ID)
 	}
 }
@@ -274,7 +274,7 @@ func principalOf(req mcp.Request) (user, org string) {
 	if ex == nil || ex.Header == nil {
 		return "", ""
 	}
-	p := tunnel.PrincipalOf(ex.Header)
+	p := exchange.PrincipalOf(ex.Header)
 	return p.GetUser(), p.GetOrg()
 }
 

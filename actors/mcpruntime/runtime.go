@@ -16,7 +16,7 @@
 // translates the Mcp-Session-Id header both ways, so neither side sees the
 // other's id. Handlers on the shared server find the session's runtime by
 // the grain identity the tunnel puts in every request
-// (tunnel.HeaderSession).
+// (exchange.HeaderSession).
 //
 // Restore after passivation: the runtime records go-sdk's
 // ServerSessionState (initialize params, negotiated version, log level) in
@@ -52,8 +52,8 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -176,7 +176,7 @@ func (b *Builder) runtimeOf(h http.Header) (*Runtime, bool) {
 	if h == nil {
 		return nil, false
 	}
-	v, ok := b.runtimes.Load(h.Get(tunnel.HeaderSession))
+	v, ok := b.runtimes.Load(h.Get(exchange.HeaderSession))
 	if !ok {
 		return nil, false
 	}
@@ -312,7 +312,7 @@ func (r *Runtime) record(method string, req mcp.Request, res mcp.Result) error {
 	}
 	if err := r.persist(snapshot); err != nil {
 		r.log.Warn("mcpruntime: store the session's state", "method", method, "err", err)
-		return &jsonrpc.Error{Code: tunnel.CodeRestarting, Message: tunnel.MessageRestarting}
+		return &jsonrpc.Error{Code: exchange.CodeRestarting, Message: exchange.MessageRestarting}
 	}
 	return nil
 }
@@ -377,7 +377,7 @@ func (r *Runtime) restore(ctx context.Context, raw []byte) error {
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader([]byte(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(tunnel.HeaderSession, r.id)
+		req.Header.Set(exchange.HeaderSession, r.id)
 		if i > 0 {
 			req.Header.Set("Mcp-Session-Id", r.id)
 			req.Header.Set("Mcp-Protocol-Version", version)
@@ -457,7 +457,7 @@ func (g *closingGuard) WriteHeader(status int) {
 		for k := range g.Header() {
 			delete(g.Header(), k)
 		}
-		tunnel.WriteRestarting(g.ResponseWriter)
+		exchange.WriteRestarting(g.ResponseWriter)
 		return
 	}
 	g.ResponseWriter.WriteHeader(status)

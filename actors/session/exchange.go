@@ -11,9 +11,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -24,12 +24,6 @@ type stateMsg struct {
 	state []byte
 	done  chan error
 }
-
-// HeaderRestored is set on the response to a request that restored its
-// session's runtime (a cold restore after passivation or a move), so a
-// client — mcpgrain bench's scale scenario — can tell warm answers from
-// cold ones. It tells the caller only about its own session.
-const HeaderRestored = "Mcpgrain-Restored"
 
 // stateTimeout bounds how long a runtime waits for its state to be stored.
 const stateTimeout = 15 * time.Second
@@ -129,13 +123,13 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		serve = func(w http.ResponseWriter, r *http.Request) {
 			defer res.posts.Add(-1)
 			if restored {
-				w.Header().Set(HeaderRestored, "1")
+				w.Header().Set(exchange.HeaderRestored, "1")
 			}
 			es.ServeExchange(w, r)
 		}
 	}
-	answer := g.Defer() // tunnel.Start answers, with the response's first frame
-	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, tunnel.Identity(m, s.id, false), serve, tunnel.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
+	answer := g.Defer() // exchange.Start answers, with the response's first frame
+	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, s.id, false), serve, exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
 	if err != nil {
 		if m.GetMethod() == http.MethodPost {
 			s.res.posts.Add(-1)
@@ -145,7 +139,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	}
 	s.markActivity()
 	s.exchanges[m.GetExchangeId()] = cancel
-	return nil, nil // answered by tunnel.Start
+	return nil, nil // answered by exchange.Start
 }
 
 // standaloneStream reports whether m opens (or resumes) the session's
@@ -185,7 +179,7 @@ func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
 		s.wake = make(chan struct{})
 	}
 	wake, gauge, id := s.wake, &s.h.parked, s.h.primeID()
-	cancel, err := tunnel.Start(g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
+	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
 		gauge.Add(1)
 		defer gauge.Add(-1)
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -16,12 +16,13 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/residency"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // KindName is the session grain kind.
-const KindName = "session"
+const KindName = exchange.KindSession
 
 // Reminder names a session uses.
 const (

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
-	"github.com/mcpgrain/mcpgrain/actors/tunnel"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -650,7 +650,7 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 // completions from the runtime's goroutines.
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	switch m := msg.(type) {
-	case *tunnel.Done:
+	case *exchange.Done:
 		if _, ok := s.parked[m.ID]; ok {
 			delete(s.parked, m.ID)
 			s.passivateIfIdle(g)

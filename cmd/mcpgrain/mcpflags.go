@@ -18,8 +18,8 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
-	"github.com/mcpgrain/mcpgrain/gateway/requeststate"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 

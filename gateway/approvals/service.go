@@ -25,9 +25,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/policy"
-	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -178,7 +178,7 @@ func (s *Service) Get(ctx context.Context, who *pb.Principal, sessionID, execID 
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.node.Request(ctx, session.KindName, sid, &pb.ExecutionGet{Principal: who, ExecutionId: execID}, cluster.Idempotent())
+	m, err := s.node.Request(ctx, exchange.KindSession, sid, &pb.ExecutionGet{Principal: who, ExecutionId: execID}, cluster.Idempotent())
 	if err != nil {
 		return nil, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
 	}
@@ -227,7 +227,7 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	}
 	// Not idempotent: a retry after an unknown outcome would report "already
 	// decided" for the caller's own decision, so the node does not retry.
-	m, err := s.node.Request(ctx, session.KindName, sid, &pb.ExecutionDecide{Principal: who, ExecutionId: execID, Action: action, ContentJson: contentJSON})
+	m, err := s.node.Request(ctx, exchange.KindSession, sid, &pb.ExecutionDecide{Principal: who, ExecutionId: execID, Action: action, ContentJson: contentJSON})
 	if err != nil {
 		return Decision{}, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 
@@ -116,8 +116,8 @@ func (c *rawClient) revisit(ctx context.Context, endpoint string, s rawSession, 
 
 // Restored reports whether an answer's header says the request restored
 // its session's runtime (a cold restore): mcpgrain sets
-// [session.HeaderRestored] to "1" then. Without it the answer was warm.
-func Restored(h http.Header) bool { return h.Get(session.HeaderRestored) == "1" }
+// [exchange.HeaderRestored] to "1" then. Without it the answer was warm.
+func Restored(h http.Header) bool { return h.Get(exchange.HeaderRestored) == "1" }
 
 // post sends one JSON-RPC message of step to endpoint (in session s, if
 // it has an id) and reads the whole answer, which must have status want.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/exchange"
 )
 
 func TestParseAnswer(t *testing.T) {
@@ -93,10 +93,10 @@ func TestRestoredClassifiesAnswers(t *testing.T) {
 		cold   bool
 	}{
 		{"no header: warm", http.Header{}, false},
-		{"restored: cold", http.Header{session.HeaderRestored: {"1"}}, true},
+		{"restored: cold", http.Header{exchange.HeaderRestored: {"1"}}, true},
 		{"header names are case-insensitive", func() http.Header { h := http.Header{}; h.Set("mcpgrain-restored", "1"); return h }(), true},
-		{"another value is not a restore", http.Header{session.HeaderRestored: {"0"}}, false},
-		{"empty value is not a restore", http.Header{session.HeaderRestored: {""}}, false},
+		{"another value is not a restore", http.Header{exchange.HeaderRestored: {"0"}}, false},
+		{"empty value is not a restore", http.Header{exchange.HeaderRestored: {""}}, false},
 	}
 	for _, tc := range cases {
 		if got := Restored(tc.header); got != tc.cold {
@@ -210,7 +210,7 @@ func (f *fakeMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "tools/call":
 		if !f.visited[sid] {
 			f.visited[sid] = true
-			w.Header().Set(session.HeaderRestored, "1")
+			w.Header().Set(exchange.HeaderRestored, "1")
 		}
 		answer(`{"content":[{"type":"text","text":"bench"}]}`)
 	case "ping":

@@ -1,4 +1,4 @@
-package tunnel
+package exchange
 
 import (
 	"net/http"

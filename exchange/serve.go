@@ -3,7 +3,7 @@
 // to a handler in its own goroutine, and streams the handler's response
 // (status and headers once, then every flushed chunk, then the end) to the
 // gateway's per-request actor. The grain keeps handling messages meanwhile.
-package tunnel
+package exchange
 
 import (
 	"bytes"

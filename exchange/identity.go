@@ -1,4 +1,4 @@
-package tunnel
+package exchange
 
 import (
 	"encoding/base64"
@@ -20,6 +20,12 @@ const (
 	HeaderOrigin      = "X-Mcpgrain-Origin"
 	HeaderSession     = "X-Mcpgrain-Session"
 )
+
+// HeaderRestored is set on the response to a request that restored its
+// session's runtime (a cold restore after passivation or a move), so a
+// client — mcpgrain bench's scale scenario — can tell warm answers from
+// cold ones. It tells the caller only about its own session.
+const HeaderRestored = "Mcpgrain-Restored"
 
 var b64 = base64.RawURLEncoding
 
