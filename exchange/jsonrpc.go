@@ -2,25 +2,87 @@ package exchange
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// The restart envelope's JSON-RPC error: the session is being restored or
-// moved; the client should retry.
+// JSON-RPC error codes mcpgrain answers with outside go-sdk's server (the
+// standard ones are go-sdk's [jsonrpc] constants).
 const (
-	CodeRestarting    = -32001
-	MessageRestarting = "MCP session is restarting, please retry"
+	// CodeServerError is -32001, the implementation-defined server error of
+	// the MCP reference servers: unauthorized, session not found, session
+	// restarting (the restart envelope).
+	CodeServerError = -32001
+	// CodeForbidden is -32003: the session belongs to another principal.
+	CodeForbidden = -32003
+	// CodeInvalidRequest is JSON-RPC's -32600.
+	CodeInvalidRequest = jsonrpc.CodeInvalidRequest
+	// CodeParseError is JSON-RPC's -32700.
+	CodeParseError = jsonrpc.CodeParseError
+	// CodeInvalidParams is JSON-RPC's -32602 (a bad requestState).
+	CodeInvalidParams = jsonrpc.CodeInvalidParams
 )
 
-// WriteRestarting writes the seed's restart envelope (HTTP 503, Retry-After,
+// MessageRestarting is the restart envelope's message: the session is
+// being restored or moved; the client should retry.
+const MessageRestarting = "MCP session is restarting, please retry"
+
+// errorResponse is a JSON-RPC error response.
+type errorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   errorObject     `json:"error"`
+}
+
+type errorObject struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorBody is the JSON-RPC error response answering the request with id
+// (null when id is empty: a request the server could not identify).
+func ErrorBody(id json.RawMessage, code int, msg string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, err := json.Marshal(errorResponse{JSONRPC: "2.0", ID: id, Error: errorObject{Code: code, Message: msg}})
+	if err != nil { // id was not valid JSON: answer as for an unknown id
+		b, _ = json.Marshal(errorResponse{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: errorObject{Code: code, Message: msg}})
+	}
+	return b
+}
+
+// WriteError writes a JSON-RPC error response with HTTP status: the answer
+// to the request with id (nil: id null).
+func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(ErrorBody(id, code, msg), '\n'))
+}
+
+// WriteRestarting writes the restart envelope (HTTP 503, Retry-After,
 // JSON-RPC error -32001): the session is being restored or moved and could
 // not answer this request; the client should retry. The session lives on.
 func WriteRestarting(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "2")
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": nil,
-		"error": map[string]any{"code": CodeRestarting, "message": MessageRestarting},
-	})
+	WriteError(w, http.StatusServiceUnavailable, nil, CodeServerError, MessageRestarting)
+}
+
+// RestartingEvent is the SSE event answering the request with reqID with
+// the restart envelope's retryable JSON-RPC error: how a response stream
+// that broke before its response ends.
+func RestartingEvent(reqID json.RawMessage) []byte {
+	return fmt.Appendf(nil, "event: message\ndata: %s\n\n", ErrorBody(reqID, CodeServerError, MessageRestarting))
+}
+
+// WriteLostStream answers a resumed stream whose response cannot be
+// replayed: a stream holding only the retryable error for reqID.
+func WriteLostStream(w http.ResponseWriter, reqID json.RawMessage) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(RestartingEvent(reqID))
+	_ = http.NewResponseController(w).Flush()
 }

@@ -1,8 +1,7 @@
-// Package tunnel runs a tunnelled HTTP exchange inside a grain: it rebuilds
-// the http.Request the gateway forwarded (mcpgrainv1.HttpExchange), hands it
-// to a handler in its own goroutine, and streams the handler's response
-// (status and headers once, then every flushed chunk, then the end) to the
-// gateway's per-request actor. The grain keeps handling messages meanwhile.
+// The grain end of an exchange: Start runs the forwarded request's handler
+// in its own goroutine and Writer streams the handler's response back as
+// frames. The grain keeps handling messages meanwhile.
+
 package exchange
 
 import (

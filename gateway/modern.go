@@ -53,22 +53,6 @@ func isModern(r *http.Request, body []byte) bool {
 	return false
 }
 
-// rpcErrorFor writes a JSON-RPC error that answers the request with id.
-func rpcErrorFor(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{"code": code, "message": msg},
-	})
-}
-
-// CodeInvalidParams is JSON-RPC's -32602 (used for a bad requestState).
-const CodeInvalidParams = -32602
-
 // localContinuation picks a continuation grain this node owns, so a fresh
 // sessionless request costs no network hop.
 func (h *mcpHandler) localContinuation() string {
@@ -84,7 +68,7 @@ func (h *mcpHandler) localContinuation() string {
 func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Principal, body []byte) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeRPCError(w, http.StatusMethodNotAllowed, CodeServerError, "Method not allowed: protocol version "+modernVersion+" is sessionless (POST only)")
+		exchange.WriteError(w, http.StatusMethodNotAllowed, nil, exchange.CodeServerError, "Method not allowed: protocol version "+modernVersion+" is sessionless (POST only)")
 		return
 	}
 	pk, _ := peek(body)
@@ -94,7 +78,7 @@ func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Princi
 		if err != nil || claims.User != p.GetUser() || claims.Org != p.GetOrg() {
 			// Same answer for forged, expired and foreign states: nothing
 			// about the token's owner leaks.
-			rpcErrorFor(w, http.StatusBadRequest, pk.ID, CodeInvalidParams, "invalid requestState")
+			exchange.WriteError(w, http.StatusBadRequest, pk.ID, exchange.CodeInvalidParams, "invalid requestState")
 			return
 		}
 		owner = claims.Owner
@@ -102,5 +86,5 @@ func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Princi
 	if owner == "" {
 		owner = h.localContinuation()
 	}
-	h.exchange(w, r, p, exchange.KindContinuation, owner, body, false)
+	h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindContinuation, ID: owner, Principal: p, Body: body})
 }

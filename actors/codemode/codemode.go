@@ -109,7 +109,7 @@ type tools struct{ o Options }
 // errNoRuntime answers a call whose session runtime is gone (disposed
 // while the call arrived): the client retries, and the next runtime
 // serves it.
-var errNoRuntime = &jsonrpc.Error{Code: exchange.CodeRestarting, Message: exchange.MessageRestarting}
+var errNoRuntime = &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
 
 // runtime is the runtime serving req.
 func (t *tools) runtime(req *mcp.CallToolRequest) (Runtime, error) {
@@ -315,7 +315,7 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, rt Runtime, out engine.Outcome, fresh bool) (*mcp.CallToolResult, any, error) {
 	if out.Status == engine.StatusInternal && (errors.Is(out.Internal, store.ErrFenced) || fresh && store.Unavailable(out.Internal)) {
 		t.o.Logger.Info("execution stopped: its session moved on or its store was unreachable; the client is told to retry", "err", out.Internal)
-		return nil, nil, &jsonrpc.Error{Code: exchange.CodeRestarting, Message: exchange.MessageRestarting}
+		return nil, nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
 	}
 	return t.render(ctx, req, rt, out), nil, nil
 }

@@ -312,7 +312,7 @@ func (r *Runtime) record(method string, req mcp.Request, res mcp.Result) error {
 	}
 	if err := r.persist(snapshot); err != nil {
 		r.log.Warn("mcpruntime: store the session's state", "method", method, "err", err)
-		return &jsonrpc.Error{Code: exchange.CodeRestarting, Message: exchange.MessageRestarting}
+		return &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package gateway
+package exchange
 
 import (
 	"github.com/asynkron/protoactor-go/actor"

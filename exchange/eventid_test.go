@@ -1,4 +1,4 @@
-package gateway
+package exchange
 
 import (
 	"encoding/base64"
@@ -30,8 +30,8 @@ func TestEventIDTagRoundTrips(t *testing.T) {
 func TestSplitEventIDRejectsBadTags(t *testing.T) {
 	for _, id := range []string{
 		"", "abc_3", "~", "abc_3~", "abc_3~!!!", "~MQ",
-		"abc_3~" + b64(`{"a":1}`), "abc_3~" + b64(`[1]`), "abc_3~" + b64(`true`), "abc_3~" + b64(`null`), "abc_3~" + b64(`1 2`),
-		"abc_3~" + b64(`"`+strings.Repeat("x", 200)+`"`),
+		"abc_3~" + enc64(`{"a":1}`), "abc_3~" + enc64(`[1]`), "abc_3~" + enc64(`true`), "abc_3~" + enc64(`null`), "abc_3~" + enc64(`1 2`),
+		"abc_3~" + enc64(`"`+strings.Repeat("x", 200)+`"`),
 	} {
 		if base, reqID, ok := splitEventID(id); ok || base != id || reqID != nil {
 			t.Errorf("%q: split into %q %s %v", id, base, reqID, ok)
@@ -39,7 +39,7 @@ func TestSplitEventIDRejectsBadTags(t *testing.T) {
 	}
 }
 
-func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 func TestIDTaggerTagsIDLinesAcrossChunkSplits(t *testing.T) {
 	stream := "event: prime\nid: s_0\ndata: \n\nevent: message\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"text\":\"id: not a field\"}}\n\n"
@@ -65,7 +65,7 @@ func TestIDTaggerTagsIDLinesAcrossChunkSplits(t *testing.T) {
 }
 
 func TestRestartingEventAnswersTheRequest(t *testing.T) {
-	ev := string(restartingEvent(json.RawMessage(`"call-7"`)))
+	ev := string(RestartingEvent(json.RawMessage(`"call-7"`)))
 	data, ok := strings.CutPrefix(ev, "event: message\ndata: ")
 	if !ok || !strings.HasSuffix(data, "\n\n") {
 		t.Fatalf("event %q", ev)

@@ -1,14 +1,10 @@
-package gateway
+package exchange
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strings"
-
-	"github.com/mcpgrain/mcpgrain/exchange"
 )
 
 // Resuming a response stream whose events died with a node.
@@ -119,22 +115,4 @@ func (t *idTagger) rest() []byte {
 	p := t.partial
 	t.partial = nil
 	return p
-}
-
-// restartingEvent is the SSE event answering reqID with the restart
-// envelope's retryable JSON-RPC error.
-func restartingEvent(reqID json.RawMessage) []byte {
-	data, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": reqID,
-		"error": map[string]any{"code": exchange.CodeRestarting, "message": exchange.MessageRestarting}})
-	return fmt.Appendf(nil, "event: message\ndata: %s\n\n", data)
-}
-
-// writeLostStream answers a resumed stream whose response cannot be
-// replayed: a stream holding only the retryable error for reqID.
-func writeLostStream(w http.ResponseWriter, reqID json.RawMessage) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(restartingEvent(reqID))
-	_ = http.NewResponseController(w).Flush()
 }

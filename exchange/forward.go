@@ -1,0 +1,343 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// forwardedHeaders are the request headers the MCP handler in the grain
+// needs; everything else (notably Authorization and cookies) stays at the
+// gateway.
+var forwardedHeaders = []string{
+	"Accept", "Content-Type", "Last-Event-Id", "Mcp-Session-Id", "Mcp-Protocol-Version",
+	"Mcp-Method", "Mcp-Name", "Origin", "User-Agent",
+}
+
+// departedSilence is how long an exchange whose node left the membership
+// view may stay silent before the gateway gives up on it.
+const departedSilence = 3 * time.Second
+
+// goneGrace is how long the gateway waits for the end of a response whose
+// activation terminated: its last frames may still be in flight.
+const goneGrace = 250 * time.Millisecond
+
+// Forwarder is the gateway end of exchanges: it forwards an authenticated
+// HTTP request to the grain that serves it and relays the grain's response
+// to the client.
+type Forwarder struct {
+	node         *cluster.Node
+	log          *slog.Logger
+	startTimeout time.Duration
+}
+
+// NewForwarder returns the gateway end of exchanges with node's grains.
+// startTimeout bounds how long a request waits for its grain to start
+// serving it (restore or move included) before the client gets the
+// restart envelope; a GET (open or resume a stream) waits three times as
+// long.
+func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout time.Duration) *Forwarder {
+	return &Forwarder{node: node, log: log, startTimeout: startTimeout}
+}
+
+// Target is the grain a request goes to and what the gateway knows about
+// it.
+type Target struct {
+	// Kind and ID address the grain (KindSession or KindContinuation).
+	Kind, ID string
+	// Principal is the authenticated caller.
+	Principal *pb.Principal
+	// Body is the request body, read and bounded by the gateway.
+	Body []byte
+	// Create says the request initializes a new session with this id.
+	Create bool
+}
+
+// Forward forwards r to t's grain and relays the response to w, until the
+// response ends, its activation dies, or the client goes away.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
+	stream := newResponseStream(f.node.ActorSystem())
+	defer stream.close()
+	x, reqID, resume := outbound(r, t, stream.pid)
+	started, err := f.start(r, t, x)
+	if err != nil {
+		if resume && r.Context().Err() == nil {
+			// A failed resume would end the client's session: answer the
+			// request it waits for instead.
+			f.log.Info("mcp stream resume failed; answered its request with the restart envelope", "session", t.ID, "err", err)
+			WriteLostStream(w, reqID)
+			return
+		}
+		f.failed(w, r, t.ID, err)
+		return
+	}
+	if started.GetStatus() != pb.SessionReply_STATUS_OK {
+		writeStatus(w, started.GetStatus())
+		return
+	}
+	var departed <-chan struct{}
+	if first := started.GetFirst(); first == nil || !first.GetEnd() {
+		// The response goes on after the reply: follow the activation that
+		// streams it. (A complete first frame costs no watch, no unwatch:
+		// for a quick answer the request and its reply are the only
+		// messages.)
+		stream.watch(actor.NewPID(started.GetGrainAddress(), started.GetGrainId()))
+		dctx, stopWatching := context.WithCancel(r.Context())
+		defer stopWatching()
+		departed = f.node.Departed(dctx, started.GetGrainAddress())
+	}
+	loop := relayIO{f: f, w: w, r: r, t: t, exchangeID: x.GetExchangeId(), rc: http.NewResponseController(w), reqID: reqID}
+	loop.run(newRelay(reqID, resume), started.GetFirst(), stream, departed)
+}
+
+// outbound is the exchange message for r, the JSON-RPC id of the request
+// whose response stream it is — from the body, or for a resumed stream from
+// the tag on its Last-Event-ID (eventid.go), which is forwarded without
+// the tag — and whether it resumes a stream.
+func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, reqID json.RawMessage, resume bool) {
+	x = &pb.HttpExchange{
+		ExchangeId:        rand.Text(),
+		Method:            r.Method,
+		Path:              r.URL.Path,
+		RawQuery:          r.URL.RawQuery,
+		Body:              t.Body,
+		Principal:         t.Principal,
+		ReplyAddress:      reply.GetAddress(),
+		ReplyId:           reply.GetId(),
+		Create:            t.Create,
+		Host:              r.Host,
+		FirstFrameInReply: true,
+	}
+	if r.Method == http.MethodPost {
+		reqID = RequestID(t.Body)
+	}
+	for _, name := range forwardedHeaders {
+		vs := r.Header.Values(name)
+		if len(vs) == 0 {
+			continue
+		}
+		if name == "Last-Event-Id" && r.Method == http.MethodGet && len(vs) == 1 {
+			if base, id, ok := splitEventID(vs[0]); ok {
+				vs, reqID, resume = []string{base}, id, true
+			}
+		}
+		x.Headers = append(x.Headers, &pb.HttpHeader{Name: name, Values: vs})
+	}
+	return x, reqID, resume
+}
+
+// RequestID is the id of the single JSON-RPC message in body, or nil (a
+// batch, a notification, not JSON).
+func RequestID(body []byte) json.RawMessage {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return nil
+	}
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	return m.ID
+}
+
+// start sends x to t's grain and waits for the grain to start serving it.
+// A GET (open or resume a stream) has no side effects, so it is retried
+// through a restore or a move for longer: go-sdk's client treats a failed
+// stream reconnect as the end of the session.
+func (f *Forwarder) start(r *http.Request, t Target, x *pb.HttpExchange) (*pb.ExchangeStarted, error) {
+	timeout, opts := f.startTimeout, []cluster.CallOption(nil)
+	if r.Method == http.MethodGet {
+		timeout, opts = 3*f.startTimeout, append(opts, cluster.Idempotent())
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	res, err := f.node.Request(ctx, t.Kind, t.ID, x, opts...)
+	if err != nil {
+		return nil, err
+	}
+	started, ok := res.(*pb.ExchangeStarted)
+	if !ok {
+		return nil, fmt.Errorf("exchange: unexpected reply %T", res)
+	}
+	return started, nil
+}
+
+// Delete ends the session sid for its owner p (DELETE /mcp).
+func (f *Forwarder) Delete(w http.ResponseWriter, r *http.Request, p *pb.Principal, sid string) {
+	ctx, cancel := context.WithTimeout(r.Context(), f.startTimeout)
+	defer cancel()
+	res, err := f.node.Request(ctx, KindSession, sid, &pb.SessionDelete{Principal: p})
+	if err != nil {
+		f.failed(w, r, sid, err)
+		return
+	}
+	reply, ok := res.(*pb.SessionReply)
+	if !ok {
+		f.failed(w, r, sid, fmt.Errorf("exchange: unexpected reply %T", res))
+		return
+	}
+	if reply.GetStatus() != pb.SessionReply_STATUS_OK {
+		writeStatus(w, reply.GetStatus())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeStatus answers a request the grain refused.
+func writeStatus(w http.ResponseWriter, st pb.SessionReply_Status) {
+	switch st {
+	case pb.SessionReply_STATUS_FORBIDDEN:
+		WriteError(w, http.StatusForbidden, nil, CodeForbidden, "MCP session does not belong to the current bearer")
+	case pb.SessionReply_STATUS_ENDED:
+		WriteError(w, http.StatusNotFound, nil, CodeServerError, "Session timed out, please reconnect")
+	case pb.SessionReply_STATUS_EXISTS:
+		WriteRestarting(w) // a minted id collided: practically impossible; the retry mints another
+	default:
+		WriteError(w, http.StatusNotFound, nil, CodeServerError, "Session not found")
+	}
+}
+
+// failed maps a failed grain request to a response: the restart envelope
+// for anything transient (including a store outage that outlasted the
+// retries of an idempotent request), 500 otherwise.
+func (f *Forwarder) failed(w http.ResponseWriter, r *http.Request, sid string, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	ge, isGrain := grain.AsError(err)
+	if isGrain && !ge.Retryable() && ge.Code != pb.GrainError_CODE_STORE_UNAVAILABLE {
+		f.log.Warn("mcp request failed", "session", sid, "err", err)
+		WriteError(w, http.StatusInternalServerError, nil, CodeServerError, "Internal error")
+		return
+	}
+	f.log.Info("mcp session not answering in time; sent restart envelope", "session", sid, "err", err)
+	WriteRestarting(w)
+}
+
+// relayIO performs a relay's actions for one exchange: the I/O half of
+// the relay (relay.go holds the decisions).
+type relayIO struct {
+	f          *Forwarder
+	w          http.ResponseWriter
+	r          *http.Request
+	rc         *http.ResponseController
+	t          Target
+	exchangeID string
+	reqID      json.RawMessage
+
+	silence, grace *time.Timer
+}
+
+// run feeds s the response's frames and failures until it is done.
+func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream, departed <-chan struct{}) {
+	defer l.stopTimers()
+	if first != nil {
+		l.do(s.step(event{kind: evFrame, frame: first}))
+	}
+	for !s.done {
+		var ev event
+		select {
+		case <-departed:
+			departed = nil
+			ev.kind = evDeparted
+		case <-timerC(l.silence):
+			ev.kind = evSilent
+		case <-timerC(l.grace):
+			ev.kind = evGraceOver
+		case <-l.r.Context().Done():
+			ev.kind = evClientGone
+		case m := <-stream.ch:
+			switch m := m.(type) {
+			case *pb.ExchangeFrame:
+				ev = event{kind: evFrame, frame: m}
+			case grainGone:
+				ev.kind = evGrainGone
+			default:
+				continue
+			}
+		}
+		l.do(s.step(ev))
+	}
+}
+
+// do performs actions. Write errors are ignored: the client is gone, and
+// its context ending ends the loop.
+func (l *relayIO) do(actions []action) {
+	for _, a := range actions {
+		switch a.kind {
+		case actWriteHead:
+			for _, h := range a.headers {
+				for _, v := range h.GetValues() {
+					l.w.Header().Add(h.GetName(), v)
+				}
+			}
+			l.w.WriteHeader(a.status)
+		case actWrite:
+			_, _ = l.w.Write(a.data)
+		case actFlush:
+			_ = l.rc.Flush()
+		case actWriteLostStream:
+			WriteLostStream(l.w, l.reqID)
+		case actWriteRestarting:
+			WriteRestarting(l.w)
+		case actArmSilence:
+			l.silence = rearm(l.silence, departedSilence)
+		case actArmGrace:
+			l.grace = rearm(l.grace, goneGrace)
+		case actCancel:
+			go l.f.cancel(l.t, l.exchangeID)
+		case actLog:
+			args := []any{"kind", l.t.Kind, "id", l.t.ID}
+			if a.err != "" {
+				args = append(args, "err", a.err)
+			}
+			l.f.log.Log(l.r.Context(), a.level, a.msg, args...)
+		}
+	}
+}
+
+func (l *relayIO) stopTimers() {
+	for _, t := range []*time.Timer{l.silence, l.grace} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// cancel tells the grain the client of exchange id went away, so its
+// handler stops.
+func (f *Forwarder) cancel(t Target, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = f.node.Request(ctx, t.Kind, t.ID, &pb.ExchangeCancel{ExchangeId: id})
+}
+
+// rearm starts t (or a new timer) to fire after d.
+func rearm(t *time.Timer, d time.Duration) *time.Timer {
+	if t == nil {
+		return time.NewTimer(d)
+	}
+	t.Reset(d)
+	return t
+}
+
+// timerC is t's channel, or nil (never ready) without a timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
