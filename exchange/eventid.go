@@ -37,10 +37,20 @@ const maxTaggedRequestID = 128
 // eventIDSuffix is the tag for event ids of reqID's response stream, or ""
 // when reqID is absent or too long.
 func eventIDSuffix(reqID json.RawMessage) string {
-	if len(reqID) == 0 || len(reqID) > maxTaggedRequestID || string(reqID) == "null" {
+	if !taggable(reqID) {
 		return ""
 	}
-	return eventIDTag + base64.RawURLEncoding.EncodeToString(reqID)
+	return string(appendTag(nil, reqID))
+}
+
+// taggable reports whether event ids of reqID's response stream are tagged.
+func taggable(reqID json.RawMessage) bool {
+	return len(reqID) > 0 && len(reqID) <= maxTaggedRequestID && string(reqID) != "null"
+}
+
+// appendTag appends the tag of reqID's event ids to b.
+func appendTag(b []byte, reqID json.RawMessage) []byte {
+	return base64.RawURLEncoding.AppendEncode(append(b, eventIDTag...), reqID)
 }
 
 // splitEventID splits a Last-Event-ID the gateway tagged into the id to
@@ -72,11 +82,11 @@ func validRequestID(raw []byte) bool {
 	return false
 }
 
-// idTagger appends a suffix to the id field of every SSE event passing
+// idTagger appends reqID's tag to the id field of every SSE event passing
 // through it. Chunks may split lines anywhere; an incomplete last line is
 // held back until its end arrives.
 type idTagger struct {
-	suffix  string
+	reqID   json.RawMessage
 	partial []byte
 }
 
@@ -89,7 +99,7 @@ func (t *idTagger) rewrite(p []byte) []byte {
 		p = append(t.partial, p...)
 		t.partial = nil
 	}
-	out := make([]byte, 0, len(p)+len(t.suffix))
+	out := make([]byte, 0, len(p)+len(eventIDTag)+base64.RawURLEncoding.EncodedLen(len(t.reqID)))
 	for len(p) > 0 {
 		nl := bytes.IndexByte(p, '\n')
 		if nl < 0 {
@@ -104,7 +114,7 @@ func (t *idTagger) rewrite(p []byte) []byte {
 		}
 		value := bytes.TrimRight(line, "\r\n")
 		out = append(out, value...)
-		out = append(out, t.suffix...)
+		out = appendTag(out, t.reqID)
 		out = append(out, line[len(value):]...)
 	}
 	return out

@@ -43,9 +43,9 @@ func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte
 
 func TestIDTaggerTagsIDLinesAcrossChunkSplits(t *testing.T) {
 	stream := "event: prime\nid: s_0\ndata: \n\nevent: message\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"text\":\"id: not a field\"}}\n\n"
-	want := strings.ReplaceAll(strings.ReplaceAll(stream, "id: s_0\n", "id: s_0~X\n"), "id: s_1\n", "id: s_1~X\n")
+	want := strings.ReplaceAll(strings.ReplaceAll(stream, "id: s_0\n", "id: s_0~Nw\n"), "id: s_1\n", "id: s_1~Nw\n")
 	for size := 1; size <= len(stream); size++ {
-		tg := &idTagger{suffix: "~X"}
+		tg := &idTagger{reqID: json.RawMessage("7")}
 		var out []byte
 		for i := 0; i < len(stream); i += size {
 			out = append(out, tg.rewrite([]byte(stream[i:min(i+size, len(stream))]))...)
@@ -55,8 +55,8 @@ func TestIDTaggerTagsIDLinesAcrossChunkSplits(t *testing.T) {
 			t.Fatalf("chunks of %d:\n%q\nwant\n%q", size, out, want)
 		}
 	}
-	tg := &idTagger{suffix: "~X"}
-	if got := string(tg.rewrite([]byte("id: a\r\ndata: x\r\n\r\n"))); got != "id: a~X\r\ndata: x\r\n\r\n" {
+	tg := &idTagger{reqID: json.RawMessage("7")}
+	if got := string(tg.rewrite([]byte("id: a\r\ndata: x\r\n\r\n"))); got != "id: a~Nw\r\ndata: x\r\n\r\n" {
 		t.Fatalf("CRLF: %q", got)
 	}
 	if got := string(tg.rewrite([]byte("data: cut"))) + string(tg.rest()); got != "data: cut" {

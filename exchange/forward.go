@@ -97,8 +97,9 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
 		defer stopWatching()
 		departed = f.node.Departed(dctx, started.GetGrainAddress())
 	}
-	loop := relayIO{f: f, w: w, r: r, t: t, exchangeID: x.GetExchangeId(), rc: http.NewResponseController(w), reqID: reqID}
-	loop.run(newRelay(reqID, resume), started.GetFirst(), stream, departed)
+	s := newRelay(reqID, resume)
+	loop := relayIO{f: f, w: w, r: r, t: t, exchangeID: x.GetExchangeId(), reqID: reqID}
+	loop.run(&s, started.GetFirst(), stream, departed)
 }
 
 // outbound is the exchange message for r, the JSON-RPC id of the request
@@ -233,7 +234,6 @@ type relayIO struct {
 	f          *Forwarder
 	w          http.ResponseWriter
 	r          *http.Request
-	rc         *http.ResponseController
 	t          Target
 	exchangeID string
 	reqID      json.RawMessage
@@ -244,8 +244,10 @@ type relayIO struct {
 // run feeds s the response's frames and failures until it is done.
 func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream, departed <-chan struct{}) {
 	defer l.stopTimers()
+	rc := http.NewResponseController(l.w)
 	if first != nil {
-		l.do(s.step(event{kind: evFrame, frame: first}))
+		acts := s.step(event{kind: evFrame, frame: first})
+		l.do(rc, acts.list())
 	}
 	for !s.done {
 		var ev event
@@ -269,14 +271,15 @@ func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream,
 				continue
 			}
 		}
-		l.do(s.step(ev))
+		acts := s.step(ev)
+		l.do(rc, acts.list())
 	}
 }
 
 // do performs actions. Write errors are ignored: the client is gone, and
 // its context ending ends the loop.
-func (l *relayIO) do(actions []action) {
-	for _, a := range actions {
+func (l *relayIO) do(rc *http.ResponseController, as []action) {
+	for _, a := range as {
 		switch a.kind {
 		case actWriteHead:
 			for _, h := range a.headers {
@@ -288,7 +291,7 @@ func (l *relayIO) do(actions []action) {
 		case actWrite:
 			_, _ = l.w.Write(a.data)
 		case actFlush:
-			_ = l.rc.Flush()
+			_ = rc.Flush()
 		case actWriteLostStream:
 			WriteLostStream(l.w, l.reqID)
 		case actWriteRestarting:

@@ -104,13 +104,34 @@ type action struct {
 	err     string           // actLog
 }
 
+// maxActions bounds the actions of one step.
+const maxActions = 6
+
+// actions are the result of one step: a value, so a relay and its steps
+// live on the relaying goroutine's stack.
+type actions struct {
+	n int
+	a [maxActions]action
+}
+
+func (o *actions) add(as ...action) {
+	for _, a := range as {
+		o.a[o.n] = a
+		o.n++
+	}
+}
+
+// list returns the actions in order.
+func (o *actions) list() []action { return o.a[:o.n] }
+
 // relay is the state of one exchange's response, from the gateway's side.
 type relay struct {
 	reqID  json.RawMessage // the request whose response stream this is (nil: none)
 	resume bool            // a GET resuming a stream by Last-Event-ID
-	// answered are the byte patterns of the response to reqID.
-	answered [][]byte
-	tag      *idTagger // tags SSE event ids with reqID (nil: untagged)
+	// answerable: reqID is a request the stream owes a response to.
+	answerable bool
+	tag      idTagger // tags SSE event ids with reqID (if tagged)
+	tagged   bool
 
 	wroteHead bool // the head went out
 	sse       bool // the response is an event stream
@@ -118,84 +139,76 @@ type relay struct {
 	departed  bool // the activation's node left the membership view
 	grace     bool // the activation died; its end is awaited
 	done      bool // the exchange is over for the client
-
-	out []action // step's result, reused
 }
 
 // newRelay returns the relay of the response to the request with reqID
 // (nil for a notification, a batch or the standalone GET stream); resume
-// says the request resumes a stream (Last-Event-ID).
-func newRelay(reqID json.RawMessage, resume bool) *relay {
-	s := &relay{reqID: reqID, resume: resume}
-	if len(reqID) > 0 && string(reqID) != "null" {
-		s.answered = [][]byte{[]byte(`"id":` + string(reqID) + `,"result"`), []byte(`"id":` + string(reqID) + `,"error"`)}
-	}
-	if suffix := eventIDSuffix(reqID); suffix != "" {
-		s.tag = &idTagger{suffix: suffix}
-	}
-	return s
+// says the request resumes a stream (Last-Event-ID). Small enough to
+// inline, so a relay lives on its caller's stack.
+func newRelay(reqID json.RawMessage, resume bool) relay {
+	return relay{reqID: reqID, resume: resume, answerable: len(reqID) > 0 && string(reqID) != "null",
+		tag: idTagger{reqID: reqID}, tagged: taggable(reqID)}
 }
 
-// step returns what to do about ev. The result is valid until the next
-// call. After the exchange is done, events change nothing.
-func (s *relay) step(ev event) []action {
-	s.out = s.out[:0]
+// step returns what to do about ev. After the exchange is done, events
+// change nothing.
+func (s *relay) step(ev event) (out actions) {
 	if s.done {
-		return nil
+		return out
 	}
 	switch ev.kind {
 	case evFrame, evGrainGone:
 		if s.departed {
-			s.add(action{kind: actArmSilence}) // it is not silent
+			out.add(action{kind: actArmSilence}) // it is not silent
 		}
 		if ev.kind == evFrame {
-			s.frame(ev.frame)
+			s.frame(&out, ev.frame)
 		} else if !s.grace {
 			s.grace = true
-			s.add(action{kind: actArmGrace})
+			out.add(action{kind: actArmGrace})
 		}
 	case evDeparted:
 		s.departed = true
-		s.add(action{kind: actArmSilence})
+		out.add(action{kind: actArmSilence})
 	case evSilent:
-		s.log(slog.LevelInfo, "mcp exchange abandoned: the session's node left the membership view and went silent", "")
-		s.broken()
+		out.add(logAction(slog.LevelInfo, "mcp exchange abandoned: the session's node left the membership view and went silent", ""))
+		s.broken(&out)
 	case evGraceOver:
-		s.broken()
+		s.broken(&out)
 	case evClientGone:
-		s.add(action{kind: actCancel})
+		out.add(action{kind: actCancel})
 		s.done = true
 	}
-	return s.out
+	return out
 }
 
 // frame relays one frame of the response.
-func (s *relay) frame(m *pb.ExchangeFrame) {
+func (s *relay) frame(out *actions, m *pb.ExchangeFrame) {
 	if hd := m.GetHead(); hd != nil && !s.wroteHead {
 		if s.resume && hd.GetStatus() == http.StatusBadRequest {
 			// The new owner cannot replay the stream (its events died
 			// with the node that had them).
-			s.log(slog.LevelInfo, "mcp stream resume: events lost with their node; answered its request with the restart envelope", "")
-			s.add(action{kind: actWriteLostStream})
+			out.add(logAction(slog.LevelInfo, "mcp stream resume: events lost with their node; answered its request with the restart envelope", ""))
+			out.add(action{kind: actWriteLostStream})
 			s.done = true
 			return
 		}
-		s.add(action{kind: actWriteHead, status: int(hd.GetStatus()), headers: hd.GetHeaders()})
+		out.add(action{kind: actWriteHead, status: int(hd.GetStatus()), headers: hd.GetHeaders()})
 		s.wroteHead = true
 		s.sse = isEventStream(hd.GetHeaders())
 	}
 	data := m.GetData()
-	for _, a := range s.answered {
-		s.responded = s.responded || bytes.Contains(data, a)
+	if s.answerable && !s.responded {
+		s.responded = carriesResponse(data, s.reqID)
 	}
-	if s.sse && s.tag != nil {
+	if s.sse && s.tagged {
 		data = s.tag.rewrite(data)
 	}
 	if len(data) > 0 {
-		s.add(action{kind: actWrite, data: data})
+		out.add(action{kind: actWrite, data: data})
 	}
 	if !m.GetEnd() {
-		s.add(action{kind: actFlush})
+		out.add(action{kind: actFlush})
 		return
 	}
 	switch {
@@ -204,55 +217,75 @@ func (s *relay) frame(m *pb.ExchangeFrame) {
 		if strings.HasPrefix(m.GetError(), "cancelled") {
 			level = slog.LevelInfo // its runtime closed (passivation, drain)
 		}
-		s.log(level, "mcp exchange ended early in the grain", m.GetError())
-		s.broken()
+		out.add(logAction(level, "mcp exchange ended early in the grain", m.GetError()))
+		s.broken(out)
 	case s.resume:
 		// A replay that ended without the response: the response died
 		// with the node that produced it.
-		s.unanswered()
+		s.unanswered(out)
 	default:
-		s.writeRest()
+		s.writeRest(out)
 	}
 	s.done = true
 }
 
 // broken ends a response that cannot go on.
-func (s *relay) broken() {
+func (s *relay) broken(out *actions) {
 	switch {
 	case s.wroteHead:
-		s.unanswered()
+		s.unanswered(out)
 	case s.resume:
-		s.add(action{kind: actWriteLostStream})
+		out.add(action{kind: actWriteLostStream})
 	default:
-		s.add(action{kind: actWriteRestarting})
+		out.add(action{kind: actWriteRestarting})
 	}
 	s.done = true
 }
 
 // unanswered ends an SSE response stream that did not carry the response
 // to its request with the restart envelope's error for that request.
-func (s *relay) unanswered() {
-	if !s.sse || s.responded || len(s.answered) == 0 {
+func (s *relay) unanswered(out *actions) {
+	if !s.sse || s.responded || !s.answerable {
 		return
 	}
-	s.writeRest()
-	s.add(action{kind: actWrite, data: RestartingEvent(s.reqID)}, action{kind: actFlush})
+	s.writeRest(out)
+	out.add(action{kind: actWrite, data: RestartingEvent(s.reqID)}, action{kind: actFlush})
 }
 
 // writeRest writes what the tagger held back (a stream that ended mid-line).
-func (s *relay) writeRest() {
-	if s.tag == nil {
+func (s *relay) writeRest(out *actions) {
+	if !s.tagged {
 		return
 	}
 	if rest := s.tag.rest(); len(rest) > 0 {
-		s.add(action{kind: actWrite, data: rest})
+		out.add(action{kind: actWrite, data: rest})
 	}
 }
 
-func (s *relay) add(a ...action) { s.out = append(s.out, a...) }
+func logAction(level slog.Level, msg, err string) action {
+	return action{kind: actLog, level: level, msg: msg, err: err}
+}
 
-func (s *relay) log(level slog.Level, msg, err string) {
-	s.add(action{kind: actLog, level: level, msg: msg, err: err})
+var (
+	idKey     = []byte(`"id":`)
+	resultKey = []byte(`,"result"`)
+	errorKey  = []byte(`,"error"`)
+)
+
+// carriesResponse reports whether data holds the response to the request
+// with reqID, as go-sdk encodes it: `"id":<reqID>,"result"` or
+// `"id":<reqID>,"error"`.
+func carriesResponse(data []byte, reqID json.RawMessage) bool {
+	for rest := data; ; {
+		i := bytes.Index(rest, idKey)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(idKey):]
+		if after, ok := bytes.CutPrefix(rest, reqID); ok && (bytes.HasPrefix(after, resultKey) || bytes.HasPrefix(after, errorKey)) {
+			return true
+		}
+	}
 }
 
 // isEventStream reports whether a response with headers is an SSE stream.

@@ -130,10 +130,11 @@ func TestRelayStep(t *testing.T) {
 			want: []string{"head 200", "flush", "arm-silence"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newRelay(tc.reqID, tc.resume)
+			rl := newRelay(tc.reqID, tc.resume)
+			s := &rl
 			var got []string
 			for _, e := range tc.events {
-				got = append(got, render(s.step(e))...)
+				got = append(got, render(stepList(s, e))...)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("actions:\n got %q\nwant %q", got, tc.want)
@@ -143,4 +144,9 @@ func TestRelayStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+func stepList(s *relay, e event) []action {
+	acts := s.step(e)
+	return acts.list()
 }
