@@ -130,8 +130,8 @@ type relay struct {
 	resume bool            // a GET resuming a stream by Last-Event-ID
 	// answerable: reqID is a request the stream owes a response to.
 	answerable bool
-	tag      idTagger // tags SSE event ids with reqID (if tagged)
-	tagged   bool
+	tag        idTagger // tags SSE event ids with reqID (if tagged)
+	tagged     bool
 
 	wroteHead bool // the head went out
 	sse       bool // the response is an event stream
