@@ -1,7 +1,25 @@
-// Package actors is the home of mcpgrain's grains and the runtime they host:
-// the MCP session grain (session/), the pure idle-alarm policy (alarm/),
-// executions (engine/), the sandbox (sandbox/), tool sources (tools/) and
-// approval policies (policy/). Grains implement cluster/grain.Grain; the
-// cluster layer activates them on their owner node. The built-in probe grain
-// (cluster/probe) is the smallest example.
+// Package actors is the home of mcpgrain's grains and of the libraries
+// they run. Grains implement cluster/grain.Grain; the cluster layer
+// activates them on their owner node (the built-in probe grain,
+// cluster/probe, is the smallest example).
+//
+// Grains:
+//   - session/: the MCP session grain (stateful eras);
+//   - continuation/: the grains serving sessionless 2026-07-28 requests.
+//
+// The other packages hold no actor. They live here because only grains
+// use them, and they are what a grain runs:
+//   - alarm/, residency/, policy/: pure decisions (the idle policy, the
+//     node's residency cap and eviction pick, approval rules and who may
+//     decide), table-tested;
+//   - mcpruntime/: a session's MCP runtime (the node's shared go-sdk
+//     server, the store-backed event log, code mode wiring);
+//   - toolpacks/, tools/: the tools a session serves (built-in packs;
+//     OpenAPI, upstream MCP and demo tool sources);
+//   - codemode/, engine/, sandbox/: code mode's execute and resume tools,
+//     the execution engine (pauses, approvals, durable replay) and the
+//     TypeScript sandbox in worker processes.
+//
+// Nothing here imports gateway or internal; the gateway reaches grains
+// only through the exchange package and grain messages.
 package actors

@@ -20,7 +20,7 @@ import (
 // or the client went away. relay.step turns each such event into actions
 // (write the head, write bytes, flush, write an envelope, arm a timer,
 // cancel the handler in the grain, log) and is pure: relay_test.go walks
-// it through tables of events. Forwarder.relay (forward.go) is the thin
+// it through tables of events. relayIO.run (forward.go) is the thin
 // loop that reads events and performs the actions.
 //
 // What it decides:

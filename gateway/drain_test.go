@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/internal/app"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 

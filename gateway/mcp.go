@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // DefaultMaxBody is the request body limit (413 beyond it).
@@ -122,71 +123,23 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serve(rec, r, &labels)
 }
 
+// serve answers one /mcp request: checks that need no grain (admit,
+// authenticate, readBody), then the route to a grain.
 func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *requestLabels) {
-	switch r.Method {
-	case http.MethodGet, http.MethodPost, http.MethodDelete:
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		exchange.WriteError(w, http.StatusMethodNotAllowed, nil, exchange.CodeServerError, "Method not allowed")
+	if !h.admit(w, r) {
 		return
 	}
-	// DNS rebinding: a request that reached a loopback listener must name
-	// a loopback host.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
-		exchange.WriteError(w, http.StatusForbidden, nil, exchange.CodeServerError, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host))
+	principal, ok := h.authenticate(w, r)
+	if !ok {
 		return
-	}
-	if err := h.origins.Check(r); err != nil {
-		exchange.WriteError(w, http.StatusForbidden, nil, exchange.CodeServerError, "Forbidden: cross-origin request")
-		return
-	}
-	principal, err := h.o.Auth.Authenticate(r)
-	if err != nil {
-		var ae *auth.Error
-		if errors.As(err, &ae) {
-			if ae.WWWAuthenticate != "" {
-				w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
-			}
-			if ae.RetryAfter > 0 {
-				w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
-			}
-			exchange.WriteError(w, ae.Status, nil, exchange.CodeServerError, ae.Message)
-			return
-		}
-		exchange.WriteError(w, http.StatusUnauthorized, nil, exchange.CodeServerError, "Unauthorized")
-		return
-	}
-	if h.o.Limiter != nil {
-		if ok, retry := h.o.Limiter.Allow(principal); !ok {
-			w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
-			exchange.WriteError(w, http.StatusTooManyRequests, nil, exchange.CodeServerError, "Too many requests, please retry later")
-			return
-		}
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
 		exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, fmt.Sprintf("Bad Request: Unsupported protocol version %q (supported versions: %s)", v, strings.Join(mcp.SupportedProtocolVersions(), ",")))
 		return
 	}
-	var body []byte
-	if r.Method == http.MethodPost {
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout))
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
-		_ = rc.SetReadDeadline(time.Time{}) // streams live on; only the body had a deadline
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				exchange.WriteError(w, http.StatusRequestEntityTooLarge, nil, exchange.CodeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
-				return
-			}
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				w.Header().Set("Connection", "close")
-				exchange.WriteError(w, http.StatusRequestTimeout, nil, exchange.CodeInvalidRequest, fmt.Sprintf("request body not received within %s", h.o.BodyTimeout))
-				return
-			}
-			exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeParseError, "failed to read request body")
-			return
-		}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
 	}
 	if r.Method == http.MethodPost {
 		labels.method = rpcMethodLabel(body)
@@ -201,18 +154,98 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 		return
 	}
 	labels.era = eraStateful
-	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" && !validSessionID(sid) {
-		exchange.WriteError(w, http.StatusNotFound, nil, exchange.CodeServerError, "Session not found")
-		return
+	h.stateful(w, r, principal, body)
+}
+
+// admit refuses what no principal may send: other methods, a loopback
+// listener reached under a non-loopback Host (DNS rebinding), a
+// cross-origin browser request.
+func (h *mcpHandler) admit(w http.ResponseWriter, r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		exchange.WriteError(w, http.StatusMethodNotAllowed, nil, exchange.CodeServerError, "Method not allowed")
+		return false
 	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+		exchange.WriteError(w, http.StatusForbidden, nil, exchange.CodeServerError, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host))
+		return false
+	}
+	if err := h.origins.Check(r); err != nil {
+		exchange.WriteError(w, http.StatusForbidden, nil, exchange.CodeServerError, "Forbidden: cross-origin request")
+		return false
+	}
+	return true
+}
+
+// authenticate returns the caller, or answers 401/400/429 (with
+// WWW-Authenticate and Retry-After as the failure asks).
+func (h *mcpHandler) authenticate(w http.ResponseWriter, r *http.Request) (*pb.Principal, bool) {
+	principal, err := h.o.Auth.Authenticate(r)
+	if err != nil {
+		ae, ok := errors.AsType[*auth.Error](err)
+		if !ok {
+			exchange.WriteError(w, http.StatusUnauthorized, nil, exchange.CodeServerError, "Unauthorized")
+			return nil, false
+		}
+		if ae.WWWAuthenticate != "" {
+			w.Header().Set("WWW-Authenticate", ae.WWWAuthenticate)
+		}
+		if ae.RetryAfter > 0 {
+			w.Header().Set("Retry-After", auth.RetryAfterSeconds(ae.RetryAfter))
+		}
+		exchange.WriteError(w, ae.Status, nil, exchange.CodeServerError, ae.Message)
+		return nil, false
+	}
+	if h.o.Limiter != nil {
+		if ok, retry := h.o.Limiter.Allow(principal); !ok {
+			w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
+			exchange.WriteError(w, http.StatusTooManyRequests, nil, exchange.CodeServerError, "Too many requests, please retry later")
+			return nil, false
+		}
+	}
+	return principal, true
+}
+
+// readBody reads a POST's body within MaxBody and BodyTimeout (413, 408).
+func (h *mcpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Method != http.MethodPost {
+		return nil, true
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
+	_ = rc.SetReadDeadline(time.Time{}) // streams live on; only the body had a deadline
+	if err == nil {
+		return body, true
+	}
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		exchange.WriteError(w, http.StatusRequestEntityTooLarge, nil, exchange.CodeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+		return nil, false
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		w.Header().Set("Connection", "close")
+		exchange.WriteError(w, http.StatusRequestTimeout, nil, exchange.CodeInvalidRequest, fmt.Sprintf("request body not received within %s", h.o.BodyTimeout))
+		return nil, false
+	}
+	exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeParseError, "failed to read request body")
+	return nil, false
+}
+
+// stateful routes a request of the session eras: to the session its
+// Mcp-Session-Id names, or for initialize to a new one.
+func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Principal, body []byte) {
+	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
+	case sid != "" && !validSessionID(sid):
+		exchange.WriteError(w, http.StatusNotFound, nil, exchange.CodeServerError, "Session not found")
 	case r.Method == http.MethodDelete && sid != "":
-		h.fwd.Delete(w, r, principal, sid)
+		h.fwd.Delete(w, r, p, sid)
 	case sid != "":
-		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: sid, Principal: principal, Body: body})
+		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: sid, Principal: p, Body: body})
 	case r.Method == http.MethodPost && isInitialize(body):
-		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: h.newSessionID(), Principal: principal, Body: body, Create: true})
+		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: h.newSessionID(), Principal: p, Body: body, Create: true})
 	default:
 		exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 	}

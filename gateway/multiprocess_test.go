@@ -403,7 +403,7 @@ func TestSessionlessRetryThroughAnotherGatewayReachesTheOwner(t *testing.T) {
 	}
 }
 
-// A session whose node stops answering (frozen) gets the seed's restart
+// A session whose node stops answering (frozen) gets executor's restart
 // envelope in bounded time, never a hang, and works again once it moved.
 func TestFrozenOwnerYieldsRestartEnvelopeNotAHang(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second})

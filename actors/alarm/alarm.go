@@ -1,11 +1,11 @@
 // Package alarm decides what a session's idle reminder does when it fires:
-// the seed's decideSessionAlarm (executor session-alarm-policy.ts) as a pure
+// executor's decideSessionAlarm (executor session-alarm-policy.ts) as a pure
 // function. The session grain feeds it the idle time and what is in flight;
 // it answers keep, extend a lease, or passivate.
 //
 // Seed term mapping: the Durable Object "alarm" is our durable idle reminder;
 // "destroy_idle_session" does not delete anything — it passivates the grain
-// (dispose the runtime, keep the record), exactly as the seed's DO keeps its
+// (dispose the runtime, keep the record), exactly as executor's DO keeps its
 // session meta so the next request cold-restores.
 //
 // Usage:
@@ -20,7 +20,7 @@ import "time"
 // Outcome is what the idle reminder should do.
 type Outcome string
 
-// The seed's four outcomes.
+// Executor's four outcomes.
 const (
 	// IdleWithinTimeout: the session was active recently; re-arm for
 	// lastActivity + SessionTimeout.
@@ -43,7 +43,7 @@ const (
 	DefaultMaxPausedIdle  = DefaultSessionTimeout + DefaultPausedLease // 9 min, MAX_PAUSED_SESSION_IDLE_MS
 	DefaultSSEMaxAge      = 30 * time.Minute                           // SSE_MAX_AGE_MS
 	DefaultMaxRunningIdle = DefaultSessionTimeout + DefaultSSEMaxAge   // 35 min, MAX_RUNNING_SESSION_IDLE_MS
-	minLease              = time.Millisecond                           // the seed's max(1, …) in ms
+	minLease              = time.Millisecond                           // executor's max(1, …) in ms
 )
 
 // Policy holds the thresholds. The zero value is not useful; start from
@@ -62,7 +62,7 @@ type Policy struct {
 	MaxRunningIdle time.Duration
 }
 
-// DefaultPolicy returns the seed's production constants.
+// DefaultPolicy returns executor's production constants.
 func DefaultPolicy() Policy {
 	return Policy{
 		SessionTimeout: DefaultSessionTimeout,
@@ -97,7 +97,7 @@ type Decision struct {
 	Lease time.Duration
 }
 
-// Decide applies the seed's table:
+// Decide applies executor's table:
 //
 //	idle < SessionTimeout                       → idle_within_timeout
 //	paused > 0: idle < MaxPausedIdle            → extend_paused_lease(min(PausedLease, MaxPausedIdle-idle))

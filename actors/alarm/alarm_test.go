@@ -7,7 +7,7 @@ import (
 
 const ms = time.Millisecond
 
-// The seed's 12 cases (session-alarm-policy.test.ts), plus edges.
+// Executor's 12 cases (session-alarm-policy.test.ts), plus edges.
 func TestDecide(t *testing.T) {
 	def := DefaultPolicy()
 	small := func(timeout, maxPaused, maxRunning time.Duration) Policy {

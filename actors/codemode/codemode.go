@@ -1,5 +1,5 @@
 // Package codemode is the MCP face of the execution engine: the `execute`
-// and `resume` tools, with the seed's three elicitation modes and the
+// and `resume` tools, with executor's three elicitation modes and the
 // sessionless (2026-07-28) multi-round-trip form.
 //
 //   - model (default): a pause returns waiting_for_interaction; the model asks
@@ -238,7 +238,7 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 	return ResumeMiss(NotFound, id, t.o.Window), nil, nil
 }
 
-// parseContent is the seed's: "{}" or anything but a JSON object → nil.
+// parseContent is executor's: "{}" or anything but a JSON object → nil.
 func parseContent(s string) map[string]any {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil || len(m) == 0 {

@@ -1,4 +1,4 @@
-// Tests of the execute and resume tools against the seed's tool-server
+// Tests of the execute and resume tools against executor's tool-server
 // checklist (executor packages/hosts/mcp/src/tool-server.test.ts) and the
 // cross-session resume misses of agent-session-model-resume.test.ts, as far
 // as they apply here. The tools are driven by a real go-sdk client over
@@ -56,9 +56,9 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -118,7 +118,7 @@ func (s *shop) placed() []string {
 	return slices.Clone(s.orders)
 }
 
-// hookLog records the engine's pause lifecycle in the seed's notation.
+// hookLog records the engine's pause lifecycle in executor's notation.
 type hookLog struct {
 	mu     sync.Mutex
 	events []string
@@ -669,7 +669,7 @@ func TestResumeContentParsing(t *testing.T) {
 	}
 }
 
-// A resume of an id this session does not hold asks Forward (the seed's
+// A resume of an id this session does not hold asks Forward (executor's
 // resumeFallback) and reports what it says.
 func TestResumeMisses(t *testing.T) {
 	owner := &mcp.CallToolResult{
@@ -994,7 +994,7 @@ func TestNativeMode(t *testing.T) {
 			if h.eng.PausedCount() != 0 || len(h.rt.forwarded()) != 0 {
 				t.Fatal("a pause was left behind, or a resume forwarded")
 			}
-			// Every pause was resumed and settled, in the seed's order.
+			// Every pause was resumed and settled, in executor's order.
 			ev := h.hooks.list()
 			if len(ev) != 3*tc.elicitations {
 				t.Fatalf("hooks %v", ev)
@@ -1144,13 +1144,13 @@ func TestSessionless(t *testing.T) {
 func TestViewersCannotDecideFromTheirSession(t *testing.T) {
 	h := newHarness(t, harnessOptions{publicURL: "https://approve.example.test"})
 	viewer := h.connect(t, clientOptions{role: "viewer"})
-	res, sc := call(t, viewer, "execute", map[string]any{"code": orderTea})
+	_, sc := call(t, viewer, "execute", map[string]any{"code": orderTea})
 	id, _ := sc["executionId"].(string)
 	if sc["status"] != "waiting_for_interaction" || id == "" {
 		t.Fatalf("execute: %v", sc)
 	}
 	for _, action := range []string{"accept", "decline", "cancel"} {
-		res, sc = call(t, viewer, "resume", map[string]any{"executionId": id, "action": action})
+		res, sc := call(t, viewer, "resume", map[string]any{"executionId": id, "action": action})
 		if !res.IsError || sc["status"] != "insufficient_role" || sc["approvalUrl"] != "https://approve.example.test/approve/"+id {
 			t.Fatalf("viewer's %s: %v", action, sc)
 		}

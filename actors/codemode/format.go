@@ -13,11 +13,11 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 )
 
-// MaxPreviewChars bounds the text rendering of a result (the seed's
+// MaxPreviewChars bounds the text rendering of a result (executor's
 // MAX_PREVIEW_CHARS).
 const MaxPreviewChars = 30000
 
-// formatTTL renders an approval window like the seed's formatTtlDuration:
+// formatTTL renders an approval window like executor's formatTtlDuration:
 // "N minutes" when it divides evenly, otherwise "N seconds".
 func formatTTL(d time.Duration) string {
 	ms := d.Milliseconds()
@@ -141,7 +141,7 @@ func PausedModel(p *engine.Pause, window time.Duration) *mcp.CallToolResult {
 	}
 }
 
-// resumePrompt is the seed's next-step text for browser mode.
+// resumePrompt is executor's next-step text for browser mode.
 const resumePrompt = "Return text to the user telling them to approve the action at this approvalUrl. " +
 	"Only after you have prompted the user, call the `resume` tool with this executionId; `resume` will wait for the user's browser decision."
 

@@ -11,7 +11,7 @@
 // Each continuation grain runs go-sdk's stateless Streamable HTTP handler
 // over a server built from the node's tool packs. A server middleware signs
 // every requestState it returns (owner grain, principal, expiry, the tool's
-// own state; see gateway/requeststate) and verifies and unwraps the one a
+// own state; see exchange/requeststate) and verifies and unwraps the one a
 // retry brings, so a tool only ever sees its own state, and a forged,
 // expired, foreign or misrouted state never reaches it.
 //

@@ -119,7 +119,7 @@ func newSeed() int64 {
 	return 1
 }
 
-// limits are the sandbox limits of the run: the stored ones, with the seed
+// limits are the sandbox limits of the run: the stored ones, with the Math.random seed
 // and the recorded clock.
 func (d *durable) limits() sandbox.Limits {
 	return sandbox.Limits{

@@ -22,8 +22,8 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 )
 
 // durableFixture is a real demo API over HTTP (counting requests by

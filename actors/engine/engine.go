@@ -1,5 +1,5 @@
 // Package engine runs code-mode executions and pauses them for approval:
-// the seed's ExecutionEngine (executor packages/core/execution).
+// executor's ExecutionEngine (executor packages/core/execution).
 //
 // An execution runs TypeScript in the sandbox; every tools.* call goes
 // through the engine, which looks the tool up, asks the policy, and either
@@ -45,7 +45,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 // Decision actions of a Response.
@@ -110,7 +110,7 @@ type Pause struct {
 	Args any
 	// ApprovalText is the source's description ("POST /todos").
 	ApprovalText string
-	// Message is the seed's approval prompt: "Approve <address>?" (with the
+	// Message is executor's approval prompt: "Approve <address>?" (with the
 	// matched policy) and the argument preview.
 	Message string
 	// Policy is the rule pattern that required approval ("" for the
@@ -152,7 +152,7 @@ type Config struct {
 	// decision that arrives after its pause's deadline. For owners without
 	// a deadline reminder (continuation grains: the client's retry brings
 	// the decision, and nothing fires at the deadline). Sessions leave it
-	// off: their reminder declines at the deadline, as the seed's alarm.
+	// off: their reminder declines at the deadline, as executor's alarm.
 	EnforceDeadlines bool
 	// Hooks receive pause lifecycles (nil: none).
 	Hooks Hooks
@@ -166,7 +166,7 @@ type Config struct {
 	Session string
 }
 
-// Settled-outcome memory sizes (the seed's).
+// Settled-outcome memory sizes (executor's).
 const (
 	settledOutcomes = 64
 	settledIDs      = 1024
@@ -247,7 +247,7 @@ func NewExecutionID() string {
 }
 
 // Execute runs code to the end, asking decide for each approval inline
-// (the seed's execute; native elicitation works this way). A nil decide,
+// (executor's execute; native elicitation works this way). A nil decide,
 // or one that returns an empty action, cancels the call needing approval.
 // If ctx ends while decide runs, the call is cancelled.
 func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide func(context.Context, Pause) Response) Outcome {
@@ -431,7 +431,7 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	// Settled before anyone else sees the outcome — joined resumes and
 	// later replays alike: a caller that got the outcome finds the
 	// execution settled everywhere (the directory too). Until then a
-	// concurrent Resume joins this one. The seed's order: resume-settle of
+	// concurrent Resume joins this one. Executor's order: resume-settle of
 	// this pause before pause of the next.
 	if e.cfg.Hooks != nil {
 		e.cfg.Hooks.Settled(id)

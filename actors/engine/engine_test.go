@@ -17,7 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 type hookLog struct {

@@ -15,8 +15,8 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -67,7 +67,7 @@ type Directory interface {
 // directoryTimeout bounds one directory write.
 const directoryTimeout = 5 * time.Second
 
-// ForwardTimeout bounds a cross-session resume (the seed's
+// ForwardTimeout bounds a cross-session resume (executor's
 // MODEL_RESUME_FORWARD_TIMEOUT_MS).
 const ForwardTimeout = 10 * time.Second
 
@@ -270,7 +270,7 @@ func (w wakeHooks) Settled(execID string) {
 	}
 }
 
-// Forward implements codemode.Runtime: the seed's resumeFallback.
+// Forward implements codemode.Runtime: executor's resumeFallback.
 func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, codemode.Miss) {
 	if c.cfg.Lookup == nil || c.cfg.Forward == nil {
 		return nil, codemode.NotFound

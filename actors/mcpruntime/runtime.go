@@ -205,7 +205,7 @@ type Runtime struct {
 	log     *slog.Logger
 
 	code      *codeRuntime // nil without code mode
-	posts     atomic.Int32 // POST exchanges in flight (the seed's active streams)
+	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 
 	mu        sync.Mutex
@@ -484,7 +484,7 @@ func (g *closingGuard) Flush() {
 }
 
 // ActiveStreams implements session.Runtime: POST exchanges in flight. An
-// open standalone GET stream does not pin the runtime (as in the seed).
+// open standalone GET stream does not pin the runtime (as in executor).
 func (r *Runtime) ActiveStreams() int { return int(r.posts.Load()) }
 
 // PausedExecutions implements session.Runtime: the pauses that live only

@@ -1,5 +1,5 @@
 // Package policy decides, for one tool call, whether it runs, waits for a
-// human approval, or is refused: the seed's approve | require_approval |
+// human approval, or is refused: executor's approve | require_approval |
 // block rules.
 //
 // Rules belong to owners: the whole installation (no org), an organization,
@@ -38,7 +38,7 @@ const (
 	Block           Action = 3 // refuse
 )
 
-// String returns the seed's name for a.
+// String returns executor's name for a.
 func (a Action) String() string {
 	switch a {
 	case Approve:

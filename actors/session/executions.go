@@ -19,7 +19,7 @@ func execReply(st pb.ExecutionReply_Status) *pb.ExecutionReply {
 }
 
 // sameOrg: anyone of the owner's organization may see the session's
-// paused executions (the seed's approvers); deciding takes a role
+// paused executions (executor's approvers); deciding takes a role
 // ([policy.Approvers]).
 func (s *session) sameOrg(p *pb.Principal) bool {
 	return s.rec != nil && p.GetOrg() != "" && p.GetOrg() == s.rec.GetPrincipal().GetOrg()
@@ -66,7 +66,7 @@ func (s *session) executionList(m *pb.ExecutionList) *pb.ExecutionReply {
 	return r
 }
 
-// decisionTexts are the seed's confirmations.
+// decisionTexts are executor's confirmations.
 var decisionTexts = map[string][2]string{
 	"accept":  {"I've approved it", "approved"},
 	"decline": {"I've denied it", "denied"},

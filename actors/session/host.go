@@ -14,10 +14,10 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
-	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/exchange"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -77,7 +77,7 @@ type Config struct {
 }
 
 // Host holds what the session grains of one node share: the residency
-// registry, the runtime builder, the policy and the metrics (the seed's
+// registry, the runtime builder, the policy and the metrics (executor's
 // isolate-scoped module state).
 type Host struct {
 	cfg      Config

@@ -3,9 +3,9 @@ package session_test
 import (
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/cluster/residency"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 func newBenchHost(e *env) (*session.Host, error) {

@@ -10,13 +10,13 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// shortPolicy is the seed's e2e timing shape (3 s / 6 s) scaled to minutes
+// shortPolicy is executor's e2e timing shape (3 s / 6 s) scaled to minutes
 // so the fake clock drives it.
 func shortPolicy() alarm.Policy {
 	p := alarm.DefaultPolicy()

@@ -18,11 +18,11 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 	m := &metrics{
 		disposals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_runtime_disposals_total",
-			Help: "Session runtimes disposed, by reason: idle (idle reminder, seed destroy_idle_session), cap (residency cap eviction), delete, expired, ownership_lost, rebalance, shutdown.",
+			Help: "Session runtimes disposed, by reason: idle (idle reminder, executor: destroy_idle_session), cap (residency cap eviction), delete, expired, ownership_lost, rebalance, shutdown.",
 		}, []string{"reason"}),
 		overflow: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgrain_cap_overflow_total",
-			Help: "Cold builds that proceeded over the residency soft cap because nothing was evictable (seed: mcp.isolate.cap_overflow).",
+			Help: "Cold builds that proceeded over the residency soft cap because nothing was evictable (executor: mcp.isolate.cap_overflow).",
 		}),
 		activations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgrain_session_activations_total",
@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 		}, []string{"outcome"}),
 		idleAlarms: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgrain_session_idle_alarms_total",
-			Help: "Idle alarms of resident session runtimes handled (the seed's alarm: keep, extend a lease, or dispose).",
+			Help: "Idle alarms of resident session runtimes handled (executor's alarm: keep, extend a lease, or dispose).",
 		}),
 		evictReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_cap_eviction_requests_total",
@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs, m.idleAlarms,
-		gauge("mcpgrain_resident_runtimes", "Session runtimes resident on this node (seed: mcp.isolate.resident_runtimes).", counts(func(c countsView) float64 { return float64(c.Resident) })),
+		gauge("mcpgrain_resident_runtimes", "Session runtimes resident on this node (executor: mcp.isolate.resident_runtimes).", counts(func(c countsView) float64 { return float64(c.Resident) })),
 		gauge("mcpgrain_resident_soft_cap", "The residency soft cap in force: fixed (--resident-soft-cap) or derived from the memory budget.", counts(func(c countsView) float64 { return float64(c.SoftCap) })),
 		gauge("mcpgrain_resident_memory_budget_bytes", "The memory budget of resident session runtimes (--resident-memory; 0: the soft cap is fixed).", func() float64 { return float64(h.cfg.Memory.Budget) }),
 		gauge("mcpgrain_resident_runtime_bytes", "The measured memory of one resident session runtime (live heap beyond the node's baseline per runtime, with the collector's headroom), from which the soft cap is derived; 0 with a fixed cap.", func() float64 {

@@ -120,7 +120,7 @@ type ExchangeServer interface {
 	ServeExchange(w http.ResponseWriter, r *http.Request)
 }
 
-// LeaseHooks are the seed's PausedExecutionHooks: the runtime reports
+// LeaseHooks are executor's PausedExecutionHooks: the runtime reports
 // paused executions so the session keeps itself resident for the approval
 // window and auto-declines when it lapses. Safe to call from any goroutine;
 // calls after the runtime was closed are ignored.

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -49,7 +49,7 @@ type session struct {
 	leases   map[string]*lease
 	ended    bool
 	hooks    *hooks
-	// The idle alarm (the seed's alarm) is a timer of this activation, not
+	// The idle alarm (executor's alarm) is a timer of this activation, not
 	// a durable reminder: it only ever disposes a resident runtime, and a
 	// runtime does not outlive its node. idleGen tells the armed alarm
 	// from superseded ones.
@@ -437,7 +437,7 @@ func (s *session) stopIdle() {
 // idleAlarm is the idle alarm firing (a local message to the activation).
 type idleAlarm struct{ gen uint64 }
 
-// dispose is the seed's closeRuntime: single-flight by construction (the
+// dispose is executor's closeRuntime: single-flight by construction (the
 // grain handles one message at a time, so a second trigger finds nothing to
 // dispose and a request that arrives meanwhile waits in the mailbox and
 // rebuilds), marks the runtime not initialized before closing it, releases
@@ -582,7 +582,7 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 	return nil
 }
 
-// onIdle is the seed's alarm(): ask the pure policy, then act.
+// onIdle is executor's alarm(): ask the pure policy, then act.
 func (s *session) onIdle(ctx context.Context, g grain.Context) {
 	s.idleTimer, s.idleDue = nil, time.Time{} // it fired
 	if s.rt == nil {

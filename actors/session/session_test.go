@@ -16,12 +16,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
-	"github.com/mcpgrain/mcpgrain/cluster/residency"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/cluster/residency"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 )
 
 // sizingInterval is how often the memory measurement behind the soft cap

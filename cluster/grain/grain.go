@@ -3,8 +3,8 @@
 //
 // A grain is a virtual actor: it always exists logically, and the cluster
 // activates it on the node that owns its identity the first time a request
-// arrives (the seed's "Durable Object instance"). Between requests it may be
-// passivated (the seed's "hibernation"): the in-memory activation is dropped,
+// arrives (executor's "Durable Object instance"). Between requests it may be
+// passivated (executor's "hibernation"): the in-memory activation is dropped,
 // its durable record stays in the store, and the next request activates it
 // again, restoring from that record.
 //

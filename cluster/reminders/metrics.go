@@ -14,7 +14,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		fired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_reminders_fired_total",
-			Help: "Reminders delivered to their grain and acknowledged, by grain kind (seed: Durable Object alarms run).",
+			Help: "Reminders delivered to their grain and acknowledged, by grain kind (executor: Durable Object alarms run).",
 		}, []string{"kind"}),
 		tardiness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mcpgrain_reminder_tardiness_seconds",

@@ -1,7 +1,7 @@
 // Package reminders implements durable reminders: named timers of a grain,
 // kept in the store, that fire even when the grain is passivated or the node
 // that registered them died. They are mcpgrain's stand-in for Durable Object
-// alarms (seed: "alarm" → reminder).
+// alarms (executor: "alarm" → reminder).
 //
 // Every node runs a [Service]. A node fires the reminders of the grains it
 // owns under its current placement view: it polls the store for reminders due
@@ -34,9 +34,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

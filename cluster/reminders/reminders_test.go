@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/reminders"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/actors/tools/mcpupstream"
 	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 // CodeConfig configures code mode: the engine behind the "code" tool pack

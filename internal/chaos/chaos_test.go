@@ -268,7 +268,7 @@ func TestChaos(t *testing.T) {
 	defer stop()
 	lb := newBalancer(ctx, c)
 	// A 400 ends a go-sdk client's session when it answers a stream
-	// resume; the gateway never answers a resume so (gateway/resume.go).
+	// resume; the gateway never answers a resume so (exchange/eventid.go).
 	// Logged for the post-mortem; a session lost this way is a violation
 	// below.
 	lb.badRequest = func(_, what string) { t.Logf("gateway answered %s", what) }

@@ -375,7 +375,7 @@ func (x *ExecutionDecide) GetContentJson() string {
 }
 
 // ExecutionResumeForModel is a `resume` call forwarded from another session
-// of the same principal (cross-session resume, seed #1300).
+// of the same principal (cross-session resume, executor #1300).
 type ExecutionResumeForModel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The caller of the original resume.

@@ -2,7 +2,7 @@ package residency
 
 // Memory derives the soft cap from a memory budget: how many session
 // runtimes a node keeps warm follows from what one of them measurably
-// costs, instead of a fixed count (the seed's 32 was the memory of one
+// costs, instead of a fixed count (executor's 32 was the memory of one
 // isolate; a Go node has gigabytes). The zero value means no budget.
 type Memory struct {
 	// Budget is the memory, in bytes, the node's resident runtimes may

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/cluster/residency"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 )
 
 // A node with a soft cap of 2: the third cold build asks the

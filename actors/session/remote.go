@@ -1,0 +1,82 @@
+package session
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/cluster"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// The messages other parties send to a session grain, next to the grain
+// that answers them: a cap eviction from the node's residency registry,
+// and a resume forwarded from the session that received it to the one that
+// owns the execution (executor's resumeFallback).
+
+// Requester sends a request to a grain and waits for its answer;
+// *cluster.Node is one.
+type Requester interface {
+	Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...cluster.CallOption) (proto.Message, error)
+}
+
+// EvictThrough returns Config.Evict for a node: it asks the session grain
+// id to give up its runtime (RequestCapEviction) through node(), which is
+// called per eviction (the node starts after its hosts are built).
+func EvictThrough(node func() Requester) func(ctx context.Context, id string) (bool, error) {
+	return func(ctx context.Context, id string) (bool, error) {
+		r, err := node().Request(ctx, KindName, id, &pb.RequestCapEviction{})
+		if err != nil {
+			return false, fmt.Errorf("session: cap eviction of %s: %w", id, err)
+		}
+		reply, _ := r.(*pb.CapEvictionReply)
+		return reply.GetEvicted(), nil
+	}
+}
+
+// ResumeForwarder returns the forward of a node's code mode
+// (mcpruntime.CodeMode.Forward): it sends a resume to the session grain
+// that owns the execution through node() and counts the outcomes in
+// mcpgrain_resume_forwards_total on reg.
+func ResumeForwarder(node func() Requester, reg prometheus.Registerer) (func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error), error) {
+	forwards := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpgrain_resume_forwards_total",
+		Help: "Resumes forwarded from the session that received them to the session that owns the execution (executor #1300), by outcome: ok, forbidden, already_decided, already_settled, expired, not_found, error (no answer).",
+	}, []string{"outcome"})
+	if err := reg.Register(forwards); err != nil {
+		return nil, fmt.Errorf("session: register resume forwards: %w", err)
+	}
+	return func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
+		r, err := node().Request(ctx, KindName, sessionID, m, cluster.Idempotent())
+		if err != nil {
+			forwards.WithLabelValues("error").Inc()
+			return nil, fmt.Errorf("session: forward resume to %s: %w", sessionID, err)
+		}
+		reply, ok := r.(*pb.ExecutionReply)
+		if !ok {
+			forwards.WithLabelValues("error").Inc()
+			return nil, fmt.Errorf("session: forward resume to %s: unexpected reply %T", sessionID, r)
+		}
+		forwards.WithLabelValues(forwardOutcome(reply.GetStatus())).Inc()
+		return reply, nil
+	}, nil
+}
+
+// forwardOutcome is the resume_forwards_total label of a forward's reply.
+func forwardOutcome(st pb.ExecutionReply_Status) string {
+	switch st {
+	case pb.ExecutionReply_STATUS_OK:
+		return "ok"
+	case pb.ExecutionReply_STATUS_FORBIDDEN:
+		return "forbidden"
+	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
+		return "already_settled"
+	case pb.ExecutionReply_STATUS_NOT_FOUND:
+		return "not_found"
+	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
+		return "already_decided"
+	}
+	return "expired"
+}

@@ -1,0 +1,399 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/mcpgrain/mcpgrain/actors/continuation"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/membership"
+	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
+	"github.com/mcpgrain/mcpgrain/cluster/probe"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/gateway"
+	"github.com/mcpgrain/mcpgrain/gateway/approvals"
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
+)
+
+// process is a process being started by Run: each step fills in its part,
+// and close undoes, in reverse order, what the steps started.
+type process struct {
+	cfg     Config
+	log     *slog.Logger
+	closers []func()
+
+	// listen
+	httpLn, grpcLn net.Listener
+	grpcOpts       []grpc.ServerOption
+	clusterTLS     *cluster.RemoteTLS
+	// store
+	st store.Store
+	// membership
+	provider membership.Provider
+	// grains
+	nodeID  string
+	reg     *prometheus.Registry
+	nodeReg prometheus.Registerer
+	demoAPI *demo.API
+	kinds   []grain.Kind
+	// node
+	node *cluster.Node
+	// surfaces
+	surf surfaces
+	// gateway, grpc
+	httpSrv   *http.Server
+	grpcSrv   *grpc.Server
+	healthSrv *health.Server
+	errc      chan error
+}
+
+func newProcess(cfg Config) *process {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	return &process{cfg: cfg, log: cfg.Logger, errc: make(chan error, 2)}
+}
+
+// onClose registers f to run when Run returns (last registered, first run).
+func (p *process) onClose(f func()) { p.closers = append(p.closers, f) }
+
+func (p *process) close() {
+	for _, f := range slices.Backward(p.closers) {
+		f()
+	}
+}
+
+// listen opens the HTTP and gRPC listeners first: a taken port is the most
+// common startup mistake and should fail before anything else starts. It
+// also loads the TLS material of gRPC and of cluster traffic.
+func (p *process) listen(context.Context) error {
+	cfg := p.cfg
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("cannot listen for HTTP on %s (in use? set --http): %w", cfg.HTTP, err)
+	}
+	p.httpLn = ln
+	p.onClose(func() { _ = ln.Close() })
+	if cfg.MCP.NoAuth && !loopbackListener(ln.Addr()) {
+		return fmt.Errorf("--no-auth is only allowed when --http listens on a loopback address (it is %s)", ln.Addr())
+	}
+	if cfg.GRPC != "" {
+		gln, err := net.Listen("tcp", cfg.GRPC)
+		if err != nil {
+			return fmt.Errorf("cannot listen for gRPC on %s (in use? set --grpc): %w", cfg.GRPC, err)
+		}
+		p.grpcLn = gln
+		p.onClose(func() { _ = gln.Close() })
+	}
+	p.grpcOpts = grpcLimits()
+	if cfg.GRPCTLSCert != "" || cfg.GRPCTLSKey != "" {
+		creds, err := credentials.NewServerTLSFromFile(cfg.GRPCTLSCert, cfg.GRPCTLSKey)
+		if err != nil {
+			return fmt.Errorf("gRPC TLS (check --grpc-tls-cert and --grpc-tls-key): %w", err)
+		}
+		p.grpcOpts = append(p.grpcOpts, grpc.Creds(creds))
+	}
+	p.clusterTLS, err = loadClusterTLS(cfg.ClusterTLSCert, cfg.ClusterTLSKey, cfg.ClusterTLSCA)
+	return err
+}
+
+// openStore opens the store the grains persist to.
+func (p *process) openStore(ctx context.Context) error {
+	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := store.Open(openCtx, p.cfg.Store)
+	if err != nil {
+		return fmt.Errorf("open store (check --store): %w", err)
+	}
+	p.st = st
+	p.onClose(func() { _ = st.Close() })
+	return nil
+}
+
+// membership picks how the node finds its peers: Consul, or alone.
+func (p *process) membership(context.Context) error {
+	p.provider = membership.NewSingle()
+	if p.cfg.Consul == "" {
+		return nil
+	}
+	c, err := consul.New(consul.Config{Address: p.cfg.Consul, ClusterName: p.cfg.ClusterName, TTL: p.cfg.ConsulTTL, Logger: p.log.With("component", "consul")})
+	if err != nil {
+		return fmt.Errorf("configure consul membership: %w", err)
+	}
+	p.provider = c
+	return nil
+}
+
+// grains builds the grain kinds this node hosts: sessions, continuations
+// (both sharing one runtime builder and, with the code pack, one code
+// mode) and the probe.
+func (p *process) grains(ctx context.Context) error {
+	cfg := p.cfg
+	p.nodeID = cfg.NodeID
+	if p.nodeID == "" {
+		p.nodeID = defaultNodeID(cfg.Advertise, cfg.Bind)
+	}
+	p.reg = prometheus.NewRegistry()
+	p.nodeReg = prometheus.WrapRegistererWith(prometheus.Labels{"node": p.nodeID}, p.reg)
+	if cfg.MCP.Code.DemoAPI {
+		p.demoAPI = demo.NewAPI()
+	}
+	codeMode, err := p.codeMode(ctx)
+	if err != nil {
+		return err
+	}
+	newServer := func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
+		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts, CodeMode: codeMode})
+	}
+	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
+		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
+		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes, Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return err
+	}
+	p.onClose(builder.Close)
+	sessions, err := session.NewHost(session.Config{
+		Builder: builder, Policy: cfg.MCP.Policy, SessionTTL: cfg.MCP.SessionTTL,
+		Residency: residency.Config{SoftCap: cfg.MCP.SoftCap}, Memory: residency.Memory{Budget: cfg.MCP.ResidentMemory},
+		Evict: session.EvictThrough(p.requester), Directory: p.st, Approvers: cfg.MCP.Approvers,
+		Logger: p.log.With("component", "session"), Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return err
+	}
+	continuations, err := continuation.NewHost(continuation.Config{
+		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
+		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
+	}
+	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind()}
+	if cfg.EnableProbe {
+		p.kinds = append(p.kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
+	}
+	if cfg.GatewayOnly {
+		p.kinds = nil
+	}
+	return nil
+}
+
+// requester is the node, for grain code built before it started (it is
+// called only once grains run, after startNode).
+func (p *process) requester() session.Requester { return p.node }
+
+// codeMode builds code mode when the code pack is on (nil otherwise): its
+// tool sources and the node's pool of sandbox worker processes, killed
+// when the process stops.
+func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
+	cfg := p.cfg
+	if !slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
+		return nil, nil
+	}
+	reg, closeSources, err := codeSources(ctx, cfg.MCP.Code, p.demoAPI, p.httpLn.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("code mode tool sources: %w", err)
+	}
+	p.onClose(closeSources)
+	cc := cfg.MCP.Code
+	popts := cc.Pool
+	popts.Registerer = p.nodeReg
+	pool, err := sandbox.NewPool(popts)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox worker pool: %w", err)
+	}
+	p.onClose(pool.Close)
+	lim := cc.Limits
+	lim.Pool = pool
+	forward, err := session.ResumeForwarder(p.requester, p.nodeReg)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpruntime.CodeMode{
+		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
+		Lookup: p.st.GetExecution, Directory: p.st, Logger: p.log.With("component", "code"), Durable: true,
+		Approvers: cfg.MCP.Approvers, Forward: forward,
+	}, nil
+}
+
+// startNode joins the cluster and starts hosting the grains.
+func (p *process) startNode(ctx context.Context) error {
+	cfg := p.cfg
+	node, err := cluster.Start(ctx, cluster.Config{
+		NodeID: p.nodeID, BindAddr: cfg.Bind, AdvertiseAddr: cfg.Advertise, Kinds: p.kinds,
+		Membership: p.provider, Store: p.st, Logger: p.log, Registerer: p.reg,
+		Meta:        map[string]string{"http": p.httpLn.Addr().String()},
+		JoinTimeout: cfg.JoinTimeout, Reminders: cluster.ReminderOptions{PollInterval: cfg.ReminderPoll},
+		TLS: p.clusterTLS,
+	})
+	if err != nil {
+		return err
+	}
+	p.node = node
+	p.nodeReg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mcpgrain_build_info",
+			Help:        "Build information; always 1.",
+			ConstLabels: prometheus.Labels{"version": Version()},
+		}, func() float64 { return 1 }),
+	)
+	return nil
+}
+
+// surfaces are what every public surface shares: who the caller is, how
+// often they may call, and the approvals they may see and decide.
+type surfaces struct {
+	authn     *auth.Authenticator
+	limiter   *auth.Limiter
+	approvals *approvals.Service
+}
+
+// surfaces builds what the HTTP and gRPC surfaces share.
+func (p *process) surfaces(context.Context) error {
+	cfg := p.cfg.MCP
+	var failures *auth.FailureLimiter
+	if cfg.AuthFailureRate >= 0 {
+		failures = auth.NewFailureLimiter(auth.FailureLimiterOptions{Rate: cfg.AuthFailureRate, Burst: cfg.AuthFailureBurst})
+	}
+	p.surf = surfaces{
+		authn:     auth.NewAuthenticator(cfg.Keys, auth.AuthOptions{NoAuth: cfg.NoAuth, Realm: "mcpgrain", Failures: failures}),
+		limiter:   auth.NewLimiter(auth.LimiterOptions{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
+		approvals: approvals.NewService(p.node, p.st, approvals.ServiceOptions{Approvers: cfg.Approvers}),
+	}
+	return nil
+}
+
+// serveHTTP serves the gateway: /mcp, the approvals routes and page, the
+// demo API, health, metrics and debug routes.
+func (p *process) serveHTTP(context.Context) error {
+	cfg := p.cfg
+	s := p.surf
+	pageKey := cfg.MCP.StateKey
+	if len(pageKey) < 32 {
+		pageKey = []byte(rand.Text() + rand.Text()) // single node without --state-key: forms die with the process
+	}
+	handler, err := gateway.NewHandler(gateway.Options{
+		Node: p.node, Gatherer: p.reg, Registerer: p.nodeReg, Logger: p.log,
+		EnableProbe: cfg.EnableProbe, EnablePprof: cfg.EnablePprof, Auth: s.authn,
+		ProbeLimiter: auth.NewLimiter(auth.LimiterOptions{Rate: cfg.ProbeRateLimit, Burst: int(math.Ceil(2 * cfg.ProbeRateLimit))}),
+		MCP: &gateway.MCPOptions{
+			Auth: s.authn, Limiter: s.limiter, TrustedOrigins: cfg.MCP.TrustedOrigins, StateKey: cfg.MCP.StateKey,
+			BodyTimeout: cfg.MCP.BodyTimeout, LocalSessionIDs: cfg.MCP.LocalSessionIDs,
+		},
+		Mount: func(mux *http.ServeMux) error {
+			if p.demoAPI != nil {
+				mux.Handle("/demo/", http.StripPrefix("/demo", p.demoAPI.Handler()))
+			}
+			return approvals.Register(mux, s.approvals, approvals.HTTPOptions{Auth: s.authn, Limiter: s.limiter, PageKey: pageKey, Logger: p.log.With("component", "approvals")})
+		},
+	})
+	if err != nil {
+		_ = p.node.Stop(context.Background())
+		return err
+	}
+	p.httpSrv = &http.Server{
+		Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := p.httpSrv.Serve(p.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	return nil
+}
+
+// serveGRPC serves gRPC health and the ApprovalService, when configured.
+func (p *process) serveGRPC(context.Context) error {
+	if p.grpcLn == nil {
+		return nil
+	}
+	s := p.surf
+	p.grpcSrv = grpc.NewServer(p.grpcOpts...)
+	p.healthSrv = health.NewServer()
+	healthpb.RegisterHealthServer(p.grpcSrv, p.healthSrv)
+	approvalGRPC, err := approvals.NewGRPCServer(s.approvals, approvals.GRPCOptions{Auth: s.authn, Limiter: s.limiter, Logger: p.log.With("component", "approvals")})
+	if err != nil {
+		_ = p.node.Stop(context.Background())
+		return err
+	}
+	approvalGRPC.Register(p.grpcSrv)
+	go func() {
+		if err := p.grpcSrv.Serve(p.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			p.errc <- fmt.Errorf("grpc server: %w", err)
+		}
+	}()
+	return nil
+}
+
+// info describes the started process.
+func (p *process) info() Info {
+	info := Info{
+		NodeID:      p.node.ID(),
+		ClusterAddr: p.node.Address(),
+		HTTPAddr:    p.httpLn.Addr().String(),
+		Store:       store.Redact(p.cfg.Store),
+		Members:     len(p.node.View().Members),
+	}
+	if p.grpcLn != nil {
+		info.GRPCAddr = p.grpcLn.Addr().String()
+	}
+	return info
+}
+
+// wait runs until ctx ends or a server fails, then shuts down: gRPC
+// health goes NOT_SERVING, the node drains its grains and leaves, the HTTP
+// server finishes its requests, gRPC stops.
+func (p *process) wait(ctx context.Context) error {
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-p.errc:
+		p.log.Error("server failed; shutting down", "err", runErr)
+	}
+	p.log.Info("shutting down", "timeout", p.cfg.ShutdownTimeout)
+	stopCtx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	if p.healthSrv != nil {
+		p.healthSrv.Shutdown()
+	}
+	if err := p.node.Stop(stopCtx); err != nil {
+		p.log.Warn("node stop", "err", err)
+	}
+	if err := p.httpSrv.Shutdown(stopCtx); err != nil {
+		p.log.Warn("http shutdown", "err", err)
+	}
+	if p.grpcSrv != nil {
+		p.grpcSrv.Stop()
+	}
+	return runErr
+}

@@ -1,0 +1,17 @@
+// Package layers checks mcpgrain's import graph: its test fails when a
+// package imports one from a higher layer, or when the HTTP gateway links
+// the sandbox. The layers, bottom up, are listed in [Order].
+package layers
+
+// Order is mcpgrain's layers, bottom up, by package path prefix (the
+// longest matching prefix wins). A package may import packages of its own
+// layer and of lower ones only.
+var Order = []string{
+	"proto",
+	"cluster",
+	"exchange",
+	"actors",
+	"gateway",
+	"internal",
+	"cmd",
+}
