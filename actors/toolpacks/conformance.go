@@ -112,8 +112,8 @@ func pause(ctx context.Context, d time.Duration) error {
 // text is a one-item text content list.
 func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
 
-// Test media: the smallest files of their kind, made here rather than
-// shipped as opaque bytes.
+// Test media: tiny files of their kind (a 1x1 PNG, 10 ms of WAV), made
+// here rather than shipped as opaque bytes.
 var (
 	redPixelPNG = sync.OnceValue(func() []byte {
 		img := image.NewRGBA(image.Rect(0, 0, 1, 1))
