@@ -4,25 +4,30 @@
 //
 // The packs are:
 //
+//   - "code": code mode's execute and resume tools, registered by the
+//     session runtime that owns the execution engine (Options.CodeMode).
 //   - "demo": small, safe tools that make a node useful before real tool
 //     sources exist: echo, add (structured output), now, count_to (progress
 //     notifications) and ask_confirmation (elicitation).
 //   - "conformance": the server fixture that the official MCP conformance
 //     suite (@modelcontextprotocol/conformance) drives in its server
-//     scenarios, ported from go-sdk's conformance everything-server with
-//     every tool, resource, prompt and handler unchanged.
+//     scenarios, written from those scenarios' requirements (see
+//     conformance.go for its files and what is still missing).
 //
-// Each MCP session gets its own server from [NewServer]; packs keep
-// per-server state (the conformance pack's transient tools and its
-// watched-resource updater), so servers are not shared between sessions.
-// The closer NewServer returns stops the server's background goroutines and
-// must be called when the session's runtime is released.
+// One server serves many sessions: a node builds one server from
+// [NewServer] for all its stateful sessions (actors/mcpruntime), so a pack
+// keeps nothing a session does on the server. What a pack remembers of a
+// session is keyed by the request's *mcp.ServerSession and dropped when the
+// session ends; what belongs to the server (the conformance pack's watched
+// resource, which changes on a timer while someone subscribes) runs once
+// per server. The closer NewServer returns stops that work and must be
+// called when the server is retired.
 //
-// Usage, validating a flag once and building a server per session:
+// Usage, validating a flag once and building the node's server:
 //
 //	packs := strings.Split(*toolPacks, ",")
 //	if err := toolpacks.Validate(packs); err != nil {
-//		return err // unknown tool pack "x" (known: demo, conformance)
+//		return err // unknown tool pack "x" (known: code, demo, conformance)
 //	}
 //	...
 //	server, closeServer, err := toolpacks.NewServer(
@@ -32,7 +37,8 @@
 //		return err
 //	}
 //	defer closeServer()
-//	session, err := server.Connect(ctx, transport, nil)
+//	handler := mcp.NewStreamableHTTPHandler(
+//		func(*http.Request) *mcp.Server { return server }, nil)
 //
 // Only the conformance pack sets server-level handlers (CompletionHandler,
 // SubscribeHandler, UnsubscribeHandler). A handler set by two sources (two

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,7 +20,8 @@ const (
 	// ask_confirmation) that make a node useful before real tools exist.
 	Demo = "demo"
 	// Conformance is the server fixture that the official MCP conformance
-	// suite drives (a port of go-sdk's conformance everything-server).
+	// suite (@modelcontextprotocol/conformance) drives in its server
+	// scenarios: every tool, resource and prompt they name.
 	Conformance = "conformance"
 	// Code is code mode: the execution engine's execute and resume tools.
 	// They belong to a session's runtime, so the pack only calls
@@ -41,14 +41,16 @@ type Options struct {
 	// ...) that a selected pack also sets is a conflict: NewServer returns an
 	// error rather than silently picking one.
 	ServerOptions *mcp.ServerOptions
-	// Clock tells the demo pack's now tool the time. Nil: the system clock.
+	// Clock tells the demo pack's now tool the time and paces the
+	// conformance pack's watched resource. Nil: the system clock.
 	Clock clock.Clock
 	// CodeMode registers the code pack's tools on the server (the session
 	// runtime's engine). Required when the code pack is selected.
 	CodeMode func(*mcp.Server)
 }
 
-// Names lists the known packs, in a stable order: "demo", "conformance".
+// Names lists the known packs, in a stable order: "code", "demo",
+// "conformance".
 func Names() []string {
 	names := make([]string, len(registry))
 	for i, p := range registry {
@@ -82,41 +84,42 @@ func Validate(packs []string) error {
 	return fmt.Errorf("unknown tool %s %s (known: %s)", noun, strings.Join(quoted, ", "), strings.Join(Names(), ", "))
 }
 
-// NewServer builds a fresh *mcp.Server with the given packs registered, for
-// one MCP session (packs keep per-server state, so a server must not be
-// shared by sessions that expect isolation). Duplicate pack names are
+// NewServer builds a fresh *mcp.Server with the given packs registered. One
+// server may serve many MCP sessions at once (a node shares one between all
+// its stateful sessions): the packs keep what a session does keyed by the
+// session of the request, never on the server. Duplicate pack names are
 // registered once; an empty list gives a server with no features.
 //
-// The returned closer stops the background goroutines the packs started for
-// this server (the conformance pack's watched-resource updater) and waits
-// for them to exit. It is safe to call more than once and from several
-// goroutines. On error no goroutine is left running and the closer is nil.
+// The returned closer stops the background work the packs do for this
+// server (the conformance pack's watched-resource updates) and waits for
+// it. It is safe to call more than once and from several goroutines. On
+// error nothing is left running and the closer is nil.
 func NewServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Server, func(), error) {
-	return newServer(impl, packs, opts, internalOptions{})
+	return newServer(impl, packs, opts)
 }
 
-// internalOptions are knobs for this package's tests (see export_test.go).
-type internalOptions struct {
-	// watchInterval overrides the watched-resource update interval.
-	watchInterval time.Duration
-}
-
-// env is what a pack's register function gets besides the server.
+// env is what a pack's setup gets.
 type env struct {
-	clock         clock.Clock
-	watchInterval time.Duration
+	clock clock.Clock
 }
 
 // pack is one named set of features.
 type pack struct {
 	name string
-	// handlers are the server-level handlers the pack needs in the server
-	// options (they must be known before the server is created).
-	handlers func() serverHandlers
-	// register adds the pack's tools, resources and prompts to s and starts
-	// its background work; the returned stop function (nil if none) ends
-	// that work and waits for it.
-	register func(s *mcp.Server, e env) (stop func())
+	// setup prepares the pack for one server. It returns the server-level
+	// handlers the pack needs in the server options (they must be known
+	// before the server is created) and the function that then adds the
+	// pack's tools, resources and prompts to the server; that function
+	// returns the one that stops the pack's background work for the server
+	// and waits for it (nil if none).
+	setup func(e env) (serverHandlers, func(s *mcp.Server) (stop func()))
+}
+
+// plain is the setup of a pack that needs no server-level handlers.
+func plain(register func(s *mcp.Server, e env) (stop func())) func(env) (serverHandlers, func(*mcp.Server) func()) {
+	return func(e env) (serverHandlers, func(*mcp.Server) func()) {
+		return serverHandlers{}, func(s *mcp.Server) func() { return register(s, e) }
+	}
 }
 
 // serverHandlers are the mcp.ServerOptions handler fields a pack may set.
@@ -132,8 +135,8 @@ type serverHandlers struct {
 // registry is every known pack, in Names order.
 var registry = []pack{
 	{name: Code},
-	{name: Demo, register: registerDemo},
-	{name: Conformance, handlers: conformanceHandlers, register: registerConformance},
+	{name: Demo, setup: plain(registerDemo)},
+	{name: Conformance, setup: setupConformance},
 }
 
 func lookup(name string) *pack {
@@ -145,7 +148,7 @@ func lookup(name string) *pack {
 	return nil
 }
 
-func newServer(impl *mcp.Implementation, packs []string, opts Options, iopts internalOptions) (*mcp.Server, func(), error) {
+func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Server, func(), error) {
 	if impl == nil {
 		return nil, nil, errors.New("toolpacks: nil Implementation")
 	}
@@ -167,12 +170,24 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options, iopts int
 	if opts.Logger != nil {
 		so.Logger = opts.Logger
 	}
+	e := env{clock: opts.Clock}
+	if e.clock == nil {
+		e.clock = clock.Real()
+	}
 	m := merger{opts: &so, owners: map[string]string{}}
 	m.claimBase()
+	var registers []func(*mcp.Server) func()
 	for _, p := range selected {
-		if p.handlers != nil {
-			m.merge(p.name, p.handlers())
+		if p.name == Code {
+			if opts.CodeMode == nil {
+				return nil, nil, errors.New("toolpacks: the code pack needs Options.CodeMode (a session runtime)")
+			}
+			registers = append(registers, func(s *mcp.Server) func() { opts.CodeMode(s); return nil })
+			continue
 		}
+		h, register := p.setup(e)
+		m.merge(p.name, h)
+		registers = append(registers, register)
 	}
 	if err := errors.Join(m.errs...); err != nil {
 		return nil, nil, err
@@ -185,21 +200,9 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options, iopts int
 	if err != nil {
 		return nil, nil, err
 	}
-
-	e := env{clock: opts.Clock, watchInterval: iopts.watchInterval}
-	if e.clock == nil {
-		e.clock = clock.Real()
-	}
 	var stops []func()
-	for _, p := range selected {
-		if p.name == Code {
-			if opts.CodeMode == nil {
-				return nil, nil, errors.New("toolpacks: the code pack needs Options.CodeMode (a session runtime)")
-			}
-			opts.CodeMode(server)
-			continue
-		}
-		if stop := p.register(server, e); stop != nil {
+	for _, register := range registers {
+		if stop := register(server); stop != nil {
 			stops = append(stops, stop)
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/internal/clock"
 )
 
 func TestNames(t *testing.T) {
@@ -62,7 +64,6 @@ func TestCodePackDelegatesToTheRuntime(t *testing.T) {
 }
 
 func TestNewServerUnknownPack(t *testing.T) {
-	before := toolpacks.LiveWatchedResourceUpdaters()
 	s, closer, err := toolpacks.NewServer(testImpl, []string{"conformance", "bogus"}, toolpacks.Options{})
 	if err == nil {
 		t.Fatal("NewServer with an unknown pack succeeded")
@@ -72,9 +73,6 @@ func TestNewServerUnknownPack(t *testing.T) {
 	}
 	if s != nil || closer != nil {
 		t.Errorf("NewServer returned a server or closer with an error")
-	}
-	if got := toolpacks.LiveWatchedResourceUpdaters(); got != before {
-		t.Errorf("failed NewServer left %d updater(s) running", got-before)
 	}
 }
 
@@ -118,15 +116,19 @@ func TestNewServerNoPacks(t *testing.T) {
 }
 
 func TestDuplicatePackRegisteredOnce(t *testing.T) {
-	before := toolpacks.LiveWatchedResourceUpdaters()
-	_, closer, err := toolpacks.NewServer(testImpl, []string{"conformance", "conformance"}, toolpacks.Options{})
+	fake := clock.NewFake(time.Unix(0, 0))
+	s, closer, err := toolpacks.NewServer(testImpl, []string{"conformance", "conformance"}, toolpacks.Options{Clock: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := toolpacks.LiveWatchedResourceUpdaters() - before; got != 1 {
-		t.Errorf("started %d updaters, want 1", got)
+	defer closer()
+	cs := connect(t, s, nil, legacyProtocol)
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
 	}
-	closer()
+	if n := fake.Pending(); n != 1 {
+		t.Errorf("%d watched-resource timers, want 1", n)
+	}
 }
 
 func TestNewServerHandlerConflict(t *testing.T) {
@@ -147,7 +149,6 @@ func TestNewServerHandlerConflict(t *testing.T) {
 	}
 
 	// The conformance pack sets one too: a conflict.
-	before := toolpacks.LiveWatchedResourceUpdaters()
 	_, _, err = toolpacks.NewServer(testImpl, []string{"demo", "conformance"}, opts)
 	if err == nil {
 		t.Fatal("conflicting CompletionHandler accepted")
@@ -156,9 +157,6 @@ func TestNewServerHandlerConflict(t *testing.T) {
 		if !strings.Contains(err.Error(), sub) {
 			t.Errorf("error %q does not mention %s", err, sub)
 		}
-	}
-	if got := toolpacks.LiveWatchedResourceUpdaters(); got != before {
-		t.Errorf("failed NewServer left %d updater(s) running", got-before)
 	}
 	if opts.ServerOptions.SubscribeHandler != nil {
 		t.Error("NewServer modified Options.ServerOptions")
@@ -180,14 +178,20 @@ func TestNewServerInvalidServerOptionsIsAnError(t *testing.T) {
 }
 
 func TestServersAreIndependent(t *testing.T) {
-	// The conformance pack's trigger tools mutate their own server only.
-	a := connect(t, newServer(t, "conformance"), nil, legacyProtocol)
-	b := connect(t, newServer(t, "conformance"), nil, legacyProtocol)
-	wantText(t, callTool(t, a, &mcp.CallToolParams{Name: "test_trigger_tool_change"}), "tools_list_changed published")
-	if !slices.Contains(toolNames(t, a), "__transient_tool_for_list_changed") {
-		t.Error("trigger did not add the transient tool to its own server")
+	// A list change on one server reaches its own sessions only.
+	changed := make(chan struct{}, 4)
+	watch := func(s *mcp.Server) *mcp.ClientSession {
+		return connect(t, s, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			changed <- struct{}{}
+		}}, legacyProtocol)
 	}
-	if slices.Contains(toolNames(t, b), "__transient_tool_for_list_changed") {
-		t.Error("trigger on one server changed another server's tools")
+	a, b := newServer(t, "conformance"), newServer(t, "conformance")
+	watch(b)
+	wantText(t, callTool(t, watch(a), &mcp.CallToolParams{Name: "test_trigger_tool_change"}), "The tool list changed: notifications/tools/list_changed was sent.")
+	receive(t, changed, "the list change on server a")
+	select {
+	case <-changed:
+		t.Error("a session of server b heard server a's list change")
+	case <-time.After(100 * time.Millisecond):
 	}
 }
