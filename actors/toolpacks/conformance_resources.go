@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 // The fixture's resources (scenarios resources-*, sep-2164-resource-not-found,

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
-	"github.com/mcpgrain/mcpgrain/internal/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 

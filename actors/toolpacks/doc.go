@@ -23,22 +23,8 @@
 // per server. The closer NewServer returns stops that work and must be
 // called when the server is retired.
 //
-// Usage, validating a flag once and building the node's server:
-//
-//	packs := strings.Split(*toolPacks, ",")
-//	if err := toolpacks.Validate(packs); err != nil {
-//		return err // unknown tool pack "x" (known: code, demo, conformance)
-//	}
-//	...
-//	server, closeServer, err := toolpacks.NewServer(
-//		&mcp.Implementation{Name: "mcpgrain", Version: version},
-//		packs, toolpacks.Options{Logger: logger})
-//	if err != nil {
-//		return err
-//	}
-//	defer closeServer()
-//	handler := mcp.NewStreamableHTTPHandler(
-//		func(*http.Request) *mcp.Server { return server }, nil)
+// See the package example for validating a flag once, building the node's
+// server, and serving it with go-sdk's Streamable HTTP handler.
 //
 // Only the conformance pack sets server-level handlers (CompletionHandler,
 // SubscribeHandler, UnsubscribeHandler). A handler set by two sources (two
