@@ -23,14 +23,4 @@
 //     fenced by that epoch, so a stale duplicate can never overwrite state;
 //   - passivation is a handshake with the placement actor, so no request is
 //     lost; callers retry "not here / not now" replies with short backoff.
-//
-// Usage:
-//
-//	node, err := cluster.Start(ctx, cluster.Config{
-//		Kinds:      []grain.Kind{probe.Kind(probe.Options{})},
-//		Membership: membership.NewSingle(),
-//		Store:      st,
-//	})
-//	reply, err := node.Request(ctx, probe.KindName, "id-1", &mcpgrainv1.ProbeAdd{Delta: 1})
-//	defer node.Stop(ctx)
 package cluster

@@ -7,12 +7,6 @@
 // "destroy_idle_session" does not delete anything — it passivates the grain
 // (dispose the runtime, keep the record), exactly as executor's DO keeps its
 // session meta so the next request cold-restores.
-//
-// Usage:
-//
-//	p := alarm.DefaultPolicy()
-//	d := p.Decide(alarm.Input{Idle: 6 * time.Minute, Paused: 1})
-//	// d.Outcome == alarm.ExtendPausedLease, d.Lease == 3*time.Minute
 package alarm
 
 import "time"

@@ -20,14 +20,6 @@
 // lost with its runtime is brought back on a fresh activation by
 // deterministic replay ([Engine.Restore]). A parked goroutine is still the
 // fast path while the runtime is resident.
-//
-// Usage:
-//
-//	e := engine.New(engine.Config{Tools: registry, Policy: rules, Hooks: hooks})
-//	out := e.ExecuteWithPause(ctx, `return await tools.demo.createTodo({title: "x"})`, who)
-//	if out.Status == engine.StatusPaused {
-//		out, _ = e.Resume(ctx, out.Pause.ID, engine.Response{Action: engine.Accept})
-//	}
 package engine
 
 import (

@@ -54,28 +54,6 @@
 // keeps its worker but not its slot. Configure sets the default pool's options (metrics go to its
 // Registerer); a node that wants its own pool passes it in Limits.Pool.
 //
-// Example:
-//
-//	host := sandbox.HostFunc(func(ctx context.Context, path string, args any) (any, error) {
-//		if path == "demo.createTodo" {
-//			return map[string]any{"id": 7, "title": args.(map[string]any)["title"]}, nil
-//		}
-//		return nil, fmt.Errorf("unknown tool %s", path)
-//	})
-//	res, err := sandbox.Run(ctx, `
-//		const todo = await tools.demo.createTodo({title: "x"});
-//		emit({created: todo.title});
-//		return todo.id;`, host, sandbox.Limits{WallTime: 10 * time.Second})
-//	var se *sandbox.Error
-//	switch {
-//	case errors.As(err, &se):
-//		// show "Error: " + se.Message to the user as an isError result, with se.Result.Logs
-//	case err != nil:
-//		// cancelled, or an internal failure
-//	default:
-//		// res.Value == 7.0, res.Emitted == [{"created": "x"}], res.ToolCalls == 1
-//	}
-//
 // What the worker model does not do: the worker runs with the node's user and file system (the
 // runtime has no API to reach them, but it is not a jail: no seccomp, no namespaces); CPU is bounded by
 // WallTime and a worker's two cores (GOMAXPROCS 2), and a worker busy for more than a second lowers its

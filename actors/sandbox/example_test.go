@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,4 +43,35 @@ func ExampleRun_error() {
 	// runtime
 	// TypeError: Cannot read property 'z' of undefined
 	//     at code.ts:2:11
+}
+
+// A Host error rejects the Promise of the tool call: code may catch it, and
+// uncaught it fails the execution with an *Error of Kind "runtime" that still
+// carries what was logged and emitted. Show its Message to the user as an
+// isError result; any other error is a cancellation or an internal failure.
+func ExampleHostFunc() {
+	host := sandbox.HostFunc(func(ctx context.Context, path string, args any) (any, error) {
+		return nil, fmt.Errorf("unknown tool %s", path)
+	})
+	code := `
+		try {
+			await tools.demo.createTodo({title: "x"});
+		} catch (e) {
+			console.log("caught:", e.message);
+		}
+		emit("retrying");
+		await tools.demo.createTodo({title: "x"});`
+	_, err := sandbox.Run(context.Background(), code, host, sandbox.Limits{WallTime: 5 * time.Second})
+	var se *sandbox.Error
+	switch {
+	case errors.As(err, &se):
+		fmt.Println(se.Kind, se.Result.ToolCalls, se.Result.Logs, se.Result.Emitted)
+		fmt.Println(se.Message)
+	case err != nil:
+		fmt.Println("cancelled or internal failure:", err)
+	}
+	// Output:
+	// runtime 2 [caught: unknown tool demo.createTodo] [retrying]
+	// unknown tool demo.createTodo
+	//     at code.ts:8:30
 }

@@ -25,13 +25,4 @@
 // configured credentials, and they truncate response bodies (see
 // [TruncateText]). An unknown source, tool or malformed path wraps
 // [ErrUnknownTool].
-//
-// Usage:
-//
-//	api, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "todo.json"})
-//	...
-//	reg, err := tools.NewRegistry(api)
-//	...
-//	tool, ok := reg.Lookup(ctx, "demo.createTodo") // tool.RequiresApproval == true
-//	out, err := reg.Call(ctx, "demo.createTodo", map[string]any{"title": "x"})
 package tools

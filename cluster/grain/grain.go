@@ -17,14 +17,9 @@
 //   - no lost requests: a request that reaches a passivating activation is
 //     delivered to the next activation instead of being dropped.
 //
-// Usage:
-//
-//	kind := grain.Kind{
-//		Name:        "counter",
-//		New:         func(identity string) grain.Grain { return &counter{} },
-//		IdleTimeout: time.Minute,
-//	}
-//	// pass kind to cluster.Config.Kinds; call it with node.Request(ctx, "counter", id, msg)
+// A node hosts the kinds listed in cluster.Config.Kinds, and
+// cluster.Node.Request reaches a grain by kind and identity (see the
+// example of [Kind]).
 package grain
 
 import (

@@ -13,14 +13,9 @@
 // Errors are JSON objects {"error": "<message>"}. A title is required, at
 // most 200 characters, and is stored with surrounding space trimmed.
 //
-// Usage:
-//
-//	api := demo.NewAPI()
-//	srv := httptest.NewServer(api.Handler())
-//	spec := api.Spec(srv.URL) // load it with openapi.Load
-//
-// Through the openapi source, code calls tools.demo.createTodo({title: "x"}):
-// the arguments are the request body.
+// Serve [API.Handler] (an httptest server will do) and load [API.Spec] with
+// the openapi source: code then calls tools.demo.createTodo({title: "x"}),
+// the arguments being the request body. See the package example.
 package demo
 
 import (

@@ -24,16 +24,6 @@
 // no longer knows the session (HTTP 404, before running anything) is sent
 // again once on a new session; a call whose connection closed mid-way is
 // sent again only if the tool is Idempotent.
-//
-// Usage:
-//
-//	src, err := mcpupstream.New(ctx, mcpupstream.Options{
-//		Name:     "files",
-//		Endpoint: "https://files.example.com/mcp",
-//		Headers:  http.Header{"Authorization": {"Bearer " + token}},
-//	})
-//	...
-//	defer src.Close()
 package mcpupstream
 
 import (

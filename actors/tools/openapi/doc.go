@@ -33,14 +33,4 @@
 // input schema as kin-openapi marshals them; 3.0 nullable and boolean
 // exclusiveMinimum/Maximum are rewritten to their JSON Schema forms. $refs
 // into a schema's own $defs or by $id are left as they are.
-//
-// Usage:
-//
-//	src, err := openapi.Load(ctx, openapi.Options{
-//		Name:    "github",
-//		Spec:    "https://example.com/openapi.json",
-//		Headers: http.Header{"Authorization": {"Bearer " + token}},
-//	})
-//	...
-//	out, err := src.Call(ctx, "getTodo", map[string]any{"id": "1"})
 package openapi
