@@ -14,9 +14,5 @@
 //	Save(grain, epoch, record)  only if epoch is still current, else ErrFenced
 //	Release(grain, epoch)       owner := "" only if epoch is still current
 //
-// Usage:
-//
-//	st, err := store.Open(ctx, "sqlite:.mcpgrain/mcpgrain.db") // or postgres://…
-//	own, err := st.Acquire(ctx, "probe/a", "node-1")
-//	err = st.Save(ctx, "probe/a", own.Epoch, []byte("state"))
+// See the package example for the picture in code.
 package store

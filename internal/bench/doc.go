@@ -46,20 +46,5 @@
 // ([Restored], [ErrorKind]) — take their inputs as values and are
 // table-tested; [Run] does the I/O.
 //
-// Usage:
-//
-//	reports, err := bench.Run(ctx, bench.Options{
-//		Scenarios: []bench.Scenario{bench.Call}, Sessions: 50, Concurrency: 8,
-//		Duration: 10 * time.Second, Baseline: true,
-//	})
-//	bench.WriteText(os.Stdout, reports)
-//
-// Sizing a three-node cluster (creation, then 60 s of revisits):
-//
-//	reports, err := bench.Run(ctx, bench.Options{
-//		Scenarios: []bench.Scenario{bench.Scale}, Concurrency: 32, Duration: time.Minute,
-//		URL:   "http://127.0.0.1:8081/mcp,http://127.0.0.1:8082/mcp,http://127.0.0.1:8083/mcp",
-//		Token: token,
-//		Scale: bench.ScaleOptions{Sessions: 100_000, Store: "postgres://postgres@127.0.0.1:5432/test?search_path=scale1"},
-//	})
+// The package examples show a baseline comparison and sizing a cluster.
 package bench
