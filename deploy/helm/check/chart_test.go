@@ -704,3 +704,41 @@ func TestBadValuesFailClearly(t *testing.T) {
 		t.Errorf("Kubernetes 1.29 accepted: lifecycle.preStop.sleep is off by default there")
 	}
 }
+
+// TestPodHygiene: what the pod must and must not get from Kubernetes.
+func TestPodHygiene(t *testing.T) {
+	c := loadChart(t)
+	for name, vals := range cases(t) {
+		t.Run(name, func(t *testing.T) {
+			n := nodeOf(t, render(t, c, vals))
+			// A Service named mcpgrain would inject MCPGRAIN_SERVICE_HOST,
+			// MCPGRAIN_PORT, ...: the node's configuration namespace.
+			if n.pod.EnableServiceLinks == nil || *n.pod.EnableServiceLinks {
+				t.Errorf("enableServiceLinks is not false")
+			}
+			if n.pod.AutomountServiceAccountToken == nil || *n.pod.AutomountServiceAccountToken {
+				t.Errorf("the pod mounts a service account token; the node calls no Kubernetes API")
+			}
+			sc := n.container.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+				t.Errorf("the root filesystem is writable")
+			}
+			tmp := false
+			for _, m := range n.container.VolumeMounts {
+				tmp = tmp || m.MountPath == "/tmp"
+			}
+			if !tmp {
+				t.Errorf("no writable /tmp under a read-only root")
+			}
+			if ps := n.pod.SecurityContext; ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot {
+				t.Errorf("runAsNonRoot is not set (the image runs as nonroot)")
+			}
+			if strings.HasSuffix(n.container.Image, ":latest") || !strings.Contains(n.container.Image, ":") && !strings.Contains(n.container.Image, "@sha256:") {
+				t.Errorf("image %q: want a pinned tag or digest", n.container.Image)
+			}
+			if n.sts.Spec.PodManagementPolicy != "Parallel" || n.sts.Spec.UpdateStrategy.Type != "RollingUpdate" {
+				t.Errorf("StatefulSet %s: want Parallel pod management and rolling updates", n.sts.Name)
+			}
+		})
+	}
+}

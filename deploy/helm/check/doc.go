@@ -11,7 +11,9 @@
 //
 //   - every node flag the pods pass exists in `mcpgrain node -h`, and the
 //     rendered command line starts a real node whose /healthz and /readyz
-//     answer on the port the probes name;
+//     answer on the port the probes name, that registers in a real Consul
+//     agent ($MCPGRAIN_CONSUL_BIN) under its pod name and advertised
+//     address, and that stops within the grace period;
 //   - secrets reach the node only as mounted files (--*-file flags) or
 //     secretKeyRef variables: no secret value appears in any other object;
 //   - terminationGracePeriodSeconds covers the preStop sleep plus the

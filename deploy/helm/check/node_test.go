@@ -97,19 +97,23 @@ func TestArgsAreNodeFlags(t *testing.T) {
 }
 
 // TestRenderedNodeStarts runs the rendered container's command line as the
-// kubelet would: the downward-API variables filled in (the pod's IP is
-// 127.0.0.1), every Secret item written where its volume is mounted (with
-// the volume's mode), and $(VAR)s expanded. Two things are substituted:
-// listen addresses use 127.0.0.1 instead of every interface, and the node
-// runs without Consul (--consul= ; a store in SQLite stands in for
-// Postgres) since no agent runs here. The probes' paths and ports must then
-// answer, the keys file must authenticate, the node must not warn about a
-// secret on its command line, and SIGTERM must stop it within the pod's
-// grace period less the preStop sleep.
+// kubelet would: the downward-API variables filled in (the pod's and its
+// host's IP are 127.0.0.1), every Secret item written where its volume is
+// mounted (with the volume's mode), and $(VAR)s expanded. The Consul agent
+// "on the host" is a dev agent ($MCPGRAIN_CONSUL_BIN; without it the node
+// runs with --consul=, alone), the store DSN in the Secret is SQLite, and
+// listen addresses use 127.0.0.1 instead of every interface. The probes'
+// paths and ports must then answer, the keys file must authenticate, the
+// node must not warn about a secret on its command line, and SIGTERM must
+// stop it within the pod's grace period less the preStop sleep.
 func TestRenderedNodeStarts(t *testing.T) {
 	bin := nodeBinary(t)
 	c := loadChart(t)
 	root := t.TempDir()
+	consulPort := consulAgent(t)
+	if consulPort == 0 {
+		t.Log("MCPGRAIN_CONSUL_BIN is not set: the node runs without Consul (--consul=)")
+	}
 	const bearer = "helmcheck-bearer-token-0001"
 	vals := withValues(valuesFile(t, ""), map[string]any{
 		"secrets.create":          true,
@@ -121,6 +125,7 @@ func TestRenderedNodeStarts(t *testing.T) {
 		"gateway.httpPort":        freePort(t),
 		"gateway.grpcPort":        freePort(t),
 		"cluster.port":            freePort(t),
+		"consul.hostAgentPort":    consulPort,
 	})
 	r := render(t, c, vals)
 	n := nodeOf(t, r)
@@ -158,7 +163,7 @@ func TestRenderedNodeStarts(t *testing.T) {
 		a = n.expand(t, a, downward)
 		a = strings.Replace(a, "=/etc/mcpgrain/", "="+filepath.Join(root, "etc/mcpgrain")+"/", 1)
 		a = strings.Replace(a, "=0.0.0.0:", "=127.0.0.1:", 1)
-		if strings.HasPrefix(a, "--consul=") {
+		if strings.HasPrefix(a, "--consul=") && consulPort == 0 {
 			a = "--consul="
 		}
 		args = append(args, a)
@@ -231,6 +236,36 @@ func TestRenderedNodeStarts(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// What Consul publishes is what peers dial (and Prometheus scrapes):
+	// the pod's name as id, the advertised pod IP and cluster port, the
+	// gateway address in meta "http".
+	if consulPort != 0 {
+		var entries []struct {
+			Service struct {
+				ID, Address string
+				Port        int
+				Meta        map[string]string
+			}
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/health/service/%s?passing=1", consulPort, valueAt(t, c, vals, "cluster.name")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&entries)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("mcpgrain-0 127.0.0.1:%d", n.port(t, "cluster"))
+		if len(entries) != 1 || fmt.Sprintf("%s %s:%d", entries[0].Service.ID, entries[0].Service.Address, entries[0].Service.Port) != want {
+			t.Errorf("Consul lists %+v, want one member %s", entries, want)
+		} else if _, port, _ := strings.Cut(entries[0].Service.Meta["http"], ":"); port != strconv.Itoa(int(httpPort)) {
+			t.Errorf("Consul meta http %q: want the --http port %d", entries[0].Service.Meta["http"], httpPort)
+		} else {
+			t.Logf("Consul lists member %s", want)
+		}
+	}
+
 	// The keys file from the Secret authenticates.
 	for token, want := range map[string]int{bearer: http.StatusOK, "not-a-token-of-the-keys-file": http.StatusUnauthorized} {
 		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/api/executions", httpPort), nil)
