@@ -8,6 +8,9 @@
 //     service meta "http"); prometheus/alerts.yml: alerting rules, unit
 //     tested by prometheus/alerts_test.yml.
 //   - grafana/: the mcpgrain dashboard and Grafana provisioning files.
+//   - helm/mcpgrain: the Helm chart for Kubernetes; its tests are in
+//     helm/check, a Go module of its own (so this module does not depend
+//     on Helm and the Kubernetes API types), run by .ci/run.
 //
 // The tests check that the dashboard and the rules reference only metrics
 // documented in docs/metrics.md, that every expression parses (promtool),

@@ -42,6 +42,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"bad keys env", []string{"dev"}, map[string]string{"MCPGRAIN_KEYS": "garbage"}, 2, "MCPGRAIN_KEYS"},
 		{"bad session timeout", []string{"dev", "--session-timeout", "0s"}, nil, 2, "--session-timeout must be positive"},
 		{"bad consul address", []string{"node", "--store", "sqlite:x.db", "--consul", "consul"}, nil, 2, `--consul "consul"`},
+		{"bad shutdown timeout", []string{"node", "--store", "sqlite:x.db", "--shutdown-timeout", "0s"}, nil, 2, "--shutdown-timeout must be positive"},
 		{"ttl too short", []string{"node", "--store", "sqlite:x.db", "--consul-ttl", "10ms"}, nil, 2, "--consul-ttl"},
 		{"bad env value", []string{"dev"}, map[string]string{"MCPGRAIN_PROBE_IDLE": "soon"}, 2, `MCPGRAIN_PROBE_IDLE="soon"`},
 		{"bad env address", []string{"dev"}, map[string]string{"MCPGRAIN_HTTP": "nowhere"}, 2, `--http "nowhere"`},

@@ -108,6 +108,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	consulAddr := fs.String("consul", "127.0.0.1:8500", "Consul agent HTTP address; empty runs without Consul as a single node")
 	ttl := fs.Duration("consul-ttl", 3*time.Second, "membership TTL: a node that stops refreshing is dropped after about this long")
 	join := fs.Duration("join-timeout", 30*time.Second, "give up starting if the node cannot join the cluster (register in Consul) within this long")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "longest a graceful stop (SIGTERM) takes: leave the cluster, drain activations and requests, then exit (a supervisor's kill grace, such as a pod's terminationGracePeriodSeconds, must be longer)")
 	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required); a DSN with a password belongs in --store-file or MCPGRAIN_STORE (or use PGPASSWORD / a .pgpass file)")
 	var m mcpFlags
 	m.register(fs, "code,demo", false)
@@ -138,6 +139,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *join <= 0 {
 		return fmt.Errorf("%w: --join-timeout must be positive", errUsage)
 	}
+	if *shutdown <= 0 {
+		return fmt.Errorf("%w: --shutdown-timeout must be positive", errUsage)
+	}
 	mc, err := m.config()
 	if err != nil {
 		return err
@@ -151,6 +155,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg := c.appConfig(stderr)
 	cfg.MCP = mc
 	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = *cluster, *consulAddr, *ttl, *storeDSN, *join
+	cfg.ShutdownTimeout = *shutdown
 	return app.Run(ctx, cfg, func(info app.Info) {
 		fmt.Fprintf(stdout, "mcpgrain %s node %s ready: http %s, cluster %s, %d members\n", version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)
 	})

@@ -73,7 +73,9 @@ type Config struct {
 	ReminderPoll time.Duration
 	// JoinTimeout bounds joining the cluster at startup (default 30s).
 	JoinTimeout time.Duration
-	// ShutdownTimeout bounds a graceful stop.
+	// ShutdownTimeout bounds a graceful stop (default 30s): leaving the
+	// membership, draining activations and closing the HTTP server share it,
+	// and Run returns when it runs out.
 	ShutdownTimeout time.Duration
 	// Logger is the process logger.
 	Logger *slog.Logger
