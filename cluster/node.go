@@ -113,8 +113,53 @@ type Node struct {
 // Start starts a node and returns once it is a member of the cluster (its
 // membership view contains itself) or ctx ends.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kinds, kindNames, err := kindsByName(cfg.Kinds)
+	if err != nil {
+		return nil, err
+	}
+	system, rem, err := startSystem(cfg)
+	if err != nil {
+		return nil, err
+	}
+	address := system.Address()
+	if cfg.NodeID == "" {
+		cfg.NodeID = "node-" + strings.NewReplacer(":", "-", ".", "-", "[", "", "]", "").Replace(address)
+	}
+	n := &Node{
+		cfg:    cfg,
+		id:     cfg.NodeID,
+		system: system,
+		remote: rem,
+		logger: cfg.Logger.With("node", cfg.NodeID),
+		joined: make(chan struct{}),
+	}
+	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
+	n.watchEndpoints()
+	n.table.Store(placement.NewTable(membership.View{}))
+	ch := make(chan struct{})
+	n.viewCh.Store(&ch)
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, cfg.Registerer)
+	n.metrics = newNodeMetrics(reg)
+	if err := n.spawnGrainHost(kinds, reg); err != nil {
+		n.shutdownActors()
+		return nil, err
+	}
+	if err := n.join(ctx); err != nil {
+		return nil, err
+	}
+	n.reminders.Start()
+	n.logger.Info("node joined cluster", "address", address, "kinds", kindNames, "members", len(n.View().Members))
+	return n, nil
+}
+
+// withDefaults checks cfg and fills in its defaults.
+func withDefaults(cfg Config) (Config, error) {
 	if cfg.Store == nil {
-		return nil, errors.New("cluster: Config.Store is required")
+		return cfg, errors.New("cluster: Config.Store is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -137,41 +182,65 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
+	return cfg, nil
+}
+
+// kindsByName indexes the grain kinds a node hosts, refusing unnamed and
+// duplicate ones.
+func kindsByName(list []grain.Kind) (map[string]grain.Kind, []string, error) {
 	kinds := map[string]grain.Kind{}
-	var kindNames []string
-	for _, k := range cfg.Kinds {
+	var names []string
+	for _, k := range list {
 		if k.Name == "" || k.New == nil {
-			return nil, fmt.Errorf("cluster: grain kind %q needs a name and a constructor", k.Name)
+			return nil, nil, fmt.Errorf("cluster: grain kind %q needs a name and a constructor", k.Name)
 		}
 		if _, dup := kinds[k.Name]; dup {
-			return nil, fmt.Errorf("cluster: grain kind %q registered twice", k.Name)
+			return nil, nil, fmt.Errorf("cluster: grain kind %q registered twice", k.Name)
 		}
 		kinds[k.Name] = k
-		kindNames = append(kindNames, k.Name)
+		names = append(names, k.Name)
 	}
+	return kinds, names, nil
+}
 
+// startSystem starts the actor system and its remote (cluster traffic,
+// with mutual TLS if configured) on cfg.BindAddr.
+func startSystem(cfg Config) (*actor.ActorSystem, *remote.Remote, error) {
 	host, port, err := splitHostPort(cfg.BindAddr)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: bad bind address %q: %w", cfg.BindAddr, err)
+		return nil, nil, fmt.Errorf("cluster: bad bind address %q: %w", cfg.BindAddr, err)
 	}
 	if cfg.AdvertiseAddr == "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
-		return nil, fmt.Errorf("cluster: bind address %q listens on all interfaces: set the advertised address (--advertise host:port) other nodes can dial", cfg.BindAddr)
+		return nil, nil, fmt.Errorf("cluster: bind address %q listens on all interfaces: set the advertised address (--advertise host:port) other nodes can dial", cfg.BindAddr)
 	}
 	// protoactor's remote panics when it cannot listen; check first to
 	// report a clear error instead.
 	if port != 0 {
 		l, err := net.Listen("tcp", cfg.BindAddr)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: cannot listen on %s for cluster traffic (is another node using it? set --bind): %w", cfg.BindAddr, err)
+			return nil, nil, fmt.Errorf("cluster: cannot listen on %s for cluster traffic (is another node using it? set --bind): %w", cfg.BindAddr, err)
 		}
 		_ = l.Close()
 	}
-
+	if cfg.TLS != nil && (cfg.TLS.Server == nil || cfg.TLS.Client == nil) {
+		return nil, nil, errors.New("cluster: TLS needs both a server and a client config")
+	}
 	system := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoactorLogger(cfg.Logger) }),
 		actor.WithDeadLetterThrottleCount(3),
 		actor.WithDeadLetterThrottleInterval(10*time.Second),
 	)
+	rem := remote.NewRemote(system, remote.Configure(host, port, remoteOptions(cfg)...))
+	if err := startRemote(rem); err != nil {
+		system.Shutdown()
+		return nil, nil, fmt.Errorf("cluster: start remote on %s: %w", cfg.BindAddr, err)
+	}
+	return system, rem, nil
+}
+
+// remoteOptions configure the remote: the advertised address, bounded
+// headers, TLS.
+func remoteOptions(cfg Config) []remote.ConfigOption {
 	var ropts []remote.ConfigOption
 	if cfg.AdvertiseAddr != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertiseAddr))
@@ -181,33 +250,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// metadata per call before any check.
 	serverOpts := []grpc.ServerOption{grpc.MaxHeaderListSize(RemoteMaxHeaderListSize)}
 	if cfg.TLS != nil {
-		if cfg.TLS.Server == nil || cfg.TLS.Client == nil {
-			system.Shutdown()
-			return nil, errors.New("cluster: TLS needs both a server and a client config")
-		}
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(cfg.TLS.Server)))
 		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))))
 	}
-	ropts = append(ropts, remote.WithServerOptions(serverOpts...))
-	rem := remote.NewRemote(system, remote.Configure(host, port, ropts...))
-	if err := startRemote(rem); err != nil {
-		system.Shutdown()
-		return nil, fmt.Errorf("cluster: start remote on %s: %w", cfg.BindAddr, err)
-	}
-	address := system.Address()
-	if cfg.NodeID == "" {
-		cfg.NodeID = "node-" + strings.NewReplacer(":", "-", ".", "-", "[", "", "]", "").Replace(address)
-	}
-	n := &Node{
-		cfg:    cfg,
-		id:     cfg.NodeID,
-		system: system,
-		remote: rem,
-		logger: cfg.Logger.With("node", cfg.NodeID),
-		joined: make(chan struct{}),
-	}
-	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
-	system.EventStream.Subscribe(func(evt any) {
+	return append(ropts, remote.WithServerOptions(serverOpts...))
+}
+
+// watchEndpoints tracks which peers' connections are down (a request to
+// one waits for the view instead of sending into nothing).
+func (n *Node) watchEndpoints() {
+	n.system.EventStream.Subscribe(func(evt any) {
 		switch e := evt.(type) {
 		case *remote.EndpointTerminatedEvent:
 			n.down.Store(e.Address, time.Now())
@@ -215,12 +267,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.down.Delete(e.Address)
 		}
 	})
-	n.table.Store(placement.NewTable(membership.View{}))
-	ch := make(chan struct{})
-	n.viewCh.Store(&ch)
-	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, cfg.Registerer)
-	n.metrics = newNodeMetrics(reg)
+}
 
+// spawnGrainHost starts the reminder service and the placement actor, the
+// only way into this node's grains.
+func (n *Node) spawnGrainHost(kinds map[string]grain.Kind, reg prometheus.Registerer) error {
+	cfg := n.cfg
+	var err error
 	n.reminders, err = reminders.New(reminders.Config{
 		Store:        cfg.Store,
 		Owns:         func(kind, identity string) bool { o, ok := n.Owner(kind, identity); return ok && o.ID == n.id },
@@ -233,10 +286,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Registerer:   reg,
 	})
 	if err != nil {
-		n.shutdownActors()
-		return nil, fmt.Errorf("cluster: %w", err)
+		return fmt.Errorf("cluster: %w", err)
 	}
-	n.placement, err = system.Root.SpawnNamed(placement.Props(placement.Config{
+	n.placement, err = n.system.Root.SpawnNamed(placement.Props(placement.Config{
 		Self:      n.self,
 		Kinds:     kinds,
 		Store:     cfg.Store,
@@ -245,26 +297,28 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Metrics:   placement.NewMetrics(reg),
 	}), placement.ActorName)
 	if err != nil {
-		n.shutdownActors()
-		return nil, fmt.Errorf("cluster: spawn placement actor: %w", err)
+		return fmt.Errorf("cluster: spawn placement actor: %w", err)
 	}
+	return nil
+}
 
-	joinCtx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
+// join registers the node in the membership and waits until it sees
+// itself in the view, within JoinTimeout.
+func (n *Node) join(ctx context.Context) error {
+	joinCtx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 	defer cancel()
-	if err := cfg.Membership.Start(joinCtx, n.self, n.onMembership); err != nil {
+	if err := n.cfg.Membership.Start(joinCtx, n.self, n.onMembership); err != nil {
 		n.shutdownActors()
-		return nil, fmt.Errorf("cluster: join membership: %w", err)
+		return fmt.Errorf("cluster: join membership: %w", err)
 	}
 	select {
 	case <-n.joined:
+		return nil
 	case <-joinCtx.Done():
-		_ = cfg.Membership.Stop(context.Background())
+		_ = n.cfg.Membership.Stop(context.Background())
 		n.shutdownActors()
-		return nil, fmt.Errorf("cluster: node %s did not appear in its own membership view within %s: %w", n.id, cfg.JoinTimeout, joinCtx.Err())
+		return fmt.Errorf("cluster: node %s did not appear in its own membership view within %s: %w", n.id, n.cfg.JoinTimeout, joinCtx.Err())
 	}
-	n.reminders.Start()
-	n.logger.Info("node joined cluster", "address", address, "kinds", kindNames, "members", len(n.View().Members))
-	return n, nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

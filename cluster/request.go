@@ -101,149 +101,193 @@ func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Mes
 			}
 			return nil, fmt.Errorf("cluster: request to %s deadline exceeded after retries: %w", grain.Key(kind, identity), lastErr)
 		}
-		owner, ok := n.Owner(kind, identity)
-		var (
-			target *actor.PID
-			env    any
-		)
+		target, env, err := n.route(kind, identity, msg, &payload)
 		switch {
-		case !ok:
-			lastErr = &grain.Error{Code: pb.GrainError_CODE_UNKNOWN_KIND, Message: fmt.Sprintf("no member hosts grain kind %q", kind), Node: n.id}
-		case owner.ID == n.id:
-			target, env = n.placement, &placement.LocalRequest{Kind: kind, Identity: identity, Msg: msg}
-		case n.unreachable(owner.Address):
-			// Its connection just broke: the member probably died and the
-			// view will move the grain. Sending now could execute nowhere or
-			// (if it is alive after all) somewhere we cannot hear back from.
-			n.metrics.retries.WithLabelValues("owner_unreachable").Inc()
-			lastErr = fmt.Errorf("cluster: owner %s of %s is unreachable", owner.ID, grain.Key(kind, identity))
-		default:
-			if payload == nil {
-				p, err := anypb.New(msg)
-				if err != nil {
-					return nil, fmt.Errorf("cluster: encode %T: %w", msg, err)
-				}
-				payload = p
-			}
-			target = actor.NewPID(owner.Address, placement.ActorName)
-			env = &pb.GrainRequest{Kind: kind, Identity: identity, Payload: payload}
-		}
-		if target != nil {
-			reply, err, retry := n.attempt(ctx, kind, identity, target, env, min(o.attemptTimeout, remaining), o.idempotent)
+		case errors.Is(err, errEncode):
+			return nil, err
+		case target != nil:
+			reply, err, retry := n.attempt(ctx, target, env, min(o.attemptTimeout, remaining), o.idempotent)
 			if !retry {
 				return reply, err
 			}
 			lastErr = err
-		} else {
-			n.metrics.retries.WithLabelValues("unknown_kind").Inc()
+		default:
+			lastErr = err
 		}
-		// Jittered exponential backoff, bounded by ctx and the deadline.
-		wait := min(backoff/2+rand.N(backoff), time.Until(deadline))
-		backoff = min(backoff*2, maxBackoff)
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
-		}
+		backoff = n.backOff(ctx, backoff, deadline)
 	}
 }
 
-// attempt makes one delivery attempt and classifies the result. An attempt
-// to another node is abandoned early when that node leaves the membership
-// view (it probably died): idempotent requests retry at once, others report
-// an unknown outcome instead of waiting for the timeout.
-func (n *Node) attempt(ctx context.Context, kind, identity string, target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
+// errEncode marks a message that cannot be encoded for a remote owner.
+var errEncode = errors.New("cluster: encode")
+
+// route picks where an attempt goes under this node's view: the local
+// placement actor, the owner's (payload is the message encoded once, on
+// the first remote attempt), or nowhere yet (err says why; the caller
+// retries).
+func (n *Node) route(kind, identity string, msg proto.Message, payload **anypb.Any) (*actor.PID, any, error) {
+	owner, ok := n.Owner(kind, identity)
+	switch {
+	case !ok:
+		n.metrics.retries.WithLabelValues("unknown_kind").Inc()
+		return nil, nil, &grain.Error{Code: pb.GrainError_CODE_UNKNOWN_KIND, Message: fmt.Sprintf("no member hosts grain kind %q", kind), Node: n.id}
+	case owner.ID == n.id:
+		return n.placement, &placement.LocalRequest{Kind: kind, Identity: identity, Msg: msg}, nil
+	case n.unreachable(owner.Address):
+		// Its connection just broke: the member probably died and the view
+		// will move the grain. Sending now could execute nowhere or (if it
+		// is alive after all) somewhere we cannot hear back from.
+		n.metrics.retries.WithLabelValues("owner_unreachable").Inc()
+		return nil, nil, fmt.Errorf("cluster: owner %s of %s is unreachable", owner.ID, grain.Key(kind, identity))
+	}
+	if *payload == nil {
+		p, err := anypb.New(msg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w %T: %w", errEncode, msg, err)
+		}
+		*payload = p
+	}
+	return actor.NewPID(owner.Address, placement.ActorName), &pb.GrainRequest{Kind: kind, Identity: identity, Payload: *payload}, nil
+}
+
+// backOff waits a jittered exponential backoff, bounded by ctx and the
+// deadline, and returns the next backoff.
+func (n *Node) backOff(ctx context.Context, backoff time.Duration, deadline time.Time) time.Duration {
+	wait := min(backoff/2+rand.N(backoff), time.Until(deadline))
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return min(backoff*2, maxBackoff)
+}
+
+// attempt makes one delivery attempt and classifies the result (classify).
+// An attempt to another node is abandoned early when that node leaves the
+// membership view (it probably died): idempotent requests retry at once,
+// others report an unknown outcome instead of waiting for the timeout.
+func (n *Node) attempt(ctx context.Context, target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
 	f := n.system.Root.RequestFuture(target, env, timeout)
 	var res any
 	if target.Address == n.self.Address {
 		res, err = f.Result()
 	} else {
-		type result struct {
-			res any
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			r, e := f.Result()
-			done <- result{r, e}
-		}()
-	wait:
-		for {
-			changed := n.viewChanged()
-			select {
-			case r := <-done:
-				res, err = r.res, r.err
-				break wait
-			case <-ctx.Done():
-				// The request is on its way or running: the caller gave up,
-				// not the grain, so whether it ran is unknown.
-				if !idempotent {
-					return nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), false
-				}
-				return nil, ctx.Err(), false
-			case <-changed:
-				if n.hasAddress(target.Address) {
-					// Still a member: it answers, even if only to say
-					// another member owns the grain now.
-					continue
-				}
-				if !idempotent {
-					return nil, fmt.Errorf("%w (its node left the membership view mid-request)", ErrUnknownOutcome), false
-				}
-				n.metrics.retries.WithLabelValues("owner_left").Inc()
-				return nil, fmt.Errorf("cluster: %s left the membership view", target.Address), true
-			}
+		var v *verdict
+		if res, v, err = n.awaitRemote(ctx, f, target, idempotent); v != nil {
+			return n.count(*v)
 		}
 	}
+	return n.count(classify(res, err, idempotent, target))
+}
+
+// count counts a verdict's retry reason and returns the verdict.
+func (n *Node) count(v verdict) (proto.Message, error, bool) {
+	if v.reason != "" {
+		n.metrics.retries.WithLabelValues(v.reason).Inc()
+	}
+	return v.reply, v.err, v.retry
+}
+
+// awaitRemote waits for a remote attempt's answer, or decides without it
+// (v non-nil) when the caller gives up or the target leaves the view.
+func (n *Node) awaitRemote(ctx context.Context, f *actor.Future, target *actor.PID, idempotent bool) (res any, v *verdict, err error) {
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, e := f.Result()
+		done <- result{r, e}
+	}()
+	for {
+		changed := n.viewChanged()
+		select {
+		case r := <-done:
+			return r.res, nil, r.err
+		case <-ctx.Done():
+			// The request is on its way or running: the caller gave up,
+			// not the grain, so whether it ran is unknown.
+			if !idempotent {
+				return nil, &verdict{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())}, nil
+			}
+			return nil, &verdict{err: ctx.Err()}, nil
+		case <-changed:
+			if n.hasAddress(target.Address) {
+				// Still a member: it answers, even if only to say another
+				// member owns the grain now.
+				continue
+			}
+			if !idempotent {
+				return nil, &verdict{err: fmt.Errorf("%w (its node left the membership view mid-request)", ErrUnknownOutcome)}, nil
+			}
+			return nil, &verdict{err: fmt.Errorf("cluster: %s left the membership view", target.Address), retry: true, reason: "owner_left"}, nil
+		}
+	}
+}
+
+// verdict is what one attempt's outcome means for the request.
+type verdict struct {
+	reply  proto.Message
+	err    error
+	retry  bool   // the attempt provably did not execute (or may repeat): try again
+	reason string // the retry's mcpgrain_request_retries_total reason, if counted
+}
+
+// classify decides what an attempt's answer (res, or the future's err)
+// means: a reply, a final error, or a retry. Pure: request_test.go walks it
+// through a table.
+func classify(res any, err error, idempotent bool, target *actor.PID) verdict {
 	switch {
 	case errors.Is(err, actor.ErrDeadLetter):
-		n.metrics.retries.WithLabelValues("dead_letter").Inc()
-		return nil, fmt.Errorf("cluster: %s not reachable yet: %w", target, err), true
+		return verdict{err: fmt.Errorf("cluster: %s not reachable yet: %w", target, err), retry: true, reason: "dead_letter"}
 	case errors.Is(err, actor.ErrTimeout):
 		if !idempotent {
-			return nil, ErrUnknownOutcome, false
+			return verdict{err: ErrUnknownOutcome}
 		}
-		n.metrics.retries.WithLabelValues("timeout").Inc()
-		return nil, ErrUnknownOutcome, true
+		return verdict{err: ErrUnknownOutcome, retry: true, reason: "timeout"}
 	case err != nil:
-		return nil, fmt.Errorf("cluster: request to %s: %w", target, err), false
+		return verdict{err: fmt.Errorf("cluster: request to %s: %w", target, err)}
 	}
 	var gerr *grain.Error
 	switch r := res.(type) {
 	case *placement.LocalReply:
 		if r.Err == nil {
-			return r.Msg, nil, false
+			return verdict{reply: r.Msg}
 		}
 		gerr = r.Err
 	case *pb.GrainResponse:
 		m, err := r.GetPayload().UnmarshalNew()
 		if err != nil {
-			return nil, fmt.Errorf("cluster: decode reply %q: %w", r.GetPayload().GetTypeUrl(), err), false
+			return verdict{err: fmt.Errorf("cluster: decode reply %q: %w", r.GetPayload().GetTypeUrl(), err)}
 		}
-		return m, nil, false
+		return verdict{reply: m}
 	case *pb.GrainError:
 		gerr = grain.FromProto(r)
 	default:
-		return nil, fmt.Errorf("cluster: unexpected reply %T from %s", res, target), false
+		return verdict{err: fmt.Errorf("cluster: unexpected reply %T from %s", res, target)}
 	}
-	if gerr.Retryable() {
-		n.metrics.retries.WithLabelValues(retryReason(gerr.Code)).Inc()
-		return nil, gerr, true
-	}
-	if gerr.Code == pb.GrainError_CODE_STORE_UNAVAILABLE {
+	return classifyGrainError(gerr, idempotent)
+}
+
+// classifyGrainError decides what a grain's error answer means.
+func classifyGrainError(gerr *grain.Error, idempotent bool) verdict {
+	switch {
+	case gerr.Retryable():
+		return verdict{err: gerr, retry: true, reason: retryReason(gerr.Code)}
+	case gerr.Code != pb.GrainError_CODE_STORE_UNAVAILABLE:
+		return verdict{err: gerr}
+	case idempotent:
 		// The grain ran but its store went away mid-request: a repeat is
 		// safe only for idempotent requests (the store usually comes back
 		// within the request's deadline, e.g. a database restart).
-		if idempotent {
-			n.metrics.retries.WithLabelValues(retryReason(gerr.Code)).Inc()
-			return nil, gerr, true
-		}
-		return nil, &unknownOutcome{cause: gerr}, false
+		return verdict{err: gerr, retry: true, reason: retryReason(gerr.Code)}
+	default:
+		return verdict{err: &unknownOutcome{cause: gerr}}
 	}
-	return nil, gerr, false
 }
 
 // errStoreUnavailable matches (errors.Is) a request that failed with an

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,12 +19,20 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// forwardedHeaders are the request headers the MCP handler in the grain
-// needs; everything else (notably Authorization and cookies) stays at the
-// gateway.
-var forwardedHeaders = []string{
-	"Accept", "Content-Type", "Last-Event-Id", "Mcp-Session-Id", "Mcp-Protocol-Version",
-	"Mcp-Method", "Mcp-Name", "Origin", "User-Agent",
+// forwardedHeaders are the HTTP request headers the MCP handler in the
+// grain needs besides MCP's own (Forwarded); everything else (notably
+// Authorization and cookies) stays at the gateway.
+var forwardedHeaders = []string{"Accept", "Content-Type", "Last-Event-Id", "Origin", "User-Agent"}
+
+// mcpHeaderPrefix starts the names of MCP's own headers (Mcp-Session-Id,
+// Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*, and whatever a
+// later revision adds): every one is forwarded.
+const mcpHeaderPrefix = "Mcp-"
+
+// Forwarded reports whether the gateway forwards the request header name
+// (canonical form) to the grain.
+func Forwarded(name string) bool {
+	return strings.HasPrefix(name, mcpHeaderPrefix) || slices.Contains(forwardedHeaders, name)
 }
 
 // departedSilence is how long an exchange whose node left the membership
@@ -79,11 +89,11 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
 			WriteLostStream(w, reqID)
 			return
 		}
-		f.failed(w, r, t.ID, err)
+		f.failed(w, r, t.ID, reqID, err)
 		return
 	}
 	if started.GetStatus() != pb.SessionReply_STATUS_OK {
-		writeStatus(w, started.GetStatus())
+		writeStatus(w, reqID, started.GetStatus())
 		return
 	}
 	var departed <-chan struct{}
@@ -123,9 +133,8 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 	if r.Method == http.MethodPost {
 		reqID = RequestID(t.Body)
 	}
-	for _, name := range forwardedHeaders {
-		vs := r.Header.Values(name)
-		if len(vs) == 0 {
+	for name, vs := range r.Header {
+		if len(vs) == 0 || !Forwarded(name) {
 			continue
 		}
 		if name == "Last-Event-Id" && r.Method == http.MethodGet && len(vs) == 1 {
@@ -182,50 +191,50 @@ func (f *Forwarder) Delete(w http.ResponseWriter, r *http.Request, p *pb.Princip
 	defer cancel()
 	res, err := f.node.Request(ctx, KindSession, sid, &pb.SessionDelete{Principal: p})
 	if err != nil {
-		f.failed(w, r, sid, err)
+		f.failed(w, r, sid, nil, err)
 		return
 	}
 	reply, ok := res.(*pb.SessionReply)
 	if !ok {
-		f.failed(w, r, sid, fmt.Errorf("exchange: unexpected reply %T", res))
+		f.failed(w, r, sid, nil, fmt.Errorf("exchange: unexpected reply %T", res))
 		return
 	}
 	if reply.GetStatus() != pb.SessionReply_STATUS_OK {
-		writeStatus(w, reply.GetStatus())
+		writeStatus(w, nil, reply.GetStatus())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// writeStatus answers a request the grain refused.
-func writeStatus(w http.ResponseWriter, st pb.SessionReply_Status) {
+// writeStatus answers the request with id, which the grain refused.
+func writeStatus(w http.ResponseWriter, id json.RawMessage, st pb.SessionReply_Status) {
 	switch st {
 	case pb.SessionReply_STATUS_FORBIDDEN:
-		WriteError(w, http.StatusForbidden, nil, CodeForbidden, "MCP session does not belong to the current bearer")
+		WriteError(w, http.StatusForbidden, id, CodeForbidden, "MCP session does not belong to the current bearer")
 	case pb.SessionReply_STATUS_ENDED:
-		WriteError(w, http.StatusNotFound, nil, CodeServerError, "Session timed out, please reconnect")
+		WriteError(w, http.StatusNotFound, id, CodeServerError, "Session timed out, please reconnect")
 	case pb.SessionReply_STATUS_EXISTS:
-		WriteRestarting(w) // a minted id collided: practically impossible; the retry mints another
+		WriteRestarting(w, id) // a minted id collided: practically impossible; the retry mints another
 	default:
-		WriteError(w, http.StatusNotFound, nil, CodeServerError, "Session not found")
+		WriteError(w, http.StatusNotFound, id, CodeServerError, "Session not found")
 	}
 }
 
 // failed maps a failed grain request to a response: the restart envelope
 // for anything transient (including a store outage that outlasted the
 // retries of an idempotent request), 500 otherwise.
-func (f *Forwarder) failed(w http.ResponseWriter, r *http.Request, sid string, err error) {
+func (f *Forwarder) failed(w http.ResponseWriter, r *http.Request, sid string, id json.RawMessage, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away
 	}
 	ge, isGrain := grain.AsError(err)
 	if isGrain && !ge.Retryable() && ge.Code != pb.GrainError_CODE_STORE_UNAVAILABLE {
 		f.log.Warn("mcp request failed", "session", sid, "err", err)
-		WriteError(w, http.StatusInternalServerError, nil, CodeServerError, "Internal error")
+		WriteError(w, http.StatusInternalServerError, id, CodeServerError, "Internal error")
 		return
 	}
 	f.log.Info("mcp session not answering in time; sent restart envelope", "session", sid, "err", err)
-	WriteRestarting(w)
+	WriteRestarting(w, id)
 }
 
 // relayIO performs a relay's actions for one exchange: the I/O half of
@@ -295,7 +304,7 @@ func (l *relayIO) do(rc *http.ResponseController, as []action) {
 		case actWriteLostStream:
 			WriteLostStream(l.w, l.reqID)
 		case actWriteRestarting:
-			WriteRestarting(l.w)
+			WriteRestarting(l.w, l.reqID)
 		case actArmSilence:
 			l.silence = rearm(l.silence, departedSilence)
 		case actArmGrace:

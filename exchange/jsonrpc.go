@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // JSON-RPC error codes mcpgrain answers with outside go-sdk's server (the
@@ -23,6 +24,9 @@ const (
 	CodeParseError = jsonrpc.CodeParseError
 	// CodeInvalidParams is JSON-RPC's -32602 (a bad requestState).
 	CodeInvalidParams = jsonrpc.CodeInvalidParams
+	// CodeUnsupportedProtocolVersion is MCP's -32022 (SEP-2575), with
+	// data {supported, requested}.
+	CodeUnsupportedProtocolVersion = mcp.CodeUnsupportedProtocolVersion
 )
 
 // MessageRestarting is the restart envelope's message: the session is
@@ -39,17 +43,22 @@ type errorResponse struct {
 type errorObject struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 // ErrorBody is the JSON-RPC error response answering the request with id
 // (null when id is empty: a request the server could not identify).
 func ErrorBody(id json.RawMessage, code int, msg string) []byte {
+	return errorBody(id, errorObject{Code: code, Message: msg})
+}
+
+func errorBody(id json.RawMessage, e errorObject) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	b, err := json.Marshal(errorResponse{JSONRPC: "2.0", ID: id, Error: errorObject{Code: code, Message: msg}})
+	b, err := json.Marshal(errorResponse{JSONRPC: "2.0", ID: id, Error: e})
 	if err != nil { // id was not valid JSON: answer as for an unknown id
-		b, _ = json.Marshal(errorResponse{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: errorObject{Code: code, Message: msg}})
+		b, _ = json.Marshal(errorResponse{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: e})
 	}
 	return b
 }
@@ -62,12 +71,20 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	_, _ = w.Write(append(ErrorBody(id, code, msg), '\n'))
 }
 
+// WriteErrorData is WriteError with the error's data member.
+func WriteErrorData(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string, data any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(errorBody(id, errorObject{Code: code, Message: msg, Data: data}), '\n'))
+}
+
 // WriteRestarting writes the restart envelope (HTTP 503, Retry-After,
-// JSON-RPC error -32001): the session is being restored or moved and could
-// not answer this request; the client should retry. The session lives on.
-func WriteRestarting(w http.ResponseWriter) {
+// JSON-RPC error -32001) answering the request with id (nil: null): the
+// session is being restored or moved and could not answer this request;
+// the client should retry. The session lives on.
+func WriteRestarting(w http.ResponseWriter, id json.RawMessage) {
 	w.Header().Set("Retry-After", "2")
-	WriteError(w, http.StatusServiceUnavailable, nil, CodeServerError, MessageRestarting)
+	WriteError(w, http.StatusServiceUnavailable, id, CodeServerError, MessageRestarting)
 }
 
 // RestartingEvent is the SSE event answering the request with reqID with

@@ -133,10 +133,6 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 	if !ok {
 		return
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
-		exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, fmt.Sprintf("Bad Request: Unsupported protocol version %q (supported versions: %s)", v, strings.Join(mcp.SupportedProtocolVersions(), ",")))
-		return
-	}
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
@@ -147,6 +143,12 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 			exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, msg)
 			return
 		}
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		exchange.WriteErrorData(w, http.StatusBadRequest, exchange.RequestID(body), exchange.CodeUnsupportedProtocolVersion,
+			fmt.Sprintf("Bad Request: Unsupported protocol version %q (supported versions: %s)", v, strings.Join(mcp.SupportedProtocolVersions(), ",")),
+			mcp.UnsupportedProtocolVersionData{Supported: mcp.SupportedProtocolVersions(), Requested: v})
+		return
 	}
 	if isModern(r, body) {
 		labels.era = eraSessionless
@@ -239,7 +241,7 @@ func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Prin
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "" && !validSessionID(sid):
-		exchange.WriteError(w, http.StatusNotFound, nil, exchange.CodeServerError, "Session not found")
+		exchange.WriteError(w, http.StatusNotFound, exchange.RequestID(body), exchange.CodeServerError, "Session not found")
 	case r.Method == http.MethodDelete && sid != "":
 		h.fwd.Delete(w, r, p, sid)
 	case sid != "":
@@ -247,7 +249,7 @@ func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Prin
 	case r.Method == http.MethodPost && isInitialize(body):
 		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: h.newSessionID(), Principal: p, Body: body, Create: true})
 	default:
-		exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		exchange.WriteError(w, http.StatusBadRequest, exchange.RequestID(body), exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 	}
 }
 

@@ -162,7 +162,7 @@ func TestGatewayRejectsBadRequestsWithSpecStatuses(t *testing.T) {
 	alice := connect(t, addr, aliceToken, "2025-11-25", nil)
 	sid := alice.ID()
 	authz := "Bearer " + aliceToken
-	json := "application/json"
+	ctJSON := "application/json"
 	accept := "application/json, text/event-stream"
 	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}`
@@ -174,23 +174,23 @@ func TestGatewayRejectsBadRequestsWithSpecStatuses(t *testing.T) {
 		status  int
 		code    int // JSON-RPC code if the body is a JSON-RPC error (0: don't check)
 	}{
-		{"no token", "POST", map[string]string{"Content-Type": json, "Accept": accept}, initBody, 401, -32001},
-		{"unknown token", "POST", map[string]string{"Authorization": "Bearer mcpg_nobody_0123456789", "Content-Type": json, "Accept": accept}, initBody, 401, -32001},
-		{"other principal's session", "POST", map[string]string{"Authorization": "Bearer " + bobToken, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 403, -32003},
+		{"no token", "POST", map[string]string{"Content-Type": ctJSON, "Accept": accept}, initBody, 401, -32001},
+		{"unknown token", "POST", map[string]string{"Authorization": "Bearer mcpg_nobody_0123456789", "Content-Type": ctJSON, "Accept": accept}, initBody, 401, -32001},
+		{"other principal's session", "POST", map[string]string{"Authorization": "Bearer " + bobToken, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 403, -32003},
 		{"other principal's delete", "DELETE", map[string]string{"Authorization": "Bearer " + bobToken, "Mcp-Session-Id": sid}, "", 403, -32003},
-		{"unknown session", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": "NOSUCHSESSION", "Content-Type": json, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 404, -32001},
-		{"malformed session id", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": "bad id", "Content-Type": json, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 404, -32001},
-		{"missing session id", "POST", map[string]string{"Authorization": authz, "Content-Type": json, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 400, -32600},
+		{"unknown session", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": "NOSUCHSESSION", "Content-Type": ctJSON, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 404, -32001},
+		{"malformed session id", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": "bad id", "Content-Type": ctJSON, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 404, -32001},
+		{"missing session id", "POST", map[string]string{"Authorization": authz, "Content-Type": ctJSON, "Accept": accept}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 400, -32600},
 		{"GET without session id", "GET", map[string]string{"Authorization": authz, "Accept": "text/event-stream"}, "", 400, -32600},
-		{"bad protocol version", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "1999-01-01"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 400, -32600},
-		{"oversized body", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept}, big, 413, -32600},
+		{"bad protocol version", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "1999-01-01"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 400, -32022},
+		{"oversized body", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept}, big, 413, -32600},
 		{"unsupported method", "PUT", map[string]string{"Authorization": authz}, "", 405, -32001},
-		{"DNS rebinding host", "POST", map[string]string{"Authorization": authz, "Host": "evil.example.com", "Content-Type": json, "Accept": accept}, initBody, 403, 0},
-		{"cross-origin browser request", "POST", map[string]string{"Authorization": authz, "Origin": "https://evil.example.com", "Sec-Fetch-Site": "cross-site", "Content-Type": json, "Accept": accept}, initBody, 403, -32001},
+		{"DNS rebinding host", "POST", map[string]string{"Authorization": authz, "Host": "evil.example.com", "Content-Type": ctJSON, "Accept": accept}, initBody, 403, 0},
+		{"cross-origin browser request", "POST", map[string]string{"Authorization": authz, "Origin": "https://evil.example.com", "Sec-Fetch-Site": "cross-site", "Content-Type": ctJSON, "Accept": accept}, initBody, 403, -32001},
 		// From here go-sdk's handler in the session grain answers.
 		{"wrong content type", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": "text/plain", "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 415, 0},
-		{"malformed JSON", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":`, 400, 0},
-		{"unknown method", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": json, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":3,"method":"no/such"}`, 400, 0},
+		{"malformed JSON", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":`, 400, 0},
+		{"unknown method", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":3,"method":"no/such"}`, 400, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,6 +218,19 @@ func TestGatewayRejectsBadRequestsWithSpecStatuses(t *testing.T) {
 				if c := rpcCode(t, body); c != tc.code {
 					t.Fatalf("JSON-RPC code %d, want %d; body %q", c, tc.code, body)
 				}
+				// An error the gateway writes after reading the body answers
+				// the request by its id (before it, or without one: null).
+				wantID := "null"
+				if tc.status != 401 && strings.Contains(tc.body, `"id":2`) {
+					wantID = "2"
+				}
+				var env struct{ ID json.RawMessage }
+				if err := json.Unmarshal(body, &env); err != nil || string(env.ID) != wantID {
+					t.Fatalf("id %s, want %s; body %q", env.ID, wantID, body)
+				}
+			}
+			if tc.code == -32022 && !bytes.Contains(body, []byte(`"requested":"1999-01-01"`)) {
+				t.Fatalf("unsupported version without its data: %q", body)
 			}
 			if tc.status == 401 && resp.Header.Get("WWW-Authenticate") == "" {
 				t.Fatal("401 without WWW-Authenticate")

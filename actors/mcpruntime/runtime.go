@@ -340,56 +340,68 @@ func (r *Runtime) restore(ctx context.Context, raw []byte) error {
 	if version == "" {
 		version = st.InitializeParams.ProtocolVersion
 	}
-	steps := []struct {
-		method, id string
-		params     any
-		want       int
-	}{{"initialize", `"mcpgrain-restore-initialize"`, st.InitializeParams, http.StatusOK}}
-	// notifications/initialized is replayed whether or not the record has
-	// it: records no longer store it (a client sends it right after
-	// initialize, and nothing else may come before it).
+	for i, step := range handshake(st) {
+		if err := r.replay(ctx, step, i > 0, version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayStep is one request of a replayed handshake and the status its
+// answer must have.
+type replayStep struct {
+	method, id string // id "": a notification
+	params     any
+	want       int
+}
+
+// handshake is what restoring a session replays: initialize,
+// notifications/initialized (whether or not the record has it: records no
+// longer store it, since a client sends it right after initialize and
+// nothing else may come before it), and the log level if one was set.
+func handshake(st mcp.ServerSessionState) []replayStep {
 	initialized := st.InitializedParams
 	if initialized == nil {
 		initialized = &mcp.InitializedParams{}
 	}
-	steps = append(steps, struct {
-		method, id string
-		params     any
-		want       int
-	}{"notifications/initialized", "", initialized, http.StatusAccepted})
-	if st.LogLevel != "" {
-		steps = append(steps, struct {
-			method, id string
-			params     any
-			want       int
-		}{"logging/setLevel", `"mcpgrain-restore-level"`, &mcp.SetLoggingLevelParams{Level: st.LogLevel}, http.StatusOK})
+	steps := []replayStep{
+		{"initialize", `"mcpgrain-restore-initialize"`, st.InitializeParams, http.StatusOK},
+		{"notifications/initialized", "", initialized, http.StatusAccepted},
 	}
-	for i, s := range steps {
-		params, err := json.Marshal(s.params)
-		if err != nil {
-			return fmt.Errorf("mcpruntime: encode %s params: %w", s.method, err)
-		}
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","method":%q,"params":%s`, s.method, params)
-		if s.id != "" {
-			body += `,"id":` + s.id
-		}
-		body += "}"
-		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader([]byte(body)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(exchange.HeaderSession, r.id)
-		if i > 0 {
-			req.Header.Set("Mcp-Session-Id", r.id)
-			req.Header.Set("Mcp-Protocol-Version", version)
-		}
-		rec := httptest.NewRecorder()
-		r.serve(rec, req)
-		if rec.Code != s.want {
-			return fmt.Errorf("mcpruntime: restore %s: status %d: %s", s.method, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
-		}
-		if i == 0 && rec.Header().Get("Mcp-Session-Id") != r.id {
-			return fmt.Errorf("mcpruntime: restore initialize: session id %q, want %q", rec.Header().Get("Mcp-Session-Id"), r.id)
-		}
+	if st.LogLevel != "" {
+		steps = append(steps, replayStep{"logging/setLevel", `"mcpgrain-restore-level"`, &mcp.SetLoggingLevelParams{Level: st.LogLevel}, http.StatusOK})
+	}
+	return steps
+}
+
+// replay serves one handshake step to go-sdk's handler; inSession says the
+// session exists already (every step after initialize).
+func (r *Runtime) replay(ctx context.Context, s replayStep, inSession bool, version string) error {
+	params, err := json.Marshal(s.params)
+	if err != nil {
+		return fmt.Errorf("mcpruntime: encode %s params: %w", s.method, err)
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","method":%q,"params":%s`, s.method, params)
+	if s.id != "" {
+		body += `,"id":` + s.id
+	}
+	body += "}"
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(exchange.HeaderSession, r.id)
+	if inSession {
+		req.Header.Set("Mcp-Session-Id", r.id)
+		req.Header.Set("Mcp-Protocol-Version", version)
+	}
+	rec := httptest.NewRecorder()
+	r.serve(rec, req)
+	if rec.Code != s.want {
+		return fmt.Errorf("mcpruntime: restore %s: status %d: %s", s.method, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
+	}
+	if !inSession && rec.Header().Get("Mcp-Session-Id") != r.id {
+		return fmt.Errorf("mcpruntime: restore initialize: session id %q, want %q", rec.Header().Get("Mcp-Session-Id"), r.id)
 	}
 	return nil
 }
@@ -457,7 +469,7 @@ func (g *closingGuard) WriteHeader(status int) {
 		for k := range g.Header() {
 			delete(g.Header(), k)
 		}
-		exchange.WriteRestarting(g.ResponseWriter)
+		exchange.WriteRestarting(g.ResponseWriter, nil)
 		return
 	}
 	g.ResponseWriter.WriteHeader(status)

@@ -80,58 +80,26 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	started := func(st pb.SessionReply_Status) *pb.ExchangeStarted {
 		return &pb.ExchangeStarted{Status: st, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 	}
-	standalone, restored := false, false
-	if m.GetCreate() {
-		if s.rec != nil || s.creating != nil {
-			return started(pb.SessionReply_STATUS_EXISTS), nil
-		}
-		if err := s.beginCreate(ctx, g, m.GetPrincipal()); err != nil {
+	adm, err := s.admitExchange(ctx, g, m)
+	if err != nil || adm.status != pb.SessionReply_STATUS_OK || adm.parked {
+		if err != nil {
 			return nil, err
 		}
-	} else {
-		if st := s.check(m.GetPrincipal()); st != pb.SessionReply_STATUS_OK {
-			return started(st), nil
-		}
-		if standalone = standaloneStream(m); standalone {
-			m = withoutLastEventID(m)
-			if s.rt == nil {
-				if err := s.park(g, m); err != nil {
-					return nil, err
-				}
-				return started(pb.SessionReply_STATUS_OK), nil
-			}
-		}
-		var err error
-		if restored, err = s.ensureRuntime(ctx, g); err != nil {
-			return nil, err
-		}
+		return started(adm.status), nil
 	}
+	m = adm.m
 	es, ok := s.rt.(ExchangeServer)
 	if !ok {
 		return nil, grain.Reject("session: this node's runtime does not serve HTTP exchanges")
 	}
-	serve := es.ServeExchange
-	if standalone {
-		id := s.h.primeID()
-		serve = func(w http.ResponseWriter, r *http.Request) {
-			es.ServeExchange(&primingWriter{ResponseWriter: w, id: id}, r)
-		}
-	}
-	if m.GetMethod() == http.MethodPost {
-		res := s.res
-		res.posts.Add(1) // in this turn: whatever the grain decides next sees it
-		serve = func(w http.ResponseWriter, r *http.Request) {
-			defer res.posts.Add(-1)
-			if restored {
-				w.Header().Set(exchange.HeaderRestored, "1")
-			}
-			es.ServeExchange(w, r)
-		}
+	post := m.GetMethod() == http.MethodPost
+	if post {
+		s.res.posts.Add(1) // in this turn: whatever the grain decides next sees it
 	}
 	answer := g.Defer() // exchange.Start answers, with the response's first frame
-	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, s.id, false), serve, exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
+	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, s.id, false), s.handler(es, adm), exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
 	if err != nil {
-		if m.GetMethod() == http.MethodPost {
+		if post {
 			s.res.posts.Add(-1)
 		}
 		answer(nil, grain.Reject("session: %v", err))
@@ -140,6 +108,66 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	s.markActivity()
 	s.exchanges[m.GetExchangeId()] = cancel
 	return nil, nil // answered by exchange.Start
+}
+
+// admission is what the session decided about an exchange before serving
+// it.
+type admission struct {
+	status     pb.SessionReply_Status // not OK: answer with it, serve nothing
+	m          *pb.HttpExchange       // the exchange to serve (a standalone stream's without Last-Event-ID)
+	standalone bool                   // the standalone GET stream
+	parked     bool                   // a standalone stream parked on a session without a runtime: answered
+	restored   bool                   // serving it restored the runtime
+}
+
+// admitExchange creates the session (initialize) or checks the caller owns
+// it, parks a standalone stream of a hibernated session, and otherwise
+// makes sure the runtime is resident.
+func (s *session) admitExchange(ctx context.Context, g grain.Context, m *pb.HttpExchange) (admission, error) {
+	adm := admission{status: pb.SessionReply_STATUS_OK, m: m}
+	if m.GetCreate() {
+		if s.rec != nil || s.creating != nil {
+			adm.status = pb.SessionReply_STATUS_EXISTS
+			return adm, nil
+		}
+		return adm, s.beginCreate(ctx, g, m.GetPrincipal())
+	}
+	if adm.status = s.check(m.GetPrincipal()); adm.status != pb.SessionReply_STATUS_OK {
+		return adm, nil
+	}
+	if adm.standalone = standaloneStream(m); adm.standalone {
+		adm.m = withoutLastEventID(m)
+		if s.rt == nil {
+			adm.parked = true
+			return adm, s.park(g, adm.m)
+		}
+	}
+	var err error
+	adm.restored, err = s.ensureRuntime(ctx, g)
+	return adm, err
+}
+
+// handler is the HTTP handler serving an admitted exchange: the runtime's,
+// with a fresh priming event id on a standalone stream, and for a POST the
+// in-flight count released and the restored header set.
+func (s *session) handler(es ExchangeServer, adm admission) http.HandlerFunc {
+	switch {
+	case adm.standalone:
+		id := s.h.primeID()
+		return func(w http.ResponseWriter, r *http.Request) {
+			es.ServeExchange(&primingWriter{ResponseWriter: w, id: id}, r)
+		}
+	case adm.m.GetMethod() == http.MethodPost:
+		res, restored := s.res, adm.restored
+		return func(w http.ResponseWriter, r *http.Request) {
+			defer res.posts.Add(-1)
+			if restored {
+				w.Header().Set(exchange.HeaderRestored, "1")
+			}
+			es.ServeExchange(w, r)
+		}
+	}
+	return es.ServeExchange
 }
 
 // standaloneStream reports whether m opens (or resumes) the session's

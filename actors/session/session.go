@@ -674,10 +674,15 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		}
 		return
 	}
-	m, ok := msg.(*leaseMsg)
-	if !ok || m.h != s.hooks || s.rt == nil {
-		return // a hook of a runtime already disposed
+	if m, ok := msg.(*leaseMsg); ok && m.h == s.hooks && s.rt != nil {
+		s.onLease(ctx, g, m) // else a hook of a runtime already disposed
 	}
+}
+
+// onLease handles what the runtime reports about a paused execution:
+// paused (take a lease, arm its deadline), resuming (count the decision),
+// settled (release the lease).
+func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 	switch m.op {
 	case "paused":
 		if _, ok := s.leases[m.execID]; ok {
