@@ -16,6 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 )
 
 // maxMetadataBytes bounds a fetched metadata document or key set.
@@ -27,31 +28,45 @@ const maxKeys = 64
 // keySet is the signing keys of one authorization server (its JWKS), kept
 // in memory and fetched again:
 //   - when a token names a key id the set does not have (the server
-//     rotated its keys), at most once per minRefresh, so tokens with
-//     made-up key ids cannot make this node hammer the server;
+//     rotated its keys): a few times in a row (refreshBurst), then at most
+//     once per minRefresh, so tokens with made-up key ids cannot make this
+//     node hammer the server;
 //   - when the set is older than maxAge (keys the server removed stop
 //     being accepted within that time even if no new key shows up).
 //
 // A fetch replaces the whole set: a key the server no longer publishes is
 // forgotten at once. A failed fetch keeps the old set (a server that is
-// down does not lock every client out) and is tried again after
-// minRefresh.
+// down does not lock every client out); attempts, failed or not, come out
+// of the same budget.
 type keySet struct {
-	issuer     string
-	jwksURL    string // "" until discovered
-	client     *http.Client
-	now        func() time.Time
-	maxAge     time.Duration
-	minRefresh time.Duration
+	issuer  string
+	jwksURL string // "" until discovered
+	client  *http.Client
+	now     func() time.Time
+	maxAge  time.Duration
+	// budget limits fetches: refreshBurst in a row, then one per
+	// minRefresh.
+	budget *rate.Limiter
 
 	group singleflight.Group
 
 	mu        sync.Mutex
 	keys      []jose.JSONWebKey
 	fetchedAt time.Time // last successful fetch
-	triedAt   time.Time // last fetch attempt
 	lastErr   error     // the last attempt's error
-	fetches   int       // attempts, for tests
+	attempts  int       // fetch attempts so far
+}
+
+// refreshBurst is how many key set fetches may follow each other before
+// the rate of one per minRefresh applies: the fetch at startup, the one a
+// server that only creates its keys when first asked needs, and one
+// rotation.
+const refreshBurst = 3
+
+// newKeySet returns the key set of issuer (jwksURL "" : discovered).
+func newKeySet(issuer, jwksURL string, client *http.Client, now func() time.Time, maxAge, minRefresh time.Duration) *keySet {
+	return &keySet{issuer: issuer, jwksURL: jwksURL, client: client, now: now, maxAge: maxAge,
+		budget: rate.NewLimiter(rate.Every(minRefresh), refreshBurst)}
 }
 
 // errKeysUnavailable: the set could not be fetched and has no key for the
@@ -60,17 +75,18 @@ var errKeysUnavailable = errors.New("the authorization server's signing keys cou
 
 // lookup returns the keys that may have signed a token with key id kid
 // ("": every key), fetching the set when it is empty, stale, or lacks kid
-// (at most once per minRefresh). With a stale set that cannot be fetched
+// (within the fetch budget). With a stale set that cannot be fetched
 // it answers from the stale set; with no set at all, the error says so.
 func (s *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
 	s.mu.Lock()
 	have := matching(s.keys, kid)
 	fresh := !s.fetchedAt.IsZero() && s.now().Sub(s.fetchedAt) < s.maxAge
+	seen := s.attempts
 	s.mu.Unlock()
 	if len(have) > 0 && fresh {
 		return have, nil
 	}
-	err := s.refresh(ctx)
+	err := s.refresh(ctx, seen)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if have = matching(s.keys, kid); len(have) > 0 {
@@ -95,21 +111,19 @@ func matching(set []jose.JSONWebKey, kid string) []jose.JSONWebKey {
 	return nil
 }
 
-// refresh fetches the set, once for every concurrent caller and at most
-// once per minRefresh (within it, it returns the last attempt's error).
-// The fetch is not cancelled with ctx (other callers wait for it too); ctx
+// refresh fetches the set, once for every concurrent caller, unless it
+// was fetched since the caller looked at it (attempt number seen) or the
+// fetch budget is spent; then it returns the last attempt's error. The
+// fetch is not cancelled with ctx (other callers wait for it too); ctx
 // only ends this caller's wait.
-func (s *keySet) refresh(ctx context.Context) error {
+func (s *keySet) refresh(ctx context.Context, seen int) error {
 	ch := s.group.DoChan("fetch", func() (any, error) {
 		s.mu.Lock()
-		if now := s.now(); !s.triedAt.IsZero() && now.Sub(s.triedAt) < s.minRefresh {
-			// Another caller fetched (or tried) a moment ago.
-			err := s.lastErr
-			s.mu.Unlock()
-			return nil, err
+		if s.attempts != seen || !s.budget.AllowN(s.now(), 1) {
+			defer s.mu.Unlock()
+			return nil, s.lastErr
 		}
-		s.triedAt = s.now()
-		s.fetches++
+		s.attempts++
 		s.mu.Unlock()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout(s.client))
 		defer cancel()

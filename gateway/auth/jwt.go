@@ -22,7 +22,8 @@ const (
 	// fetched again.
 	DefaultKeysMaxAge = 15 * time.Minute
 	// DefaultKeysMinRefresh is the least time between two fetches of one
-	// issuer's key set (for tokens naming a key id the set lacks).
+	// issuer's key set, past a first few (for tokens naming a key id the
+	// set lacks).
 	DefaultKeysMinRefresh = 10 * time.Second
 )
 
@@ -58,10 +59,10 @@ type JWTOptions struct {
 	// KeysMaxAge is how long a key set is used before it is fetched again.
 	// Default [DefaultKeysMaxAge].
 	KeysMaxAge time.Duration
-	// KeysMinRefresh is the least time between two fetches of one
-	// issuer's keys: a token naming an unknown key id makes the verifier
-	// fetch the set again (the server rotated its keys), at most this
-	// often. Default [DefaultKeysMinRefresh].
+	// KeysMinRefresh limits fetches of one issuer's keys: a token naming
+	// an unknown key id makes the verifier fetch the set again (the server
+	// rotated its keys) — three times in a row at most, then once per
+	// KeysMinRefresh. Default [DefaultKeysMinRefresh].
 	KeysMinRefresh time.Duration
 	// HTTPClient fetches metadata and keys. Default: a client with a 10s
 	// timeout.
@@ -133,7 +134,7 @@ func NewJWTVerifier(o JWTOptions) (*JWTVerifier, error) {
 		if err := checkIssuer(iss); err != nil {
 			return nil, err
 		}
-		v.issuers[iss] = &keySet{issuer: iss, jwksURL: o.JWKSURL, client: client, now: v.now, maxAge: o.KeysMaxAge, minRefresh: o.KeysMinRefresh}
+		v.issuers[iss] = newKeySet(iss, o.JWKSURL, client, v.now, o.KeysMaxAge, o.KeysMinRefresh)
 	}
 	return v, nil
 }
