@@ -112,6 +112,9 @@ type MCPConfig struct {
 	Packs []string
 	// Keys authenticates bearer tokens.
 	Keys *auth.Keys
+	// OAuth verifies bearer tokens that are not keys as OAuth access
+	// tokens (zero: off).
+	OAuth OAuthConfig
 	// NoAuth accepts every request as the anonymous principal; only allowed
 	// on a loopback HTTP listener.
 	NoAuth bool
@@ -257,6 +260,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if cfg.MCP.NoAuth && !loopbackListener(httpLn.Addr()) {
 		return fmt.Errorf("--no-auth is only allowed when --http listens on a loopback address (it is %s)", httpLn.Addr())
 	}
+	oauth, err := newOAuth(ctx, cfg.MCP.OAuth, log.With("component", "oauth"))
+	if err != nil {
+		return err
+	}
 	nodeID := cfg.NodeID
 	if nodeID == "" {
 		nodeID = defaultNodeID(cfg.Advertise, cfg.Bind)
@@ -400,7 +407,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if cfg.MCP.AuthFailureRate >= 0 {
 		failures = auth.NewFailureLimiter(auth.FailureLimiterOptions{Rate: cfg.MCP.AuthFailureRate, Burst: cfg.MCP.AuthFailureBurst})
 	}
-	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain", Failures: failures})
+	authn := auth.NewAuthenticator(cfg.MCP.Keys, auth.AuthOptions{NoAuth: cfg.MCP.NoAuth, Realm: "mcpgrain", Failures: failures, OAuth: oauth})
 	limiter := auth.NewLimiter(auth.LimiterOptions{Rate: cfg.MCP.RateLimit, Burst: cfg.MCP.RateBurst})
 	approvalSvc := approvals.NewService(node, st, approvals.ServiceOptions{Approvers: cfg.MCP.Approvers})
 	pageKey := cfg.MCP.StateKey
