@@ -317,10 +317,15 @@ func (h *Hydra) start() error {
 			return fmt.Errorf("hydra exited during startup (see log %s)", h.logPath)
 		default:
 		}
-		var ready, meta map[string]any
+		// Hydra creates its signing keys when they are first asked for;
+		// asking here keeps that (and its seconds of key generation)
+		// out of the tests.
+		var ready, meta, keys map[string]any
 		if lastErr = getJSON(client, h.AdminURL()+"/health/ready", &ready); lastErr == nil {
 			if lastErr = getJSON(client, h.Issuer()+"/.well-known/openid-configuration", &meta); lastErr == nil {
-				return nil
+				if lastErr = getJSON(&http.Client{Timeout: 30 * time.Second}, h.Issuer()+"/.well-known/jwks.json", &keys); lastErr == nil {
+					return nil
+				}
 			}
 		}
 		select {
@@ -390,6 +395,9 @@ type HydraClient struct {
 	// Opaque issues opaque access tokens (checked by introspection)
 	// instead of JWTs.
 	Opaque bool
+	// AuthMethod is how the client authenticates at the token endpoint:
+	// "client_secret_basic" (the default) or "client_secret_post".
+	AuthMethod string
 }
 
 // CreateClient registers c through the admin API.
@@ -401,6 +409,9 @@ func (h *Hydra) CreateClient(t testing.TB, c HydraClient) {
 	}
 	if c.Opaque {
 		body["access_token_strategy"] = "opaque"
+	}
+	if c.AuthMethod != "" {
+		body["token_endpoint_auth_method"] = c.AuthMethod
 	}
 	h.mu.Lock()
 	h.claims[c.ID] = c.Claims
