@@ -115,8 +115,11 @@
 //
 // # Rate limiting
 //
-// A [Limiter] is a token bucket per principal (org and user). When it
-// refuses, answer 429 with a Retry-After header:
+// A [Limiter] is a token bucket per principal (org and user): a
+// golang.org/x/time/rate limiter each, kept in a bounded LRU cache. It
+// counts on one node only: across N nodes behind a load balancer a
+// principal gets up to N times the rate. When it refuses, answer 429 with
+// a Retry-After header:
 //
 //	lim := auth.NewLimiter(auth.LimiterOptions{Rate: 10, Burst: 20})
 //	if ok, retry := lim.Allow(p); !ok {
