@@ -98,7 +98,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if !m.noAuth && m.token != "" {
 			header = fmt.Sprintf(`, "headers": {"Authorization": "Bearer %s"}`, m.token)
 		}
-		fmt.Fprintf(stdout, "  client config (URL + bearer header):\n    {\"mcpServers\": {\"mcpgrain\": {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", endpoint, header)
+		label := "URL + bearer header"
+		if header == "" && mc.OAuth.Enabled() {
+			label = "the client signs in through OAuth: the 401 names the authorization server"
+		}
+		fmt.Fprintf(stdout, "  client config (%s):\n    {\"mcpServers\": {\"mcpgrain\": {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", label, endpoint, header)
 	})
 }
 
