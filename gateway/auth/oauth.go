@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/time/rate"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -42,6 +45,10 @@ type OAuthOptions struct {
 	ResourceName string
 	// Documentation, if set, is the metadata's resource_documentation URL.
 	Documentation string
+	// Logger logs why tokens could not be checked (the authorization
+	// server could not be reached), at most every 10 s. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // OAuth is the OAuth 2.1 resource server side of the MCP authorization
@@ -56,6 +63,9 @@ type OAuth struct {
 	metaURL  string
 	metaPath string
 	meta     *oauthex.ProtectedResourceMetadata
+	// unreachable spaces out the log lines of an authorization server
+	// outage (every request would log one).
+	unreachable rate.Sometimes
 }
 
 // NewOAuth returns the resource server o describes.
@@ -74,6 +84,9 @@ func NewOAuth(o OAuthOptions) (*OAuth, error) {
 	if o.JWT == nil && o.Introspection == nil {
 		return nil, errors.New("auth: OAuth needs JWT verification, introspection or both")
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	u, _ := url.Parse(o.Resource) // checked above
 	path := strings.TrimRight(u.EscapedPath(), "/")
 	meta := &oauthex.ProtectedResourceMetadata{
@@ -85,10 +98,11 @@ func NewOAuth(o OAuthOptions) (*OAuth, error) {
 		ResourceDocumentation:  o.Documentation,
 	}
 	return &OAuth{
-		o:        o,
-		metaPath: wellKnownPRM + path,
-		metaURL:  u.Scheme + "://" + u.Host + wellKnownPRM + path,
-		meta:     meta,
+		o:           o,
+		metaPath:    wellKnownPRM + path,
+		metaURL:     u.Scheme + "://" + u.Host + wellKnownPRM + path,
+		meta:        meta,
+		unreachable: rate.Sometimes{Interval: 10 * time.Second},
 	}, nil
 }
 
@@ -145,6 +159,9 @@ func (o *OAuth) Verify(ctx context.Context, token string) (*pb.Principal, error)
 		if errors.As(err, &te) {
 			return nil, &Error{Status: http.StatusUnauthorized, Code: CodeInvalidToken, Message: "access token " + te.msg}
 		}
+		o.unreachable.Do(func() {
+			o.o.Logger.Warn("OAuth: cannot check access tokens: the authorization server could not be reached (answering 503)", "err", err)
+		})
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeTemporarilyUnavailable,
 			Message: "the authorization server could not be reached to verify the token; retry later", cause: err}
 	}

@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -105,12 +107,19 @@ func TestAuthenticateOAuth(t *testing.T) {
 }
 
 // TestAuthenticateOAuthUnavailable: an authorization server that cannot
-// be reached is a 503 (retry), not a 401, and not a failed sign-in.
+// be reached is a 503 (retry), not a 401, and not a failed sign-in; the
+// outage is logged, not once per request.
 func TestAuthenticateOAuthUnavailable(t *testing.T) {
 	is := newTestIssuer(t)
 	is.down.Store(true)
 	failures := NewFailureLimiter(FailureLimiterOptions{Burst: 1})
-	a := newOAuthAuthenticator(t, is, newManualClock(), failures)
+	var logs bytes.Buffer
+	oa, err := NewOAuth(OAuthOptions{Resource: testResource, AuthorizationServers: []string{is.URL()},
+		JWT: newTestVerifier(t, is, newManualClock(), nil), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthenticator(nil, AuthOptions{OAuth: oa, Failures: failures})
 	for range 3 {
 		_, err := a.AuthenticateToken(t.Context(), "192.0.2.7:1", is.sign(claims{}, nil))
 		var ae *Error
@@ -120,6 +129,9 @@ func TestAuthenticateOAuthUnavailable(t *testing.T) {
 	}
 	if _, blocked := failures.Blocked(ClientKey("192.0.2.7:1")); blocked {
 		t.Fatal("tokens that could not be checked counted as failed sign-ins")
+	}
+	if n := strings.Count(logs.String(), "could not be reached"); n != 1 {
+		t.Fatalf("%d log lines for three refusals in a row, want 1:\n%s", n, logs.String())
 	}
 }
 

@@ -74,6 +74,7 @@ func newOAuth(ctx context.Context, c OAuthConfig, log *slog.Logger) (*auth.OAuth
 	}
 	oa, err := auth.NewOAuth(auth.OAuthOptions{
 		Resource: c.Resource, AuthorizationServers: c.Issuers, JWT: jwt, Introspection: in, Claims: c.Claims, ResourceName: "mcpgrain",
+		Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("OAuth (check --oauth-resource): %w", err)
