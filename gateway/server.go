@@ -95,6 +95,14 @@ func NewHandler(o Options) (http.Handler, error) {
 		mux.Handle("/debug/pprof/trace", o.debug(nil, pprof.Trace))
 	}
 	if o.MCP != nil {
+		// OAuth protected resource metadata (RFC 9728): public, so that
+		// a client can find the authorization server before it has a token.
+		if o.MCP.Auth != nil {
+			paths, h := o.MCP.Auth.ProtectedResource()
+			for _, p := range paths {
+				mux.Handle(p, h)
+			}
+		}
 		h, err := newMCPHandler(o.Node, o.Logger, o.Registerer, *o.MCP)
 		if err != nil {
 			return nil, err
@@ -141,6 +149,9 @@ func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
 			return
 		}
 		if p.GetRole() != DebugRole {
+			if c := o.Auth.InsufficientRole(DebugRole, "the /debug/ routes need the "+DebugRole+" role"); c != "" {
+				w.Header().Set("WWW-Authenticate", c)
+			}
 			writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_role", "message": "the /debug/ routes need the " + DebugRole + " role"})
 			return
 		}

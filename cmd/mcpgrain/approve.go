@@ -38,6 +38,11 @@ Commands:
   decline ID           decline it: the call fails with a declined error
   watch                print each paused execution as it appears (Ctrl-C stops)
 
+Your identity is a bearer token (--token-file, MCPGRAIN_TOKEN): a static
+key, or an OAuth access token; or the CLI gets an access token itself with
+the client credentials grant (--oauth-token-url, --oauth-client-id,
+--oauth-client-secret-file).
+
 Flags (each also settable as MCPGRAIN_<FLAG>):
 `
 
@@ -46,6 +51,7 @@ type approveFlags struct {
 	addr, token, caFile, reason string
 	useTLS, asJSON, quiet       bool
 	timeout                     time.Duration
+	cc                          clientCredentials
 }
 
 func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,6 +66,7 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&f.quiet, "q", false, "list: print only execution ids, one per line")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "per-request timeout")
+	f.cc.register(fs)
 	addSecretFiles(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, approveUsage)
@@ -109,6 +116,16 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := checkAddr(f.addr); err != nil {
 		return fmt.Errorf("%w: --grpc %q: %v (want host:port)", errUsage, f.addr, err)
+	}
+	if f.cc.set() {
+		if f.token != "" {
+			return fmt.Errorf("%w: a token (--token, --token-file, MCPGRAIN_TOKEN) and a client credentials grant (--oauth-token-url) both set: use one", errUsage)
+		}
+		tok, err := f.cc.token(ctx, f.timeout)
+		if err != nil {
+			return err
+		}
+		f.token = tok
 	}
 	conn, err := f.dial()
 	if err != nil {
@@ -192,7 +209,7 @@ func rpcError(err error) error {
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		return fmt.Errorf("not authenticated (set MCPGRAIN_TOKEN or --token-file): %s", st.Message())
+		return fmt.Errorf("not authenticated (set MCPGRAIN_TOKEN, --token-file or --oauth-token-url): %s", st.Message())
 	case codes.Unavailable:
 		return fmt.Errorf("unavailable: %s", st.Message())
 	}

@@ -41,6 +41,7 @@ type mcpFlags struct {
 	policy                          alarm.Policy
 	ttl                             time.Duration
 	code                            codeFlags
+	oauth                           oauthFlags
 }
 
 // codeFlags are the flags of code mode (the "code" pack).
@@ -136,6 +137,7 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault bool) {
 	d := alarm.DefaultPolicy()
 	m.code.register(fs, demoDefault)
+	m.oauth.register(fs)
 	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
 	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member|viewer"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
 	fs.StringVar(&m.approvers, "approvers", string(policy.ApproversMember), "who of an execution's organization may decide it: member (admins and members) or admin (admins only); viewers only ever see")
@@ -240,7 +242,12 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	if err != nil {
 		return app.MCPConfig{}, err
 	}
+	oauth, err := m.oauth.config(code.PublicURL)
+	if err != nil {
+		return app.MCPConfig{}, err
+	}
 	return app.MCPConfig{
+		OAuth:    oauth,
 		Code:     code,
 		StateKey: stateKey,
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,

@@ -20,7 +20,7 @@ import (
 // (MCPGRAIN_<FLAG>_FILE for the twin).
 
 // secretFileFlags are the flags that get a -file twin.
-var secretFileFlags = []string{"token", "state-key", "store"}
+var secretFileFlags = []string{"token", "state-key", "store", "oauth-introspection-secret", "oauth-client-secret"}
 
 // maxSecretFile bounds what a -file flag reads.
 const maxSecretFile = 64 << 10
@@ -87,7 +87,7 @@ func resolveSecrets(fs *flag.FlagSet, stderr io.Writer, cmd string, warn bool) e
 // when it holds a password.
 func secretOnCommandLine(name, value string) string {
 	switch name {
-	case "token", "state-key":
+	case "token", "state-key", "oauth-introspection-secret", "oauth-client-secret":
 		if value != "" {
 			return "--" + name
 		}

@@ -36,7 +36,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w: --data must not be empty", errUsage)
 	}
 	generated := false
-	if m.token == "" && m.keysFile == "" && os.Getenv(auth.EnvVar) == "" && !m.noAuth {
+	if m.token == "" && m.keysFile == "" && os.Getenv(auth.EnvVar) == "" && !m.noAuth && len(m.oauth.issuers) == 0 {
 		tok, err := auth.GenerateToken()
 		if err != nil {
 			return err
@@ -70,6 +70,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				note = "  (generated; set your own with --token)"
 			}
 			fmt.Fprintf(stdout, "  bearer token:  %s%s\n", m.token, note)
+		case mc.OAuth.Enabled():
+			fmt.Fprintf(stdout, "  auth:          OAuth access tokens of %s for %s\n", strings.Join(mc.OAuth.Issuers, ", "), mc.OAuth.Resource)
 		default:
 			fmt.Fprintf(stdout, "  auth:          bearer tokens from --keys-file / %s\n", auth.EnvVar)
 		}
@@ -96,7 +98,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if !m.noAuth && m.token != "" {
 			header = fmt.Sprintf(`, "headers": {"Authorization": "Bearer %s"}`, m.token)
 		}
-		fmt.Fprintf(stdout, "  client config (URL + bearer header):\n    {\"mcpServers\": {\"mcpgrain\": {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", endpoint, header)
+		label := "URL + bearer header"
+		if header == "" && mc.OAuth.Enabled() {
+			label = "the client signs in through OAuth: the 401 names the authorization server"
+		}
+		fmt.Fprintf(stdout, "  client config (%s):\n    {\"mcpServers\": {\"mcpgrain\": {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", label, endpoint, header)
 	})
 }
 
@@ -146,8 +152,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if mc.Keys.Len() == 0 && !mc.NoAuth {
-		return fmt.Errorf("%w: no bearer tokens: set --keys-file, %s, or --token-file / MCPGRAIN_TOKEN (or --no-auth on a loopback --http)", errUsage, auth.EnvVar)
+	if mc.Keys.Len() == 0 && !mc.NoAuth && !mc.OAuth.Enabled() {
+		return fmt.Errorf("%w: no bearer tokens: set --keys-file, %s, --token-file / MCPGRAIN_TOKEN, or --oauth-issuer (or --no-auth on a loopback --http)", errUsage, auth.EnvVar)
 	}
 	if mc.StateKey == nil {
 		return fmt.Errorf("%w: --state-key is required (the same hex key on every node, e.g. openssl rand -hex 32; give it as --state-key-file or MCPGRAIN_STATE_KEY)", errUsage)

@@ -62,7 +62,7 @@ func (g *GRPCServer) principal(ctx context.Context) (*pb.Principal, error) {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr.String()
 	}
-	who, err := g.o.Auth.AuthenticateHeader(remote, md.Get("authorization"))
+	who, err := g.o.Auth.AuthenticateHeader(ctx, remote, md.Get("authorization"))
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
@@ -70,6 +70,13 @@ func (g *GRPCServer) principal(ctx context.Context) (*pb.Principal, error) {
 		}
 		if errors.As(err, &ae) && ae.Code == auth.CodeRateLimited {
 			return nil, status.Errorf(codes.ResourceExhausted, "%s (retry in %s)", ae.Message, ae.RetryAfter.Round(time.Second))
+		}
+		if errors.As(err, &ae) && ae.Code == auth.CodeInsufficientScope {
+			return nil, status.Error(codes.PermissionDenied, auth.CodeInsufficientScope+": "+ae.Message)
+		}
+		if errors.As(err, &ae) && ae.Code == auth.CodeTemporarilyUnavailable {
+			g.o.Logger.Warn("approvals: cannot verify an access token", "err", err)
+			return nil, status.Error(codes.Unavailable, ae.Message)
 		}
 		msg := "missing or unknown bearer token"
 		if errors.As(err, &ae) {

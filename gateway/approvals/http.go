@@ -160,7 +160,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrInvalid):
 		writeError(w, http.StatusBadRequest, ErrInvalid.Error(), err.Error())
 	case errors.Is(err, ErrInsufficientRole):
-		writeError(w, http.StatusForbidden, ErrInsufficientRole.Error(), strings.TrimPrefix(err.Error(), ErrInsufficientRole.Error()+": "))
+		msg := strings.TrimPrefix(err.Error(), ErrInsufficientRole.Error()+": ")
+		if c := a.o.Auth.InsufficientRole(a.svc.DecidingRole(), msg); c != "" {
+			w.Header().Set("WWW-Authenticate", c) // an OAuth client may ask for the scope
+		}
+		writeError(w, http.StatusForbidden, ErrInsufficientRole.Error(), msg)
 	default:
 		a.o.Logger.Warn("approvals: request failed", "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, ErrUnavailable.Error(), "the execution's session could not be reached; retry (a decision may have been recorded: look again first)")

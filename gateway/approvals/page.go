@@ -132,7 +132,7 @@ func (p *page) principal(r *http.Request) (*pb.Principal, bool, error) {
 		return who, err == nil, err
 	}
 	if c, err := r.Cookie(TokenCookie); err == nil && c.Value != "" {
-		who, err := p.o.Auth.AuthenticateToken(r.RemoteAddr, c.Value)
+		who, err := p.o.Auth.AuthenticateToken(r.Context(), r.RemoteAddr, c.Value)
 		return who, err == nil, err
 	}
 	return nil, false, nil
@@ -321,7 +321,7 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 // page without it in the address; an invalid one gets the sign-in form
 // (with detail).
 func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail string) {
-	if _, err := p.o.Auth.AuthenticateToken(r.RemoteAddr, token); err != nil {
+	if _, err := p.o.Auth.AuthenticateToken(r.Context(), r.RemoteAddr, token); err != nil {
 		if p.failedSignIns(w, err) {
 			return
 		}

@@ -91,6 +91,15 @@ func NewService(node Requester, dir Directory, o ServiceOptions) *Service {
 	return &Service{node: node, dir: dir, now: o.Now, approvers: o.Approvers}
 }
 
+// DecidingRole is the least role that may decide executions here:
+// member, or admin when only admins decide.
+func (s *Service) DecidingRole() string {
+	if s.approvers == policy.ApproversAdmin {
+		return "admin"
+	}
+	return "member"
+}
+
 // MayDecide reports whether who's role may decide executions here (it
 // may still find none to decide).
 func (s *Service) MayDecide(who *pb.Principal) bool {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -37,6 +38,13 @@ const (
 	// CodeRateLimited: too many failed sign-ins from the client's address
 	// (429; see [Error.RetryAfter]).
 	CodeRateLimited = "rate_limited"
+	// CodeInsufficientScope: a valid access token that grants no role, or
+	// not the role the request needs (403; RFC 6750). The challenge names
+	// the scope that would.
+	CodeInsufficientScope = "insufficient_scope"
+	// CodeTemporarilyUnavailable: the authorization server could not be
+	// reached to verify an access token (503); the token may be fine.
+	CodeTemporarilyUnavailable = "temporarily_unavailable"
 )
 
 // AuthOptions configure an [Authenticator].
@@ -51,7 +59,13 @@ type AuthOptions struct {
 	// ResourceMetadataURL, if set, is sent as the resource_metadata
 	// parameter of WWW-Authenticate (RFC 9728 OAuth protected resource
 	// metadata, which MCP clients use to discover the authorization server).
+	// Default with OAuth: [OAuth.MetadataURL].
 	ResourceMetadataURL string
+	// OAuth, if set, verifies bearer tokens that are not static keys as
+	// OAuth access tokens (JWTs, or opaque tokens by introspection) and
+	// maps them to principals. Keys are tried first. With OAuth, every
+	// challenge also names the scope a request needs.
+	OAuth *OAuth
 	// Failures, if set, limits failed sign-ins per client address: an
 	// address out of failures gets [CodeRateLimited] for every attempt
 	// that carries credentials until it has one again.
@@ -63,6 +77,7 @@ type AuthOptions struct {
 type Authenticator struct {
 	keys     *Keys
 	noAuth   bool
+	oauth    *OAuth
 	failures *FailureLimiter
 	// params are the challenge's fixed auth-params (realm,
 	// resource_metadata), already formatted.
@@ -72,9 +87,12 @@ type Authenticator struct {
 // NewAuthenticator returns an Authenticator that accepts the tokens in keys
 // (nil accepts none, unless opts.NoAuth).
 func NewAuthenticator(keys *Keys, opts AuthOptions) *Authenticator {
-	a := &Authenticator{keys: keys, noAuth: opts.NoAuth, failures: opts.Failures}
+	a := &Authenticator{keys: keys, noAuth: opts.NoAuth, oauth: opts.OAuth, failures: opts.Failures}
 	if opts.Realm != "" {
 		a.params = append(a.params, "realm="+quote(opts.Realm))
+	}
+	if opts.ResourceMetadataURL == "" && opts.OAuth != nil {
+		opts.ResourceMetadataURL = opts.OAuth.MetadataURL()
 	}
 	if opts.ResourceMetadataURL != "" {
 		a.params = append(a.params, "resource_metadata="+quote(opts.ResourceMetadataURL))
@@ -93,18 +111,23 @@ func NewAuthenticator(keys *Keys, opts AuthOptions) *Authenticator {
 //   - more than one Authorization header, an empty bearer token, or one that
 //     is not b64token syntax: 400, error="invalid_request";
 //   - a well-formed token that is not configured: 401, error="invalid_token";
+//   - with [AuthOptions.OAuth], an access token that is not valid here
+//     (expired, for another audience, badly signed...): 401,
+//     error="invalid_token" with why; one that grants no role: 403,
+//     error="insufficient_scope"; authorization server unreachable: 503;
 //   - with [AuthOptions.Failures], credentials from an address out of
 //     failed sign-ins: 429, [CodeRateLimited], with [Error.RetryAfter].
 //
 // With [AuthOptions.NoAuth] it returns [Anonymous] for every request.
 func (a *Authenticator) Authenticate(r *http.Request) (*pb.Principal, error) {
-	return a.AuthenticateHeader(r.RemoteAddr, r.Header.Values("Authorization"))
+	return a.AuthenticateHeader(r.Context(), r.RemoteAddr, r.Header.Values("Authorization"))
 }
 
 // AuthenticateHeader is [Authenticator.Authenticate] for the values of an
 // Authorization header (or of gRPC "authorization" metadata) sent from
-// remoteAddr (the connection's "host:port"; "" is not limited).
-func (a *Authenticator) AuthenticateHeader(remoteAddr string, vals []string) (*pb.Principal, error) {
+// remoteAddr (the connection's "host:port"; "" is not limited). ctx bounds
+// a wait for the authorization server (OAuth).
+func (a *Authenticator) AuthenticateHeader(ctx context.Context, remoteAddr string, vals []string) (*pb.Principal, error) {
 	if a.noAuth {
 		return Anonymous(), nil
 	}
@@ -115,7 +138,7 @@ func (a *Authenticator) AuthenticateHeader(remoteAddr string, vals []string) (*p
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.header(vals)
+	p, err := a.header(ctx, vals)
 	if err != nil {
 		a.failed(client, err)
 	}
@@ -123,7 +146,7 @@ func (a *Authenticator) AuthenticateHeader(remoteAddr string, vals []string) (*p
 }
 
 // header checks the values of an Authorization header.
-func (a *Authenticator) header(vals []string) (*pb.Principal, error) {
+func (a *Authenticator) header(ctx context.Context, vals []string) (*pb.Principal, error) {
 	if len(vals) > 1 {
 		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "more than one Authorization header")
 	}
@@ -138,13 +161,13 @@ func (a *Authenticator) header(vals []string) (*pb.Principal, error) {
 	if !strings.EqualFold(scheme, "Bearer") {
 		return nil, a.fail(http.StatusUnauthorized, "", "unsupported authorization scheme; use Bearer")
 	}
-	return a.token(token)
+	return a.token(ctx, token)
 }
 
 // AuthenticateToken returns the principal a bare bearer token (e.g. from
 // the approval page's cookie or sign-in form) sent from remoteAddr
 // authenticates, with Authenticate's errors.
-func (a *Authenticator) AuthenticateToken(remoteAddr, token string) (*pb.Principal, error) {
+func (a *Authenticator) AuthenticateToken(ctx context.Context, remoteAddr, token string) (*pb.Principal, error) {
 	if a.noAuth {
 		return Anonymous(), nil
 	}
@@ -152,7 +175,7 @@ func (a *Authenticator) AuthenticateToken(remoteAddr, token string) (*pb.Princip
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.token(token)
+	p, err := a.token(ctx, token)
 	if err != nil {
 		a.failed(client, err)
 	}
@@ -174,60 +197,114 @@ func (a *Authenticator) admit(remoteAddr string) (string, error) {
 }
 
 // failed counts a failed sign-in of client: credentials that were sent
-// and refused (not a request that carried none).
+// and refused as malformed or invalid (not a request that carried none,
+// nor a valid token that lacks a scope or could not be checked).
 func (a *Authenticator) failed(client string, err error) {
 	var ae *Error
-	if client == "" || !errors.As(err, &ae) || ae.Code == "" {
+	if client == "" || !errors.As(err, &ae) || (ae.Code != CodeInvalidToken && ae.Code != CodeInvalidRequest) {
 		return
 	}
 	a.failures.Failed(client)
 }
 
-// token checks a bare bearer token.
-func (a *Authenticator) token(token string) (*pb.Principal, error) {
+// token checks a bare bearer token: a static key, else (with OAuth) an
+// access token.
+func (a *Authenticator) token(ctx context.Context, token string) (*pb.Principal, error) {
 	switch {
 	case token == "":
 		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "empty bearer token")
 	case !isBearerToken(token):
 		return nil, a.fail(http.StatusBadRequest, CodeInvalidRequest, "malformed bearer token")
 	}
-	p, ok := a.keys.Lookup(token)
-	if !ok {
+	if p, ok := a.keys.Lookup(token); ok {
+		return p, nil
+	}
+	if a.oauth == nil {
 		return nil, a.fail(http.StatusUnauthorized, CodeInvalidToken, "unknown bearer token")
 	}
+	p, err := a.oauth.Verify(ctx, token)
+	if err != nil {
+		var ae *Error
+		if !errors.As(err, &ae) {
+			return nil, a.fail(http.StatusUnauthorized, CodeInvalidToken, "access token not valid")
+		}
+		switch ae.Code {
+		case CodeInsufficientScope:
+			ae.WWWAuthenticate = a.challenge(CodeInsufficientScope, ae.Message, a.oauth.Scopes().For(RoleViewer))
+		case CodeInvalidToken:
+			ae.WWWAuthenticate = a.challenge(CodeInvalidToken, ae.Message, "")
+		}
+		return nil, ae
+	}
 	return p, nil
+}
+
+// InsufficientRole returns the WWW-Authenticate challenge for a
+// principal whose role is below role (RFC 6750 insufficient_scope, naming
+// the scope that grants role), or "" without OAuth (static keys have no
+// scopes to ask for).
+func (a *Authenticator) InsufficientRole(role, msg string) string {
+	if a.oauth == nil {
+		return ""
+	}
+	return a.challenge(CodeInsufficientScope, msg, a.oauth.Scopes().For(role))
+}
+
+// ProtectedResource returns the paths and handler of the OAuth protected
+// resource metadata (RFC 9728) to serve, unauthenticated; none without
+// OAuth.
+func (a *Authenticator) ProtectedResource() ([]string, http.Handler) {
+	if a.oauth == nil {
+		return nil, nil
+	}
+	return a.oauth.MetadataPaths(), a.oauth.MetadataHandler()
 }
 
 // NoAuth reports whether every request is the anonymous principal.
 func (a *Authenticator) NoAuth() bool { return a.noAuth }
 
 func (a *Authenticator) fail(status int, code, msg string) *Error {
-	params := a.params
+	scope := ""
+	if code == "" && a.oauth != nil {
+		scope = a.oauth.Scopes().For(RoleViewer) // no credentials: say what to ask for
+	}
+	return &Error{Status: status, WWWAuthenticate: a.challenge(code, msg, scope), Code: code, Message: msg}
+}
+
+// challenge formats a Bearer challenge: the fixed params, then scope (if
+// set), then the error code and description (if code is set).
+func (a *Authenticator) challenge(code, msg, scope string) string {
+	params := a.params[:len(a.params):len(a.params)]
+	if scope != "" {
+		params = append(params, "scope="+quote(scope))
+	}
 	if code != "" {
-		params = append(params[:len(params):len(params)], "error="+quote(code), "error_description="+quote(msg))
+		params = append(params, "error="+quote(code), "error_description="+quote(msg))
 	}
 	challenge := "Bearer"
 	if len(params) > 0 {
 		challenge += " " + strings.Join(params, ", ")
 	}
-	return &Error{Status: status, WWWAuthenticate: challenge, Code: code, Message: msg}
+	return challenge
 }
 
 // Error is an authentication failure, ready to be written as a response:
 // set the WWW-Authenticate header to WWWAuthenticate and answer Status with
 // Message as the body's explanation.
 type Error struct {
-	// Status is the HTTP status: 401 (no or unknown credentials) or 400
-	// (malformed Authorization header).
+	// Status is the HTTP status: 401 (no or unknown credentials), 400
+	// (malformed Authorization header), 403 (insufficient_scope), 429
+	// (rate_limited) or 503 (temporarily_unavailable).
 	Status int
 	// WWWAuthenticate is the WWW-Authenticate header value (RFC 6750 §3),
 	// e.g. `Bearer realm="mcpgrain", error="invalid_token",
 	// error_description="unknown bearer token"`. It has no error code when
 	// the request carried no bearer credentials.
 	WWWAuthenticate string
-	// Code is the RFC 6750 error code ([CodeInvalidRequest],
-	// [CodeInvalidToken]), or empty when the request carried no bearer
-	// credentials.
+	// Code is the error code ([CodeInvalidRequest], [CodeInvalidToken],
+	// [CodeInsufficientScope], [CodeRateLimited],
+	// [CodeTemporarilyUnavailable]), or empty when the request carried no
+	// bearer credentials.
 	Code string
 	// Message is a short explanation, safe to show the client: it never
 	// contains the token.
@@ -235,10 +312,16 @@ type Error struct {
 	// RetryAfter, for [CodeRateLimited], is how long until the client's
 	// address may try again (answer it as a Retry-After header).
 	RetryAfter time.Duration
+	// cause is what went wrong underneath (for logs; never sent).
+	cause error
 }
 
 // Error returns "auth: " followed by the message.
 func (e *Error) Error() string { return "auth: " + e.Message }
+
+// Unwrap returns the underlying failure, if any (an authorization server
+// that could not be reached).
+func (e *Error) Unwrap() error { return e.cause }
 
 // quote returns s as an HTTP quoted-string, dropping control characters.
 func quote(s string) string {

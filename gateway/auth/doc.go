@@ -1,5 +1,5 @@
-// Package auth authenticates gateway requests by bearer token and rate-limits
-// them per principal.
+// Package auth authenticates gateway requests by bearer token — static keys
+// or OAuth access tokens — and rate-limits them per principal.
 //
 // # Keys
 //
@@ -55,6 +55,54 @@
 // [AuthOptions.NoAuth] authenticates every request as [Anonymous]; it is
 // meant only for loopback experiments and the app enforces that.
 //
+// # OAuth access tokens
+//
+// Real MCP clients authenticate through the MCP authorization spec: this
+// server is an OAuth 2.1 resource server. An [OAuth] verifies access
+// tokens issued by trusted authorization servers and maps them to
+// principals; [AuthOptions.OAuth] makes the Authenticator use it for every
+// bearer token that is not a static key (keys are tried first, so both can
+// be enabled):
+//
+//	jwt, err := auth.NewJWTVerifier(auth.JWTOptions{
+//		Issuers:  []string{"https://login.example.com"}, // keys found by discovery
+//		Audience: "https://mcp.example.com/mcp",         // this server's canonical resource URI
+//	})
+//	oa, err := auth.NewOAuth(auth.OAuthOptions{
+//		Resource:             "https://mcp.example.com/mcp",
+//		AuthorizationServers: []string{"https://login.example.com"},
+//		JWT:                  jwt,
+//		Claims:               auth.ClaimMapping{OrgClaim: "org"},
+//	})
+//	authn := auth.NewAuthenticator(keys, auth.AuthOptions{Realm: "mcpgrain", OAuth: oa})
+//	paths, metadata := authn.ProtectedResource() // serve these, unauthenticated
+//
+// The parts:
+//
+//   - [JWTVerifier] checks JWT access tokens locally with go-jose: the
+//     signature against the issuer's key set (fetched through RFC 8414 /
+//     OpenID discovery, cached, fetched again when a token names an
+//     unknown key id — at most once per [JWTOptions.KeysMinRefresh] — and
+//     when older than [JWTOptions.KeysMaxAge]), an algorithm allow-list
+//     (never "none" or HMAC), iss, aud (the canonical resource URI), exp
+//     (required), nbf and iat with a small leeway.
+//   - [Introspector] checks opaque tokens at the authorization server's
+//     RFC 7662 endpoint (active answers cached briefly).
+//   - [ClaimMapping] reads the user (default claim "sub"), the
+//     organization (default "org"; nested paths like "ext.org" work) and
+//     the role: the highest one the token's scopes ([RoleScopes]:
+//     mcp:admin, mcp:approve, mcp:read by default) or an optional role
+//     claim grant. A token that grants no role is refused with 403
+//     insufficient_scope.
+//
+// Challenges then follow the MCP authorization spec: every 401 names the
+// protected resource metadata (resource_metadata) and, without
+// credentials, the scope to ask for; an invalid token gets
+// error="invalid_token" with why (expired, not for this resource...); a
+// role too low gets 403 error="insufficient_scope" naming the scope that
+// would do ([Authenticator.InsufficientRole]). An authorization server
+// that cannot be reached is a 503, not a 401.
+//
 // # Failed sign-ins
 //
 // A [FailureLimiter] ([AuthOptions.Failures]) gives each client address a
@@ -67,8 +115,11 @@
 //
 // # Rate limiting
 //
-// A [Limiter] is a token bucket per principal (org and user). When it
-// refuses, answer 429 with a Retry-After header:
+// A [Limiter] is a token bucket per principal (org and user): a
+// golang.org/x/time/rate limiter each, kept in a bounded LRU cache. It
+// counts on one node only: across N nodes behind a load balancer a
+// principal gets up to N times the rate. When it refuses, answer 429 with
+// a Retry-After header:
 //
 //	lim := auth.NewLimiter(auth.LimiterOptions{Rate: 10, Burst: 20})
 //	if ok, retry := lim.Allow(p); !ok {

@@ -111,7 +111,7 @@ func TestAuthenticatorLimitsFailedSignInsPerAddress(t *testing.T) {
 	if got := code(req("192.0.2.1:1", "Bearer mcpg_wrong_token_0123456789")); got != CodeInvalidToken {
 		t.Fatalf("first wrong token: %s", got)
 	}
-	if _, err := a.AuthenticateToken("192.0.2.1:2", "bad token!"); code(err) != CodeInvalidRequest {
+	if _, err := a.AuthenticateToken(t.Context(), "192.0.2.1:2", "bad token!"); code(err) != CodeInvalidRequest {
 		t.Fatalf("second, malformed: %s", code(err))
 	}
 	err = req("192.0.2.1:3", "Bearer mcpg_valid_token_0123456789")
@@ -119,7 +119,7 @@ func TestAuthenticatorLimitsFailedSignInsPerAddress(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != CodeRateLimited || ae.Status != 429 || ae.RetryAfter <= 0 || ae.RetryAfter > 10*time.Second {
 		t.Fatalf("a valid token from a blocked address: %v, want 429 rate_limited with Retry-After <= 10s", err)
 	}
-	if _, err := a.AuthenticateHeader("192.0.2.1:4", []string{"Bearer mcpg_valid_token_0123456789"}); code(err) != CodeRateLimited {
+	if _, err := a.AuthenticateHeader(t.Context(), "192.0.2.1:4", []string{"Bearer mcpg_valid_token_0123456789"}); code(err) != CodeRateLimited {
 		t.Fatalf("gRPC metadata from the blocked address: %s", code(err))
 	}
 	if got := code(req("198.51.100.7:1", "Bearer mcpg_valid_token_0123456789")); got != "ok" {

@@ -1,11 +1,12 @@
 package auth
 
 import (
-	"container/list"
 	"math"
 	"strconv"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/time/rate"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -13,12 +14,8 @@ import (
 // DefaultMaxPrincipals is [LimiterOptions.MaxPrincipals]'s default.
 const DefaultMaxPrincipals = 100000
 
-// Bounds that keep the limiter's nanosecond arithmetic far from overflow.
-const (
-	maxRate  = 1e9     // more than one token per nanosecond is unlimited
-	maxBurst = 1 << 30 // larger bursts are clamped
-	maxSpan  = 1 << 60 // ~36 years: cap on burst × interval
-)
+// maxRate: more than one token per nanosecond is unlimited.
+const maxRate = 1e9
 
 // LimiterOptions configure a [Limiter].
 type LimiterOptions struct {
@@ -37,64 +34,49 @@ type LimiterOptions struct {
 }
 
 // Limiter is a per-principal token-bucket rate limiter. Each principal,
-// keyed by org and user (org+"/"+user, kept as a pair so no two principals
-// collide), has its own bucket of Burst tokens refilled at Rate tokens per
-// second; each allowed request takes one.
+// keyed by org and user (kept as a pair so no two principals collide), has
+// its own bucket of Burst tokens refilled at Rate tokens per second (a
+// golang.org/x/time/rate limiter); each allowed request takes one. The
+// buckets live in a bounded LRU cache (hashicorp/golang-lru).
 //
-// The bucket is kept in the equivalent GCRA form, a single "theoretical
-// arrival time" per principal in integer nanoseconds, so refills are exact
-// and a bucket costs one small allocation.
+// The limit is per node: a principal whose requests a load balancer
+// spreads over N nodes gets up to N × Rate requests per second (and N ×
+// Burst at once) from the cluster; one that keeps its connection to one
+// node gets Rate. Set the rate to the cluster's budget divided by N for a
+// cluster-wide bound.
 //
 // A Limiter is safe for concurrent use.
 type Limiter struct {
 	unlimited bool
-	// interval is the time to earn one token; tolerance is burst×interval,
-	// the time to fill an empty bucket.
-	interval, tolerance int64
-	now                 func() time.Time
-	epoch               time.Time
-	maxPrincipals       int
-
-	mu      sync.Mutex
-	buckets map[principalKey]*list.Element // values are *bucket
-	lru     list.List                      // front: most recently used
+	rate      rate.Limit
+	burst     int
+	now       func() time.Time
+	buckets   *lru.Cache[principalKey, *rate.Limiter]
 }
 
 type principalKey struct{ org, user string }
 
-type bucket struct {
-	key principalKey
-	// tat is the theoretical arrival time in ns since the epoch: the bucket
-	// holds (now-tat+tolerance)/interval tokens, capped at burst, and is
-	// full once tat <= now.
-	tat int64
-}
-
 // NewLimiter returns a Limiter configured by opts.
 func NewLimiter(opts LimiterOptions) *Limiter {
-	l := &Limiter{now: opts.Now, maxPrincipals: opts.MaxPrincipals}
+	l := &Limiter{now: opts.Now}
 	if l.now == nil {
 		l.now = time.Now
 	}
-	if l.maxPrincipals <= 0 {
-		l.maxPrincipals = DefaultMaxPrincipals
-	}
-	rate := opts.Rate
-	if !(rate > 0) || rate >= maxRate {
+	r := opts.Rate
+	if !(r > 0) || r >= maxRate {
 		l.unlimited = true
 		return l
 	}
-	burst := opts.Burst
-	if burst <= 0 {
-		burst = max(1, int(math.Ceil(rate)))
+	l.rate = rate.Limit(r)
+	l.burst = opts.Burst
+	if l.burst <= 0 {
+		l.burst = max(1, int(math.Ceil(r)))
 	}
-	burst = min(burst, maxBurst)
-	interval := math.Round(float64(time.Second) / rate)
-	interval = max(1, min(interval, float64(maxSpan/burst)))
-	l.interval = int64(interval)
-	l.tolerance = l.interval * int64(burst)
-	l.epoch = l.now()
-	l.buckets = make(map[principalKey]*list.Element)
+	size := opts.MaxPrincipals
+	if size <= 0 {
+		size = DefaultMaxPrincipals
+	}
+	l.buckets, _ = lru.New[principalKey, *rate.Limiter](size) // only errors for a size <= 0
 	return l
 }
 
@@ -106,37 +88,36 @@ func (l *Limiter) Allow(p *pb.Principal) (ok bool, retryAfter time.Duration) {
 		return true, 0
 	}
 	key := principalKey{org: p.GetOrg(), user: p.GetUser()}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := int64(l.now().Sub(l.epoch))
-	var b *bucket
-	if e, found := l.buckets[key]; found {
-		l.lru.MoveToFront(e)
-		b = e.Value.(*bucket)
-	} else {
-		b = &bucket{key: key, tat: now} // full
-		l.buckets[key] = l.lru.PushFront(b)
-		for len(l.buckets) > l.maxPrincipals {
-			oldest := l.lru.Back()
-			l.lru.Remove(oldest)
-			delete(l.buckets, oldest.Value.(*bucket).key)
+	b, found := l.buckets.Get(key)
+	if !found {
+		b = rate.NewLimiter(l.rate, l.burst)
+		if prev, raced, _ := l.buckets.PeekOrAdd(key, b); raced {
+			b = prev
 		}
 	}
-	tat := max(b.tat, now)
-	next := tat + l.interval
-	if allowAt := next - l.tolerance; now < allowAt {
-		return false, time.Duration(allowAt - now)
+	now := l.now()
+	if b.AllowN(now, 1) { // a refusal takes nothing
+		return true, 0
 	}
-	b.tat = next
-	return true, 0
+	return false, l.wait(b.TokensAt(now))
+}
+
+// wait is how long a bucket holding tokens (< 1) takes to earn one.
+func (l *Limiter) wait(tokens float64) time.Duration {
+	secs := (1 - tokens) / float64(l.rate)
+	if secs*float64(time.Second) >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(math.Round(secs * float64(time.Second))) // the nearest ns: float dust is not a wait
 }
 
 // Len returns the number of principals the limiter currently tracks (at
 // most [LimiterOptions.MaxPrincipals]; 0 when limiting is disabled).
 func (l *Limiter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.buckets)
+	if l.unlimited {
+		return 0
+	}
+	return l.buckets.Len()
 }
 
 // RetryAfterSeconds formats d for a 429 response's Retry-After header

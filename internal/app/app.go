@@ -89,6 +89,9 @@ type MCPConfig struct {
 	Packs []string
 	// Keys authenticates bearer tokens.
 	Keys *auth.Keys
+	// OAuth verifies bearer tokens that are not keys as OAuth access
+	// tokens (zero: off).
+	OAuth OAuthConfig
 	// NoAuth accepts every request as the anonymous principal; only allowed
 	// on a loopback HTTP listener.
 	NoAuth bool
@@ -179,10 +182,10 @@ func defaultNodeID(advertise, bind string) string {
 // cfg.ShutdownTimeout. It returns an error if anything fails to start.
 //
 // A process starts in steps, each adding its part (process.go): listen,
-// open the store, pick the membership, build the grains, start the node,
-// build what the public surfaces share (authentication, rate limits,
-// approvals), serve HTTP, serve gRPC. Whatever a step started is undone, in reverse
-// order, when Run returns.
+// open the store, pick the membership, set up OAuth verification, build
+// the grains, start the node, build what the public surfaces share
+// (authentication, rate limits, approvals), serve HTTP, serve gRPC.
+// Whatever a step started is undone, in reverse order, when Run returns.
 func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	p := newProcess(cfg)
 	defer p.close()
@@ -193,6 +196,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		{"listen", p.listen},
 		{"store", p.openStore},
 		{"membership", p.membership},
+		{"oauth", p.verifier},
 		{"grains", p.grains},
 		{"node", p.startNode},
 		{"surfaces", p.surfaces},

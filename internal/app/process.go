@@ -53,6 +53,8 @@ type process struct {
 	st store.Store
 	// membership
 	provider membership.Provider
+	// oauth
+	oauth *auth.OAuth
 	// grains
 	nodeID  string
 	reg     *prometheus.Registry
@@ -68,6 +70,7 @@ type process struct {
 	grpcSrv   *grpc.Server
 	healthSrv *health.Server
 	errc      chan error
+	stopped   bool // wait stopped the node
 }
 
 func newProcess(cfg Config) *process {
@@ -148,6 +151,15 @@ func (p *process) membership(context.Context) error {
 	}
 	p.provider = c
 	return nil
+}
+
+// verifier sets up OAuth access-token verification (discovery of the
+// issuers' keys) when configured, before the node joins: a wrong issuer
+// fails the start, not the first request.
+func (p *process) verifier(ctx context.Context) error {
+	var err error
+	p.oauth, err = newOAuth(ctx, p.cfg.MCP.OAuth, p.log.With("component", "oauth"))
+	return err
 }
 
 // grains builds the grain kinds this node hosts: sessions, continuations
@@ -257,6 +269,11 @@ func (p *process) startNode(ctx context.Context) error {
 		return err
 	}
 	p.node = node
+	p.onClose(func() {
+		if !p.stopped { // a later step failed: leave the cluster
+			_ = node.Stop(context.Background())
+		}
+	})
 	p.nodeReg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -280,12 +297,13 @@ type surfaces struct {
 // surfaces builds what the HTTP and gRPC surfaces share.
 func (p *process) surfaces(context.Context) error {
 	cfg := p.cfg.MCP
+
 	var failures *auth.FailureLimiter
 	if cfg.AuthFailureRate >= 0 {
 		failures = auth.NewFailureLimiter(auth.FailureLimiterOptions{Rate: cfg.AuthFailureRate, Burst: cfg.AuthFailureBurst})
 	}
 	p.surf = surfaces{
-		authn:     auth.NewAuthenticator(cfg.Keys, auth.AuthOptions{NoAuth: cfg.NoAuth, Realm: "mcpgrain", Failures: failures}),
+		authn:     auth.NewAuthenticator(cfg.Keys, auth.AuthOptions{NoAuth: cfg.NoAuth, Realm: "mcpgrain", Failures: failures, OAuth: p.oauth}),
 		limiter:   auth.NewLimiter(auth.LimiterOptions{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
 		approvals: approvals.NewService(p.node, p.st, approvals.ServiceOptions{Approvers: cfg.Approvers}),
 	}
@@ -317,7 +335,6 @@ func (p *process) serveHTTP(context.Context) error {
 		},
 	})
 	if err != nil {
-		_ = p.node.Stop(context.Background())
 		return err
 	}
 	p.httpSrv = &http.Server{
@@ -343,7 +360,6 @@ func (p *process) serveGRPC(context.Context) error {
 	healthpb.RegisterHealthServer(p.grpcSrv, p.healthSrv)
 	approvalGRPC, err := approvals.NewGRPCServer(s.approvals, approvals.GRPCOptions{Auth: s.authn, Limiter: s.limiter, Logger: p.log.With("component", "approvals")})
 	if err != nil {
-		_ = p.node.Stop(context.Background())
 		return err
 	}
 	approvalGRPC.Register(p.grpcSrv)
@@ -386,6 +402,7 @@ func (p *process) wait(ctx context.Context) error {
 	if p.healthSrv != nil {
 		p.healthSrv.Shutdown()
 	}
+	p.stopped = true
 	if err := p.node.Stop(stopCtx); err != nil {
 		p.log.Warn("node stop", "err", err)
 	}
