@@ -107,6 +107,7 @@ type Node struct {
 	joined   chan struct{}
 	joinOnce sync.Once
 	stopOnce sync.Once
+	draining atomic.Bool // Stop began: the node is leaving
 	stopErr  error
 }
 
@@ -414,6 +415,11 @@ func (n *Node) Activations(ctx context.Context) (placement.StatsReply, error) {
 	return *res.(*placement.StatsReply), nil
 }
 
+// Draining reports whether the node is stopping: it has left (or is
+// leaving) the membership and drains its grains. Its gateway still answers
+// requests meanwhile, but a load balancer should send it no new ones.
+func (n *Node) Draining() bool { return n.draining.Load() }
+
 // Stop leaves the cluster gracefully: it deregisters from membership (so
 // other members stop routing here), deactivates every local grain (each
 // releases ownership; requests arriving meanwhile are forwarded to the new
@@ -421,6 +427,7 @@ func (n *Node) Activations(ctx context.Context) (placement.StatsReply, error) {
 // and safe to call more than once.
 func (n *Node) Stop(ctx context.Context) error {
 	n.stopOnce.Do(func() {
+		n.draining.Store(true)
 		var errs []error
 		if err := n.cfg.Membership.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("leave membership: %w", err))

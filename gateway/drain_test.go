@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +102,17 @@ func testGracefulStopLetsARunningExecutionFinish(t *testing.T, version, drainLog
 		t.Fatal("the graceful stop cut the running tool call")
 	case <-time.After(20 * time.Second):
 		t.Fatal("the node neither drained nor cut the execution")
+	}
+	// While it drains, the node still serves, but tells load balancers to
+	// send it nothing new.
+	if resp, err := http.Get("http://" + info.HTTPAddr + "/readyz"); err != nil {
+		t.Errorf("/readyz while draining: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "draining") {
+			t.Errorf("/readyz while draining: %d %s", resp.StatusCode, body)
+		}
 	}
 	close(release)
 	o := <-done

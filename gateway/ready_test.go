@@ -22,21 +22,24 @@ func TestReadyDecision(t *testing.T) {
 	cases := []struct {
 		name         string
 		member       bool
+		draining     bool
 		storeFailing bool
 		failingFor   time.Duration
 		ready        bool
 		reason       string
 	}{
-		{"member, store answers", true, false, 0, true, ""},
-		{"not in its own view", false, false, 0, false, "this node is not in its own membership view"},
-		{"not a member and store down", false, true, time.Minute, false, "this node is not in its own membership view"},
-		{"store blip (a database restart)", true, true, 800 * time.Millisecond, true, ""},
-		{"store down just under the grace", true, true, grace - time.Millisecond, true, ""},
-		{"store down for the grace", true, true, grace, false, "store unreachable"},
-		{"store down for long", true, true, time.Hour, false, "store unreachable"},
+		{"member, store answers", true, false, false, 0, true, ""},
+		{"not in its own view", false, false, false, 0, false, "this node is not in its own membership view"},
+		{"not a member and store down", false, false, true, time.Minute, false, "this node is not in its own membership view"},
+		{"store blip (a database restart)", true, false, true, 800 * time.Millisecond, true, ""},
+		{"store down just under the grace", true, false, true, grace - time.Millisecond, true, ""},
+		{"store down for the grace", true, false, true, grace, false, "store unreachable"},
+		{"store down for long", true, false, true, time.Hour, false, "store unreachable"},
+		{"draining", true, true, false, 0, false, "draining: this node is stopping"},
+		{"draining, already out of its view", false, true, false, 0, false, "draining: this node is stopping"},
 	}
 	for _, c := range cases {
-		ready, reason := readyDecision(c.member, c.storeFailing, c.failingFor, grace)
+		ready, reason := readyDecision(c.member, c.draining, c.storeFailing, c.failingFor, grace)
 		if ready != c.ready || reason != c.reason {
 			t.Errorf("%s: ready=%v %q, want %v %q", c.name, ready, reason, c.ready, c.reason)
 		}

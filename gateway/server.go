@@ -231,7 +231,7 @@ func (rd *readiness) serve(w http.ResponseWriter, _ *http.Request, o Options) {
 	if storeErr != nil {
 		body["store"] = "unreachable"
 	}
-	ok, reason := readyDecision(o.Node.Member(), storeErr != nil, failingFor, o.StoreGrace)
+	ok, reason := readyDecision(o.Node.Member(), o.Node.Draining(), storeErr != nil, failingFor, o.StoreGrace)
 	if !ok {
 		body["status"], body["reason"] = "not_ready", reason
 		writeJSON(w, http.StatusServiceUnavailable, body)
@@ -242,11 +242,15 @@ func (rd *readiness) serve(w http.ResponseWriter, _ *http.Request, o Options) {
 }
 
 // readyDecision is /readyz's verdict: a node is ready while it is in its
-// own membership view and its store answers — or has failed for less than
-// grace (every node shares the store, so a short outage must not empty
-// the load balancer; requests meanwhile get retryable answers).
-func readyDecision(member, storeFailing bool, failingFor, grace time.Duration) (ready bool, reason string) {
+// own membership view, is not draining (a stopping node still finishes
+// its requests, but a load balancer should send it no new ones), and its
+// store answers — or has failed for less than grace (every node shares the
+// store, so a short outage must not empty the load balancer; requests
+// meanwhile get retryable answers).
+func readyDecision(member, draining, storeFailing bool, failingFor, grace time.Duration) (ready bool, reason string) {
 	switch {
+	case draining:
+		return false, "draining: this node is stopping"
 	case !member:
 		return false, "this node is not in its own membership view"
 	case storeFailing && failingFor >= grace:
