@@ -79,7 +79,37 @@ func resolveSecrets(fs *flag.FlagSet, stderr io.Writer, cmd string, warn bool) e
 			fmt.Fprintf(stderr, "mcpgrain %s: warning: %s on the command line is readable by every local user (ps, /proc/<pid>/cmdline); %s\n", cmd, why, alternative(f.Name))
 		}
 	})
+	warnOpenSecretFiles(fs, stderr, cmd)
 	return nil
+}
+
+// warnOpenSecretFiles warns about secret files (the -file twins and
+// --keys-file) that every local user may read or write. Group access is
+// left alone: a Kubernetes Secret mounted for the pod's group is 0440.
+func warnOpenSecretFiles(fs *flag.FlagSet, stderr io.Writer, cmd string) {
+	names := []string{"keys-file"}
+	for _, name := range secretFileFlags {
+		names = append(names, name+"-file")
+	}
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil || f.Value.String() == "" {
+			continue
+		}
+		if mode, open := worldAccessible(f.Value.String()); open {
+			fmt.Fprintf(stderr, "mcpgrain %s: warning: --%s %s is readable or writable by every local user (mode %04o); chmod 600 it\n", cmd, name, f.Value.String(), mode.Perm())
+		}
+	}
+}
+
+// worldAccessible reports whether others (not owner, not group) may read
+// or write the file at path, and its mode.
+func worldAccessible(path string) (os.FileMode, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, false // reading it reports the error
+	}
+	return st.Mode(), st.Mode().Perm()&0o006 != 0
 }
 
 // secretOnCommandLine says what secret the flag's value carries ("" if

@@ -89,3 +89,31 @@ func TestSecretsComeFromFilesOrTheEnvironment(t *testing.T) {
 		t.Fatalf("dev --token: exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// A secret file every local user may read is read, with a warning naming
+// the flag and the mode (not the secret); one readable by its group only
+// (a Kubernetes Secret mounted 0440) is not warned about.
+func TestOpenSecretFilesAreWarnedAbout(t *testing.T) {
+	const token, key = "mcpg_file_token_0123456789", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	store := writeSecret(t, "store", "postgres://u:secret-pw@127.0.0.1:1/db?connect_timeout=1")
+	open := writeSecret(t, "token", token)
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	group := writeSecret(t, "key", key)
+	if err := os.Chmod(group, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	code := run([]string{"node", "--http", "127.0.0.1:0", "--grpc", "", "--consul", "", "--token-file", open, "--state-key-file", group, "--store-file", store}, io.Discard, &errOut)
+	out := errOut.String()
+	if code != 1 || !strings.Contains(out, "cannot reach postgres") {
+		t.Fatalf("exit %d, stderr %q; want the store reached", code, out)
+	}
+	if !strings.Contains(out, "warning: --token-file "+open+" is readable or writable by every local user (mode 0644)") {
+		t.Errorf("no warning for the world-readable token file:\n%s", out)
+	}
+	if strings.Contains(out, "--state-key-file") || strings.Contains(out, token) {
+		t.Errorf("warned about the group-readable key file, or repeated the secret:\n%s", out)
+	}
+}

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"time"
+
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Bounds of the public gRPC endpoint (--grpc). Every byte a client sends
@@ -25,19 +28,36 @@ import (
 //   - GRPCMaxConcurrentStreams bounds the calls one connection may have in
 //     flight (and so the metadata it holds at once); gRPC's default is
 //     unbounded.
+//   - GRPCHandshakeTimeout bounds how long a new connection may take to
+//     finish its handshake (TLS and HTTP/2 preface): a client that opens
+//     connections and sends nothing holds a goroutine and a socket each.
+//     gRPC's default is 120 s.
+//   - GRPCMaxConnectionIdle closes a connection without calls for this
+//     long (a watch stream is a call, so a live watcher is never idle).
+//     gRPC's default is never.
 const (
 	GRPCMaxHeaderListSize    = 16 << 10
 	GRPCMaxRecvMsgSize       = 256 << 10
 	GRPCMaxSendMsgSize       = 16 << 20
 	GRPCMaxConcurrentStreams = 100
+	GRPCHandshakeTimeout     = 10 * time.Second
+	GRPCMaxConnectionIdle    = 5 * time.Minute
 )
 
 // grpcLimits are the server options that apply the bounds above.
 func grpcLimits() []grpc.ServerOption {
+	return grpcLimitsWith(GRPCHandshakeTimeout)
+}
+
+// grpcLimitsWith is grpcLimits with the handshake timeout as a parameter
+// (tests set their own).
+func grpcLimitsWith(handshake time.Duration) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxHeaderListSize(GRPCMaxHeaderListSize),
 		grpc.MaxRecvMsgSize(GRPCMaxRecvMsgSize),
 		grpc.MaxSendMsgSize(GRPCMaxSendMsgSize),
 		grpc.MaxConcurrentStreams(GRPCMaxConcurrentStreams),
+		grpc.ConnectionTimeout(handshake),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: GRPCMaxConnectionIdle}),
 	}
 }
