@@ -4,6 +4,15 @@
 // three node processes), drives load through it, injects faults and calls
 // these checkers during and after the rounds.
 //
+// Three families: safety ([SingleOwner], [Counter], [Decisions], [Winner],
+// [Liveness], [Growth]: this file), recovery with numbers ([CheckRound]:
+// per-round gap bounds derived from the membership TTL or the store's
+// restart, progress of every worker kind, error budgets and the baseline
+// in testdata/baseline.txt; recovery.go), and linearizability of the
+// recorded histories against porcupine models ([LinearizableCounters],
+// [LinearizableDecisions]; linearizable.go). None of them does I/O or
+// reads a clock: the harness measures, they decide.
+//
 //	MCPGRAIN_CHAOS=1 MCPGRAIN_CHAOS_ROUNDS=5 go test ./internal/chaos -run TestChaos -v -timeout 30m
 package chaos
 
