@@ -196,9 +196,22 @@ func (s *Service) Get(ctx context.Context, who *pb.Principal, sessionID, execID 
 		return nil, fmt.Errorf("%w: unexpected reply %T", ErrUnavailable, m)
 	}
 	if r.GetStatus() != pb.ExecutionReply_STATUS_OK || len(r.GetExecutions()) == 0 {
-		return nil, ErrNotFound
+		return nil, s.notFound(ctx, execID)
 	}
 	return r.GetExecutions()[0], nil
+}
+
+// notFound is the error for an execution its session did not find. The
+// session forgets a settled execution (and its decision), so one that
+// settled after [Service.owner] read the directory is not found there:
+// the directory, read again, tells it apart from one that never was, and
+// a request racing the settlement is told "already decided" as every
+// later one is (not "not found").
+func (s *Service) notFound(ctx context.Context, execID string) error {
+	if row, err := s.dir.GetExecution(ctx, execID); err == nil && !row.Settled.IsZero() {
+		return ErrAlreadyDecided
+	}
+	return ErrNotFound
 }
 
 // Decision is a recorded decision.
@@ -252,5 +265,5 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	case pb.ExecutionReply_STATUS_FORBIDDEN: // the owner's node decides only admins
 		return Decision{}, s.roleError(who)
 	}
-	return Decision{}, ErrNotFound
+	return Decision{}, s.notFound(ctx, execID)
 }

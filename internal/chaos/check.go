@@ -4,6 +4,15 @@
 // three node processes), drives load through it, injects faults and calls
 // these checkers during and after the rounds.
 //
+// Three families: safety ([SingleOwner], [Counter], [Decisions], [Winner],
+// [Liveness], [Growth]: this file), recovery with numbers ([CheckRound]:
+// per-round gap bounds derived from the membership TTL or the store's
+// restart, progress of every worker kind, error budgets and the baseline
+// in testdata/baseline.txt; recovery.go), and linearizability of the
+// recorded histories against porcupine models ([LinearizableCounters],
+// [LinearizableDecisions]; linearizable.go). None of them does I/O or
+// reads a clock: the harness measures, they decide.
+//
 //	MCPGRAIN_CHAOS=1 MCPGRAIN_CHAOS_ROUNDS=5 go test ./internal/chaos -run TestChaos -v -timeout 30m
 package chaos
 
@@ -62,7 +71,10 @@ func Counter(identity string, final int64, acked, unknown int) []string {
 
 // Outcome is what one client request got.
 type Outcome struct {
-	What      string
+	What string
+	// Kind is the worker kind that made the request ([KindCall],
+	// [KindProbe], ...): what [Progress] counts.
+	Kind      string
 	Took      time.Duration
 	OK        bool
 	Retryable bool // 503 restart envelope, 429, or a grain's retryable error
@@ -98,4 +110,92 @@ func Growth(what string, samples []float64, factor, slack float64) []string {
 		}
 	}
 	return nil
+}
+
+// Decisions checks the decision requests on one paused execution without
+// a model (porcupine checks the same histories against one:
+// [LinearizableDecisions]): at most one request recorded its decision; no
+// request was told "already decided" before any request that could have
+// recorded one had been sent (an earlier attempt of unknown outcome, a
+// winner, or a sessionless retry, by any approver); no request recorded
+// its decision after another had been told one existed; and every answer
+// that shows the recorded decision shows the same one, sent by some
+// request before that answer came.
+func Decisions(execution string, ops []DecisionOp) []string {
+	var out []string
+	mayDecide := func(o DecisionOp) bool { return o.Result != DecisionAlready }
+	var won []DecisionOp
+	saw := ""
+	for _, o := range ops {
+		switch o.Result {
+		case DecisionWon:
+			won = append(won, o)
+		case DecisionSaw:
+			if saw != "" && o.Saw != saw {
+				out = append(out, fmt.Sprintf("%s: answers show two decisions: %s and %s", execution, saw, o.Saw))
+			}
+			saw = o.Saw
+		}
+	}
+	if len(won) > 1 {
+		out = append(out, fmt.Sprintf("%s: decided %d times (%s and %s both recorded)", execution, len(won), won[0].Action, won[1].Action))
+	}
+	for _, w := range won {
+		if saw != "" && w.Action != saw {
+			out = append(out, fmt.Sprintf("%s: %s recorded, but an answer shows %s", execution, w.Action, saw))
+		}
+	}
+	for i, a := range ops {
+		switch a.Result {
+		case DecisionAlready:
+			before := false
+			for j, o := range ops {
+				before = before || (j != i && mayDecide(o) && !o.Call.After(a.Return))
+			}
+			if !before {
+				out = append(out, fmt.Sprintf("%s: %s told \"already decided\" though no request that could have decided it had been sent", execution, a.Action))
+			}
+			for _, w := range won {
+				if a.Return.Before(w.Call) {
+					out = append(out, fmt.Sprintf("%s: %s recorded after another request had been told a decision existed", execution, w.Action))
+				}
+			}
+		case DecisionSaw:
+			sent := false
+			for _, o := range ops {
+				sent = sent || (mayDecide(o) && o.Action == a.Saw && !o.Call.After(a.Return))
+			}
+			if !sent {
+				out = append(out, fmt.Sprintf("%s: an answer shows %s, which no request had sent", execution, a.Saw))
+			}
+		}
+	}
+	return out
+}
+
+// Winner is the decision recorded on an execution, as far as the answers
+// to its decision requests tell: the action of a request that won or the
+// one an answer showed; after an "already decided", the action of the
+// requests that could have decided it, if they all sent the same one.
+func Winner(ops []DecisionOp) (string, bool) {
+	candidates := map[string]bool{}
+	decided := false
+	for _, o := range ops {
+		switch o.Result {
+		case DecisionWon:
+			return o.Action, true
+		case DecisionSaw:
+			return o.Saw, true
+		case DecisionAlready:
+			decided = true
+		case DecisionUnknown:
+			candidates[o.Action] = true
+		}
+	}
+	if decided && len(candidates) == 1 {
+		for a := range candidates {
+			return a, true
+		}
+	}
+	return "", false
 }
