@@ -419,11 +419,12 @@ func TestEngineErrorsAreDescribed(t *testing.T) {
 		name, code string
 		want       []string // substrings of the text
 		logs       []string
+		kind       string // structured errorKind
 	}{
-		{"syntax error", `return 1 +`, []string{"1:11: Unexpected end of code", "return 1 +"}, []string{}},
-		{"uncaught exception keeps the logs", `console.log("before"); throw new Error("kaboom")`, []string{"kaboom", "\nLogs:\nbefore"}, []string{"before"}},
-		{"tool error", `await tools.shop.fail({})`, []string{"warehouse offline"}, []string{}},
-		{"unknown tool", `await tools.nope.thing({})`, []string{`unknown tool "nope.thing"`}, []string{}},
+		{"syntax error", `return 1 +`, []string{"1:11: Unexpected end of code", "return 1 +"}, []string{}, sandbox.KindSyntax},
+		{"uncaught exception keeps the logs", `console.log("before"); throw new Error("kaboom")`, []string{"kaboom", "\nLogs:\nbefore"}, []string{"before"}, sandbox.KindRuntime},
+		{"tool error", `await tools.shop.fail({})`, []string{"warehouse offline"}, []string{}, sandbox.KindRuntime},
+		{"unknown tool", `await tools.nope.thing({})`, []string{`unknown tool "nope.thing"`}, []string{}, sandbox.KindRuntime},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, sc := call(t, cs, "execute", map[string]any{"code": tc.code})
@@ -440,7 +441,20 @@ func TestEngineErrorsAreDescribed(t *testing.T) {
 			if sc["status"] != "error" || msg == "" || !strings.HasPrefix(txt, "Error: "+msg) || !jsonEqual(t, sc["logs"], tc.logs) {
 				t.Fatalf("structured %v", sc)
 			}
+			if sc["errorKind"] != tc.kind || sc["retryable"] != false {
+				t.Fatalf("errorKind %v retryable %v, want %s, false", sc["errorKind"], sc["retryable"], tc.kind)
+			}
 		})
+	}
+}
+
+// A refusal because a running-executions cap was full says so in the
+// structured content: errorKind busy, retryable (nothing ran).
+func TestBusyIsRetryable(t *testing.T) {
+	res := codemode.Failed(engine.Outcome{Status: engine.StatusError, Error: "org/a is already running its maximum of 2 executions at once; nothing ran", ErrorKind: sandbox.KindBusy})
+	sc, _ := res.StructuredContent.(map[string]any)
+	if !res.IsError || sc["errorKind"] != sandbox.KindBusy || sc["retryable"] != true {
+		t.Fatalf("busy: %+v", sc)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 )
 
 // MaxPreviewChars bounds the text rendering of a result (executor's
@@ -87,13 +88,22 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Failed renders a code failure (isError, message shown).
+// Failed renders a code failure (isError, message shown). Its structured
+// content names the kind of failure (errorKind: syntax, runtime, timeout,
+// limit, busy) and whether retrying the same call may succeed (retryable:
+// a running-executions cap was full and nothing ran), so a client need not
+// read the message to decide.
 func Failed(out engine.Outcome) *mcp.CallToolResult {
 	msg := out.Error
+	sc := map[string]any{"status": "error", "error": msg, "logs": nonNil(out.Result.Logs)}
+	if out.ErrorKind != "" {
+		sc["errorKind"] = out.ErrorKind
+		sc["retryable"] = out.ErrorKind == sandbox.KindBusy
+	}
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: "Error: " + msg + logsText(out.Result.Logs)}},
-		StructuredContent: map[string]any{"status": "error", "error": msg, "logs": nonNil(out.Result.Logs)},
+		StructuredContent: sc,
 	}
 }
 

@@ -84,7 +84,7 @@ type Outcome struct {
 	Result sandbox.Result
 	// Error is the user-facing message of StatusError (ErrorKind says which kind).
 	Error string
-	// ErrorKind is syntax, runtime, timeout or limit.
+	// ErrorKind is syntax, runtime, timeout, limit or busy (sandbox.Kind*).
 	ErrorKind string
 	// Internal is the cause of StatusInternal (log it, do not show it).
 	Internal error

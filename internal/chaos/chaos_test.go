@@ -317,11 +317,13 @@ func retryable(err error) bool {
 	return false
 }
 
-// busy reports whether a tool result's text is the sandbox's "busy"
+// busy reports whether an execute result is the sandbox's "busy"
 // refusal: a running-executions cap was full and nothing ran, so a retry
-// may succeed (actors/sandbox KindBusy). The MCP result carries no
-// machine-readable kind, so the harness reads the text.
-func busy(text string) bool { return strings.Contains(text, "nothing ran, retry") }
+// may succeed (structured content errorKind "busy", retryable true).
+func busy(res *mcp.CallToolResult) bool {
+	r, _ := mcpclient.Structured(res)["retryable"].(bool)
+	return r
+}
 
 // membershipTTL is the test cluster's membership TTL (--consul-ttl); the
 // recovery bounds are derived from it.
@@ -968,7 +970,7 @@ func (a *approvals) run(ctx context.Context, rec *recorder, lb http.RoundTripper
 		id, _ := sc["executionId"].(string)
 		if sc["status"] != "waiting_for_interaction" || id == "" {
 			text := mcpclient.Text(res)
-			o.OK, o.Err, o.Retryable = false, "did not pause: "+text, busy(text)
+			o.OK, o.Err, o.Retryable = false, "did not pause: "+text, busy(res)
 			rec.outcome(o)
 			continue
 		}
@@ -1084,7 +1086,7 @@ func (a *approvals) runSessionless(ctx context.Context, t *testing.T, rec *recor
 		claims, err := requeststate.Verify(key, first.RequestState, time.Now())
 		if !first.NeedsInput() || err != nil {
 			text := mcpclient.Text(first)
-			o.OK, o.Err, o.Retryable = false, fmt.Sprintf("did not pause (%v): %s", err, text), busy(text)
+			o.OK, o.Err, o.Retryable = false, fmt.Sprintf("did not pause (%v): %s", err, text), busy(first)
 			rec.outcome(o)
 			continue
 		}
