@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // querier runs statements: the read pool, a database handle, or a write
@@ -166,7 +167,22 @@ type writeReq struct {
 	ctx context.Context
 	fn  writeFunc
 	err chan error
+	// state decides between the writer running fn and a caller that
+	// gives up: fn writes its results into the caller's variables, so a
+	// caller may only return before the answer if fn never starts.
+	state atomic.Int32
+	ran   chan struct{} // closed when fn has returned
 }
+
+// States of a writeReq.
+const (
+	reqWaiting int32 = iota
+	reqRunning
+	reqAbandoned
+)
+
+// start claims r for the writer; false when its caller gave up first.
+func (r *writeReq) start() bool { return r.state.CompareAndSwap(reqWaiting, reqRunning) }
 
 // newCommitter takes one connection of db for good and starts the writer.
 func newCommitter(ctx context.Context, db *sql.DB) (*committer, error) {
@@ -185,7 +201,7 @@ func newCommitter(ctx context.Context, db *sql.DB) (*committer, error) {
 // commit may still be committed (as with any database write whose caller
 // gives up).
 func (c *committer) do(ctx context.Context, fn writeFunc) error {
-	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1), ran: make(chan struct{})}
 	select {
 	case c.reqs <- r:
 	case <-ctx.Done():
@@ -197,8 +213,14 @@ func (c *committer) do(ctx context.Context, fn writeFunc) error {
 	case err := <-r.err:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("store: no answer to a write: %w", ctx.Err())
 	}
+	if r.state.CompareAndSwap(reqWaiting, reqAbandoned) {
+		return fmt.Errorf("store: write not started: %w", ctx.Err())
+	}
+	// fn is running (its statements are not cancellable) or has run:
+	// wait until it stops touching the caller's variables.
+	<-r.ran
+	return fmt.Errorf("store: no answer to a write: %w", ctx.Err())
 }
 
 func (c *committer) loop() {
@@ -249,8 +271,8 @@ func (c *committer) commit(batch []*writeReq) {
 	}
 	single, ok := len(batch) == 1, 0
 	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("store: write not started: %w", err)
+		if r.ctx.Err() != nil || !r.start() {
+			errs[i] = fmt.Errorf("store: write not started: %w", r.ctx.Err())
 			continue
 		}
 		if err := c.runOne(ctx, r, single, &errs[i]); err != nil {
@@ -281,6 +303,7 @@ func (c *committer) rollback() {
 // write's own failure and returns an error only when the transaction
 // itself can no longer be used.
 func (c *committer) runOne(ctx context.Context, r *writeReq, single bool, werr *error) error {
+	defer close(r.ran)
 	wctx := context.WithoutCancel(r.ctx)
 	if single {
 		*werr = r.fn(wctx, c.q)
