@@ -455,3 +455,32 @@ func TestLocalSessionPlacementMintsIDsTheGatewayOwns(t *testing.T) {
 		}
 	}
 }
+
+// A change of the tool list made on one node reaches clients on the other
+// nodes: a 2026-07-28 listen stream (on a continuation grain of node 0)
+// and a 2025-11-25 session (on node 2) both hear of a change triggered by
+// a sessionless call served on node 1 (toolpacks.Catalog, CatalogChange).
+func TestListChangesReachClientsOnEveryNode(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "conformance"}})
+	changed := make(chan string, 16)
+	heard := func(who string) *mcp.ClientOptions {
+		return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- who }}
+	}
+	connect(t, c.Node(0).HTTP, testcluster.Token, "", heard("listen stream on node 0")) // opens its listen stream before it returns
+	connectOwnedBy(t, c, 0, 2, heard("session on node 2"))
+	trigger := connect(t, c.Node(1).HTTP, testcluster.Token, "", nil)
+	res, err := trigger.CallTool(t.Context(), &mcp.CallToolParams{Name: "test_trigger_tool_change"})
+	if err != nil || res.IsError {
+		t.Fatalf("test_trigger_tool_change: %+v %v", res, err)
+	}
+	want := map[string]bool{"listen stream on node 0": true, "session on node 2": true}
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case who := <-changed:
+			delete(want, who)
+		case <-deadline:
+			t.Fatalf("no notifications/tools/list_changed within 10 s for: %v", want)
+		}
+	}
+}

@@ -8,8 +8,13 @@
 // gateway sends a request without requestState to a continuation grain on
 // its own node, and a retry to the grain named in its requestState.
 //
-// Each continuation grain runs go-sdk's stateless Streamable HTTP handler
-// over a server built from the node's tool packs. A server middleware signs
+// The continuation grains of a node share one go-sdk server built from the
+// node's tool packs, behind go-sdk's stateless Streamable HTTP handler (as
+// the session grains share theirs): a grain costs only its own code
+// runtime, and a change of the server's lists reaches every listen stream
+// of the node (and, through the node's catalog, of the cluster:
+// [pb.CatalogChange]). Code-mode tool calls are served by the code runtime
+// of the grain the request reached. A server middleware signs
 // every requestState it returns (owner grain, principal, expiry, the tool's
 // own state; see exchange/requeststate) and verifies and unwraps the one a
 // retry brings, so a tool only ever sees its own state, and a forged,
@@ -32,8 +37,10 @@ package continuation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,12 +84,19 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock for token expiry. Default time.Now.
 	Now func() time.Time
+	// ApplyCatalogChange applies a catalog change another node broadcast
+	// (toolpacks.Catalog.ApplyLocal; nil: such messages are refused).
+	ApplyCatalogChange func(name string) error
 }
 
-// Host holds what the continuation grains of a node share.
+// Host holds what the continuation grains of a node share: the server,
+// its handler and the grains' code runtimes.
 type Host struct {
 	cfg       Config
 	exchanges prometheus.Counter
+	handler   http.Handler
+	closeSrv  func()
+	codes     sync.Map // grain id -> *mcpruntime.CodeRuntime
 }
 
 // NewHost returns the continuation host of a node.
@@ -115,7 +129,42 @@ func NewHost(cfg Config) (*Host, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(h.exchanges)
 	}
+	var codeMode func(*mcp.Server)
+	if cfg.CodeMode != nil {
+		codeMode = func(s *mcp.Server) { cfg.CodeMode.RegisterShared(s, h.codeOf) }
+	}
+	srv, closeSrv, err := cfg.NewServer(&mcp.ServerOptions{}, codeMode)
+	if err != nil {
+		return nil, fmt.Errorf("continuation: build the server: %w", err)
+	}
+	srv.AddReceivingMiddleware(h.stateMiddleware)
+	h.closeSrv = closeSrv
+	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:                  true,
+		DisableLocalhostProtection: true, // applied by the gateway on the real connection
+		MaxRequestBodyBytes:        -1,   // idem
+		Logger:                     cfg.Logger,
+	})
 	return h, nil
+}
+
+// Close stops the shared server's background work (the packs').
+func (h *Host) Close() {
+	if h.closeSrv != nil {
+		h.closeSrv()
+	}
+}
+
+// codeOf is the code runtime of the grain a tool call reached.
+func (h *Host) codeOf(req *mcp.CallToolRequest) (*mcpruntime.CodeRuntime, bool) {
+	if req.Extra == nil {
+		return nil, false
+	}
+	v, ok := h.codes.Load(req.Extra.Header.Get(exchange.HeaderSession))
+	if !ok {
+		return nil, false
+	}
+	return v.(*mcpruntime.CodeRuntime), true
 }
 
 // durable reports whether code-mode executions are journaled.
@@ -137,8 +186,7 @@ func (h *Host) Kind() grain.Kind {
 type cont struct {
 	h         *Host
 	id        string
-	handler   http.Handler
-	stop      func()
+	ready     bool
 	code      *mcpruntime.CodeRuntime
 	exchanges map[string]context.CancelFunc
 	// serving counts the requests whose handler has not returned yet
@@ -149,11 +197,12 @@ type cont struct {
 
 func (c *cont) Activate(context.Context, grain.Context, []byte) error { return nil }
 
+// ensure prepares the grain for its first exchange: its code runtime, if
+// code mode is on.
 func (c *cont) ensure(ctx context.Context, g grain.Context) error {
-	if c.handler != nil {
+	if c.ready {
 		return nil
 	}
-	var codeMode func(*mcp.Server)
 	if c.h.cfg.CodeMode != nil {
 		// Pauses here have no lease or deadline reminder: the client's
 		// retry brings the decision, and the engine declines a decision
@@ -170,24 +219,9 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 			journal = engine.StoreJournal{Store: c.h.cfg.Store, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch()}
 		}
 		c.code = mcpruntime.NewCodeRuntime(c.h.cfg.CodeMode, c.id, nil, journal)
-		codeMode = c.code.Register
+		c.h.codes.Store(c.id, c.code)
 	}
-	srv, stop, err := c.h.cfg.NewServer(&mcp.ServerOptions{}, codeMode)
-	if err != nil {
-		if c.code != nil {
-			c.code.Shutdown()
-			c.code = nil
-		}
-		return err
-	}
-	srv.AddReceivingMiddleware(c.stateMiddleware)
-	c.stop = stop
-	c.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless:                  true,
-		DisableLocalhostProtection: true, // applied by the gateway on the real connection
-		MaxRequestBodyBytes:        -1,   // idem
-		Logger:                     c.h.cfg.Logger,
-	})
+	c.ready = true
 	return nil
 }
 
@@ -198,14 +232,14 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 			if errors.Is(err, store.ErrFenced) || store.Unavailable(err) {
 				return nil, err // the activation's answer to a lost grain or an unreachable store
 			}
-			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: build server: " + err.Error()}
+			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: prepare the grain: " + err.Error()}
 		}
 		c.serving.Add(1)
 		started := &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 		answer := g.Defer()
 		cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
 			defer c.serving.Add(-1)
-			c.handler.ServeHTTP(w, r)
+			c.h.handler.ServeHTTP(w, r)
 		}, exchange.AckWith(answer, started))
 		if err != nil {
 			c.serving.Add(-1)
@@ -220,6 +254,14 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 			cancel()
 		}
 		return &pb.ExchangeCancelled{}, nil
+	case *pb.CatalogChange:
+		if c.h.cfg.ApplyCatalogChange == nil {
+			return nil, grain.Reject("continuation: this node takes no catalog changes")
+		}
+		if err := c.h.cfg.ApplyCatalogChange(m.GetName()); err != nil {
+			return nil, grain.Reject("continuation: %v", err)
+		}
+		return &pb.CatalogChanged{}, nil
 	default:
 		return nil, grain.Reject("continuation: unsupported request %T", msg)
 	}
@@ -262,10 +304,8 @@ func (c *cont) Deactivate(_ context.Context, _ grain.Context, reason grain.Reaso
 		cancel()
 	}
 	if c.code != nil {
+		c.h.codes.CompareAndDelete(c.id, c.code)
 		c.code.Shutdown()
-	}
-	if c.stop != nil {
-		c.stop()
 	}
 }
 
@@ -285,13 +325,17 @@ func invalidState() error {
 
 // stateMiddleware unwraps incoming requestState tokens and signs outgoing
 // ones (see the package doc).
-func (c *cont) stateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (h *Host) stateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		user, org := principalOf(req)
+		owner := ""
+		if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+			owner = ex.Header.Get(exchange.HeaderSession) // the grain serving the request
+		}
 		state := requestStateOf(req.GetParams())
 		if state != nil && *state != "" {
-			claims, err := requeststate.Verify(c.h.cfg.Key, *state, c.h.cfg.Now())
-			if err != nil || claims.User != user || claims.Org != org || claims.Owner != c.id {
+			claims, err := requeststate.Verify(h.cfg.Key, *state, h.cfg.Now())
+			if err != nil || claims.User != user || claims.Org != org || claims.Owner != owner {
 				return nil, invalidState()
 			}
 			*state = claims.Inner
@@ -301,8 +345,8 @@ func (c *cont) stateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		if out, needsInput := resultStateOf(res); out != nil && (*out != "" || needsInput) {
-			*out = requeststate.Sign(c.h.cfg.Key, requeststate.Claims{
-				Owner: c.id, User: user, Org: org, Expires: c.h.cfg.Now().Add(c.h.cfg.StateTTL), Inner: *out,
+			*out = requeststate.Sign(h.cfg.Key, requeststate.Claims{
+				Owner: owner, User: user, Org: org, Expires: h.cfg.Now().Add(h.cfg.StateTTL), Inner: *out,
 			})
 		}
 		return res, nil

@@ -85,8 +85,17 @@ func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks, journal e
 	return newCodeRuntime(cfg, ownerID, hooks, false, journal)
 }
 
-// Register adds the code pack's tools to s (a toolpacks.Options.CodeMode).
-func (c *codeRuntime) Register(s *mcp.Server) { c.register(s) }
+// RegisterShared adds the code pack's tools to s, a server that many grains
+// share: each call is served by the code runtime that of finds for it.
+func (cfg *CodeMode) RegisterShared(s *mcp.Server, of func(*mcp.CallToolRequest) (*CodeRuntime, bool)) {
+	registerCode(s, cfg, func(req *mcp.CallToolRequest) (codemode.Runtime, bool) {
+		c, ok := of(req)
+		if !ok || c == nil {
+			return nil, false
+		}
+		return c, true
+	})
+}
 
 // Shutdown ends every execution.
 func (c *codeRuntime) Shutdown() { c.eng.Shutdown() }
@@ -151,10 +160,6 @@ func (c *codeRuntime) window() time.Duration {
 		return c.cfg.Window
 	}
 	return 4 * time.Minute
-}
-
-func (c *codeRuntime) register(s *mcp.Server) {
-	codemode.Register(s, codemode.Options{Runtime: c, Window: c.window(), Sources: c.cfg.Tools.Sources(), PublicURL: c.cfg.PublicURL, Approvers: c.cfg.Approvers})
 }
 
 // registerCode adds the code pack's tools to a server shared by many

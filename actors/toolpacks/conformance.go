@@ -63,12 +63,14 @@ type conformanceFixture struct {
 	sessions *sessionStates
 	// watched is the resource that changes while it has subscribers.
 	watched *watchedResource
+	// catalog replicates the list-change triggers' changes.
+	catalog *Catalog
 }
 
 // setupConformance prepares the conformance pack for one server: it needs
 // the completion and subscription handlers in the server options.
 func setupConformance(e env) (serverHandlers, func(*mcp.Server) (stop func())) {
-	f := &conformanceFixture{}
+	f := &conformanceFixture{catalog: e.catalog}
 	f.watched = newWatchedResource(e.clock, watchedResourceInterval, func(ctx context.Context) {
 		// Delivered by go-sdk to every session subscribed to the URI.
 		_ = f.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: watchedResourceURI})

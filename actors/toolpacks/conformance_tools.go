@@ -68,32 +68,7 @@ func (f *conformanceFixture) addTools(s *mcp.Server) {
 	add("test_reconnection", "server-sse-polling: closes its response stream mid-call (SEP-1699) and answers on the stream the client resumes; before 2026-07-28 only.",
 		testReconnection)
 
-	mutates := &mcp.ToolAnnotations{OpenWorldHint: new(false)}
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        "test_trigger_tool_change",
-		Description: "server-stateless: adds a tool and removes it again, so the server's sessions get notifications/tools/list_changed.",
-		Annotations: mutates,
-	}, func(context.Context, *mcp.CallToolRequest, noInput) (*mcp.CallToolResult, any, error) {
-		s.AddTool(&mcp.Tool{Name: "test_transient_tool", Description: "Exists only while test_trigger_tool_change runs.", InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{Content: text("transient")}, nil
-			})
-		s.RemoveTools("test_transient_tool")
-		return &mcp.CallToolResult{Content: text("The tool list changed: notifications/tools/list_changed was sent.")}, nil, nil
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        "test_trigger_prompt_change",
-		Description: "server-stateless: adds a prompt and removes it again, so the server's sessions get notifications/prompts/list_changed.",
-		Annotations: mutates,
-	}, func(context.Context, *mcp.CallToolRequest, noInput) (*mcp.CallToolResult, any, error) {
-		s.AddPrompt(&mcp.Prompt{Name: "test_transient_prompt", Description: "Exists only while test_trigger_prompt_change runs."},
-			func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "transient"}}}}, nil
-			})
-		s.RemovePrompts("test_transient_prompt")
-		return &mcp.CallToolResult{Content: text("The prompt list changed: notifications/prompts/list_changed was sent.")}, nil, nil
-	})
-
+	f.addListChangeTriggers(s)
 	addSchemaTool(s)
 	addHeaderTool(s)
 }
@@ -264,4 +239,46 @@ func addHeaderTool(s *mcp.Server) {
 		}
 		return &mcp.CallToolResult{Content: text("region=" + *in.Region)}, nil
 	})
+}
+
+// Names of the catalog changes the triggers apply (see [Catalog]).
+const (
+	changeTransientTool   = "conformance/transient-tool"
+	changeTransientPrompt = "conformance/transient-prompt"
+)
+
+// addListChangeTriggers adds the tools of server-stateless's list-change
+// checks. Each applies, through the node's catalog, a change that adds an
+// item and removes it again: every server of the cluster makes it, so
+// every client that listens for the list's changes hears of it, whichever
+// node it is connected to.
+func (f *conformanceFixture) addListChangeTriggers(s *mcp.Server) {
+	f.catalog.define(changeTransientTool, s, func(s *mcp.Server) {
+		s.AddTool(&mcp.Tool{Name: "test_transient_tool", Description: "Exists only while test_trigger_tool_change runs.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: text("transient")}, nil
+			})
+		s.RemoveTools("test_transient_tool")
+	})
+	f.catalog.define(changeTransientPrompt, s, func(s *mcp.Server) {
+		s.AddPrompt(&mcp.Prompt{Name: "test_transient_prompt", Description: "Exists only while test_trigger_prompt_change runs."},
+			func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "transient"}}}}, nil
+			})
+		s.RemovePrompts("test_transient_prompt")
+	})
+	mutates := &mcp.ToolAnnotations{OpenWorldHint: new(false)}
+	trigger := func(name, description, change, done string) {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: description, Annotations: mutates},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
+				if err := f.catalog.Apply(ctx, change); err != nil {
+					return &mcp.CallToolResult{IsError: true, Content: text(err.Error())}, nil, nil
+				}
+				return &mcp.CallToolResult{Content: text(done)}, nil, nil
+			})
+	}
+	trigger("test_trigger_tool_change", "server-stateless: adds a tool and removes it again on every node, so every session and listen stream gets notifications/tools/list_changed.",
+		changeTransientTool, "The tool list changed: notifications/tools/list_changed was sent.")
+	trigger("test_trigger_prompt_change", "server-stateless: adds a prompt and removes it again on every node, so every session and listen stream gets notifications/prompts/list_changed.",
+		changeTransientPrompt, "The prompt list changed: notifications/prompts/list_changed was sent.")
 }

@@ -47,6 +47,10 @@ type Options struct {
 	// CodeMode registers the code pack's tools on the server (the session
 	// runtime's engine). Required when the code pack is selected.
 	CodeMode func(*mcp.Server)
+	// Catalog, if non-nil, is the node's catalog: run-time changes the
+	// packs make reach its other servers and, through its broadcast, the
+	// other nodes. Nil: the server's changes stay on the server.
+	Catalog *Catalog
 }
 
 // Names lists the known packs, in a stable order: "code", "demo",
@@ -100,7 +104,8 @@ func NewServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 
 // env is what a pack's setup gets.
 type env struct {
-	clock clock.Clock
+	clock   clock.Clock
+	catalog *Catalog
 }
 
 // pack is one named set of features.
@@ -170,9 +175,12 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if opts.Logger != nil {
 		so.Logger = opts.Logger
 	}
-	e := env{clock: opts.Clock}
+	e := env{clock: opts.Clock, catalog: opts.Catalog}
 	if e.clock == nil {
 		e.clock = clock.Real()
+	}
+	if e.catalog == nil {
+		e.catalog = NewCatalog()
 	}
 	m := merger{opts: &so, owners: map[string]string{}}
 	m.claimBase()
@@ -207,6 +215,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 		}
 	}
 	closer := sync.OnceFunc(func() {
+		e.catalog.forget(server)
 		for _, stop := range slices.Backward(stops) {
 			stop()
 		}

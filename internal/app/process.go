@@ -180,9 +180,7 @@ func (p *process) grains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	newServer := func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
-		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, cfg.MCP.Packs, toolpacks.Options{ServerOptions: opts, CodeMode: codeMode})
-	}
+	newServer, catalog := p.servers()
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
 		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
 		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes, Registerer: p.nodeReg,
@@ -202,11 +200,12 @@ func (p *process) grains(ctx context.Context) error {
 	}
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
-		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
+		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg, ApplyCatalogChange: catalog.ApplyLocal,
 	})
 	if err != nil {
 		return fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
 	}
+	p.onClose(continuations.Close)
 	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind()}
 	if cfg.EnableProbe {
 		p.kinds = append(p.kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
@@ -215,6 +214,18 @@ func (p *process) grains(ctx context.Context) error {
 		p.kinds = nil
 	}
 	return nil
+}
+
+// servers returns how the node builds its two shared servers (sessions and
+// continuations) from its tool packs, and their catalog, kept equal to the
+// other nodes' catalogs.
+func (p *process) servers() (func(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func(), error), *toolpacks.Catalog) {
+	catalog := toolpacks.NewCatalog()
+	catalog.SetBroadcast(continuation.BroadcastCatalog(func() continuation.Cluster { return p.node }))
+	return func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
+		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, p.cfg.MCP.Packs,
+			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog})
+	}, catalog
 }
 
 // requester is the node, for grain code built before it started (it is

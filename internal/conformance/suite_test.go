@@ -41,7 +41,10 @@ func TestConformanceSuiteThroughAGatewayOnlyNode(t *testing.T) {
 	if err != nil {
 		testenv.Unavailable(t, "node not found: %v", err)
 	}
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GatewayNodes: 1, ExtraArgs: []string{"--tools", "conformance", "--no-auth"}})
+	// No rate limit: the suite is one client sending a few hundred requests
+	// in seconds (over the default 50/s, burst 100, on a quiet machine).
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GatewayNodes: 1,
+		ExtraArgs: []string{"--tools", "conformance", "--no-auth", "--rate-limit", "0"}})
 	gw := c.Node(3)
 	url := "http://" + gw.HTTP + "/mcp"
 

@@ -539,6 +539,93 @@ func (*ExchangeCancelled) Descriptor() ([]byte, []int) {
 	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{6}
 }
 
+// CatalogChange asks a node to apply a named change to the catalogs (tools,
+// prompts, resources) of its shared MCP servers, as the node where the
+// change happened did: catalogs stay the same on every node, and each
+// node's clients and listen streams are told of the change by their own
+// server. Sent to a continuation grain of each other node.
+type CatalogChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the change, as a tool pack defined it.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogChange) Reset() {
+	*x = CatalogChange{}
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogChange) ProtoMessage() {}
+
+func (x *CatalogChange) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
+func (*CatalogChange) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CatalogChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// CatalogChanged acknowledges CatalogChange.
+type CatalogChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogChanged) Reset() {
+	*x = CatalogChanged{}
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogChanged) ProtoMessage() {}
+
+func (x *CatalogChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_exchange_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogChanged.ProtoReflect.Descriptor instead.
+func (*CatalogChanged) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_exchange_proto_rawDescGZIP(), []int{8}
+}
+
 var File_mcpgrain_v1_exchange_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
@@ -582,7 +669,10 @@ const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
 	"\x0eExchangeCancel\x12\x1f\n" +
 	"\vexchange_id\x18\x01 \x01(\tR\n" +
 	"exchangeId\"\x13\n" +
-	"\x11ExchangeCancelledB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	"\x11ExchangeCancelled\"#\n" +
+	"\rCatalogChange\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x10\n" +
+	"\x0eCatalogChangedB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_exchange_proto_rawDescOnce sync.Once
@@ -596,7 +686,7 @@ func file_mcpgrain_v1_exchange_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_exchange_proto_rawDescData
 }
 
-var file_mcpgrain_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_mcpgrain_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_mcpgrain_v1_exchange_proto_goTypes = []any{
 	(*HttpHeader)(nil),        // 0: mcpgrain.v1.HttpHeader
 	(*HttpExchange)(nil),      // 1: mcpgrain.v1.HttpExchange
@@ -605,21 +695,23 @@ var file_mcpgrain_v1_exchange_proto_goTypes = []any{
 	(*ExchangeHead)(nil),      // 4: mcpgrain.v1.ExchangeHead
 	(*ExchangeCancel)(nil),    // 5: mcpgrain.v1.ExchangeCancel
 	(*ExchangeCancelled)(nil), // 6: mcpgrain.v1.ExchangeCancelled
-	(*Principal)(nil),         // 7: mcpgrain.v1.Principal
-	(SessionReply_Status)(0),  // 8: mcpgrain.v1.SessionReply.Status
+	(*CatalogChange)(nil),     // 7: mcpgrain.v1.CatalogChange
+	(*CatalogChanged)(nil),    // 8: mcpgrain.v1.CatalogChanged
+	(*Principal)(nil),         // 9: mcpgrain.v1.Principal
+	(SessionReply_Status)(0),  // 10: mcpgrain.v1.SessionReply.Status
 }
 var file_mcpgrain_v1_exchange_proto_depIdxs = []int32{
-	0, // 0: mcpgrain.v1.HttpExchange.headers:type_name -> mcpgrain.v1.HttpHeader
-	7, // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
-	8, // 2: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
-	3, // 3: mcpgrain.v1.ExchangeStarted.first:type_name -> mcpgrain.v1.ExchangeFrame
-	4, // 4: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
-	0, // 5: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0,  // 0: mcpgrain.v1.HttpExchange.headers:type_name -> mcpgrain.v1.HttpHeader
+	9,  // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
+	10, // 2: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
+	3,  // 3: mcpgrain.v1.ExchangeStarted.first:type_name -> mcpgrain.v1.ExchangeFrame
+	4,  // 4: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
+	0,  // 5: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_exchange_proto_init() }
@@ -634,7 +726,7 @@ func file_mcpgrain_v1_exchange_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_exchange_proto_rawDesc), len(file_mcpgrain_v1_exchange_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
