@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
@@ -152,12 +153,16 @@ type Info struct {
 }
 
 // Version returns the build's module version (or "devel").
-func Version() string {
+func Version() string { return version() }
+
+// version reads the build info once: parsing it allocates, and the bench
+// client names its version in every initialize.
+var version = sync.OnceValue(func() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "devel"
-}
+})
 
 func loopbackListener(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
