@@ -9,6 +9,10 @@ import (
 type streamActor struct {
 	ch   chan<- any
 	done <-chan struct{}
+	// watched is the activation it watches: protoactor does not unwatch
+	// when the watcher stops, and the activation would keep this dead
+	// actor in its watcher set (one per request, for its whole life).
+	watched *actor.PID
 }
 
 func (a *streamActor) deliver(m any) {
@@ -28,10 +32,16 @@ type grainGone struct{}
 func (a *streamActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *watchGrain:
+		a.watched = m.pid
 		ctx.Watch(m.pid)
 	case *actor.Terminated:
+		a.watched = nil
 		a.deliver(grainGone{})
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		if a.watched != nil {
+			ctx.Unwatch(a.watched)
+		}
+	case *actor.Started, *actor.Stopped, *actor.Restarting:
 	default:
 		a.deliver(m)
 	}
