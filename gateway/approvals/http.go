@@ -35,6 +35,10 @@ type HTTPOptions struct {
 	// inbox streams on this node (default 4); InboxStreams bounds all of
 	// them (default 512). More are refused with 429.
 	InboxStreamsPerPrincipal, InboxStreams int
+	// Stopping reports that the node is stopping: live inbox streams end
+	// (their browsers reconnect) rather than hold up its shutdown. Nil:
+	// never.
+	Stopping func() bool
 }
 
 // maxDecisionBody bounds a decision request body.
@@ -83,7 +87,7 @@ func Register(mux *http.ServeMux, svc *Service, o HTTPOptions) error {
 	mux.HandleFunc("POST /api/executions/{eid}/resume", a.decide)
 	mux.HandleFunc("GET /api/mcp-sessions/{sid}/executions/{eid}", a.get)
 	mux.HandleFunc("POST /api/mcp-sessions/{sid}/executions/{eid}/resume", a.decide)
-	p := &page{svc: svc, o: o, streams: newStreamLimits(o.InboxStreamsPerPrincipal, o.InboxStreams)}
+	p := &page{svc: svc, o: o, streams: newStreamLimits(o.InboxStreamsPerPrincipal, o.InboxStreams), feeds: newFeeds(svc, o.InboxInterval, o.Logger)}
 	mux.HandleFunc("GET /approve/{eid}", p.show)
 	mux.HandleFunc("POST /approve/{eid}", p.decide)
 	mux.HandleFunc("POST /approve/{eid}/login", p.login)

@@ -66,9 +66,11 @@ func (p *page) script(w http.ResponseWriter, _ *http.Request) {
 
 // events serves GET /approvals/events: the inbox's list as server-sent
 // events, drawn when it changes (pauses appear or settle anywhere in the
-// cluster: the directory is shared) and every redrawEvery. A stream ends
-// after StreamAge (the browser reconnects, signing in again); each
-// principal holds at most StreamsPerPrincipal of them.
+// cluster: the directory is shared) and every redrawEvery. The node's
+// streams of one organization share one directory poll ([feeds]). A
+// stream ends after InboxStreamAge (the browser reconnects, signing in
+// again) or when the node stops; each principal holds at most
+// InboxStreamsPerPrincipal of them.
 func (p *page) events(w http.ResponseWriter, r *http.Request) {
 	who, ok, err := p.principal(r)
 	if !ok {
@@ -104,30 +106,30 @@ func (p *page) stream(ctx context.Context, w http.ResponseWriter, who *pb.Princi
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", reconnectMs); err != nil || rc.Flush() != nil {
 		return
 	}
-	t := time.NewTicker(p.o.InboxInterval)
-	defer t.Stop()
+	updates, leave := p.feeds.subscribe(who.GetOrg())
+	defer leave()
 	var lastKey string
 	var lastDraw time.Time
 	for {
-		in, err := p.svc.Inbox(ctx, who)
-		now := p.svc.now()
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return
-		case err != nil:
-			p.o.Logger.Warn("approvals: inbox stream", "err", err)
-			_, err = io.WriteString(w, ": directory unavailable\n\n")
-		case in.Key() != lastKey || now.Sub(lastDraw) >= redrawEvery:
-			lastKey, lastDraw = in.Key(), now
-			err = p.drawList(w, who, in, now)
-		}
-		if err != nil || rc.Flush() != nil {
-			return
-		}
+		var u inboxUpdate
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case u = <-updates:
+		}
+		if p.o.Stopping != nil && p.o.Stopping() {
+			return // the browser reconnects, to a node that stays
+		}
+		now, err := p.svc.now(), u.err
+		switch {
+		case err != nil:
+			_, err = io.WriteString(w, ": directory unavailable\n\n")
+		case u.in.Key() != lastKey || now.Sub(lastDraw) >= redrawEvery:
+			lastKey, lastDraw = u.in.Key(), now
+			err = p.drawList(w, who, u.in, now)
+		}
+		if err != nil || rc.Flush() != nil {
+			return
 		}
 	}
 }

@@ -3,9 +3,11 @@ package approvals
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -418,4 +420,66 @@ func TestInboxEventsStreamTheListAndAreBoundedPerPrincipal(t *testing.T) {
 	// A settlement elsewhere redraws the list.
 	_ = f.dir.RecordDecision(ctx, "exec_acme", "alice", "decline", time.Now())
 	waitFor(`class="what">declined<`)
+}
+
+// TestFeedsShareOnePollPerOrganization: two streams of one organization
+// get the same looks (one poll serves both), another organization gets
+// its own, and a feed stops polling when its last stream leaves.
+func TestFeedsShareOnePollPerOrganization(t *testing.T) {
+	var mu sync.Mutex
+	polls := map[string]int{}
+	f := &feeds{interval: time.Millisecond, log: slog.New(slog.DiscardHandler), orgs: map[string]*feed{},
+		poll: func(_ context.Context, org string) (Inbox, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			polls[org]++
+			return Inbox{Recent: []Settlement{{ExecutionID: strconv.Itoa(polls[org]), Tool: org}}}, nil
+		}}
+	a, leaveA := f.subscribe("acme")
+	b, leaveB := f.subscribe("acme")
+	g, leaveG := f.subscribe("globex")
+	f.mu.Lock()
+	running := len(f.orgs)
+	f.mu.Unlock()
+	if running != 2 {
+		t.Fatalf("%d polls run for 2 organizations", running)
+	}
+	// Each look is a poll's number; a stream may skip looks, never see
+	// another's: both streams reach the same look.
+	seen := func(ch <-chan inboxUpdate, org string, until int) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case u := <-ch:
+				if u.in.Recent[0].Tool != org {
+					t.Fatalf("a stream of %s got a look of %s", org, u.in.Recent[0].Tool)
+				}
+				if n, _ := strconv.Atoi(u.in.Recent[0].ExecutionID); n >= until {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no look %d of %s", until, org)
+			}
+		}
+	}
+	seen(a, "acme", 5)
+	seen(b, "acme", 5)
+	seen(g, "globex", 5)
+	mu.Lock()
+	n := polls["acme"]
+	mu.Unlock()
+	if n < 5 {
+		t.Fatalf("acme polled %d times", n)
+	}
+	leaveA()
+	leaveA()
+	leaveB()
+	leaveG()
+	f.mu.Lock()
+	left := len(f.orgs)
+	f.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d feeds still poll without streams", left)
+	}
 }

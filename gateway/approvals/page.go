@@ -29,6 +29,7 @@ type page struct {
 	svc     *Service
 	o       HTTPOptions
 	streams *streamLimits
+	feeds   *feeds
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
