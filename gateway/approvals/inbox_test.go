@@ -290,6 +290,15 @@ func TestInboxShowsOnlyTheOrganizationsExecutionsEscaped(t *testing.T) {
 	}
 }
 
+func TestApprovalPageLinksToTheInbox(t *testing.T) {
+	f := newInboxFixture(t, policy.ApproversMember)
+	for _, tc := range []struct{ name, token string }{{"signed in", tBob}, {"signed out", ""}} {
+		if _, body := f.get(t, "/approve/exec_acme", tc.token); !strings.Contains(body, `<a id="inbox-link" href="/approvals">`) {
+			t.Errorf("%s: the approval page does not link to the inbox:\n%s", tc.name, body)
+		}
+	}
+}
+
 func TestInboxEmptyState(t *testing.T) {
 	f := newInboxFixture(t, policy.ApproversMember)
 	delete(f.dir.rows, "exec_acme")
