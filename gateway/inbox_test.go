@@ -2,6 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -115,5 +118,68 @@ func TestApprovalsInboxInHeadlessChromium(t *testing.T) {
 	}
 	if n := len(todos(t, info.HTTPAddr)); n != 1 {
 		t.Fatalf("todos %d, want 1 (approved ran, declined did not)", n)
+	}
+}
+
+// TestApprovalsInboxRefusesHostileForms: on a real node, inbox posts
+// without a valid token of the poster, cross-site, or by another
+// organization decide nothing; the pause stays.
+func TestApprovalsInboxRefusesHostileForms(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	// bob's own token for the execution, from his inbox.
+	req, _ := http.NewRequest("GET", "http://"+info.HTTPAddr+"/approvals", nil)
+	req.AddCookie(&http.Cookie{Name: "mcpgrain_approval_token", Value: bobToken})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`action="/approvals/` + id + `">\s*<input type="hidden" name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("bob's inbox has no form for %s:\n%s", id, page)
+	}
+	bobCSRF := string(m[1])
+	post := func(token, form string, hdr map[string]string) int {
+		req, _ := http.NewRequest("POST", "http://"+info.HTTPAddr+"/approvals/"+id, strings.NewReader(form))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: "mcpgrain_approval_token", Value: token})
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name, token, form string
+		hdr               map[string]string
+		want              int
+	}{
+		{"no csrf", bobToken, "action=accept", nil, 403},
+		{"forged csrf", bobToken, "action=accept&csrf=forged", nil, 403},
+		{"bob's csrf, posted by alice", aliceToken, "action=accept&csrf=" + bobCSRF, nil, 403},
+		{"bob's csrf, posted by another organization", carolToken, "action=accept&csrf=" + bobCSRF, nil, 403},
+		{"cross-site", bobToken, "action=accept&csrf=" + bobCSRF, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"signed out", "", "action=accept&csrf=" + bobCSRF, nil, 401},
+	} {
+		if st := post(tc.token, tc.form, tc.hdr); st != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, st, tc.want)
+		}
+	}
+	if r := api(t, "GET", "http://"+info.HTTPAddr+"/api/executions/"+id, aliceToken, ""); r.status != 200 {
+		t.Fatalf("the pause is gone after refused forms: %d", r.status)
+	}
+	if st := post(bobToken, "action=accept&csrf="+bobCSRF, nil); st != http.StatusSeeOther {
+		t.Fatalf("bob's own form: %d", st)
+	}
+	if st := post(bobToken, "action=accept&csrf="+bobCSRF, nil); st != http.StatusConflict {
+		t.Fatalf("bob's form again: %d, want 409 (already decided)", st)
 	}
 }

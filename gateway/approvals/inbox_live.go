@@ -72,6 +72,10 @@ func (p *page) script(w http.ResponseWriter, _ *http.Request) {
 // again) or when the node stops; each principal holds at most
 // InboxStreamsPerPrincipal of them.
 func (p *page) events(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) { // another site (even a sibling one) must not use up the principal's streams
+		http.Error(w, "cross-site event streams are refused", http.StatusForbidden)
+		return
+	}
 	who, ok, err := p.principal(r)
 	if !ok {
 		if !p.failedSignIns(w, err) {

@@ -52,7 +52,7 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.2rem .6
 <button type="submit">Sign in</button>
 </form>
 {{else}}
-<p class="note">Executions of <strong id="org">{{.Org}}</strong> waiting for a decision, newest first. Signed in as <span id="user">{{.User}}</span>. <span id="live">{{if .Live}}{{else}}<a href="/approvals">Reload</a> to see changes.{{end}}</span></p>
+<p class="note">Executions of <strong id="org">{{.Org}}</strong> waiting for a decision, newest first. Signed in as <span id="user">{{.User}}</span>. <span id="live"><a href="/approvals">Reload</a> to see changes.</span></p>
 {{if .Detail}}<p class="note" id="view-only">{{.Detail}}</p>{{end}}
 <div id="inbox">{{template "list" .List}}</div>
 {{end}}
@@ -92,7 +92,6 @@ type inboxData struct {
 	Login     bool
 	Detail    string
 	Org, User string
-	Live      bool
 	List      listData
 }
 

@@ -208,7 +208,7 @@ type inboxFixture struct {
 	dir     *memDirectory
 }
 
-func newInboxFixture(t *testing.T, approvers policy.Approvers) *inboxFixture {
+func newInboxFixture(t *testing.T, approvers policy.Approvers, tweak ...func(*HTTPOptions)) *inboxFixture {
 	t.Helper()
 	keys, err := auth.NewKeys(
 		auth.Entry{Token: tAlice, User: "alice", Org: "acme", Role: "admin"},
@@ -231,6 +231,9 @@ func newInboxFixture(t *testing.T, approvers policy.Approvers) *inboxFixture {
 	mux := http.NewServeMux()
 	o := HTTPOptions{Auth: auth.NewAuthenticator(keys, auth.AuthOptions{}), PageKey: []byte(strings.Repeat("k", 32)),
 		InboxInterval: 10 * time.Millisecond, InboxStreamsPerPrincipal: 1}
+	for _, fn := range tweak {
+		fn(&o)
+	}
 	if err := Register(mux, svc, o); err != nil {
 		t.Fatal(err)
 	}
@@ -490,5 +493,43 @@ func TestFeedsShareOnePollPerOrganization(t *testing.T) {
 	f.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d feeds still poll without streams", left)
+	}
+}
+
+// readStream reads an event stream of path as token until it ends (or
+// the test's deadline).
+func (f *inboxFixture) readStream(t *testing.T, path, token string, hdr map[string]string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+path, nil)
+	req.AddCookie(&http.Cookie{Name: TokenCookie, Value: token})
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	if _, err := bufio.NewReader(resp.Body).WriteTo(&b); err != nil {
+		t.Fatalf("the stream did not end: %v", err)
+	}
+	return resp.StatusCode, b.String()
+}
+
+func TestInboxStreamsEnd(t *testing.T) {
+	f := newInboxFixture(t, policy.ApproversMember, func(o *HTTPOptions) { o.InboxStreamAge = 300 * time.Millisecond })
+	st, body := f.readStream(t, "/approvals/events", tBob, nil)
+	if st != 200 || !strings.HasPrefix(body, "retry: 2000\n\n") || !strings.Contains(body, "event: inbox\n") {
+		t.Fatalf("a stream past its age: %d %q, want the reconnect delay and the list, then its end", st, body)
+	}
+	if st, _ := f.readStream(t, "/approvals/events", tBob, map[string]string{"Sec-Fetch-Site": "same-site"}); st != http.StatusForbidden {
+		t.Fatalf("a stream opened by a sibling site: %d", st)
+	}
+	stopping := newInboxFixture(t, policy.ApproversMember, func(o *HTTPOptions) { o.Stopping = func() bool { return true } })
+	if st, body := stopping.readStream(t, "/approvals/events", tBob, nil); st != 200 || strings.Contains(body, "event:") {
+		t.Fatalf("a stream of a stopping node: %d %q, want its end before any list", st, body)
 	}
 }
