@@ -1,8 +1,10 @@
 // Package approvals serves the human side of paused executions: the HTTP
-// routes, the browser approval page and the gRPC ApprovalService. All three
-// go through one [Service], which finds an execution's owner session in the
-// store's execution directory and asks that session grain — wherever it
-// lives in the cluster — to show or decide it.
+// routes, the browser approval page, the approvals inbox (an
+// organization's waiting executions and recent decisions, live) and the
+// gRPC ApprovalService. All of them go through one [Service], which finds
+// an execution's owner session in the store's execution directory and
+// asks that session grain — wherever it lives in the cluster — to show or
+// decide it.
 //
 // Who may do what: anyone authenticated in the owner's organization may see
 // an execution (list, show, watch, the page); deciding it takes a role
