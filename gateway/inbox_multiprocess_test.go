@@ -13,7 +13,8 @@ import (
 // TestApprovalsInboxAcrossNodes: on three node processes sharing one
 // store, a pause whose session lives on node 1 appears live in the inbox
 // served by node 0 and in the one served by node 2; approved in node 0's,
-// the call runs on node 1, and node 2's browser sees the decision arrive.
+// the call runs on node 1, and node 2's browser sees the decision arrive;
+// when node 2 restarts, its page reconnects and goes on updating.
 func TestApprovalsInboxAcrossNodes(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "code", "--demo-api", "--keys-file", keysFile(t)}})
 	owner := connectOwnedByAs(t, c, 0, 1, aliceToken, nil)
@@ -41,5 +42,14 @@ func TestApprovalsInboxAcrossNodes(t *testing.T) {
 	}
 	if n := len(todos(t, c.Node(1).HTTP)); n != 1 {
 		t.Fatalf("owner's todos: %d, want 1", n)
+	}
+
+	// Node 2 dies and comes back: its page reconnects its stream by itself
+	// and shows the next pause, still without a reload.
+	c.Restart(2)
+	next := pause(t, owner, "waiting_for_interaction")
+	browse(t, bob, chromedp.WaitVisible(chromedp.CSS(entry(next))))
+	if !pageMarked(t, bob) {
+		t.Fatal("node 2's inbox reloaded: it should reconnect its stream")
 	}
 }
