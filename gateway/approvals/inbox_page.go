@@ -193,7 +193,8 @@ func (p *page) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	in, err := p.svc.Inbox(r.Context(), who)
 	if err != nil {
-		p.failed(w, err)
+		p.o.Logger.Warn("approvals: inbox", "err", err)
+		p.message(w, http.StatusServiceUnavailable, "Try again", "The list of waiting executions could not be read.", "Reload this page in a moment.")
 		return
 	}
 	d := inboxData{Org: who.GetOrg(), User: who.GetUser(), List: p.listFor(who, in, p.svc.now())}

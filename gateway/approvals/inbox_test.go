@@ -3,6 +3,7 @@ package approvals
 import (
 	"bufio"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -531,5 +532,31 @@ func TestInboxStreamsEnd(t *testing.T) {
 	stopping := newInboxFixture(t, policy.ApproversMember, func(o *HTTPOptions) { o.Stopping = func() bool { return true } })
 	if st, body := stopping.readStream(t, "/approvals/events", tBob, nil); st != 200 || strings.Contains(body, "event:") {
 		t.Fatalf("a stream of a stopping node: %d %q, want its end before any list", st, body)
+	}
+}
+
+// brokenDirectory fails every read.
+type brokenDirectory struct{ *memDirectory }
+
+func (*brokenDirectory) ListExecutions(context.Context, string, time.Time, int) ([]store.Execution, error) {
+	return nil, errors.New("connection refused")
+}
+
+func TestInboxWhenTheDirectoryFails(t *testing.T) {
+	keys, err := auth.NewKeys(auth.Entry{Token: tBob, User: "bob", Org: "acme", Role: "member"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	svc := NewService(&countingSession{}, &brokenDirectory{&memDirectory{}}, ServiceOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := Register(mux, svc, HTTPOptions{Auth: auth.NewAuthenticator(keys, auth.AuthOptions{}), PageKey: []byte(strings.Repeat("k", 32)),
+		Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f := &inboxFixture{srv: srv}
+	if st, body := f.get(t, "/approvals", tBob); st != http.StatusServiceUnavailable || !strings.Contains(body, "could not be read") {
+		t.Fatalf("inbox without a directory: %d\n%s", st, body)
 	}
 }
