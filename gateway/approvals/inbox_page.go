@@ -130,19 +130,20 @@ func (p *page) listFor(who *pb.Principal, in Inbox, now time.Time) listData {
 	return d
 }
 
-// shownArgs is a call's arguments as an entry shows them: indented JSON,
-// cut to at most max bytes on a character boundary (cut reports it).
-func shownArgs(raw string, max int) (s string, cut bool) {
+// shownArgs is a call's arguments as an entry shows them: indented JSON
+// (anything else as is), valid UTF-8, cut to at most limit bytes on a
+// character boundary (cut reports it).
+func shownArgs(raw string, limit int) (s string, cut bool) {
 	var b bytes.Buffer
 	if json.Indent(&b, []byte(raw), "", "  ") != nil {
 		b.Reset()
-		b.WriteString(strings.ToValidUTF8(raw, "\uFFFD"))
+		b.WriteString(raw)
 	}
-	s = b.String()
-	if len(s) <= max {
+	s = strings.ToValidUTF8(b.String(), "\uFFFD")
+	if len(s) <= limit {
 		return s, false
 	}
-	s = s[:max]
+	s = s[:limit]
 	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[:len(s)-1] // drop a partial last character
 	}

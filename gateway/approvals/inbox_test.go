@@ -33,6 +33,7 @@ func TestShownArgs(t *testing.T) {
 		{"indented", `{"a":1}`, 100, "{\n  \"a\": 1\n}", false},
 		{"not JSON is shown as is", `<b>`, 100, `<b>`, false},
 		{"invalid UTF-8 is replaced", "\xff", 100, "\uFFFD", false},
+		{"invalid UTF-8 in a JSON string is replaced", "[\"\xff\"]", 100, "[\n  \"\uFFFD\"\n]", false},
 		{"cut", `"abcdef"`, 4, `"abc…`, true},
 		{"cut on a character boundary", `"ééé"`, 4, `"é…`, true},
 	} {
