@@ -27,7 +27,7 @@ ON CONFLICT (exec_id) DO UPDATE SET session = excluded.session, user_id = exclud
 	return nil
 }
 
-const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms`
+const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms, decided_by, decision`
 
 func msOrZero(t time.Time) int64 {
 	if t.IsZero() {
@@ -41,7 +41,7 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 		e               Execution
 		ms, settledAtMs int64
 	)
-	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms, &settledAtMs)
+	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms, &settledAtMs, &e.DecidedBy, &e.Decision)
 	e.Deadline = time.UnixMilli(ms)
 	if settledAtMs != 0 {
 		e.Settled = time.UnixMilli(settledAtMs)
@@ -66,6 +66,36 @@ func (s *sqlStore) ListExecutions(ctx context.Context, org string, now time.Time
 	if err != nil {
 		return nil, fmt.Errorf("store: list executions: %w", err)
 	}
+	return scanExecutions(rows)
+}
+
+// MaxDecidedLimit caps [Store.ListDecided].
+const MaxDecidedLimit = 100
+
+func (s *sqlStore) ListDecided(ctx context.Context, org string, limit int) ([]Execution, error) {
+	limit = min(max(limit, 0), MaxDecidedLimit)
+	rows, err := s.rd.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE org = $1 AND settled_at_ms > 0
+ORDER BY settled_at_ms DESC, exec_id LIMIT $2`, org, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list decided executions: %w", err)
+	}
+	return scanExecutions(rows)
+}
+
+func (s *sqlStore) RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error {
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		_, err := q.ExecContext(ctx, `UPDATE executions SET decided_by = $1, decision = $2,
+	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $3 ELSE settled_at_ms END
+WHERE exec_id = $4 AND decision = ''`, user, action, at.UnixMilli(), execID)
+		if err != nil {
+			return fmt.Errorf("store: record decision of %s: %w", execID, err)
+		}
+		return nil
+	})
+}
+
+// scanExecutions reads directory rows and closes rows.
+func scanExecutions(rows *sql.Rows) ([]Execution, error) {
 	defer rows.Close()
 	var out []Execution
 	for rows.Next() {

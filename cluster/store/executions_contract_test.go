@@ -63,3 +63,70 @@ func TestExecutionDirectory(t *testing.T) {
 		}
 	})
 }
+
+// TestDecisionHistory: a recorded decision names its decider and action,
+// settles the row, and sticks; the history lists one organization's
+// settled rows, most recent first, bounded.
+func TestDecisionHistory(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_900_000_000_000)
+		put := func(id, org string) {
+			t.Helper()
+			e := store.Execution{ID: id, Session: "s", User: "alice", Org: org, Address: "demo.createTodo", ArgsJSON: `{}`, Deadline: now.Add(time.Hour)}
+			if err := s.PutExecution(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range []string{"d1", "d2", "d3", "pending"} {
+			put(id, "acme")
+		}
+		put("x1", "globex")
+		if err := s.RecordDecision(ctx, "d1", "bob", "accept", now); err != nil {
+			t.Fatal(err)
+		}
+		// Settled first (timed out), then a late decision: the settle time stays.
+		_ = s.SettleExecutions(ctx, now.Add(time.Second), "d2")
+		_ = s.RecordDecision(ctx, "d2", "bob", "decline", now.Add(time.Minute))
+		_ = s.SettleExecutions(ctx, now.Add(2*time.Second), "d3")
+		_ = s.RecordDecision(ctx, "x1", "carol", "accept", now.Add(3*time.Second))
+		// The first decision sticks; a missing row is no error.
+		if err := s.RecordDecision(ctx, "d1", "alice", "decline", now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordDecision(ctx, "missing", "bob", "accept", now); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetExecution(ctx, "d1")
+		if err != nil || got.DecidedBy != "bob" || got.Decision != "accept" || !got.Settled.Equal(now) {
+			t.Fatalf("d1: %+v %v (want bob's accept, settled at its time)", got, err)
+		}
+		list, err := s.ListDecided(ctx, "acme", 10)
+		if err != nil || len(list) != 3 {
+			t.Fatalf("history: %+v %v", list, err)
+		}
+		want := []struct{ id, by, action string }{{"d3", "", ""}, {"d2", "bob", "decline"}, {"d1", "bob", "accept"}}
+		for i, w := range want {
+			if list[i].ID != w.id || list[i].DecidedBy != w.by || list[i].Decision != w.action {
+				t.Fatalf("history[%d] = %+v, want %v (most recent first, acme only)", i, list[i], w)
+			}
+		}
+		if !list[1].Settled.Equal(now.Add(time.Second)) {
+			t.Fatalf("d2 settled at %v: a late decision moved the settle time", list[1].Settled)
+		}
+		if l, _ := s.ListDecided(ctx, "acme", 2); len(l) != 2 || l[0].ID != "d3" {
+			t.Fatalf("limit 2: %+v", l)
+		}
+		if l, _ := s.ListDecided(ctx, "acme", 1<<20); len(l) != 3 {
+			t.Fatalf("huge limit: %d rows", len(l))
+		}
+		if l, _ := s.ListExecutions(ctx, "acme", now, 10); len(l) != 1 || l[0].ID != "pending" {
+			t.Fatalf("pending after decisions: %+v", l)
+		}
+		// Re-publishing a row keeps its decision.
+		put("d1", "acme")
+		if got, _ := s.GetExecution(ctx, "d1"); got.DecidedBy != "bob" {
+			t.Fatalf("put cleared the decision: %+v", got)
+		}
+	})
+}

@@ -93,6 +93,11 @@ var migrations = []migration{
 	{7, "the sse event log is pruned by age", []string{
 		`CREATE INDEX mcp_events_created ON mcp_events (created_at_ms)`,
 	}},
+	{8, "who decided a paused execution, and how", []string{
+		`ALTER TABLE executions ADD COLUMN decided_by TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE executions ADD COLUMN decision TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX executions_org_settled ON executions (org, settled_at_ms)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

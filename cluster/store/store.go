@@ -72,6 +72,11 @@ type Execution struct {
 	Deadline     time.Time
 	// Settled is when the execution stopped waiting (zero: still paused).
 	Settled time.Time
+	// DecidedBy is the user who decided it on an approval surface, and
+	// Decision the action ("accept", "decline", "cancel"); both empty if
+	// none was recorded (it timed out, or its session's client answered).
+	// [Store.PutExecution] leaves them as they are.
+	DecidedBy, Decision string
 }
 
 // Run is a durable execution (a code-mode execution whose pauses survive
@@ -242,6 +247,13 @@ type Store interface {
 	// SettleExecutions marks rows settled at at (rows settled before keep
 	// their time).
 	SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error
+	// RecordDecision records that user decided execID with action (the
+	// first recorded decision sticks) and marks the row settled at at
+	// unless it already is. A missing row is not an error.
+	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
+	// ListDecided lists the settled executions of org, most recently
+	// settled first (at most limit, which is capped at [MaxDecidedLimit]).
+	ListDecided(ctx context.Context, org string, limit int) ([]Execution, error)
 	// DeleteExecutions drops directory rows by id.
 	DeleteExecutions(ctx context.Context, execIDs ...string) error
 	// PruneExecutions drops rows whose deadline is before before and

@@ -109,7 +109,8 @@ func TestReadmeQuickstartLiterally(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK && strings.Contains(devOut.String(), "press Ctrl-C to stop")
 	})
-	for _, want := range []string{"MCP endpoint:  http://" + httpAddr + "/mcp", "bearer token:  quickstart-token-0001", `"Authorization": "Bearer quickstart-token-0001"`, "try it:"} {
+	for _, want := range []string{"MCP endpoint:  http://" + httpAddr + "/mcp", "bearer token:  quickstart-token-0001", `"Authorization": "Bearer quickstart-token-0001"`, "try it:",
+		"approvals:     http://" + httpAddr + "/approvals  (inbox)"} {
 		if !strings.Contains(devOut.String(), want) {
 			t.Errorf("dev banner lacks %q:\n%s", want, devOut.String())
 		}

@@ -79,7 +79,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if mc.Code.DemoAPI {
 			fmt.Fprintf(stdout, "  demo API:      http://%s/demo/todos  (code calls it as tools.demo.*; writes need approval)\n", info.HTTPAddr)
 		}
-		fmt.Fprintf(stdout, "  approvals:     http://%s/approve/<execution id>  ·  mcpgrain approve list\n", info.HTTPAddr)
+		fmt.Fprintf(stdout, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  mcpgrain approve list\n", info.HTTPAddr)
 		if slices.Contains(mc.Packs, "code") {
 			try := "mcpgrain try"
 			if endpoint != "http://127.0.0.1:8080/mcp" {

@@ -25,6 +25,20 @@ type HTTPOptions struct {
 	PageKey []byte
 	// Logger logs failures. Default slog.Default().
 	Logger *slog.Logger
+	// InboxInterval is how often a live inbox looks at the directory.
+	// Default 500ms.
+	InboxInterval time.Duration
+	// InboxStreamAge ends a live inbox stream (its browser reconnects and
+	// is authenticated again). Default 5 min.
+	InboxStreamAge time.Duration
+	// InboxStreamsPerPrincipal bounds one principal's concurrent live
+	// inbox streams on this node (default 4); InboxStreams bounds all of
+	// them (default 512). More are refused with 429.
+	InboxStreamsPerPrincipal, InboxStreams int
+	// Stopping reports that the node is stopping: live inbox streams end
+	// (their browsers reconnect) rather than hold up its shutdown. Nil:
+	// never.
+	Stopping func() bool
 }
 
 // maxDecisionBody bounds a decision request body.
@@ -40,6 +54,11 @@ const maxDecisionBody = MaxContentBytes + 4<<10
 //	GET  /approve/{eid}                                    the browser page
 //	POST /approve/{eid}                                    its Approve/Decline form
 //	POST /approve/{eid}/login                              its token form
+//	GET  /approvals                                        the inbox: the caller org's waiting executions and recent decisions
+//	POST /approvals/{eid}                                  an inbox entry's Approve/Decline form
+//	POST /approvals/login                                  the inbox's token form
+//	GET  /approvals/events                                 the inbox's live updates (server-sent events)
+//	GET  /approvals/inbox.js                               the inbox's script (live updates; optional)
 //
 // API errors are JSON {"error": code, "message": text}: 400
 // invalid_request, 401 (bearer challenge), 403 insufficient_role (a
@@ -56,16 +75,27 @@ func Register(mux *http.ServeMux, svc *Service, o HTTPOptions) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.InboxInterval <= 0 {
+		o.InboxInterval = defaultInboxInterval
+	}
+	if o.InboxStreamAge <= 0 {
+		o.InboxStreamAge = defaultStreamAge
+	}
 	a := &api{svc: svc, o: o}
 	mux.HandleFunc("GET /api/executions", a.list)
 	mux.HandleFunc("GET /api/executions/{eid}", a.get)
 	mux.HandleFunc("POST /api/executions/{eid}/resume", a.decide)
 	mux.HandleFunc("GET /api/mcp-sessions/{sid}/executions/{eid}", a.get)
 	mux.HandleFunc("POST /api/mcp-sessions/{sid}/executions/{eid}/resume", a.decide)
-	p := &page{svc: svc, o: o}
+	p := &page{svc: svc, o: o, streams: newStreamLimits(o.InboxStreamsPerPrincipal, o.InboxStreams), feeds: newFeeds(svc, o.InboxInterval, o.Logger)}
 	mux.HandleFunc("GET /approve/{eid}", p.show)
 	mux.HandleFunc("POST /approve/{eid}", p.decide)
 	mux.HandleFunc("POST /approve/{eid}/login", p.login)
+	mux.HandleFunc("GET /approvals", p.inbox)
+	mux.HandleFunc("POST /approvals/login", p.inboxLogin)
+	mux.HandleFunc("POST /approvals/{eid}", p.inboxDecide)
+	mux.HandleFunc("GET /approvals/events", p.events)
+	mux.HandleFunc("GET /approvals/inbox.js", p.script)
 	return nil
 }
 

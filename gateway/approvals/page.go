@@ -17,17 +17,19 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// TokenCookie holds the approval page's bearer token after a sign-in (or a
-// link with ?token=). It is HttpOnly, SameSite=Strict and scoped to
-// /approve/.
+// TokenCookie holds the approval pages' bearer token after a sign-in (or a
+// link with ?token=). It is HttpOnly, SameSite=Strict and set twice,
+// scoped to /approve/ and to /approvals (the inbox).
 const TokenCookie = "mcpgrain_approval_token"
 
 // maxFormBody bounds the page's form posts.
 const maxFormBody = 8 << 10
 
 type page struct {
-	svc *Service
-	o   HTTPOptions
+	svc     *Service
+	o       HTTPOptions
+	streams *streamLimits
+	feeds   *feeds
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
@@ -76,7 +78,7 @@ button.decline{background:#b3261e;color:#fff;border-color:#b3261e}
 {{else if .Login}}
 <p>Sign in with your mcpgrain token to see this execution.</p>
 {{if .Detail}}<p class="note">{{.Detail}}</p>{{end}}
-<form method="post" action="/approve/{{.ID}}/login">
+<form method="post" action="{{.LoginAction}}">
 <label>Token <input type="password" name="token" autocomplete="off" required></label>
 <button type="submit">Sign in</button>
 </form>
@@ -84,32 +86,29 @@ button.decline{background:#b3261e;color:#fff;border-color:#b3261e}
 <p class="result" id="result">{{.Result}}</p>
 {{if .Detail}}<p class="note">{{.Detail}}</p>{{end}}
 {{end}}
+<p class="note"><a id="inbox-link" href="/approvals">All executions waiting for approval</a></p>
 </body>
 </html>
 `))
 
 type pageData struct {
-	Title  string
-	ID     string
-	Exec   *ExecutionJSON
-	Args   string
-	Now    time.Time
-	CSRF   string
-	Login  bool
-	Result string
-	Detail string
+	Title string
+	ID    string
+	Exec  *ExecutionJSON
+	Args  string
+	Now   time.Time
+	CSRF  string
+	Login bool
+	// LoginAction is where the sign-in form posts.
+	LoginAction string
+	Result      string
+	Detail      string
 }
 
 func (p *page) render(w http.ResponseWriter, status int, d pageData) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
 	// No scripts at all; no framing (the buttons must not be clickjacked);
 	// forms only post back here; the URL may carry a token: no Referer.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
+	pageHeaders(w.Header(), "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, d); err != nil {
 		p.o.Logger.Error("approvals: render page", "err", err)
@@ -118,6 +117,22 @@ func (p *page) render(w http.ResponseWriter, status int, d pageData) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// signInForm answers with the approval page's sign-in form for execution id.
+func (p *page) signInForm(w http.ResponseWriter, status int, id, detail string) {
+	p.render(w, status, pageData{Title: "Sign in", ID: id, Login: true, LoginAction: "/approve/" + url.PathEscape(id) + "/login", Detail: detail})
+}
+
+// pageHeaders are the headers of an HTML page with policy csp: never
+// cached, never framed, no Referer, no sniffing.
+func pageHeaders(h http.Header, csp string) {
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 func (p *page) message(w http.ResponseWriter, status int, title, result, detail string) {
@@ -163,11 +178,17 @@ func (p *page) limited(w http.ResponseWriter, who *pb.Principal) bool {
 	return false
 }
 
+// cookiePaths are where the token cookie goes: the approval page and the
+// inbox, nowhere else.
+var cookiePaths = []string{"/approve/", "/approvals"}
+
 func (p *page) setToken(w http.ResponseWriter, r *http.Request, token string) {
-	http.SetCookie(w, &http.Cookie{
-		Name: TokenCookie, Value: token, Path: "/approve/", HttpOnly: true, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
-		SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds()),
-	})
+	for _, path := range cookiePaths {
+		http.SetCookie(w, &http.Cookie{
+			Name: TokenCookie, Value: token, Path: path, HttpOnly: true, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
+			SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds()),
+		})
+	}
 }
 
 func (p *page) show(w http.ResponseWriter, r *http.Request) {
@@ -183,14 +204,13 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 	// principal's executions as if they were their own.
 	if tok := r.URL.Query().Get("token"); tok != "" && !p.o.Auth.NoAuth() {
 		if !sameOrigin(r) {
-			p.render(w, http.StatusForbidden, pageData{Title: "Sign in", ID: id, Login: true,
-				Detail: "A sign-in link opened from another site is refused. Sign in here, or open the link from the address bar."})
+			p.signInForm(w, http.StatusForbidden, id, crossSiteSignIn)
 			return
 		}
-		p.signIn(w, r, id, tok, "")
+		p.signIn(w, r, tok, "", p.approveTarget(id))
 		return
 	}
-	who, ok := p.signedIn(w, r, id)
+	who, ok := p.signedIn(w, r, p.approveTarget(id))
 	if !ok {
 		return
 	}
@@ -279,7 +299,7 @@ func (p *page) decide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	who, ok := p.signedIn(w, r, id)
+	who, ok := p.signedIn(w, r, p.approveTarget(id))
 	if !ok {
 		return
 	}
@@ -314,33 +334,49 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p.signIn(w, r, id, strings.TrimSpace(form.Get("token")), "That token is not valid.")
+	p.signIn(w, r, strings.TrimSpace(form.Get("token")), "That token is not valid.", p.approveTarget(id))
 }
 
-// signIn keeps a valid token in the page's cookie and redirects to the
-// page without it in the address; an invalid one gets the sign-in form
-// (with detail).
-func (p *page) signIn(w http.ResponseWriter, r *http.Request, id, token, detail string) {
+// crossSiteSignIn explains a refused ?token= link.
+const crossSiteSignIn = "A sign-in link opened from another site is refused. Sign in here, or open the link from the address bar."
+
+// target is a page that signs in: where to go after, and its sign-in form.
+type target struct {
+	path string
+	form func(w http.ResponseWriter, status int, detail string)
+}
+
+// approveTarget is the approval page of execution id.
+func (p *page) approveTarget(id string) target {
+	return target{path: "/approve/" + url.PathEscape(id), form: func(w http.ResponseWriter, status int, detail string) {
+		p.signInForm(w, status, id, detail)
+	}}
+}
+
+// signIn keeps a valid token in the pages' cookies and redirects to
+// t.path, without the token in the address; an invalid one gets t's
+// sign-in form (with detail).
+func (p *page) signIn(w http.ResponseWriter, r *http.Request, token, detail string, t target) {
 	if _, err := p.o.Auth.AuthenticateToken(r.Context(), r.RemoteAddr, token); err != nil {
 		if p.failedSignIns(w, err) {
 			return
 		}
-		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true, Detail: detail})
+		t.form(w, http.StatusUnauthorized, detail)
 		return
 	}
 	p.setToken(w, r, token)
-	http.Redirect(w, r, "/approve/"+url.PathEscape(id), http.StatusSeeOther)
+	http.Redirect(w, r, t.path, http.StatusSeeOther)
 }
 
-// signedIn returns the caller of a page request, or answers with the
+// signedIn returns the caller of a page request, or answers with t's
 // sign-in form (no credentials) or 429 (rate limited) itself.
-func (p *page) signedIn(w http.ResponseWriter, r *http.Request, id string) (*pb.Principal, bool) {
+func (p *page) signedIn(w http.ResponseWriter, r *http.Request, t target) (*pb.Principal, bool) {
 	who, ok, err := p.principal(r)
 	if !ok {
 		if p.failedSignIns(w, err) {
 			return nil, false
 		}
-		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", ID: id, Login: true})
+		t.form(w, http.StatusUnauthorized, "")
 		return nil, false
 	}
 	if p.limited(w, who) {

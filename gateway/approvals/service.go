@@ -1,8 +1,10 @@
 // Package approvals serves the human side of paused executions: the HTTP
-// routes, the browser approval page and the gRPC ApprovalService. All three
-// go through one [Service], which finds an execution's owner session in the
-// store's execution directory and asks that session grain — wherever it
-// lives in the cluster — to show or decide it.
+// routes, the browser approval page, the approvals inbox (an
+// organization's waiting executions and recent decisions, live) and the
+// gRPC ApprovalService. All of them go through one [Service], which finds
+// an execution's owner session in the store's execution directory and
+// asks that session grain — wherever it lives in the cluster — to show or
+// decide it.
 //
 // Who may do what: anyone authenticated in the owner's organization may see
 // an execution (list, show, watch, the page); deciding it takes a role
@@ -18,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -61,6 +64,9 @@ type Requester interface {
 type Directory interface {
 	GetExecution(ctx context.Context, execID string) (store.Execution, error)
 	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]store.Execution, error)
+	// RecordDecision and ListDecided keep the inbox's history.
+	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
+	ListDecided(ctx context.Context, org string, limit int) ([]store.Execution, error)
 }
 
 // Service is the approval logic shared by every surface. It is safe for
@@ -70,6 +76,7 @@ type Service struct {
 	dir       Directory
 	now       func() time.Time
 	approvers policy.Approvers
+	log       *slog.Logger
 }
 
 // ServiceOptions configure a [Service].
@@ -80,6 +87,8 @@ type ServiceOptions struct {
 	// for "": admins and members) or policy.ApproversAdmin (admins only).
 	// Viewers never decide.
 	Approvers policy.Approvers
+	// Logger logs failures to record a decision. Default slog.Default().
+	Logger *slog.Logger
 }
 
 // NewService returns a Service that finds executions in dir and reaches
@@ -88,7 +97,10 @@ func NewService(node Requester, dir Directory, o ServiceOptions) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{node: node, dir: dir, now: o.Now, approvers: o.Approvers}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Service{node: node, dir: dir, now: o.Now, approvers: o.Approvers, log: o.Logger}
 }
 
 // DecidingRole is the least role that may decide executions here:
@@ -259,6 +271,7 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	}
 	switch r.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
+		s.record(ctx, who, execID, action)
 		return Decision{Status: status, Text: r.GetText()}, nil
 	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
 		return Decision{}, ErrAlreadyDecided

@@ -34,6 +34,14 @@ func (d *settlingDirectory) ListExecutions(context.Context, string, time.Time, i
 	return nil, nil
 }
 
+func (d *settlingDirectory) RecordDecision(context.Context, string, string, string, time.Time) error {
+	return nil
+}
+
+func (d *settlingDirectory) ListDecided(context.Context, string, int) ([]store.Execution, error) {
+	return nil, nil
+}
+
 // forgetfulSession answers as a session that no longer holds the
 // execution: settled, its decision released.
 type forgetfulSession struct{}

@@ -342,7 +342,7 @@ func (p *process) serveHTTP(context.Context) error {
 			if p.demoAPI != nil {
 				mux.Handle("/demo/", http.StripPrefix("/demo", p.demoAPI.Handler()))
 			}
-			return approvals.Register(mux, s.approvals, approvals.HTTPOptions{Auth: s.authn, Limiter: s.limiter, PageKey: pageKey, Logger: p.log.With("component", "approvals")})
+			return approvals.Register(mux, s.approvals, approvals.HTTPOptions{Auth: s.authn, Limiter: s.limiter, PageKey: pageKey, Logger: p.log.With("component", "approvals"), Stopping: p.node.Draining})
 		},
 	})
 	if err != nil {
