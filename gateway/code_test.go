@@ -466,3 +466,47 @@ func TestApprovalAPIRejectsBadInputAndLosesNothing(t *testing.T) {
 		t.Fatalf("valid decision after bad ones: %d", got)
 	}
 }
+
+// A session whose client left while a browser-mode resume waited for the
+// decision (mcpgrain try, stopped with Ctrl-C) ends at once when it is
+// deleted: closing go-sdk's session waits for its handlers, and the
+// waiting resume used to be woken only by a decision, so the DELETE — and a
+// node's graceful stop, which disposes the same way — hung until the
+// approval window ended.
+func TestDeletingASessionWithAWaitingResumeEndsAtOnce(t *testing.T) {
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "browser")
+	_, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
+	id, _ := sc["executionId"].(string)
+	if sc["status"] != "user_approval_required" {
+		t.Fatalf("execute: %v", sc)
+	}
+	headers := map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": cs.ID(),
+		"Mcp-Protocol-Version": cs.InitializeResult().ProtocolVersion, "Accept": "application/json, text/event-stream",
+		"Content-Type": "application/json"}
+	ctx, leave := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+info.HTTPAddr+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"resume","arguments":{"executionId":"`+id+`"}}}`))
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	waiting, err := http.DefaultClient.Do(req) // answers its headers once the handler runs; the body waits
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave() // the client goes away; the resume goes on waiting in the session
+	_ = waiting.Body.Close()
+	del := make(chan rawResponse, 1)
+	go func() {
+		delete(headers, "Content-Type")
+		del <- raw(t, "DELETE", info.HTTPAddr, headers, "")
+	}()
+	select {
+	case r := <-del:
+		if r.status != http.StatusNoContent && r.status != http.StatusOK {
+			t.Fatalf("DELETE while a resume waits: %d %s", r.status, r.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("DELETE of a session with a waiting resume did not end within 20 s")
+	}
+}

@@ -97,8 +97,14 @@ func (cfg *CodeMode) RegisterShared(s *mcp.Server, of func(*mcp.CallToolRequest)
 	})
 }
 
-// Shutdown ends every execution.
-func (c *codeRuntime) Shutdown() { c.eng.Shutdown() }
+// Shutdown ends every execution and wakes every resume waiting for a
+// decision (it answers that nothing was decided): a waiting resume is a
+// handler of go-sdk's session, and closing that session waits for its
+// handlers.
+func (c *codeRuntime) Shutdown() {
+	c.closeOnce.Do(func() { close(c.closed) })
+	c.eng.Shutdown()
+}
 
 // codeRuntime is the part of a Runtime that runs executions.
 type codeRuntime struct {
@@ -112,13 +118,17 @@ type codeRuntime struct {
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
 	// transactions that journal them.
 	journaled map[string]bool
+	// closed ends the waits of WaitDecision (Shutdown).
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool, journal engine.Journal) *codeRuntime {
 	if hooks == nil {
 		hooks = noHooks{}
 	}
-	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil}
+	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil,
+		closed: make(chan struct{})}
 	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
 		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger,
 		EnforceDeadlines: !publish}) // a session's deadline reminder declines; a continuation has none
@@ -193,6 +203,8 @@ func (c *codeRuntime) WaitDecision(ctx context.Context, execID string, a engine.
 	case r := <-ch:
 		return r, true
 	case <-ctx.Done():
+		return engine.Response{}, false
+	case <-c.closed:
 		return engine.Response{}, false
 	}
 }

@@ -585,14 +585,16 @@ func (r *Runtime) Close(ctx context.Context) error {
 	id := r.sdkID
 	r.mu.Unlock()
 	r.b.runtimes.CompareAndDelete(r.id, r)
+	if r.code != nil {
+		// First: go-sdk's session closes only once its handlers returned,
+		// and a resume waiting for a decision returns when this wakes it.
+		r.code.Shutdown()
+	}
 	if id != "" {
 		// Closing the handler's session is only possible through DELETE.
 		req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
 		req.Header.Set("Mcp-Session-Id", id)
 		r.handler.ServeHTTP(httptest.NewRecorder(), req)
-	}
-	if r.code != nil {
-		r.code.eng.Shutdown()
 	}
 	return r.events.close(ctx)
 }
