@@ -287,7 +287,9 @@ func TestSlowAndMalformedRequestsGetDefinedAnswers(t *testing.T) {
 // TestHostileCodeIsContained: code sent to execute cannot reach files,
 // the network or the host process except through tools; an endless loop
 // is interrupted at the wall-time limit; a huge output and a memory bomb
-// end with a limit error; the session serves the next call normally.
+// end with a limit error naming that limit (structured content: limit
+// wall_time, output, heap — a memory bomb stopped by the wall time fails);
+// the session serves the next call normally.
 func TestHostileCodeIsContained(t *testing.T) {
 	info := startCodeNode(t, func(c *app.Config) {
 		c.MCP.Code.Limits.WallTime = 5 * time.Second // the huge values below must hit their limit first, even under -race
@@ -295,18 +297,18 @@ func TestHostileCodeIsContained(t *testing.T) {
 		c.MCP.Code.Limits.MaxHeapGrowth = 256 << 20
 	})
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
-	for _, tc := range []struct{ name, code, want string }{
-		{"require", `return require("fs").readFileSync("/etc/passwd", "utf8")`, "require"},
-		{"process", `return process.env`, "process"},
-		{"fetch", `return await fetch("http://127.0.0.1:1/")`, "fetch"},
-		{"dynamic import", `const m = await import("node:fs"); return m`, ""},
-		{"XMLHttpRequest", `return new XMLHttpRequest()`, "XMLHttpRequest"},
-		{"Function constructor to global", `const g = (function(){}).constructor("return this")(); return typeof g.process + typeof g.require + typeof g.fetch`, "undefinedundefinedundefined"},
-		{"endless loop", `while (true) {}`, "time"},
-		{"huge output", `const s = "x".repeat(1 << 16); for (let i = 0; i < 100; i++) console.log(s); return 1`, "limit"},
-		{"huge result", `return "x".repeat(2 << 20)`, "limit"},
-		{"memory bomb", `const a = []; while (true) a.push(new Array(1 << 16).fill(1.5));`, ""},
-		{"tool outside the registry", `return await tools.fs.readFile({path: "/etc/passwd"})`, ""},
+	for _, tc := range []struct{ name, code, want, limit string }{
+		{"require", `return require("fs").readFileSync("/etc/passwd", "utf8")`, "require", ""},
+		{"process", `return process.env`, "process", ""},
+		{"fetch", `return await fetch("http://127.0.0.1:1/")`, "fetch", ""},
+		{"dynamic import", `const m = await import("node:fs"); return m`, "", ""},
+		{"XMLHttpRequest", `return new XMLHttpRequest()`, "XMLHttpRequest", ""},
+		{"Function constructor to global", `const g = (function(){}).constructor("return this")(); return typeof g.process + typeof g.require + typeof g.fetch`, "undefinedundefinedundefined", ""},
+		{"endless loop", `while (true) {}`, "time", "wall_time"},
+		{"huge output", `const s = "x".repeat(1 << 16); for (let i = 0; i < 100; i++) console.log(s); return 1`, "limit", "output"},
+		{"huge result", `return "x".repeat(2 << 20)`, "limit", "output"},
+		{"memory bomb", `const a = []; while (true) a.push(new Array(1 << 16).fill(1.5));`, "", "heap"},
+		{"tool outside the registry", `return await tools.fs.readFile({path: "/etc/passwd"})`, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			began := time.Now()
@@ -329,6 +331,9 @@ func TestHostileCodeIsContained(t *testing.T) {
 			}
 			if tc.want != "" && !strings.Contains(strings.ToLower(text), strings.ToLower(tc.want)) {
 				t.Fatalf("error %.300q does not mention %q", text, tc.want)
+			}
+			if sc := structured(t, res); tc.limit != "" && sc["limit"] != tc.limit {
+				t.Fatalf("stopped by the %v limit (errorKind %v), want %s: %.300s", sc["limit"], sc["errorKind"], tc.limit, text)
 			}
 			if took := time.Since(began); took > 20*time.Second {
 				t.Fatalf("took %s", took)

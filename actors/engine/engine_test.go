@@ -372,3 +372,21 @@ func TestPrincipalCapIsBusyAndPausesDoNotCount(t *testing.T) {
 		t.Fatalf("the loop completed: %+v", out)
 	}
 }
+
+// Each sandbox limit names itself in the outcome (ErrorKind and
+// ErrorLimit), so disabling a limit fails its case: another limit
+// standing in names another.
+func TestOutcomesNameTheLimitThatStoppedThem(t *testing.T) {
+	f := newFixtureLimits(t, nil, sandbox.Limits{WallTime: 3 * time.Second, MaxToolCalls: 2, MaxOutput: 1 << 10, MaxHeapGrowth: 64 << 20})
+	for _, tc := range []struct{ code, kind, limit string }{
+		{`const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: "v" + i});`, sandbox.KindLimit, sandbox.LimitHeap},
+		{`emit("x".repeat(2000))`, sandbox.KindLimit, sandbox.LimitOutput},
+		{`for (let i = 0; i < 5; i++) await tools.demo.listTodos({}); return "all"`, sandbox.KindLimit, sandbox.LimitToolCalls},
+		{`while (true) {}`, sandbox.KindTimeout, sandbox.LimitWallTime},
+	} {
+		out := f.run(t, tc.code)
+		if out.Status != engine.StatusError || out.ErrorKind != tc.kind || out.ErrorLimit != tc.limit {
+			t.Errorf("%s: %+v, want a %s error of the %s limit", tc.limit, out, tc.kind, tc.limit)
+		}
+	}
+}
