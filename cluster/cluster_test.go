@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
@@ -70,6 +72,7 @@ type testCluster struct {
 	net   *membership.Network
 	store store.Store
 	nodes []*cluster.Node
+	regs  []*prometheus.Registry // each node's metrics, by index
 }
 
 // startCluster starts n in-process nodes sharing a memory membership
@@ -96,12 +99,15 @@ func startCluster(t *testing.T, n int, opts probe.Options) *testCluster {
 
 func (tc *testCluster) add(t *testing.T, opts probe.Options) *cluster.Node {
 	t.Helper()
+	reg := prometheus.NewRegistry()
 	node := startNode(t, cluster.Config{
 		Kinds:      []grain.Kind{probe.Kind(opts)},
 		Membership: tc.net.Provider(),
 		Store:      tc.store,
+		Registerer: reg,
 	})
 	tc.nodes = append(tc.nodes, node)
+	tc.regs = append(tc.regs, reg)
 	return node
 }
 
@@ -299,6 +305,12 @@ func TestStaleDuplicateActivationIsFenced(t *testing.T) {
 	}
 	if rec, _ := tc.store.Load(context.Background(), "probe/"+id); rec.Epoch != 4 {
 		t.Fatalf("b's retry should have re-activated at epoch 4, store says %d", rec.Epoch)
+	}
+	// Each node had one write fenced.
+	for i, reg := range tc.regs {
+		if v := metricSum(t, reg, "mcpgrain_grain_fenced_writes_total", probe.KindName); v != 1 {
+			t.Errorf("%s: mcpgrain_grain_fenced_writes_total %v, want 1", tc.nodes[i].ID(), v)
+		}
 	}
 }
 
