@@ -377,9 +377,15 @@ func TestPrincipalCapIsBusyAndPausesDoNotCount(t *testing.T) {
 // ErrorLimit), so disabling a limit fails its case: another limit
 // standing in names another.
 func TestOutcomesNameTheLimitThatStoppedThem(t *testing.T) {
-	f := newFixtureLimits(t, nil, sandbox.Limits{WallTime: 3 * time.Second, MaxToolCalls: 2, MaxOutput: 1 << 10, MaxHeapGrowth: 64 << 20})
+	// The memory bomb gets a wall time it cannot reach (near the heap limit
+	// the worker's GC runs hard: seconds on loaded cores); the others a short one.
+	heap := newFixtureLimits(t, nil, sandbox.Limits{WallTime: time.Minute, MaxHeapGrowth: 64 << 20})
+	out := heap.run(t, `const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: "v" + i});`)
+	if out.Status != engine.StatusError || out.ErrorKind != sandbox.KindLimit || out.ErrorLimit != sandbox.LimitHeap {
+		t.Errorf("memory bomb: %+v, want a limit error of the heap limit", out)
+	}
+	f := newFixtureLimits(t, nil, sandbox.Limits{WallTime: 3 * time.Second, MaxToolCalls: 2, MaxOutput: 1 << 10})
 	for _, tc := range []struct{ code, kind, limit string }{
-		{`const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: "v" + i});`, sandbox.KindLimit, sandbox.LimitHeap},
 		{`emit("x".repeat(2000))`, sandbox.KindLimit, sandbox.LimitOutput},
 		{`for (let i = 0; i < 5; i++) await tools.demo.listTodos({}); return "all"`, sandbox.KindLimit, sandbox.LimitToolCalls},
 		{`while (true) {}`, sandbox.KindTimeout, sandbox.LimitWallTime},
