@@ -27,7 +27,9 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 		c.NodeID = "pin1"
 		c.MCP.SoftCap = 1
 		c.MCP.Code.Pool.MaxRunning = 1
-		c.MCP.Code.Limits.WallTime = 6 * time.Second
+		// b's loop holds the slot this long: the steps below must fit in it
+		// on two loaded cores under -race (about 1 s normally).
+		c.MCP.Code.Limits.WallTime = 12 * time.Second
 	})
 	p := metricsProbe{t, info.HTTPAddr}
 	node := map[string]string{"node": "pin1"}
