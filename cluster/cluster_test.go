@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
@@ -70,6 +72,7 @@ type testCluster struct {
 	net   *membership.Network
 	store store.Store
 	nodes []*cluster.Node
+	regs  []*prometheus.Registry // each node's metrics, by index
 }
 
 // startCluster starts n in-process nodes sharing a memory membership
@@ -78,13 +81,16 @@ type testCluster struct {
 // Under the race detector a test that needs several nodes in one process is
 // skipped: protoactor's remote.Start writes grpc's global logger
 // (grpclog.SetLoggerV2) while the previous node's gRPC goroutines read it,
-// a library race we cannot fix from outside. The same scenarios run
-// race-checked in the multi-process tests (internal/testcluster builds the
-// node binary with -race there), where each process has one remote.
+// a library race we cannot fix from outside. The multi-node scenarios run
+// race-checked in the multi-process tests instead (CI's race step sets
+// MCPGRAIN_TEST_RACE=1, so internal/testcluster builds the node binary
+// with -race and fails on any race a node reports), where each process has
+// one remote: placement across nodes in multiprocess_test.go, the
+// passivation race in TestPassivationRaceAcrossProcessesLosesNothing.
 func startCluster(t *testing.T, n int, opts probe.Options) *testCluster {
 	t.Helper()
 	if raceDetector && n > 1 {
-		t.Skip("several protoactor remotes in one process trip a race inside grpclog.SetLoggerV2; covered race-checked by the multi-process tests")
+		t.Skip("several protoactor remotes in one process trip a race inside grpclog.SetLoggerV2; covered race-checked by the multi-process tests (MCPGRAIN_TEST_RACE=1)")
 	}
 	tc := &testCluster{net: membership.NewNetwork(), store: openStore(t)}
 	for range n {
@@ -96,12 +102,15 @@ func startCluster(t *testing.T, n int, opts probe.Options) *testCluster {
 
 func (tc *testCluster) add(t *testing.T, opts probe.Options) *cluster.Node {
 	t.Helper()
+	reg := prometheus.NewRegistry()
 	node := startNode(t, cluster.Config{
 		Kinds:      []grain.Kind{probe.Kind(opts)},
 		Membership: tc.net.Provider(),
 		Store:      tc.store,
+		Registerer: reg,
 	})
 	tc.nodes = append(tc.nodes, node)
+	tc.regs = append(tc.regs, reg)
 	return node
 }
 
@@ -182,7 +191,8 @@ func TestPassivationRaceLosesNothing(t *testing.T) {
 	nodes, requests := 3, int64(10000)
 	if raceDetector {
 		// One node (see startCluster); the race detector slows everything
-		// about tenfold.
+		// about tenfold. Across nodes, race-checked:
+		// TestPassivationRaceAcrossProcessesLosesNothing.
 		nodes, requests = 1, 3000
 	}
 	// ProbeAdd is not idempotent, so a request dropped in the passivation
@@ -299,6 +309,12 @@ func TestStaleDuplicateActivationIsFenced(t *testing.T) {
 	}
 	if rec, _ := tc.store.Load(context.Background(), "probe/"+id); rec.Epoch != 4 {
 		t.Fatalf("b's retry should have re-activated at epoch 4, store says %d", rec.Epoch)
+	}
+	// Each node had one write fenced.
+	for i, reg := range tc.regs {
+		if v := metricSum(t, reg, "mcpgrain_grain_fenced_writes_total", probe.KindName); v != 1 {
+			t.Errorf("%s: mcpgrain_grain_fenced_writes_total %v, want 1", tc.nodes[i].ID(), v)
+		}
 	}
 }
 

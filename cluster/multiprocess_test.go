@@ -8,6 +8,8 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +187,70 @@ func TestNodesRejoinAfterConsulRestart(t *testing.T) {
 			t.Fatalf("node %s logged a panic:\n%s", n.ID, n.LogTail(40))
 		}
 	}
+}
+
+// The passivation race across processes (the in-process
+// TestPassivationRaceLosesNothing runs one node under -race: several
+// protoactor remotes in one process trip a library race). Three node
+// processes — built with -race when MCPGRAIN_TEST_RACE=1, as in CI's race
+// step, which fails the test on any race a node reports — passivate probe
+// grains 1 ms after their last request while requests keep arriving
+// through every node (most are remote). None may fail, every increment
+// is in the final counts exactly once, and grains must actually have
+// passivated (idle deactivations), or the race was not exercised.
+func TestPassivationRaceAcrossProcessesLosesNothing(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ProbeIdle: time.Millisecond})
+	const (
+		identities = 40
+		workers    = 12
+		requests   = 2400
+	)
+	var (
+		next, failed atomic.Int64
+		firstMu      sync.Mutex
+		first        error
+		wg           sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			via := c.Node(w % 3)
+			for i := next.Add(1) - 1; i < requests; i = next.Add(1) - 1 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := via.Probe(ctx, fmt.Sprintf("prace-%d", i%identities), 1)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					firstMu.Lock()
+					if first == nil {
+						first = err
+					}
+					firstMu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of %d requests failed; first: %v", n, requests, first)
+	}
+	var total int64
+	for i := range identities {
+		total += probeOK(t, c.Node(0), fmt.Sprintf("prace-%d", i), 0).Count
+	}
+	if total != requests {
+		t.Fatalf("durable counts sum to %d, want %d (lost or doubled writes)", total, requests)
+	}
+	var idle, held float64
+	for _, n := range c.Nodes() {
+		v, _ := n.Metric(`mcpgrain_grain_deactivations_total{kind="probe",node="` + n.ID + `",reason="idle"}`)
+		idle += v
+		h, _ := n.Metric(`mcpgrain_placement_held_requests_total`)
+		held += h
+	}
+	if idle <= identities {
+		t.Fatalf("only %v idle passivations over %d identities: the race was not exercised", idle, identities)
+	}
+	t.Logf("%d requests, %v idle passivations, %v requests held for a deactivating grain", requests, idle, held)
 }

@@ -287,7 +287,9 @@ func TestSlowAndMalformedRequestsGetDefinedAnswers(t *testing.T) {
 // TestHostileCodeIsContained: code sent to execute cannot reach files,
 // the network or the host process except through tools; an endless loop
 // is interrupted at the wall-time limit; a huge output and a memory bomb
-// end with a limit error; the session serves the next call normally.
+// end with a limit error naming that limit (structured content: limit
+// wall_time, output, heap — a memory bomb stopped by the wall time fails);
+// the session serves the next call normally.
 func TestHostileCodeIsContained(t *testing.T) {
 	info := startCodeNode(t, func(c *app.Config) {
 		c.MCP.Code.Limits.WallTime = 5 * time.Second // the huge values below must hit their limit first, even under -race
@@ -295,18 +297,17 @@ func TestHostileCodeIsContained(t *testing.T) {
 		c.MCP.Code.Limits.MaxHeapGrowth = 256 << 20
 	})
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
-	for _, tc := range []struct{ name, code, want string }{
-		{"require", `return require("fs").readFileSync("/etc/passwd", "utf8")`, "require"},
-		{"process", `return process.env`, "process"},
-		{"fetch", `return await fetch("http://127.0.0.1:1/")`, "fetch"},
-		{"dynamic import", `const m = await import("node:fs"); return m`, ""},
-		{"XMLHttpRequest", `return new XMLHttpRequest()`, "XMLHttpRequest"},
-		{"Function constructor to global", `const g = (function(){}).constructor("return this")(); return typeof g.process + typeof g.require + typeof g.fetch`, "undefinedundefinedundefined"},
-		{"endless loop", `while (true) {}`, "time"},
-		{"huge output", `const s = "x".repeat(1 << 16); for (let i = 0; i < 100; i++) console.log(s); return 1`, "limit"},
-		{"huge result", `return "x".repeat(2 << 20)`, "limit"},
-		{"memory bomb", `const a = []; while (true) a.push(new Array(1 << 16).fill(1.5));`, ""},
-		{"tool outside the registry", `return await tools.fs.readFile({path: "/etc/passwd"})`, ""},
+	for _, tc := range []struct{ name, code, want, limit string }{
+		{"require", `return require("fs").readFileSync("/etc/passwd", "utf8")`, "require", ""},
+		{"process", `return process.env`, "process", ""},
+		{"fetch", `return await fetch("http://127.0.0.1:1/")`, "fetch", ""},
+		{"dynamic import", `const m = await import("node:fs"); return m`, "", ""},
+		{"XMLHttpRequest", `return new XMLHttpRequest()`, "XMLHttpRequest", ""},
+		{"Function constructor to global", `const g = (function(){}).constructor("return this")(); return typeof g.process + typeof g.require + typeof g.fetch`, "undefinedundefinedundefined", ""},
+		{"endless loop", `while (true) {}`, "time", "wall_time"},
+		{"huge output", `const s = "x".repeat(1 << 16); for (let i = 0; i < 100; i++) console.log(s); return 1`, "limit", "output"},
+		{"huge result", `return "x".repeat(2 << 20)`, "limit", "output"},
+		{"tool outside the registry", `return await tools.fs.readFile({path: "/etc/passwd"})`, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			began := time.Now()
@@ -330,6 +331,9 @@ func TestHostileCodeIsContained(t *testing.T) {
 			if tc.want != "" && !strings.Contains(strings.ToLower(text), strings.ToLower(tc.want)) {
 				t.Fatalf("error %.300q does not mention %q", text, tc.want)
 			}
+			if sc := structured(t, res); tc.limit != "" && sc["limit"] != tc.limit {
+				t.Fatalf("stopped by the %v limit (errorKind %v), want %s: %.300s", sc["limit"], sc["errorKind"], tc.limit, text)
+			}
 			if took := time.Since(began); took > 20*time.Second {
 				t.Fatalf("took %s", took)
 			}
@@ -339,6 +343,29 @@ func TestHostileCodeIsContained(t *testing.T) {
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": `return 6 * 7`})
 	if res.IsError || sc["result"] != float64(42) {
 		t.Fatalf("after the hostile code: %s %v", mcpclient.Text(res), sc)
+	}
+	t.Run("memory bomb", testMemoryBombIsStoppedByTheHeapLimit)
+}
+
+// A memory bomb is stopped by the heap limit, on a node whose wall time it
+// cannot reach (near its limit the worker's GC runs hard, and on two
+// loaded cores reaching 256 MiB took more than the 5 s wall time of the
+// cases above: the wall time stood in, which this test now tells apart).
+func testMemoryBombIsStoppedByTheHeapLimit(t *testing.T) {
+	info := startCodeNode(t, func(c *app.Config) {
+		c.MCP.Code.Limits.WallTime = time.Minute
+		c.MCP.Code.Limits.MaxHeapGrowth = 256 << 20
+	})
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	began := time.Now()
+	res, sc := callTool(t, cs, "execute", map[string]any{"code": `const a = []; while (true) a.push(new Array(1 << 16).fill(1.5));`})
+	if !res.IsError || sc["errorKind"] != "limit" || sc["limit"] != "heap" {
+		t.Fatalf("memory bomb: errorKind %v limit %v, want the heap limit: %.300s", sc["errorKind"], sc["limit"], mcpclient.Text(res))
+	}
+	t.Logf("stopped by the heap limit after %s", time.Since(began).Round(time.Millisecond))
+	res, sc = callTool(t, cs, "execute", map[string]any{"code": `return 6 * 7`})
+	if res.IsError || sc["result"] != float64(42) {
+		t.Fatalf("after the memory bomb: %s %v", mcpclient.Text(res), sc)
 	}
 }
 

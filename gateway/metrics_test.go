@@ -235,17 +235,18 @@ func TestMetricsMoveWithTheEventsTheyCount(t *testing.T) {
 	}
 
 	// Every documented metric is exposed, except the fault counters whose
-	// labelled series appear only after a fault; each is checked by the
-	// multi-process test named here.
+	// labelled series appear only after a fault; the test named for each
+	// provokes that fault and asserts the counter moved (the plain counters
+	// are exposed at zero anyway; their tests are named all the same).
 	faultOnly := map[string]string{
-		"mcpgrain_cap_overflow_total":               "actors/session TestCapOverflow*", // plain counter, exposed anyway
-		"mcpgrain_grain_activation_failures_total":  "activation failures need a broken store",
-		"mcpgrain_grain_fenced_writes_total":        "cluster/multiprocess_test.go",
-		"mcpgrain_placement_forwards_total":         "needs a second member",
-		"mcpgrain_placement_held_requests_total":    "passivation race: cluster tests",
-		"mcpgrain_grain_request_retries_total":      "gateway/multiprocess_test.go (node kill)",
-		"mcpgrain_grain_deactivations_total":        "cluster/reminders_multiprocess_test.go",
-		"mcpgrain_reminder_delivery_failures_total": "plain counter, exposed anyway",
+		"mcpgrain_cap_overflow_total":               "actors/session TestPinnedResidentIsNeverEvictedAndOverflowIsCounted",
+		"mcpgrain_grain_activation_failures_total":  "cluster TestActivationFailureIsCounted",
+		"mcpgrain_grain_fenced_writes_total":        "cluster TestStaleDuplicateActivationIsFenced",
+		"mcpgrain_placement_forwards_total":         "cluster TestForwardsBetweenDisagreeingViewsAreCounted",
+		"mcpgrain_placement_held_requests_total":    "cluster TestRequestHeldDuringDeactivationIsCountedAndServed",
+		"mcpgrain_grain_request_retries_total":      "cluster TestStoreConnectionLostMidRequest",
+		"mcpgrain_grain_deactivations_total":        "cluster TestRemindersFireExactlyOnceAcrossProcesses",
+		"mcpgrain_reminder_delivery_failures_total": "cluster/reminders TestFailedDeliveryIsRetriedAtNextScan",
 	}
 	for _, name := range documentedMetrics(t) {
 		if _, ok := final[name]; ok {

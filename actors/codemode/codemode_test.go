@@ -223,6 +223,7 @@ type harnessOptions struct {
 	publicURL string
 	sources   []string
 	journal   engine.Journal // makes executions durable
+	limits    sandbox.Limits // the engine's; default a 20 s wall time
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -230,13 +231,16 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.window == 0 {
 		o.window = 4 * time.Minute
 	}
+	if o.limits.WallTime == 0 {
+		o.limits.WallTime = 20 * time.Second
+	}
 	h := &harness{shop: &shop{}, hooks: &hookLog{}, logs: &testenv.SyncBuffer{}, window: o.window}
 	reg, err := tools.NewRegistry(h.shop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.eng = engine.New(engine.Config{Tools: reg, Hooks: h.hooks, Clock: clock.NewFake(epoch), ApprovalWindow: o.window,
-		Limits: sandbox.Limits{WallTime: 20 * time.Second}, Journal: o.journal, Session: "s1"})
+		Limits: o.limits, Journal: o.journal, Session: "s1"})
 	t.Cleanup(h.eng.Shutdown)
 	h.rt = &testRuntime{eng: h.eng, decisions: make(chan decision, 4)}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "codemode-test", Version: "v0.0.0"}, nil)
@@ -410,6 +414,36 @@ func TestCompletedExecutionIsReturnedWithLogs(t *testing.T) {
 	}
 }
 
+// Each sandbox limit that stops an execution names itself in the structured
+// content (errorKind limit or timeout, limit: which one), so a client, and
+// this test, tell a memory bomb stopped by the heap bound from one stopped
+// by the wall time; disabling a limit fails its case here.
+func TestEachLimitNamesItself(t *testing.T) {
+	// The memory bomb gets a wall time it cannot reach (near the heap limit
+	// the worker's GC runs hard: seconds on loaded cores); the others a short one.
+	heap := newHarness(t, harnessOptions{limits: sandbox.Limits{WallTime: time.Minute, MaxHeapGrowth: 64 << 20}})
+	res, sc := call(t, heap.connect(t, clientOptions{}), "execute", map[string]any{
+		"code": `const a: any[] = []; while (true) a.push(new Array(1000).fill("x" + a.length));`})
+	if !res.IsError || sc["errorKind"] != sandbox.KindLimit || sc["limit"] != sandbox.LimitHeap {
+		t.Fatalf("memory bomb: errorKind %v limit %v (%.200s), want the heap limit", sc["errorKind"], sc["limit"], text(res))
+	}
+	h := newHarness(t, harnessOptions{limits: sandbox.Limits{WallTime: 3 * time.Second, MaxToolCalls: 3, MaxOutput: 1 << 10}})
+	cs := h.connect(t, clientOptions{})
+	for _, tc := range []struct{ name, code, kind, limit string }{
+		{"output", `for (let i = 0; ; i++) console.log("line " + i)`, sandbox.KindLimit, sandbox.LimitOutput},
+		{"tool calls", `for (let i = 0; i < 10; i++) await tools.shop.list({}); return "all"`, sandbox.KindLimit, sandbox.LimitToolCalls},
+		{"wall time", `while (true) {}`, sandbox.KindTimeout, sandbox.LimitWallTime},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, sc := call(t, cs, "execute", map[string]any{"code": tc.code})
+			if !res.IsError || sc["errorKind"] != tc.kind || sc["limit"] != tc.limit || sc["retryable"] != false {
+				t.Fatalf("isError %v errorKind %v limit %v retryable %v (%.200s), want %s, %s, not retryable",
+					res.IsError, sc["errorKind"], sc["limit"], sc["retryable"], text(res), tc.kind, tc.limit)
+			}
+		})
+	}
+}
+
 // Code failures are the user's to see: isError with the message, never the
 // opaque internal error.
 func TestEngineErrorsAreDescribed(t *testing.T) {
@@ -441,7 +475,7 @@ func TestEngineErrorsAreDescribed(t *testing.T) {
 			if sc["status"] != "error" || msg == "" || !strings.HasPrefix(txt, "Error: "+msg) || !jsonEqual(t, sc["logs"], tc.logs) {
 				t.Fatalf("structured %v", sc)
 			}
-			if sc["errorKind"] != tc.kind || sc["retryable"] != false {
+			if sc["errorKind"] != tc.kind || sc["retryable"] != false || sc["limit"] != nil {
 				t.Fatalf("errorKind %v retryable %v, want %s, false", sc["errorKind"], sc["retryable"], tc.kind)
 			}
 		})

@@ -90,15 +90,19 @@ func nonNil(s []string) []string {
 
 // Failed renders a code failure (isError, message shown). Its structured
 // content names the kind of failure (errorKind: syntax, runtime, timeout,
-// limit, busy) and whether retrying the same call may succeed (retryable:
-// a running-executions cap was full and nothing ran), so a client need not
-// read the message to decide.
+// limit, busy), for limit and timeout which limit stopped it (limit: heap,
+// output, tool_calls, code_size, wall_time), and whether retrying the same
+// call may succeed (retryable: a running-executions cap was full and
+// nothing ran), so a client need not read the message to decide.
 func Failed(out engine.Outcome) *mcp.CallToolResult {
 	msg := out.Error
 	sc := map[string]any{"status": "error", "error": msg, "logs": nonNil(out.Result.Logs)}
 	if out.ErrorKind != "" {
 		sc["errorKind"] = out.ErrorKind
 		sc["retryable"] = out.ErrorKind == sandbox.KindBusy
+	}
+	if out.ErrorLimit != "" {
+		sc["limit"] = out.ErrorLimit
 	}
 	return &mcp.CallToolResult{
 		IsError:           true,

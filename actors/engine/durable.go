@@ -75,6 +75,7 @@ type outcomeRecord struct {
 	ToolCalls int      `json:"toolCalls,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	ErrorKind string   `json:"errorKind,omitempty"`
+	Limit     string   `json:"limit,omitempty"`
 }
 
 // durable is the journal state of one run.
@@ -394,7 +395,7 @@ func (e *Engine) settle(d *durable, out Outcome) {
 		return
 	}
 	rec := outcomeRecord{Status: out.Status, Value: out.Result.Value, Emitted: out.Result.Emitted, Logs: out.Result.Logs,
-		ToolCalls: out.Result.ToolCalls, Error: out.Error, ErrorKind: out.ErrorKind}
+		ToolCalls: out.Result.ToolCalls, Error: out.Error, ErrorKind: out.ErrorKind, Limit: out.ErrorLimit}
 	if out.Status == StatusInternal {
 		rec.Error = "internal error"
 	}
@@ -429,7 +430,7 @@ func settledOutcome(r store.Run) (Outcome, bool) {
 	if r.Settled.IsZero() || json.Unmarshal([]byte(r.Outcome), &rec) != nil {
 		return Outcome{}, false
 	}
-	out := Outcome{Status: rec.Status, Error: rec.Error, ErrorKind: rec.ErrorKind,
+	out := Outcome{Status: rec.Status, Error: rec.Error, ErrorKind: rec.ErrorKind, ErrorLimit: rec.Limit,
 		Result: sandbox.Result{Value: rec.Value, Emitted: rec.Emitted, Logs: rec.Logs, ToolCalls: rec.ToolCalls}}
 	if rec.Status == StatusInternal {
 		out.Internal = errors.New("engine: the execution failed internally (replayed from the journal)")

@@ -483,3 +483,27 @@ func TestReplayWithUnrecordedRandomnessDiverges(t *testing.T) {
 		t.Fatalf("calls sent during a diverged replay: %d GETs %d POSTs", f.gets.Load(), f.posts.Load())
 	}
 }
+
+// The limit that stopped a durable execution is journaled with its outcome:
+// a later activation replays the same kind and limit, not a bare failure.
+func TestTheLimitThatStoppedADurableRunIsReplayed(t *testing.T) {
+	f := newDurableFixture(t)
+	first := f.activateWith(&hookLog{}, sandbox.Limits{WallTime: 10 * time.Second, MaxToolCalls: 2})
+	out := first.ExecuteWithPause(context.Background(), `
+		await tools.demo.createTodo({title: "one"});
+		for (let i = 0; i < 5; i++) await tools.demo.listTodos({});
+		return "all"`, alice)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("want a pause: %+v", out)
+	}
+	id := out.Pause.ID
+	done, found := first.Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Accept})
+	if !found || done.Status != engine.StatusError || done.ErrorKind != sandbox.KindLimit || done.ErrorLimit != sandbox.LimitToolCalls {
+		t.Fatalf("resume %v %+v, want the tool_calls limit", found, done)
+	}
+	again, found := f.activate(&hookLog{}).Resume(context.Background(), id, engine.System, engine.Response{Action: engine.Decline})
+	if !found || again.Status != engine.StatusError || again.ErrorKind != sandbox.KindLimit || again.ErrorLimit != sandbox.LimitToolCalls ||
+		again.Error != done.Error {
+		t.Fatalf("replayed outcome %v %+v, want %+v", found, again, done)
+	}
+}

@@ -86,6 +86,9 @@ type Outcome struct {
 	Error string
 	// ErrorKind is syntax, runtime, timeout, limit or busy (sandbox.Kind*).
 	ErrorKind string
+	// ErrorLimit names the limit that stopped the execution (sandbox.Limit*: heap, output,
+	// tool_calls, code_size, wall_time) for ErrorKind limit and timeout.
+	ErrorLimit string
 	// Internal is the cause of StatusInternal (log it, do not show it).
 	Internal error
 	// Pause is set for StatusPaused.
@@ -318,7 +321,7 @@ func (e *Engine) start(ctx context.Context, code string, who Principal, lim sand
 		var se *sandbox.Error
 		switch {
 		case errors.As(err, &se):
-			out = Outcome{Status: StatusError, Result: se.Result, Error: se.Message, ErrorKind: se.Kind}
+			out = Outcome{Status: StatusError, Result: se.Result, Error: se.Message, ErrorKind: se.Kind, ErrorLimit: se.Limit}
 		case err != nil:
 			out = Outcome{Status: StatusInternal, Internal: err}
 		}

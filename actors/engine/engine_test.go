@@ -372,3 +372,27 @@ func TestPrincipalCapIsBusyAndPausesDoNotCount(t *testing.T) {
 		t.Fatalf("the loop completed: %+v", out)
 	}
 }
+
+// Each sandbox limit names itself in the outcome (ErrorKind and
+// ErrorLimit), so disabling a limit fails its case: another limit
+// standing in names another.
+func TestOutcomesNameTheLimitThatStoppedThem(t *testing.T) {
+	// The memory bomb gets a wall time it cannot reach (near the heap limit
+	// the worker's GC runs hard: seconds on loaded cores); the others a short one.
+	heap := newFixtureLimits(t, nil, sandbox.Limits{WallTime: time.Minute, MaxHeapGrowth: 64 << 20})
+	out := heap.run(t, `const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: "v" + i});`)
+	if out.Status != engine.StatusError || out.ErrorKind != sandbox.KindLimit || out.ErrorLimit != sandbox.LimitHeap {
+		t.Errorf("memory bomb: %+v, want a limit error of the heap limit", out)
+	}
+	f := newFixtureLimits(t, nil, sandbox.Limits{WallTime: 3 * time.Second, MaxToolCalls: 2, MaxOutput: 1 << 10})
+	for _, tc := range []struct{ code, kind, limit string }{
+		{`emit("x".repeat(2000))`, sandbox.KindLimit, sandbox.LimitOutput},
+		{`for (let i = 0; i < 5; i++) await tools.demo.listTodos({}); return "all"`, sandbox.KindLimit, sandbox.LimitToolCalls},
+		{`while (true) {}`, sandbox.KindTimeout, sandbox.LimitWallTime},
+	} {
+		out := f.run(t, tc.code)
+		if out.Status != engine.StatusError || out.ErrorKind != tc.kind || out.ErrorLimit != tc.limit {
+			t.Errorf("%s: %+v, want a %s error of the %s limit", tc.limit, out, tc.kind, tc.limit)
+		}
+	}
+}

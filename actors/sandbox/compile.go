@@ -98,11 +98,11 @@ func Compile(code string) (string, error) {
 // caller's line numbers).
 func transform(code string) (js string, sourceMap []byte, err error) {
 	if len(code) > MaxCodeSize {
-		return "", nil, &Error{Kind: KindLimit, Message: fmt.Sprintf(
+		return "", nil, &Error{Kind: KindLimit, Limit: LimitCodeSize, Message: fmt.Sprintf(
 			"the code is %d bytes; at most %d are accepted (pass large data through tools instead)", len(code), MaxCodeSize)}
 	}
 	if n := strings.Count(code, "{"); n > maxBraces {
-		return "", nil, &Error{Kind: KindLimit, Message: fmt.Sprintf(
+		return "", nil, &Error{Kind: KindLimit, Limit: LimitCodeSize, Message: fmt.Sprintf(
 			"the code has %d '{' characters; at most %d are accepted (pass large data through tools instead)", n, maxBraces)}
 	}
 	opts := transformOptions

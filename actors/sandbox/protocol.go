@@ -36,10 +36,12 @@ type frame struct {
 	JSON json.RawMessage `json:"json,omitempty"` // call, result, emit, done: a JSON value (absent: undefined)
 	Text string          `json:"text,omitempty"` // log: the line
 	Kind string          `json:"kind,omitempty"` // done, limit: the *Error kind ("" with Err: an internal error)
-	Err  string          `json:"err,omitempty"`  // result: the Host's error; done, limit: the error message
-	Now  int64           `json:"now,omitempty"`  // start, result: Limits.Now in Unix nanoseconds (0: the worker's clock)
-	Heap uint64          `json:"heap,omitempty"` // ready, done: the worker's heap in bytes
-	Lim  *wireLimits     `json:"lim,omitempty"`  // start
+	// Limit (done, limit) is the *Error's Limit: which limit stopped the execution.
+	Limit string      `json:"limit,omitempty"`
+	Err   string      `json:"err,omitempty"`  // result: the Host's error; done, limit: the error message
+	Now   int64       `json:"now,omitempty"`  // start, result: Limits.Now in Unix nanoseconds (0: the worker's clock)
+	Heap  uint64      `json:"heap,omitempty"` // ready, done: the worker's heap in bytes
+	Lim   *wireLimits `json:"lim,omitempty"`  // start
 	// Niced (done) reports that the worker lowered its own scheduling priority during the execution.
 	Niced bool `json:"niced,omitempty"`
 }

@@ -237,7 +237,7 @@ func (ex *execution) resultJSON(v sobek.Value) (string, error) {
 		return "", err
 	}
 	if ex.outBytes+len(s) > ex.lim.MaxOutput {
-		return "", &Error{Kind: KindLimit, Message: fmt.Sprintf(
+		return "", &Error{Kind: KindLimit, Limit: LimitOutput, Message: fmt.Sprintf(
 			"exceeds the output limit: %d bytes as JSON, with emitted values and log lines over %d bytes", len(s), ex.lim.MaxOutput)}
 	}
 	return s, nil
@@ -515,7 +515,7 @@ func (ex *execution) formatValue(v sobek.Value) string {
 // execution when MaxOutput would be exceeded.
 func (ex *execution) record(n int, f frame) {
 	if ex.outBytes+n > ex.lim.MaxOutput {
-		ex.fail(&Error{Kind: KindLimit, Message: fmt.Sprintf(
+		ex.fail(&Error{Kind: KindLimit, Limit: LimitOutput, Message: fmt.Sprintf(
 			"output limit exceeded: emitted values and log lines exceed %d bytes", ex.lim.MaxOutput)})
 		return
 	}
@@ -630,7 +630,7 @@ func (ex *execution) callTool(path string, arg sobek.Value) sobek.Value {
 		panic(ex.rt.NewTypeError("tools.%s: the argument is %d bytes as JSON; at most %d are accepted", path, len(args), maxToolArgBytes))
 	}
 	if ex.toolCalls >= ex.lim.MaxToolCalls {
-		ex.fail(&Error{Kind: KindLimit, Message: fmt.Sprintf(
+		ex.fail(&Error{Kind: KindLimit, Limit: LimitToolCalls, Message: fmt.Sprintf(
 			"tool call limit exceeded: more than %d tools.* calls (at tools.%s)", ex.lim.MaxToolCalls, path)})
 		return sobek.Undefined()
 	}

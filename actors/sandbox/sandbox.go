@@ -119,6 +119,17 @@ const (
 	KindBusy    = "busy"    // a running-executions cap was full: nothing ran, and retrying later may succeed
 )
 
+// Limits an *Error can name (Error.Limit): which bound stopped the execution. Each has its own
+// mechanism, and a test of that mechanism asserts its name, so one limit standing in for another
+// (a memory bomb stopped by the wall time) fails it.
+const (
+	LimitHeap      = "heap"       // Kind "limit": MaxHeapGrowth (the worker's watchdog or its OS memory bound)
+	LimitOutput    = "output"     // Kind "limit": MaxOutput (emitted values, log lines and the return value)
+	LimitToolCalls = "tool_calls" // Kind "limit": MaxToolCalls
+	LimitCodeSize  = "code_size"  // Kind "limit": MaxCodeSize or the bound on '{' characters
+	LimitWallTime  = "wall_time"  // Kind "timeout": WallTime ("" for the caller's own deadline)
+)
+
 // Error is a failure the user should see as the tool's isError result: Kind "syntax" (TS did not compile:
 // message with line:column), "runtime" (an uncaught exception: message, and the JS stack if cheap),
 // "timeout", "limit" (tool calls/output/memory), "busy" (refused before running; retryable). Result
@@ -126,7 +137,10 @@ const (
 type Error struct {
 	Kind    string
 	Message string
-	Result  Result
+	// Limit names the limit that stopped the execution (Limit* constants) for Kinds "limit" and
+	// "timeout"; "" for the others and for a timeout that was the caller's deadline.
+	Limit  string
+	Result Result
 }
 
 // Error returns "sandbox <kind> error: <message>".
@@ -362,7 +376,8 @@ func (d *driver) resultFrame(r hostReply) frame {
 func (d *driver) ctxReason(ctx, timed context.Context) (tag string, reason error) {
 	switch {
 	case errors.Is(context.Cause(timed), errWallTime):
-		return killTimeout, &Error{Kind: KindTimeout, Message: fmt.Sprintf("execution timed out after %v", d.lim.WallTime)}
+		return killTimeout, &Error{Kind: KindTimeout, Limit: LimitWallTime,
+			Message: fmt.Sprintf("execution timed out after %v", d.lim.WallTime)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return killTimeout, &Error{Kind: KindTimeout, Message: "execution deadline exceeded"}
 	default:
@@ -392,7 +407,7 @@ func (d *driver) finish(f frame) (Result, error) {
 	}
 	switch {
 	case f.Kind != "":
-		return d.fail(&Error{Kind: f.Kind, Message: f.Err})
+		return d.fail(&Error{Kind: f.Kind, Limit: f.Limit, Message: f.Err})
 	case f.Err != "":
 		return d.fail(errors.New(f.Err))
 	}
@@ -414,7 +429,7 @@ func (d *driver) died() (Result, error) {
 			msg = fmt.Sprintf("memory limit exceeded: the execution needed more memory than its limit of %d MiB allows (%s)",
 				d.lim.MaxHeapGrowth>>20, detail)
 		}
-		err, tag = &Error{Kind: KindLimit, Message: msg}, killMemory
+		err, tag = &Error{Kind: KindLimit, Limit: LimitHeap, Message: msg}, killMemory
 	case d.stopErr != nil:
 		err = d.stopErr
 	case closed:

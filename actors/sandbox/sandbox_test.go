@@ -53,7 +53,11 @@ func run(t *testing.T, code string, host Host, lim Limits) (Result, error) {
 	// The package's tests share the default pool and run in parallel: wait for a slot rather than
 	// being refused (the caps have their own tests).
 	lim.WaitForSlot = true
-	return Run(context.Background(), code, host, lim)
+	// A backstop beyond the wall time: were WallTime not enforced, the run ends here as the caller's
+	// deadline (a timeout naming no limit) instead of hanging the test.
+	ctx, cancel := context.WithTimeout(context.Background(), lim.WallTime+30*time.Second)
+	defer cancel()
+	return Run(ctx, code, host, lim)
 }
 
 // mustRun runs code and fails the test on any error.
@@ -76,6 +80,46 @@ func wantError(t *testing.T, code string, host Host, lim Limits, kind, want stri
 	}
 	if se.Kind != kind || !strings.Contains(se.Message, want) {
 		t.Fatalf("Run(%q) = %s error %q, want %s error containing %q", code, se.Kind, se.Message, kind, want)
+	}
+	return se
+}
+
+// limitOf is se.Limit, "" for nil.
+func limitOf(se *Error) string {
+	if se == nil {
+		return ""
+	}
+	return se.Limit
+}
+
+// kindOf is the *Error kind of an execution stopped by limit (a sandbox.Limit* name).
+func kindOf(limit string) string {
+	if limit == LimitWallTime {
+		return KindTimeout
+	}
+	return KindLimit
+}
+
+// wantLimit runs code and checks that the limit named (a Limit* constant) stopped it: the *Error has
+// that limit's kind and names it, and its message contains want. Another limit standing in (a
+// memory bomb stopped by the wall time, a flood of output by the heap bound) fails it, so each
+// limit's test fails when that limit is not enforced.
+func wantLimit(t *testing.T, code string, host Host, lim Limits, limit, want string) *Error {
+	t.Helper()
+	_, err := run(t, code, host, lim)
+	return checkLimit(t, err, limit, want)
+}
+
+// checkLimit checks that err is an *Error of limit's kind naming limit, with want in its message.
+func checkLimit(t *testing.T, err error, limit, want string) *Error {
+	t.Helper()
+	var se *Error
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v (%T), want the %s limit's *Error", err, err, limit)
+	}
+	if se.Kind != kindOf(limit) || se.Limit != limit || !strings.Contains(se.Message, want) {
+		t.Fatalf("err = %s error (limit %q) %q, want %s error of limit %q containing %q",
+			se.Kind, se.Limit, se.Message, kindOf(limit), limit, want)
 	}
 	return se
 }
@@ -360,8 +404,8 @@ func TestCompile(t *testing.T) {
 func TestCodeSizeLimit(t *testing.T) {
 	t.Parallel()
 	code := "return " + `"` + strings.Repeat("x", MaxCodeSize) + `"`
-	wantError(t, code, nil, Limits{}, KindLimit, "at most")
-	wantError(t, "return ["+strings.Repeat("{},", maxBraces+1)+"]", nil, Limits{}, KindLimit, "'{' characters")
+	wantLimit(t, code, nil, Limits{}, LimitCodeSize, "at most")
+	wantLimit(t, "return ["+strings.Repeat("{},", maxBraces+1)+"]", nil, Limits{}, LimitCodeSize, "'{' characters")
 	// Just under the limit is fine.
 	code = "return " + `"` + strings.Repeat("x", MaxCodeSize-20) + `".length`
 	if res := mustRun(t, code, nil); res.Value != float64(MaxCodeSize-20) {
@@ -448,7 +492,7 @@ func TestInfiniteLoopTimesOut(t *testing.T) {
 		t.Run(code, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			wantError(t, code, nil, Limits{WallTime: 200 * time.Millisecond}, KindTimeout, "timed out after 200ms")
+			wantLimit(t, code, nil, Limits{WallTime: 200 * time.Millisecond}, LimitWallTime, "timed out after 200ms")
 			if d := time.Since(start); d > 200*time.Millisecond+2*time.Second {
 				t.Fatalf("took %v", d)
 			}
@@ -504,7 +548,7 @@ func TestWallTimeWhileHostBlocks(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	start := time.Now()
-	se := wantError(t, "await tools.slow()", host, Limits{WallTime: 200 * time.Millisecond}, KindTimeout, "timed out")
+	se := wantLimit(t, "await tools.slow()", host, Limits{WallTime: 200 * time.Millisecond}, LimitWallTime, "timed out")
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("took %v", d)
 	}
@@ -519,8 +563,8 @@ func TestCallerDeadlineIsTimeout(t *testing.T) {
 	defer cancel()
 	_, err := Run(ctx, "while (true) {}", nil, Limits{})
 	var se *Error
-	if !errors.As(err, &se) || se.Kind != KindTimeout {
-		t.Fatalf("err = %v, want timeout *Error", err)
+	if !errors.As(err, &se) || se.Kind != KindTimeout || se.Limit != "" {
+		t.Fatalf("err = %v (limit %q), want a timeout *Error naming no limit (the caller's deadline is not WallTime)", err, limitOf(se))
 	}
 }
 
@@ -536,14 +580,14 @@ func TestCancelledBeforeStart(t *testing.T) {
 func TestMaxToolCalls(t *testing.T) {
 	t.Parallel()
 	host := &fakeHost{}
-	se := wantError(t, `
+	se := wantLimit(t, `
 		let n = 0;
 		try {
 			for (let i = 0; i < 10; i++) { await tools.ping({i}); n++ }
 		} catch (e) {
 			return "caught: " + e;
 		}
-		return n;`, host, Limits{MaxToolCalls: 3}, KindLimit, "more than 3 tools.* calls")
+		return n;`, host, Limits{MaxToolCalls: 3}, LimitToolCalls, "more than 3 tools.* calls")
 	if se.Result.ToolCalls != 3 || len(host.recorded()) != 3 {
 		t.Fatalf("ToolCalls = %d, host saw %d", se.Result.ToolCalls, len(host.recorded()))
 	}
@@ -554,19 +598,19 @@ func TestMaxToolCalls(t *testing.T) {
 
 func TestMaxOutput(t *testing.T) {
 	t.Parallel()
-	se := wantError(t, `
+	se := wantLimit(t, `
 		console.log("small");
 		emit("x".repeat(50));
 		try { emit("y".repeat(100)) } catch { }
-		return "survived";`, nil, Limits{MaxOutput: 100}, KindLimit, "output limit exceeded")
+		return "survived";`, nil, Limits{MaxOutput: 100}, LimitOutput, "output limit exceeded")
 	want := Result{Logs: []string{"small"}, Emitted: []any{strings.Repeat("x", 50)}}
 	if !reflect.DeepEqual(se.Result, want) {
 		t.Fatalf("Result = %#v, want %#v", se.Result, want)
 	}
-	wantError(t, `for (let i = 0; ; i++) console.log("line " + i)`, nil, Limits{MaxOutput: 1000}, KindLimit, "1000 bytes")
+	wantLimit(t, `for (let i = 0; ; i++) console.log("line " + i)`, nil, Limits{MaxOutput: 1000}, LimitOutput, "1000 bytes")
 	// The return value counts too (it used to go to the client whole).
-	wantError(t, `return "z".repeat(2000)`, nil, Limits{MaxOutput: 1000}, KindLimit, "the return value exceeds the output limit")
-	wantError(t, `emit("x".repeat(600)); return "z".repeat(600)`, nil, Limits{MaxOutput: 1000}, KindLimit, "over 1000 bytes")
+	wantLimit(t, `return "z".repeat(2000)`, nil, Limits{MaxOutput: 1000}, LimitOutput, "the return value exceeds the output limit")
+	wantLimit(t, `emit("x".repeat(600)); return "z".repeat(600)`, nil, Limits{MaxOutput: 1000}, LimitOutput, "over 1000 bytes")
 }
 
 func TestMemoryBomb(t *testing.T) {
@@ -580,10 +624,7 @@ func TestMemoryBomb(t *testing.T) {
 			start := time.Now()
 			// A wall time the bomb cannot reach: it must be the memory bound that stops it.
 			_, err := run(t, code, nil, Limits{MaxHeapGrowth: 64 << 20, WallTime: time.Minute})
-			var se *Error
-			if !errors.As(err, &se) || se.Kind != KindLimit {
-				t.Fatalf("err = %v, want a limit *Error", err)
-			}
+			se := checkLimit(t, err, LimitHeap, "memory limit exceeded")
 			// Stopped within a fraction of a second normally; the bound is generous for the race
 			// detector on two loaded cores.
 			if d := time.Since(start); d > 30*time.Second {

@@ -180,7 +180,7 @@ func (w *workerSide) execute(f frame) {
 		done.Err = out.err.Error()
 		var se *Error
 		if errors.As(out.err, &se) {
-			done.Kind, done.Err = se.Kind, se.Message
+			done.Kind, done.Limit, done.Err = se.Kind, se.Limit, se.Message
 		}
 	}
 	w.link.send(done)
@@ -223,7 +223,7 @@ func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watch
 				return
 			}
 			if now := w.heap.read(); now > base && now-base > limit {
-				w.link.out.tryWrite(frame{T: frameLimit, Kind: KindLimit, Err: fmt.Sprintf(
+				w.link.out.tryWrite(frame{T: frameLimit, Kind: KindLimit, Limit: LimitHeap, Err: fmt.Sprintf(
 					"memory limit exceeded: the execution's heap grew by %d MiB (limit %d MiB)", (now-base)>>20, limit>>20)})
 				os.Exit(exitMemoryLimit)
 			}

@@ -36,6 +36,8 @@ type fakeRuntime struct {
 	id                       string
 	streams, paused, running atomic.Int32
 	closes                   atomic.Int32
+	runningAsks              atomic.Int32  // RunningExecutions calls that found an execution running
+	runningAtClose           atomic.Int32  // running executions when Close was called
 	closeGate                chan struct{} // if set, Close blocks until it is closed
 	closing                  chan struct{} // closed when Close starts
 	hooks                    session.LeaseHooks
@@ -79,10 +81,17 @@ func (r *fakeRuntime) PausedExecution(id string) (*pb.PausedExecution, bool) {
 }
 func (r *fakeRuntime) PausedExecutionList() []*pb.PausedExecution { return nil }
 
-func (r *fakeRuntime) ActiveStreams() int     { return int(r.streams.Load()) }
-func (r *fakeRuntime) PausedExecutions() int  { return int(r.paused.Load()) }
-func (r *fakeRuntime) RunningExecutions() int { return int(r.running.Load()) }
+func (r *fakeRuntime) ActiveStreams() int    { return int(r.streams.Load()) }
+func (r *fakeRuntime) PausedExecutions() int { return int(r.paused.Load()) }
+func (r *fakeRuntime) RunningExecutions() int {
+	n := r.running.Load()
+	if n > 0 {
+		r.runningAsks.Add(1)
+	}
+	return int(n)
+}
 func (r *fakeRuntime) Close(ctx context.Context) error {
+	r.runningAtClose.Store(r.running.Load())
 	r.closes.Add(1)
 	close(r.closing)
 	if r.closeGate != nil {

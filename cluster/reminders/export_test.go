@@ -19,3 +19,10 @@ func (s *Service) Armed() int {
 	defer s.mu.Unlock()
 	return len(s.scheduled)
 }
+
+// WaitIdle waits until no scan, overdue fire or delivery (with its
+// completion) is running. With a fake clock nothing starts by itself, so
+// after it returns a delivery that has not happened will not happen until
+// the test moves the clock or scans: tests assert "nothing fired" with it
+// instead of waiting a while.
+func (s *Service) WaitIdle() { s.wg.Wait() }

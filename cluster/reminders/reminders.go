@@ -383,7 +383,11 @@ func (s *Service) scheduleLocked(r store.Reminder) {
 		e.timer = s.cfg.Clock.AfterFunc(delay, func() { s.fire(k, r.Version) })
 	} else {
 		e.timer = firedTimer{}
-		go s.fire(k, r.Version) // overdue: fire now
+		s.wg.Add(1) // counted like a delivery, so that Stop (and a test waiting for quiet) waits for it
+		go func() {
+			defer s.wg.Done()
+			s.fire(k, r.Version) // overdue: fire now
+		}()
 	}
 	s.scheduled[k] = e
 }

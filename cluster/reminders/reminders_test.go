@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/reminders"
@@ -37,6 +39,7 @@ type harness struct {
 	inDeliv atomic.Int32
 	maxConc atomic.Int32
 	gate    chan struct{} // if non-nil, deliveries wait on it
+	reg     *prometheus.Registry
 }
 
 func newHarness(t *testing.T, concurrency int) *harness {
@@ -46,7 +49,8 @@ func newHarness(t *testing.T, concurrency int) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	h := &harness{t: t, clk: clock.NewFake(t0), st: st, got: make(chan delivery, 1000), epochs: map[string]uint64{}}
+	h := &harness{t: t, clk: clock.NewFake(t0), st: st, got: make(chan delivery, 1000), epochs: map[string]uint64{},
+		reg: prometheus.NewRegistry()}
 	h.owned.Store(true)
 	h.svc, err = reminders.New(reminders.Config{
 		Store:        st,
@@ -56,6 +60,7 @@ func newHarness(t *testing.T, concurrency int) *harness {
 		Lookahead:    10 * time.Second,
 		Concurrency:  concurrency,
 		Clock:        h.clk,
+		Registerer:   h.reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -118,13 +123,46 @@ func (h *harness) next() delivery {
 	}
 }
 
-// none asserts no delivery happened (after letting fired timers' goroutines run).
+// none asserts no delivery happened: the fake clock ran every due timer in
+// Advance, so once no scan, fire or delivery is running (WaitIdle) any
+// delivery that was started has reached h.got.
 func (h *harness) none() {
 	h.t.Helper()
+	h.svc.WaitIdle()
 	select {
 	case d := <-h.got:
 		h.t.Fatalf("unexpected delivery %s/%s", d.grain, d.fired.GetName())
-	case <-time.After(50 * time.Millisecond):
+	default:
+	}
+}
+
+// metric is the value of the unlabelled counter or gauge name.
+func (h *harness) metric(name string) float64 {
+	h.t.Helper()
+	fams, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			m := f.GetMetric()[0]
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	h.t.Fatalf("metric %s not gathered", name)
+	return 0
+}
+
+// eventually polls cond every millisecond until it holds, failing the test
+// with what after 5 s.
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("after 5s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -198,10 +236,9 @@ func TestPeriodicCoalescesMissedTicks(t *testing.T) {
 	if d := h.next(); d.fired.GetDueAtMs() != t0.Add(time.Second).UnixMilli() {
 		t.Fatalf("first tick %+v", d.fired)
 	}
-	rs := h.waitRows("p", 1)
-	for !rs[0].DueAt.Equal(t0.Add(2 * time.Second)) {
-		rs = h.waitRows("p", 1)
-	}
+	h.eventually("the first tick's completion moves the next due to t0+2s", func() bool {
+		return h.waitRows("p", 1)[0].DueAt.Equal(t0.Add(2 * time.Second))
+	})
 	// An outage: nobody owns the grain for 10 ticks.
 	h.owned.Store(false)
 	h.svc.Rebalance()
@@ -214,17 +251,9 @@ func TestPeriodicCoalescesMissedTicks(t *testing.T) {
 		t.Fatalf("catch-up tick due %v", time.UnixMilli(d.fired.GetDueAtMs()))
 	}
 	h.none() // one catch-up fire, not ten
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		rs = h.waitRows("p", 1)
-		if rs[0].DueAt.Equal(t0.Add(12 * time.Second)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("next due %v, want t0+12s (first tick after now)", rs[0].DueAt.Sub(t0))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	h.eventually("the next due is t0+12s (the first tick after now)", func() bool {
+		return h.waitRows("p", 1)[0].DueAt.Equal(t0.Add(12 * time.Second))
+	})
 	h.clk.Advance(time.Second)
 	if d := h.next(); d.fired.GetDueAtMs() != t0.Add(12*time.Second).UnixMilli() {
 		t.Fatalf("tick after catch-up due %v", time.UnixMilli(d.fired.GetDueAtMs()).Sub(t0))
@@ -236,8 +265,12 @@ func TestFailedDeliveryIsRetriedAtNextScan(t *testing.T) {
 	h.setFail(&grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "down"})
 	h.register("f", "r", t0.Add(time.Second), 0)
 	h.clk.Advance(time.Second)
-	for h.svc.Armed() != 0 { // the failed attempt disarms it
-		time.Sleep(time.Millisecond)
+	h.svc.WaitIdle()
+	if n := h.svc.Armed(); n != 0 {
+		t.Fatalf("%d armed after the failed delivery, want it disarmed (the next scan arms it again)", n)
+	}
+	if v := h.metric("mcpgrain_reminder_delivery_failures_total"); v != 1 {
+		t.Fatalf("mcpgrain_reminder_delivery_failures_total = %v, want 1", v)
 	}
 	h.waitRows("f", 1)
 	h.setFail(nil)
@@ -275,13 +308,7 @@ func TestDeliveriesAreBoundedPerNode(t *testing.T) {
 		h.register("c"+string(rune('a'+i)), "r", t0.Add(time.Second), 0)
 	}
 	h.clk.Advance(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.inDeliv.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("deliveries did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	h.eventually("3 deliveries started", func() bool { return h.inDeliv.Load() >= 3 })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

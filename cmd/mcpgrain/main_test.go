@@ -127,7 +127,10 @@ func TestUnreachableDependenciesFailClearly(t *testing.T) {
 }
 
 // The issue's startup target: `mcpgrain dev` answers /healthz within 2 s and
-// exposes Go runtime and mcpgrain metrics.
+// exposes Go runtime and mcpgrain metrics. A binary built with -race (CI's
+// race step, MCPGRAIN_TEST_RACE=1) starts several times slower, on two
+// cores loaded by the rest of that step: it gets 10 s, the target is
+// measured on the normal build.
 func TestDevStartsFastAndServesHealthAndMetrics(t *testing.T) {
 	bin := testcluster.Binary(t)
 	addr := "127.0.0.1:" + itoa(testenv.FreePort(t))
@@ -155,8 +158,12 @@ func TestDevStartsFastAndServesHealthAndMetrics(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("mcpgrain dev healthy after %s", healthy)
-	if healthy > 2*time.Second {
-		t.Fatalf("mcpgrain dev took %s to serve /healthz, want < 2s", healthy)
+	target := 2 * time.Second
+	if os.Getenv("MCPGRAIN_TEST_RACE") == "1" {
+		target = 10 * time.Second
+	}
+	if healthy > target {
+		t.Fatalf("mcpgrain dev took %s to serve /healthz, want < %s", healthy, target)
 	}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {

@@ -277,11 +277,16 @@ func TestKilledMemberDisappears(t *testing.T) {
 	c.awaitAll(t, 10*time.Second, membership.NewView(c.members...))
 	killed := time.Now()
 	c.provs[2].kill()
-	c.awaitAll(t, ttl+3*time.Second, membership.NewView(c.members[:2]...), 0, 1)
+	// The bound is the TTL plus slack for two loaded cores that also run
+	// this package's other parallel Consul tests (a 1 s slack flaked there);
+	// failure detection that waited for Consul's garbage collection
+	// (DeregisterCriticalAfter, a minute) would still fail it by far.
+	const bound = ttl + 3*time.Second
+	c.awaitAll(t, bound+2*time.Second, membership.NewView(c.members[:2]...), 0, 1)
 	took := time.Since(killed)
 	t.Logf("killed member disappeared from the others' views after %s (TTL %s)", took.Round(time.Millisecond), ttl)
-	if took > ttl+time.Second {
-		t.Errorf("killed member took %s to disappear; want about one TTL (%s)", took, ttl)
+	if took > bound {
+		t.Errorf("killed member took %s to disappear; want within %s (TTL %s)", took, bound, ttl)
 	}
 	for i := range 2 {
 		if ev, _ := c.recs[i].snapshot(); suspects(ev) != 0 {
@@ -406,7 +411,9 @@ func TestStartUnreachable(t *testing.T) {
 		t.Fatal("Start succeeded without an agent")
 	}
 	t.Logf("Start error after %s: %v", took.Round(time.Millisecond), err)
-	if took > 2500*time.Millisecond {
+	// Slack for two loaded cores running the other parallel tests: the
+	// check is that Start gives up at its deadline instead of retrying on.
+	if took > 5*time.Second {
 		t.Errorf("Start took %s with a 1.5 s deadline", took)
 	}
 	for _, s := range []string{"cannot reach consul agent at " + addr, "node-1", "connection refused", "is the agent running"} {
