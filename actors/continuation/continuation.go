@@ -77,6 +77,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock for token expiry. Default time.Now.
 	Now func() time.Time
+	// Middleware, if set, is a receiving middleware of every continuation
+	// server, inside the one that unwraps requestState (the tasks
+	// extension: actors/tasks).
+	Middleware mcp.Middleware
 }
 
 // Host holds what the continuation grains of a node share.
@@ -180,7 +184,11 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 		}
 		return err
 	}
-	srv.AddReceivingMiddleware(c.stateMiddleware)
+	if c.h.cfg.Middleware != nil {
+		srv.AddReceivingMiddleware(c.stateMiddleware, c.h.cfg.Middleware) // stateMiddleware(Middleware(handler))
+	} else {
+		srv.AddReceivingMiddleware(c.stateMiddleware)
+	}
 	c.stop = stop
 	c.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:                  true,

@@ -235,7 +235,8 @@ const (
 	pruneEvery         = 10 * time.Minute
 )
 
-// pruneStore drops old directory rows, runs and SSE events until ctx ends.
+// pruneStore drops old directory rows, runs, SSE events and expired tasks
+// until ctx ends.
 // Every node does it; the deletes are idempotent.
 func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 	t := time.NewTicker(pruneEvery)
@@ -254,11 +255,17 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 			log.Debug("pruned execution directory", "rows", n)
 		}
 		n, err = st.PruneEvents(pctx, time.Now().Add(-eventRetention))
-		cancel()
 		if err != nil {
 			log.Warn("prune sse event log", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned sse event log", "events", n)
+		}
+		n, err = st.PruneTasks(pctx, time.Now())
+		cancel()
+		if err != nil {
+			log.Warn("prune expired tasks", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned expired tasks", "tasks", n)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/cluster"
@@ -200,14 +201,23 @@ func (p *process) grains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	taskHost, err := tasks.NewHost(tasks.Config{
+		NewServer: func() (*mcp.Server, func(), error) { return newServer(&mcp.ServerOptions{}, nil) },
+		Store:     p.st, Requester: func() tasks.Requester { return p.node }, Support: toolpacks.TaskSupport,
+		Logger: p.log.With("component", "tasks"),
+	})
+	if err != nil {
+		return err
+	}
+	p.onClose(taskHost.Close)
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
-		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
+		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg, Middleware: taskHost.Middleware,
 	})
 	if err != nil {
 		return fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
 	}
-	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind()}
+	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind()}
 	if cfg.EnableProbe {
 		p.kinds = append(p.kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
 	}

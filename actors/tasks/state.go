@@ -1,0 +1,59 @@
+package tasks
+
+import "fmt"
+
+// Status is a task's status (SEP-2663).
+type Status string
+
+// The statuses of a task. completed, failed and cancelled are terminal.
+const (
+	Working       Status = "working"
+	InputRequired Status = "input_required"
+	Completed     Status = "completed"
+	Failed        Status = "failed"
+	Cancelled     Status = "cancelled"
+)
+
+// Terminal reports whether s is final: nothing changes a task after it.
+func (s Status) Terminal() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// Event is what happens to a task.
+type Event string
+
+// The events of a task's life.
+const (
+	// NeedInput: the tool asked for input (MRTR inputRequests).
+	NeedInput Event = "need_input"
+	// InputComplete: every pending input request was answered; the tool
+	// runs again.
+	InputComplete Event = "input_complete"
+	// Finish: the tool returned a result (isError or not).
+	Finish Event = "finish"
+	// Fail: the tool failed with a protocol error, or its work was lost.
+	Fail Event = "fail"
+	// Cancel: tasks/cancel.
+	Cancel Event = "cancel"
+)
+
+// Step is the task state machine: the status after e happens to a task
+// in status from, and whether it changed. Cancelling a terminal task is
+// accepted and changes nothing (tasks/cancel is idempotent); any other
+// event that does not apply to from is an error, and the caller drops the
+// event (e.g. a result that arrives after the task was cancelled).
+func Step(from Status, e Event) (Status, bool, error) {
+	switch {
+	case e == Cancel && from.Terminal():
+		return from, false, nil
+	case e == Cancel:
+		return Cancelled, true, nil
+	case from == Working && e == NeedInput:
+		return InputRequired, true, nil
+	case from == InputRequired && e == InputComplete:
+		return Working, true, nil
+	case from == Working && e == Finish:
+		return Completed, true, nil
+	case (from == Working || from == InputRequired) && e == Fail:
+		return Failed, true, nil
+	}
+	return from, false, fmt.Errorf("tasks: %s does not apply to a %s task", e, from)
+}

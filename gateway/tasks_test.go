@@ -1,0 +1,140 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// taskExt is the tasks extension's identifier.
+const taskExt = "io.modelcontextprotocol/tasks"
+
+// rpcAnswer is a JSON-RPC answer to a raw 2026-07-28 request.
+type rpcAnswer struct {
+	status int
+	Result map[string]any `json:"result"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// modernCall posts one 2026-07-28 request as token, declaring the tasks
+// extension when withTasks, with the routing headers a client sends
+// (Mcp-Name: name, unless name is empty).
+func modernCall(t *testing.T, addr, token, method, name string, params map[string]any, withTasks bool) rpcAnswer {
+	t.Helper()
+	caps := map[string]any{}
+	if withTasks {
+		caps["extensions"] = map[string]any{taskExt: map[string]any{}}
+	}
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "test", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": caps,
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw []byte
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(d) != "" {
+				raw = []byte(d)
+			}
+		}
+	} else {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		raw = b.Bytes()
+	}
+	a := rpcAnswer{status: resp.StatusCode}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("%s: answer %q: %v", method, raw, err)
+	}
+	return a
+}
+
+// startTask calls slow_compute as a task and returns its id.
+func startTask(t *testing.T, addr, token string, seconds int) string {
+	t.Helper()
+	a := modernCall(t, addr, token, "tools/call", "slow_compute", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": seconds}}, true)
+	id, _ := a.Result["taskId"].(string)
+	if a.Error != nil || a.Result["resultType"] != "task" || id == "" {
+		t.Fatalf("slow_compute: %+v, want a CreateTaskResult", a)
+	}
+	return id
+}
+
+func taskCall(t *testing.T, addr, token, method, id string) rpcAnswer {
+	t.Helper()
+	return modernCall(t, addr, token, method, id, map[string]any{"taskId": id, "inputResponses": map[string]any{}}, true)
+}
+
+// A task is its creator's: another principal's tasks/get, tasks/update
+// and tasks/cancel find nothing (the same -32602 as an unknown id), and
+// leave the task as it was.
+func TestTasksOfAnotherPrincipalAreNotFound(t *testing.T) {
+	addr := startNode(t, nil)
+	id := startTask(t, addr, aliceToken, 60)
+	for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		if a := taskCall(t, addr, bobToken, method, id); a.Error == nil || a.Error.Code != -32602 || a.Error.Message != "task not found" {
+			t.Errorf("bob's %s of alice's task: %+v, want -32602 task not found", method, a)
+		}
+	}
+	unknown := taskCall(t, addr, aliceToken, "tasks/get", "task-0123")
+	if unknown.Error == nil || unknown.Error.Code != -32602 || unknown.Error.Message != "task not found" {
+		t.Errorf("unknown task: %+v, want the same -32602", unknown)
+	}
+	if a := taskCall(t, addr, aliceToken, "tasks/get", id); a.Error != nil || a.Result["status"] != "working" {
+		t.Fatalf("alice's tasks/get after bob's attempts: %+v, want working", a)
+	}
+	if a := taskCall(t, addr, aliceToken, "tasks/cancel", id); a.Error != nil || len(a.Result) != 1 || a.Result["resultType"] != "complete" {
+		t.Fatalf("alice's cancel: %+v, want the empty ack", a)
+	}
+	if a := taskCall(t, addr, aliceToken, "tasks/get", id); a.Result["status"] != "cancelled" {
+		t.Fatalf("after cancel: %+v, want cancelled", a)
+	}
+}
+
+// The gates every tasks/* request passes: the extension declared (-32021
+// naming it), Mcp-Name naming the task (400, -32020), a string taskId.
+func TestTaskMethodsCheckCapabilityHeaderAndParams(t *testing.T) {
+	addr := startNode(t, nil)
+	id := startTask(t, addr, aliceToken, 60)
+	a := modernCall(t, addr, aliceToken, "tasks/get", id, map[string]any{"taskId": id}, false)
+	if a.Error == nil || a.Error.Code != -32021 || !strings.Contains(string(a.Error.Data), taskExt) {
+		t.Errorf("undeclared: %+v, want -32021 naming the extension", a)
+	}
+	a = modernCall(t, addr, aliceToken, "tasks/get", "task-other", map[string]any{"taskId": id}, true)
+	if a.status != http.StatusBadRequest || a.Error == nil || a.Error.Code != -32020 {
+		t.Errorf("mismatched Mcp-Name: HTTP %d %+v, want 400 -32020", a.status, a)
+	}
+	a = modernCall(t, addr, aliceToken, "tasks/get", "", map[string]any{"taskId": 42}, true)
+	if a.Error == nil || a.Error.Code != -32602 {
+		t.Errorf("numeric taskId: %+v, want -32602", a)
+	}
+	// A tool that requires tasks, called without the extension.
+	a = modernCall(t, addr, aliceToken, "tools/call", "failing_job", map[string]any{"name": "failing_job"}, false)
+	if a.Error == nil || a.Error.Code != -32021 {
+		t.Errorf("failing_job without the extension: %+v, want -32021", a)
+	}
+	taskCall(t, addr, aliceToken, "tasks/cancel", id)
+}
