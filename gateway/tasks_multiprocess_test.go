@@ -1,0 +1,111 @@
+package gateway_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
+)
+
+// taskOwnedBy creates tasks through node via with call until one's task
+// grain is owned by node owner, and returns its id.
+func taskOwnedBy(t *testing.T, c *testcluster.Cluster, via, owner int, call func(addr string) string) string {
+	t.Helper()
+	table := c.Placement(exchange.KindTask, 0, 1, 2)
+	for range 40 {
+		id := call(c.Node(via).HTTP)
+		if o, _ := table.Owner(exchange.KindTask, id); o.ID == c.Node(owner).ID {
+			return id
+		}
+	}
+	t.Fatal("could not get a task owned by the wanted node")
+	return ""
+}
+
+// waitStatus polls tasks/get through addr until the task reaches want (or
+// a terminal status), within 20 s.
+func waitStatus(t *testing.T, addr, id, want string) rpcAnswer {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a := taskCall(t, addr, aliceToken, "tasks/get", id)
+		st, _ := a.Result["status"].(string)
+		if st == want || st == "completed" || st == "failed" || st == "cancelled" || time.Now().After(deadline) {
+			return a
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A task outlives the node that ran it: after kill -9 of the task grain's
+// node, a survivor answers tasks/get; work that was running ends failed
+// with a clear error (asked or not: the lease reminder), and a task that
+// waited for input resumes when tasks/update brings it, through any node.
+func TestTaskOutlivesKillOfItsNode(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "conformance", "--keys-file", keysFile(t)}})
+	slow := func(addr string) string { return startTask(t, addr, aliceToken, 600) }
+	asked := taskOwnedBy(t, c, 0, 1, slow)
+	unasked := taskOwnedBy(t, c, 0, 1, slow)
+	waiting := taskOwnedBy(t, c, 0, 1, func(addr string) string {
+		a := modernCall(t, addr, aliceToken, "tools/call", "confirm_delete",
+			map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "a.txt"}}, true)
+		id, _ := a.Result["taskId"].(string)
+		if id == "" {
+			t.Fatalf("confirm_delete: %+v, want a task", a)
+		}
+		return id
+	})
+	a := waitStatus(t, c.Node(2).HTTP, waiting, "input_required")
+	requests, _ := a.Result["inputRequests"].(map[string]any)
+	if a.Result["status"] != "input_required" || len(requests) != 1 {
+		t.Fatalf("confirm_delete task: %+v, want input_required with one request", a)
+	}
+
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+
+	a = taskCall(t, c.Node(2).HTTP, aliceToken, "tasks/get", asked)
+	errObj, _ := a.Result["error"].(map[string]any)
+	if a.Result["status"] != "failed" || !strings.Contains(errObj["message"].(string), "lost") {
+		t.Fatalf("running task after the kill: %+v, want failed naming the lost node", a)
+	}
+	for key := range requests {
+		u := modernCall(t, c.Node(0).HTTP, aliceToken, "tasks/update", waiting, map[string]any{"taskId": waiting,
+			"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}}}, true)
+		if u.Error != nil || u.Result["resultType"] != "complete" {
+			t.Fatalf("tasks/update through a survivor: %+v", u)
+		}
+	}
+	a = waitStatus(t, c.Node(2).HTTP, waiting, "completed")
+	res, _ := a.Result["result"].(map[string]any)
+	content, _ := res["content"].([]any)
+	if a.Result["status"] != "completed" || len(content) != 1 || content[0].(map[string]any)["text"] != "Deleted a.txt" {
+		t.Fatalf("confirm_delete after the kill: %+v, want completed", a)
+	}
+
+	// Nobody asks about the other running task: its lease reminder fires
+	// on a survivor, which ends it in the store.
+	st, err := store.Open(t.Context(), c.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		task, err := st.GetTask(context.Background(), unasked, time.Now())
+		if err == nil && task.Status == "failed" {
+			if !strings.Contains(task.StatusMessage, "lost") {
+				t.Fatalf("unasked task failed with %q", task.StatusMessage)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unasked task still %q (%v) 45 s after its node died", task.Status, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
