@@ -29,6 +29,8 @@ type taskGrain struct {
 	// round numbers the runs, so a late outcome of a cancelled run is
 	// dropped.
 	round int
+	// code runs code mode's tools for this task (nil until needed).
+	code *codeRunner
 }
 
 // done is a run's outcome, sent to the grain by the run's goroutine.
@@ -122,8 +124,15 @@ func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
 	t.cancel = cancel
 	system, self := g.ActorSystem(), g.Self()
 	p := &pb.Principal{User: task.User, Org: task.Org}
+	r := t.h.runner
+	if t.h.cfg.CodeMode != nil && isCodeTool(task.Params) {
+		if t.code == nil {
+			t.code = newCodeRunner(t.h, g)
+		}
+		r = t.code.runner
+	}
 	go func() {
-		out := t.h.runner.run(ctx, p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)
+		out := r.run(ctx, p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)
 		system.Root.Send(self, done{round: round, out: out})
 	}()
 }
@@ -208,5 +217,8 @@ func (t *taskGrain) Deactivate(context.Context, grain.Context, grain.Reason) {
 		// The task stays working in the store: the lease reminder's next
 		// activation ends it (see recover).
 		t.cancel()
+	}
+	if t.code != nil {
+		t.code.close()
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -32,8 +34,16 @@ type Requester interface {
 // Config configures the tasks extension of a node.
 type Config struct {
 	// NewServer builds a server with the node's tool packs, on which task
-	// grains run tools (required).
-	NewServer func() (*mcp.Server, func(), error)
+	// grains run tools (required); codeMode, if non-nil, registers a task
+	// grain's code-mode tools (execute, resume).
+	NewServer func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
+	// CodeMode, if set, makes code mode's execute a task-supporting tool:
+	// each task grain that runs one has its own execution engine, journaled
+	// in RunStore under the task grain, so a pause for approval (the task's
+	// input_required) outlives the grain's activation and its node.
+	CodeMode *mcpruntime.CodeMode
+	// RunStore journals code-mode executions (required with CodeMode).
+	RunStore engine.RunStore
 	// Store keeps the tasks (required).
 	Store Store
 	// Requester returns the node, to start task grains (required; called
@@ -70,6 +80,9 @@ func NewHost(cfg Config) (*Host, error) {
 	if cfg.NewServer == nil || cfg.Store == nil || cfg.Requester == nil {
 		return nil, errors.New("tasks: Config.NewServer, Store and Requester are required")
 	}
+	if cfg.CodeMode != nil && cfg.RunStore == nil {
+		return nil, errors.New("tasks: Config.RunStore is required with CodeMode")
+	}
 	if cfg.Support == nil {
 		cfg.Support = func(string) Support { return Support{} }
 	}
@@ -91,7 +104,11 @@ func NewHost(cfg Config) (*Host, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Host{cfg: cfg, runner: &runner{newServer: cfg.NewServer}}, nil
+	newServer := cfg.NewServer
+	// Code-mode tools never run on the node's runner (see code.go): it
+	// registers none.
+	noCode := func(*mcp.Server) {}
+	return &Host{cfg: cfg, runner: &runner{newServer: func() (*mcp.Server, func(), error) { return newServer(noCode) }}}, nil
 }
 
 // Close stops the server the node's task grains run tools on.

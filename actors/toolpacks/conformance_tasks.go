@@ -19,8 +19,11 @@ import (
 // requestState); as a task, that shows as the task's input_required, and
 // tasks/update brings the answers to the tool's next round.
 
-// taskSupport is the task support of the fixtures that have one.
+// taskSupport is the task support of the tools that have one: code
+// mode's execute (a long execution, or one that pauses for approval, is
+// best followed as a task) and the fixtures.
 var taskSupport = map[string]tasks.Support{
+	"execute":             {Mode: tasks.Optional},
 	"slow_compute":        {Mode: tasks.Optional},
 	"failing_job":         {Mode: tasks.Required},
 	"protocol_error_job":  {Mode: tasks.Optional},

@@ -57,6 +57,8 @@ func TestConformanceTaskToolsAnswerEachRound(t *testing.T) {
 func TestConformanceTaskSupportNamesTheScenariosTools(t *testing.T) {
 	for tool, want := range map[string]tasks.Support{
 		"greet":               {},
+		"execute":             {Mode: tasks.Optional},
+		"resume":              {},
 		"test_simple_text":    {},
 		"slow_compute":        {Mode: tasks.Optional},
 		"failing_job":         {Mode: tasks.Required},

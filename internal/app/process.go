@@ -202,9 +202,11 @@ func (p *process) grains(ctx context.Context) error {
 		return err
 	}
 	taskHost, err := tasks.NewHost(tasks.Config{
-		NewServer: func() (*mcp.Server, func(), error) { return newServer(&mcp.ServerOptions{}, nil) },
-		Store:     p.st, Requester: func() tasks.Requester { return p.node }, Support: toolpacks.TaskSupport,
-		Logger: p.log.With("component", "tasks"),
+		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
+			return newServer(&mcp.ServerOptions{}, codeMode)
+		},
+		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
+		Support: toolpacks.TaskSupport, Logger: p.log.With("component", "tasks"),
 	})
 	if err != nil {
 		return err
