@@ -138,3 +138,41 @@ func TestTaskMethodsCheckCapabilityHeaderAndParams(t *testing.T) {
 	}
 	taskCall(t, addr, aliceToken, "tasks/cancel", id)
 }
+
+// Code mode's execute is task-supporting: with the extension declared, an
+// execution is a task; its pause for approval is the task's
+// input_required (the approval request), and tasks/update with the
+// decision resumes it to completed — the write runs once, after it.
+func TestExecuteAsATaskPausesAsInputRequiredAndUpdateSettlesIt(t *testing.T) {
+	info := startCodeNode(t, nil)
+	addr := info.HTTPAddr
+	a := modernCall(t, addr, aliceToken, "tools/call", "execute", map[string]any{"name": "execute", "arguments": map[string]any{"code": createCode}}, true)
+	id, _ := a.Result["taskId"].(string)
+	if a.Error != nil || a.Result["resultType"] != "task" || id == "" {
+		t.Fatalf("execute: %+v, want a CreateTaskResult", a)
+	}
+	got := waitStatus(t, addr, id, "input_required")
+	requests, _ := got.Result["inputRequests"].(map[string]any)
+	if got.Result["status"] != "input_required" || len(requests) != 1 {
+		t.Fatalf("paused execution: %+v, want input_required with the approval request", got)
+	}
+	if n := len(todos(t, addr)); n != 0 {
+		t.Fatalf("%d todos before the approval", n)
+	}
+	for key := range requests {
+		u := modernCall(t, addr, aliceToken, "tasks/update", id, map[string]any{"taskId": id,
+			"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{}}}}, true)
+		if u.Error != nil || u.Result["resultType"] != "complete" {
+			t.Fatalf("tasks/update: %+v", u)
+		}
+	}
+	got = waitStatus(t, addr, id, "completed")
+	res, _ := got.Result["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if got.Result["status"] != "completed" || sc["status"] != "completed" {
+		t.Fatalf("after the approval: %+v, want the completed execution", got)
+	}
+	if n := len(todos(t, addr)); n != 1 {
+		t.Fatalf("%d todos after the approval, want 1", n)
+	}
+}
