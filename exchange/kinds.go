@@ -1,5 +1,7 @@
 package exchange
 
+import "strings"
+
 // The grain kinds the gateway exchanges with. The grains are registered
 // under these names by actors/session, actors/continuation and
 // actors/tasks; the gateway addresses them by name only, so it links none
@@ -16,3 +18,16 @@ const (
 	// task, identity = the task id (actors/tasks).
 	KindTask = "task"
 )
+
+// TaskIDPrefix starts every task id (and no session id: those are hex).
+const TaskIDPrefix = "task-"
+
+// OwnerKind is the kind of the grain that owns a paused execution whose
+// directory row names owner: a task grain for a task id (code mode's
+// execute run as a task), else a session grain.
+func OwnerKind(owner string) string {
+	if strings.HasPrefix(owner, TaskIDPrefix) {
+		return KindTask
+	}
+	return KindSession
+}

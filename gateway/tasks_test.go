@@ -176,3 +176,43 @@ func TestExecuteAsATaskPausesAsInputRequiredAndUpdateSettlesIt(t *testing.T) {
 		t.Fatalf("%d todos after the approval, want 1", n)
 	}
 }
+
+// Any approval surface settles an execution paused in a task: the pause is
+// in the execution directory (owned by the task), another member of the
+// organization approves it over HTTP, and the task completes; another
+// organization finds nothing.
+func TestExecuteTaskPauseIsSettledByAnApprovalSurface(t *testing.T) {
+	info := startCodeNode(t, nil)
+	addr, base := info.HTTPAddr, "http://"+info.HTTPAddr
+	a := modernCall(t, addr, aliceToken, "tools/call", "execute", map[string]any{"name": "execute", "arguments": map[string]any{"code": createCode}}, true)
+	id, _ := a.Result["taskId"].(string)
+	if got := waitStatus(t, addr, id, "input_required"); got.Result["status"] != "input_required" {
+		t.Fatalf("execute task: %+v, want input_required", got)
+	}
+	r := api(t, "GET", base+"/api/executions", bobToken, "")
+	list, _ := r.body["executions"].([]any)
+	if r.status != 200 || len(list) != 1 {
+		t.Fatalf("list: %d %v, want the task's pause", r.status, r.body)
+	}
+	exec := list[0].(map[string]any)
+	execID, _ := exec["executionId"].(string)
+	if exec["sessionId"] != id {
+		t.Fatalf("listed pause %v, want it owned by task %s", exec, id)
+	}
+	url := base + "/api/executions/" + execID
+	if r := api(t, "POST", url+"/resume", carolToken, `{"action":"accept"}`); r.status != 404 {
+		t.Fatalf("other org decided: %d", r.status)
+	}
+	if r := api(t, "POST", url+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	if got := waitStatus(t, addr, id, "completed"); got.Result["status"] != "completed" {
+		t.Fatalf("after the HTTP approval: %+v, want completed", got)
+	}
+	if n := len(todos(t, addr)); n != 1 {
+		t.Fatalf("%d todos, want 1", n)
+	}
+	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 {
+		t.Fatalf("second decision: %d %v, want 409", r.status, r.body)
+	}
+}

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -8,6 +9,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // Code mode as tasks: execute (and resume) run in the task grain on an
@@ -38,7 +40,10 @@ type codeRunner struct {
 // newCodeRunner builds the code runner of a task grain activation (which
 // owns the grain: the journal is fenced by its epoch).
 func newCodeRunner(h *Host, g grain.Context) *codeRunner {
-	journal := engine.StoreJournal{Store: h.cfg.RunStore, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch()}
+	// Publish: the pause is in the execution directory, so every approval
+	// surface lists it, and a decision there reaches the task grain
+	// (exchange.OwnerKind) like tasks/update.
+	journal := engine.StoreJournal{Store: h.cfg.RunStore, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch(), Publish: true}
 	code := mcpruntime.NewCodeRuntime(h.cfg.CodeMode, g.Identity(), nil, journal)
 	return &codeRunner{code: code, runner: &runner{newServer: func() (*mcp.Server, func(), error) {
 		return h.cfg.NewServer(code.Register)
@@ -50,4 +55,46 @@ func newCodeRunner(h *Host, g grain.Context) *codeRunner {
 func (c *codeRunner) close() {
 	c.code.Shutdown()
 	c.runner.close()
+}
+
+// decisionTexts are the confirmations of a decision (as a session's).
+var decisionTexts = map[string]string{"accept": "I've approved it", "decline": "I've denied it", "cancel": "I've canceled it"}
+
+// decide takes a decision from an approval surface (browser page, HTTP,
+// gRPC, CLI) for the task's paused execution: an approver of the task's
+// organization answers its pending approval request, as tasks/update
+// would, and the execution resumes.
+func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecide) (*pb.ExecutionReply, error) {
+	text, ok := decisionTexts[m.GetAction()]
+	if !ok {
+		return nil, grain.Reject("tasks: action must be accept, decline or cancel")
+	}
+	if t.task == nil || t.task.Org != m.GetPrincipal().GetOrg() {
+		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil
+	}
+	if !t.h.cfg.MayDecide(m.GetPrincipal().GetRole()) {
+		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_FORBIDDEN}, nil
+	}
+	var pending map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(t.task.InputRequests), &pending)
+	content := json.RawMessage(m.GetContentJson())
+	if len(content) == 0 {
+		content = json.RawMessage(`{}`)
+	}
+	answer, err := json.Marshal(map[string]any{"action": m.GetAction(), "content": content})
+	if err != nil {
+		return nil, grain.Reject("tasks: decision content: %v", err)
+	}
+	given := map[string]json.RawMessage{}
+	for k := range pending {
+		given[k] = answer
+	}
+	answered, err := t.respond(ctx, g, given)
+	if err != nil {
+		return nil, err
+	}
+	if !answered {
+		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_ALREADY_DECIDED}, nil
+	}
+	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: text}, nil
 }

@@ -58,6 +58,9 @@ func (t *taskGrain) Receive(ctx context.Context, g grain.Context, msg proto.Mess
 	case *pb.HttpExchange:
 		t.recover(ctx, g)
 		return t.serve(ctx, g, m)
+	case *pb.ExecutionDecide:
+		t.recover(ctx, g)
+		return t.decide(ctx, g, m)
 	case *pb.ReminderFired:
 		return &pb.ReminderAck{}, t.OnReminder(ctx, g, m)
 	default:

@@ -44,6 +44,9 @@ type Config struct {
 	CodeMode *mcpruntime.CodeMode
 	// RunStore journals code-mode executions (required with CodeMode).
 	RunStore engine.RunStore
+	// MayDecide reports whether a role may decide a paused execution from
+	// an approval surface (nil: nobody; tasks/update still may).
+	MayDecide func(role string) bool
 	// Store keeps the tasks (required).
 	Store Store
 	// Requester returns the node, to start task grains (required; called
@@ -82,6 +85,9 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	if cfg.CodeMode != nil && cfg.RunStore == nil {
 		return nil, errors.New("tasks: Config.RunStore is required with CodeMode")
+	}
+	if cfg.MayDecide == nil {
+		cfg.MayDecide = func(string) bool { return false }
 	}
 	if cfg.Support == nil {
 		cfg.Support = func(string) Support { return Support{} }

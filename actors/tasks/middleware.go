@@ -88,5 +88,5 @@ func (h *Host) call(ctx context.Context, next mcp.MethodHandler, method string, 
 func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return "task-" + hex.EncodeToString(b[:])
+	return exchange.TaskIDPrefix + hex.EncodeToString(b[:])
 }

@@ -140,8 +140,17 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 // update records the input responses that answer pending input requests
 // (others are ignored); once none is pending, the tool runs its next round.
 func (t *taskGrain) update(ctx context.Context, g grain.Context, id json.RawMessage, given map[string]json.RawMessage) reply {
+	if _, err := t.respond(ctx, g, given); err != nil {
+		return t.storeError(id, err)
+	}
+	return resultReply(id, ack)
+}
+
+// respond applies input responses to a task waiting for input and reports
+// whether any answered a pending request.
+func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[string]json.RawMessage) (bool, error) {
 	if Status(t.task.Status) != InputRequired {
-		return resultReply(id, ack)
+		return false, nil
 	}
 	var pending, responses map[string]json.RawMessage
 	_ = json.Unmarshal([]byte(t.task.InputRequests), &pending)
@@ -158,24 +167,21 @@ func (t *taskGrain) update(ctx context.Context, g grain.Context, id json.RawMess
 		}
 	}
 	if !answered {
-		return resultReply(id, ack)
+		return false, nil
 	}
 	next := *t.task
 	pj, _ := json.Marshal(pending)
 	rb, _ := json.Marshal(responses)
 	next.InputRequests, next.InputResponses = string(pj), string(rb)
 	if len(pending) > 0 {
-		if err := t.save(ctx, g, next); err != nil {
-			return t.storeError(id, err)
-		}
-		return resultReply(id, ack)
+		return true, t.save(ctx, g, next)
 	}
 	next.InputRequests = ""
 	if err := t.transition(ctx, g, next, InputComplete); err != nil {
-		return t.storeError(id, err)
+		return true, err
 	}
 	t.launch(g, json.RawMessage(rb))
-	return resultReply(id, ack)
+	return true, nil
 }
 
 // save records the task without a status change.
