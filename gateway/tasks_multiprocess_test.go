@@ -109,3 +109,44 @@ func TestTaskOutlivesKillOfItsNode(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// Code mode's execute as a task, paused for approval on a node that is
+// then killed: the approval (tasks/update through a survivor) resumes the
+// execution from its journal, and the write runs exactly once.
+func TestExecuteTaskPauseSurvivesKillOfItsNode(t *testing.T) {
+	api, todoFlag := testcluster.TodoAPI(t)
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+	id := taskOwnedBy(t, c, 0, 1, func(addr string) string {
+		a := modernCall(t, addr, aliceToken, "tools/call", "execute", map[string]any{"name": "execute", "arguments": map[string]any{"code": durableCode}}, true)
+		id, _ := a.Result["taskId"].(string)
+		if id == "" {
+			t.Fatalf("execute: %+v, want a task", a)
+		}
+		return id
+	})
+	a := waitStatus(t, c.Node(0).HTTP, id, "input_required")
+	requests, _ := a.Result["inputRequests"].(map[string]any)
+	if a.Result["status"] != "input_required" || len(requests) != 1 || len(api.Todos()) != 0 {
+		t.Fatalf("execute task: %+v (%d todos), want input_required before any write", a, len(api.Todos()))
+	}
+
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+	for key := range requests {
+		u := modernCall(t, c.Node(2).HTTP, aliceToken, "tasks/update", id, map[string]any{"taskId": id,
+			"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{}}}}, true)
+		if u.Error != nil || u.Result["resultType"] != "complete" {
+			t.Fatalf("tasks/update through a survivor: %+v", u)
+		}
+	}
+	a = waitStatus(t, c.Node(0).HTTP, id, "completed")
+	res, _ := a.Result["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if a.Result["status"] != "completed" || sc["status"] != "completed" {
+		t.Fatalf("after the kill and the approval: %+v, want the completed execution", a)
+	}
+	if todos := api.Todos(); len(todos) != 1 || todos[0].Title != "ship it" {
+		t.Fatalf("side effects %+v, want exactly one", todos)
+	}
+}
