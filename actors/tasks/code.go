@@ -69,7 +69,9 @@ func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.Execution
 	if !ok {
 		return nil, grain.Reject("tasks: action must be accept, decline or cancel")
 	}
-	if t.task == nil || t.task.Org != m.GetPrincipal().GetOrg() {
+	// Only a code-mode task's pause is an execution (in the directory); the
+	// input requests of other tools are the client's to answer.
+	if t.task == nil || t.task.Org != m.GetPrincipal().GetOrg() || !isCodeTool(t.task.Params) {
 		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil
 	}
 	if !t.h.cfg.MayDecide(m.GetPrincipal().GetRole()) {

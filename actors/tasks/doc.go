@@ -18,6 +18,12 @@
 // A task waiting for input runs nothing and survives anything: tasks/update
 // re-runs the tool from its stored requestState and the responses.
 //
+// Code mode's execute is task-supporting: the task grain runs it on an
+// execution engine of its own, journaled under the grain, so a pause for
+// approval is the task's input_required; tasks/update, or a decision on
+// any approval surface (the pause is in the execution directory, owned by
+// the task id), resumes it — from its journal after a node loss.
+//
 // The package has three parts:
 //
 //   - [Step], a pure state machine for status transitions (state.go);
@@ -30,7 +36,7 @@
 //   - the task grain, which answers tasks/get, tasks/update and
 //     tasks/cancel — the extension's JSON-RPC methods, all in one place
 //     (grain.go, rpc.go) — and runs the tool on a server of its own
-//     (run.go).
+//     (run.go; code mode: code.go).
 //
 // Usage (the node wires it; see internal/app):
 //
