@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -40,10 +41,16 @@ func taskGrain(pk peeked) (string, bool) {
 		return "", false
 	}
 	var id string
-	if json.Unmarshal(pk.Params.TaskID, &id) != nil || id == "" || len(id) > maxTaskID {
+	if json.Unmarshal(pk.Params.TaskID, &id) != nil || id == "" || len(id) > maxTaskID || strings.ContainsFunc(id, notIDRune) {
 		return "-", true
 	}
 	return id, true
+}
+
+// notIDRune reports a rune no task id has: ours are "task-" and hex, so a
+// grain identity built from a client's taskId is always plain.
+func notIDRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 }
 
 // maxTaskID bounds the task ids the gateway routes (ours are 37 bytes).

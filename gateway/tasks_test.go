@@ -99,9 +99,11 @@ func TestTasksOfAnotherPrincipalAreNotFound(t *testing.T) {
 			t.Errorf("bob's %s of alice's task: %+v, want -32602 task not found", method, a)
 		}
 	}
-	unknown := taskCall(t, addr, aliceToken, "tasks/get", "task-0123")
-	if unknown.Error == nil || unknown.Error.Code != -32602 || unknown.Error.Message != "task not found" {
-		t.Errorf("unknown task: %+v, want the same -32602", unknown)
+	for _, bad := range []string{"task-0123", "../" + id, id + "/x", strings.Repeat("a", 200), "task-\u00e9"} {
+		unknown := taskCall(t, addr, aliceToken, "tasks/get", bad)
+		if unknown.Error == nil || unknown.Error.Code != -32602 || unknown.Error.Message != "task not found" {
+			t.Errorf("task id %q: %+v, want the same -32602", bad, unknown)
+		}
 	}
 	if a := taskCall(t, addr, aliceToken, "tasks/get", id); a.Error != nil || a.Result["status"] != "working" {
 		t.Fatalf("alice's tasks/get after bob's attempts: %+v, want working", a)
