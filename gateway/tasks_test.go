@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // taskExt is the tasks extension's identifier.
@@ -216,5 +217,40 @@ func TestExecuteTaskPauseIsSettledByAnApprovalSurface(t *testing.T) {
 	}
 	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 {
 		t.Fatalf("second decision: %d %v, want 409", r.status, r.body)
+	}
+}
+
+// Cancelling an execute task that waits for approval ends the paused
+// execution too: it leaves the approval surfaces, and nothing runs.
+func TestCancelledExecuteTaskLeavesTheApprovalSurfaces(t *testing.T) {
+	info := startCodeNode(t, nil)
+	addr, base := info.HTTPAddr, "http://"+info.HTTPAddr
+	a := modernCall(t, addr, aliceToken, "tools/call", "execute", map[string]any{"name": "execute", "arguments": map[string]any{"code": createCode}}, true)
+	id, _ := a.Result["taskId"].(string)
+	if got := waitStatus(t, addr, id, "input_required"); got.Result["status"] != "input_required" {
+		t.Fatalf("execute task: %+v, want input_required", got)
+	}
+	if r := api(t, "GET", base+"/api/executions", aliceToken, ""); len(r.body["executions"].([]any)) != 1 {
+		t.Fatalf("list before the cancel: %v", r.body)
+	}
+	if c := taskCall(t, addr, aliceToken, "tasks/cancel", id); c.Error != nil || c.Result["resultType"] != "complete" {
+		t.Fatalf("cancel: %+v", c)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := api(t, "GET", base+"/api/executions", aliceToken, "")
+		if len(r.body["executions"].([]any)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled task's pause is still listed: %v", r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := taskCall(t, addr, aliceToken, "tasks/get", id); got.Result["status"] != "cancelled" {
+		t.Fatalf("after the cancel: %+v", got)
+	}
+	if n := len(todos(t, addr)); n != 0 {
+		t.Fatalf("%d todos after the cancel, want 0", n)
 	}
 }

@@ -100,3 +100,23 @@ func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.Execution
 	}
 	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: text}, nil
 }
+
+// settleExecution cancels the paused execution of a cancelled code-mode
+// task: one more round answers its approval requests with "cancel", so
+// the execution ends and leaves the approval surfaces (its journal
+// settles its directory row). The round's outcome is not the task's.
+func (t *taskGrain) settleExecution(g grain.Context) {
+	var pending map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(t.task.InputRequests), &pending)
+	cancel := map[string]json.RawMessage{}
+	for k := range pending {
+		cancel[k] = json.RawMessage(`{"action":"cancel","content":{}}`)
+	}
+	responses, _ := json.Marshal(cancel)
+	if t.code == nil {
+		t.code = newCodeRunner(t.h, g)
+	}
+	r, task := t.code.runner, *t.task
+	p := &pb.Principal{User: task.User, Org: task.Org}
+	go r.run(context.Background(), p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)
+}

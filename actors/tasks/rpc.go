@@ -129,10 +129,14 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 		t.cancel = nil
 		t.round++ // the cut run's outcome is dropped
 	}
+	waiting := Status(t.task.Status) == InputRequired
 	next := *t.task
 	next.StatusMessage = "cancelled by the client"
 	if err := t.transition(ctx, g, next, Cancel); err != nil {
 		return t.storeError(id, err)
+	}
+	if waiting && t.h.cfg.CodeMode != nil && isCodeTool(t.task.Params) {
+		t.settleExecution(g)
 	}
 	return resultReply(id, ack)
 }
