@@ -23,13 +23,7 @@ import (
 var codeTools = map[string]bool{"execute": true, "resume": true}
 
 // isCodeTool reports whether tools/call params call a code-mode tool.
-func isCodeTool(params string) bool {
-	var p struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal([]byte(params), &p)
-	return codeTools[p.Name]
-}
+func isCodeTool(params string) bool { return codeTools[toolOf(params)] }
 
 // codeRunner is a task grain's code runtime and the server it runs on.
 type codeRunner struct {

@@ -14,7 +14,9 @@
 // updated and cancelled through any other. While its work runs, the grain
 // holds a durable lease reminder: if its node dies, the reminder fires on
 // a survivor, whose new activation finds the task working with no work
-// running and ends it failed with a clear error — never working forever.
+// running: it runs the work again if the tool is safe to re-run (read-only
+// or idempotent, by its annotations), else it ends the task failed with a
+// clear error — never working forever.
 // A task waiting for input runs nothing and survives anything: tasks/update
 // re-runs the tool from its stored requestState and the responses.
 //

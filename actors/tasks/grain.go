@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
@@ -187,11 +188,19 @@ func (t *taskGrain) transition(ctx context.Context, g grain.Context, next store.
 	return g.SetReminder(ctx, reminderLease, next.Updated.Add(t.h.cfg.Lease), t.h.cfg.Lease)
 }
 
-// recover ends a task whose work this activation does not run although
-// it is working: the activation that ran it is gone (its node died), so
-// its work is lost. A task never stays working without work.
+// recover handles a task whose work this activation does not run although
+// it is working: the activation that ran it is gone (its node died, or it
+// stopped), so its work is lost. A tool that says re-running it is safe
+// (read-only or idempotent) runs again, a few times at most; any other
+// task ends failed. A task never stays working without work.
 func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
 	if t.task == nil || Status(t.task.Status) != Working || t.cancel != nil {
+		return
+	}
+	if afterLoss(t.task.Attempts, t.h.runner.restartable(toolOf(t.task.Params))) == Rerun {
+		if err := t.rerun(ctx, g); err != nil {
+			g.Logger().Warn("tasks: resume a lost task", "task", t.id, "err", err)
+		}
 		return
 	}
 	next := *t.task
@@ -200,6 +209,25 @@ func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
 	if err := t.transition(ctx, g, next, Fail); err != nil {
 		g.Logger().Warn("tasks: fail a lost task", "task", t.id, "err", err)
 	}
+}
+
+// rerun starts a lost task's current round again.
+func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
+	next := *t.task
+	next.Attempts++
+	next.StatusMessage = fmt.Sprintf("resumed after its work was lost (run %d)", next.Attempts)
+	if err := g.SetReminder(ctx, reminderLease, t.h.cfg.Now().Add(t.h.cfg.Lease), t.h.cfg.Lease); err != nil {
+		return err
+	}
+	if err := t.save(ctx, g, next); err != nil {
+		return err
+	}
+	responses := json.RawMessage(t.task.InputResponses)
+	if len(responses) == 0 {
+		responses = inputResponsesOf([]byte(t.task.Params))
+	}
+	t.launch(g, responses)
+	return nil
 }
 
 // OnReminder handles the lease: it ends a lost task, and is dropped once

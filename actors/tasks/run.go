@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,6 +39,9 @@ type runner struct {
 	handler http.Handler
 	stop    func()
 	err     error
+
+	annOnce sync.Once
+	safe    map[string]bool // tools safe to run again (restartable)
 }
 
 func (r *runner) init() error {
@@ -53,6 +57,80 @@ func (r *runner) init() error {
 		})
 	})
 	return r.err
+}
+
+// restartable reports whether tool says running it again is safe: its
+// annotations mark it read-only or idempotent (asked of the runner's
+// server once, with tools/list).
+func (r *runner) restartable(tool string) bool {
+	r.annOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r.safe = r.listSafe(ctx)
+	})
+	return r.safe[tool]
+}
+
+// listSafe lists the tools whose annotations mark them read-only or
+// idempotent.
+func (r *runner) listSafe(ctx context.Context) map[string]bool {
+	safe := map[string]bool{}
+	if r.init() != nil {
+		return safe
+	}
+	cursor := ""
+	for range 100 { // pages
+		params := map[string]any{"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    protocolVersion,
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "mcpgrain-tasks", "version": "1"},
+		}}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(body))
+		if err != nil {
+			return safe
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", protocolVersion)
+		req.Header.Set("Mcp-Method", "tools/list")
+		w := &buffer{header: http.Header{}}
+		r.handler.ServeHTTP(w, req)
+		var page struct {
+			Result struct {
+				Tools []struct {
+					Name        string `json:"name"`
+					Annotations struct {
+						ReadOnly   bool `json:"readOnlyHint"`
+						Idempotent bool `json:"idempotentHint"`
+					} `json:"annotations"`
+				} `json:"tools"`
+				NextCursor string `json:"nextCursor"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(w.body.Bytes(), &page) != nil {
+			return safe
+		}
+		for _, t := range page.Result.Tools {
+			safe[t.Name] = t.Annotations.ReadOnly || t.Annotations.Idempotent
+		}
+		if cursor = page.Result.NextCursor; cursor == "" {
+			return safe
+		}
+	}
+	return safe
+}
+
+// toolOf is the tool name of tools/call params.
+func toolOf(params string) string {
+	var p struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal([]byte(params), &p)
+	return p.Name
 }
 
 // close stops the runner's server.

@@ -57,3 +57,29 @@ func Step(from Status, e Event) (Status, bool, error) {
 	}
 	return from, false, fmt.Errorf("tasks: %s does not apply to a %s task", e, from)
 }
+
+// Loss is what becomes of a working task whose work was lost with the
+// activation that ran it.
+type Loss int
+
+// The outcomes of a lost task.
+const (
+	// FailLost: the task ends failed ("the work was lost").
+	FailLost Loss = iota
+	// Rerun: the task's current round runs again.
+	Rerun
+)
+
+// MaxRuns bounds how often a task's work is started (its first run and the
+// re-runs after losses): a tool that keeps losing its node stops.
+const MaxRuns = 5
+
+// afterLoss decides a lost task's fate: re-run a tool that is safe to run
+// again (restartable: read-only or idempotent) while it has runs left,
+// else fail — re-running any other tool could repeat its side effects.
+func afterLoss(runs int, restartable bool) Loss {
+	if restartable && runs < MaxRuns {
+		return Rerun
+	}
+	return FailLost
+}

@@ -43,3 +43,21 @@ func TestTerminalStatuses(t *testing.T) {
 		}
 	}
 }
+
+func TestAfterLossRerunsOnlySafeToolsAFewTimes(t *testing.T) {
+	for _, c := range []struct {
+		runs        int
+		restartable bool
+		want        Loss
+	}{
+		{1, true, Rerun},
+		{MaxRuns - 1, true, Rerun},
+		{MaxRuns, true, FailLost},
+		{1, false, FailLost},
+		{MaxRuns + 3, false, FailLost},
+	} {
+		if got := afterLoss(c.runs, c.restartable); got != c.want {
+			t.Errorf("afterLoss(%d, %v) = %v, want %v", c.runs, c.restartable, got, c.want)
+		}
+	}
+}

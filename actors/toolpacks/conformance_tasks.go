@@ -57,7 +57,9 @@ func (f *conformanceFixture) addTaskTools(s *mcp.Server) {
 		func(_ context.Context, _ *mcp.CallToolRequest, in greetInput) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: text(fmt.Sprintf("Hello, %s!", in.Name))}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "slow_compute", Description: "tasks-*: works {seconds} seconds, then answers (task support: optional)."}, slowCompute)
+	// Read-only: a task whose node was lost runs it again (actors/tasks).
+	mcp.AddTool(s, &mcp.Tool{Name: "slow_compute", Description: "tasks-*: works {seconds} seconds, then answers (task support: optional).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)}}, slowCompute)
 	mcp.AddTool(s, &mcp.Tool{Name: "failing_job", Description: "tasks-*: fails with a tool error after about a second (task support: required)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
 			if err := pause(ctx, time.Second); err != nil {
