@@ -4,10 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 
 // taskExt is the tasks extension's identifier.
@@ -252,5 +257,44 @@ func TestCancelledExecuteTaskLeavesTheApprovalSurfaces(t *testing.T) {
 	}
 	if n := len(todos(t, addr)); n != 0 {
 		t.Fatalf("%d todos after the cancel, want 0", n)
+	}
+}
+
+// A task lives for its TTL (ttlMs), no longer: then tasks/get finds it no
+// more, and its grain is deleted from the store (ownership row and
+// reminders), so tasks leave nothing behind.
+func TestTaskExpiresAfterItsTTLAndLeavesNoGrain(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ttl.db")
+	addr := startNode(t, func(c *app.Config) {
+		c.Store = dsn
+		c.MCP.TaskTTL = 2 * time.Second
+		c.ReminderPoll = 100 * time.Millisecond
+	})
+	a := modernCall(t, addr, aliceToken, "tools/call", "slow_compute", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0}}, true)
+	id, _ := a.Result["taskId"].(string)
+	if a.Result["ttlMs"] != float64(2000) || id == "" {
+		t.Fatalf("slow_compute: %+v, want a task with ttlMs 2000", a)
+	}
+	if got := taskCall(t, addr, aliceToken, "tasks/get", id); got.Error != nil {
+		t.Fatalf("tasks/get within the TTL: %+v", got)
+	}
+	st, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := st.Load(t.Context(), "task/"+id)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task's grain is still in the store 15 s after its 2 s TTL (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := taskCall(t, addr, aliceToken, "tasks/get", id); got.Error == nil || got.Error.Code != -32602 {
+		t.Fatalf("tasks/get after the TTL: %+v, want -32602", got)
 	}
 }

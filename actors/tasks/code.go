@@ -65,7 +65,7 @@ func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.Execution
 	}
 	// Only a code-mode task's pause is an execution (in the directory); the
 	// input requests of other tools are the client's to answer.
-	if t.task == nil || t.task.Org != m.GetPrincipal().GetOrg() || !isCodeTool(t.task.Params) {
+	if t.task == nil || t.task.Org != m.GetPrincipal().GetOrg() || !isCodeTool(t.task.Params) || !t.h.cfg.Now().Before(t.task.Expires) {
 		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil
 	}
 	if !t.h.cfg.MayDecide(m.GetPrincipal().GetRole()) {

@@ -13,8 +13,12 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// reminderLease is the reminder a task grain holds while its work runs.
-const reminderLease = "lease"
+// The reminders of a task grain: the lease, held while its work runs, and
+// the expiry at the task's TTL.
+const (
+	reminderLease  = "lease"
+	reminderExpire = "expire"
+)
 
 // lostMessage is the status message of a task whose work was lost.
 const lostMessage = "the node running this task was lost (or its grain stopped) before the work finished; the work did not complete"
@@ -88,9 +92,12 @@ func (t *taskGrain) start(ctx context.Context, g grain.Context, m *pb.TaskStart)
 		Params: string(m.GetParams()), RequestState: params.RequestState, Attempts: 1,
 		TTL: t.h.cfg.TTL, PollInterval: t.h.cfg.PollInterval, Created: now, Updated: now, Expires: now.Add(t.h.cfg.TTL),
 	}
-	// The lease first: a node lost between the two writes leaves a
-	// reminder that finds no task, never a working task without a lease.
-	if err := g.SetReminder(ctx, reminderLease, now.Add(t.h.cfg.Lease), t.h.cfg.Lease); err != nil {
+	// The reminders first: a node lost between the two writes leaves
+	// reminders that find no task, never a working task without a lease,
+	// nor a task that outlives its TTL.
+	if err := g.SetReminders(ctx,
+		store.Reminder{Name: reminderLease, DueAt: now.Add(t.h.cfg.Lease), Period: t.h.cfg.Lease},
+		store.Reminder{Name: reminderExpire, DueAt: task.Expires}); err != nil {
 		return nil, err
 	}
 	if err := t.h.cfg.Store.PutTask(ctx, grain.Key(g.Kind(), g.Identity()), g.Epoch(), task); err != nil {
@@ -233,7 +240,11 @@ func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
 // OnReminder handles the lease: it ends a lost task, and is dropped once
 // no work runs.
 func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
-	if fired.GetName() != reminderLease {
+	switch fired.GetName() {
+	case reminderExpire:
+		return t.expire(ctx, g)
+	case reminderLease:
+	default:
 		return g.CancelReminders(ctx, fired.GetName())
 	}
 	t.recover(ctx, g)
@@ -241,6 +252,21 @@ func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.R
 		return g.CancelReminders(ctx, reminderLease)
 	}
 	return nil
+}
+
+// expire ends a task at its TTL: its work stops, and its grain is deleted
+// (its ownership row and reminders; the task's row is "not found" from now
+// on and pruned with the store's other expired rows).
+func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
+	if t.task != nil && t.h.cfg.Now().Before(t.task.Expires) {
+		return g.SetReminder(ctx, reminderExpire, t.task.Expires, 0) // fired early (a clock step): again at the TTL
+	}
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+		t.round++
+	}
+	return g.Delete(ctx)
 }
 
 func (t *taskGrain) Deactivate(context.Context, grain.Context, grain.Reason) {

@@ -105,7 +105,7 @@ func (t *taskGrain) answer(ctx context.Context, g grain.Context, r *http.Request
 	if !declared(req.Params.Meta) {
 		return errorReply(http.StatusOK, req.ID, missingCapability(req.Method))
 	}
-	if t.task == nil || taskID != t.id || t.task.User != p.GetUser() || t.task.Org != p.GetOrg() {
+	if t.task == nil || taskID != t.id || t.task.User != p.GetUser() || t.task.Org != p.GetOrg() || !t.h.cfg.Now().Before(t.task.Expires) {
 		return notFound(req.ID)
 	}
 	switch req.Method {

@@ -117,6 +117,9 @@ type MCPConfig struct {
 	Policy alarm.Policy
 	// SessionTTL ends sessions idle this long (zero: 30 days).
 	SessionTTL time.Duration
+	// TaskTTL is how long a task (tasks extension) is kept after its
+	// creation (zero: 1 hour).
+	TaskTTL time.Duration
 	// SoftCap is the resident runtime soft cap (zero: 32, or derived from
 	// ResidentMemory).
 	SoftCap int

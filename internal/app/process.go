@@ -206,7 +206,8 @@ func (p *process) grains(ctx context.Context) error {
 			return newServer(&mcp.ServerOptions{}, codeMode)
 		},
 		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
-		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, Logger: p.log.With("component", "tasks"),
+		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
+		Logger: p.log.With("component", "tasks"),
 	})
 	if err != nil {
 		return err
