@@ -19,7 +19,8 @@ const (
 	KindTask = "task"
 )
 
-// TaskIDPrefix starts every task id (and no session id: those are hex).
+// TaskIDPrefix starts every task id, and no session id (those are
+// rand.Text: upper-case base32).
 const TaskIDPrefix = "task-"
 
 // OwnerKind is the kind of the grain that owns a paused execution whose
