@@ -113,6 +113,16 @@ func TestTaskOutlivesKillOfItsNode(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The survivors counted both lost tasks as re-run, none as failed.
+	var rerun, failed float64
+	for _, i := range []int{0, 2} {
+		v, _ := c.Node(i).Metric(`mcpgrain_tasks_lost_total{node="` + c.Node(i).ID + `",outcome="rerun"}`)
+		f, _ := c.Node(i).Metric(`mcpgrain_tasks_lost_total{node="` + c.Node(i).ID + `",outcome="failed"}`)
+		rerun, failed = rerun+v, failed+f
+	}
+	if rerun != 2 || failed != 0 {
+		t.Fatalf("survivors counted %v re-run and %v failed lost tasks, want 2 and 0", rerun, failed)
+	}
 }
 
 // Code mode's execute as a task, paused for approval on a node that is

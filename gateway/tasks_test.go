@@ -298,3 +298,24 @@ func TestTaskExpiresAfterItsTTLAndLeavesNoGrain(t *testing.T) {
 		t.Fatalf("tasks/get after the TTL: %+v, want -32602", got)
 	}
 }
+
+// The task metrics count what happens to tasks: created, settled by
+// status.
+func TestTaskMetricsCountCreatedAndSettled(t *testing.T) {
+	addr := startNode(t, func(c *app.Config) { c.NodeID = "tm" })
+	p := metricsProbe{t, addr}
+	done := startTask(t, addr, aliceToken, 0)
+	if got := waitStatus(t, addr, done, "completed"); got.Result["status"] != "completed" {
+		t.Fatalf("slow_compute 0: %+v", got)
+	}
+	running := startTask(t, addr, aliceToken, 60)
+	if c := taskCall(t, addr, aliceToken, "tasks/cancel", running); c.Error != nil {
+		t.Fatalf("cancel: %+v", c)
+	}
+	node := map[string]string{"node": "tm"}
+	p.waitFor("two tasks", "mcpgrain_tasks_created_total", node, exactly(2))
+	p.waitFor("completed", "mcpgrain_tasks_settled_total", map[string]string{"node": "tm", "status": "completed"}, exactly(1))
+	p.waitFor("cancelled", "mcpgrain_tasks_settled_total", map[string]string{"node": "tm", "status": "cancelled"}, exactly(1))
+	p.waitFor("none failed", "mcpgrain_tasks_settled_total", map[string]string{"node": "tm", "status": "failed"}, exactly(0))
+	p.waitFor("none lost", "mcpgrain_tasks_lost_total", node, exactly(0))
+}

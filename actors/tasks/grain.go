@@ -104,6 +104,7 @@ func (t *taskGrain) start(ctx context.Context, g grain.Context, m *pb.TaskStart)
 		return nil, err
 	}
 	t.task = &task
+	t.h.metrics.created.Inc()
 	t.launch(g, inputResponsesOf(m.GetParams()))
 	return startedReply(task)
 }
@@ -189,6 +190,9 @@ func (t *taskGrain) transition(ctx context.Context, g grain.Context, next store.
 		return err
 	}
 	t.task = &next
+	if to.Terminal() {
+		t.h.metrics.settled.WithLabelValues(string(to)).Inc()
+	}
 	if to != Working {
 		return g.CancelReminders(ctx, reminderLease)
 	}
@@ -205,11 +209,13 @@ func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
 		return
 	}
 	if afterLoss(t.task.Attempts, t.h.runner.restartable(toolOf(t.task.Params))) == Rerun {
+		t.h.metrics.lost.WithLabelValues("rerun").Inc()
 		if err := t.rerun(ctx, g); err != nil {
 			g.Logger().Warn("tasks: resume a lost task", "task", t.id, "err", err)
 		}
 		return
 	}
+	t.h.metrics.lost.WithLabelValues("failed").Inc()
 	next := *t.task
 	b, _ := json.Marshal(&rpcError{Code: CodeInternalError, Message: lostMessage})
 	next.Error, next.StatusMessage = string(b), lostMessage

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
@@ -65,6 +66,9 @@ type Config struct {
 	Lease time.Duration
 	// IdleTimeout passivates a task grain with no work running. Default 1m.
 	IdleTimeout time.Duration
+	// Registerer receives the metrics (node label added by the caller;
+	// nil: not registered).
+	Registerer prometheus.Registerer
 	// Logger logs problems. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -74,8 +78,9 @@ type Config struct {
 // Host is the tasks extension of a node: the task grain kind and the
 // continuation servers' middleware.
 type Host struct {
-	cfg    Config
-	runner *runner
+	cfg     Config
+	runner  *runner
+	metrics *metrics
 }
 
 // NewHost returns the tasks extension of a node.
@@ -114,7 +119,11 @@ func NewHost(cfg Config) (*Host, error) {
 	// Code-mode tools never run on the node's runner (see code.go): it
 	// registers none.
 	noCode := func(*mcp.Server) {}
-	return &Host{cfg: cfg, runner: &runner{newServer: func() (*mcp.Server, func(), error) { return newServer(noCode) }}}, nil
+	return &Host{
+		cfg:     cfg,
+		runner:  &runner{newServer: func() (*mcp.Server, func(), error) { return newServer(noCode) }},
+		metrics: newMetrics(cfg.Registerer),
+	}, nil
 }
 
 // Close stops the server the node's task grains run tools on.

@@ -207,7 +207,7 @@ func (p *process) grains(ctx context.Context) error {
 		},
 		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
 		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
-		Logger: p.log.With("component", "tasks"),
+		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
 	if err != nil {
 		return err
