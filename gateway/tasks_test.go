@@ -319,3 +319,29 @@ func TestTaskMetricsCountCreatedAndSettled(t *testing.T) {
 	p.waitFor("none failed", "mcpgrain_tasks_settled_total", map[string]string{"node": "tm", "status": "failed"}, exactly(0))
 	p.waitFor("none lost", "mcpgrain_tasks_lost_total", node, exactly(0))
 }
+
+// A node that stops gracefully lets the work of its tasks that is about
+// to end finish and record its outcome, rather than losing it.
+func TestGracefulStopLetsRunningTaskWorkFinish(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "drain.db")
+	info, stop := startNodeStoppable(t, func(c *app.Config) { c.Store = dsn })
+	// failing_job works about a second and is not safe to re-run (no
+	// annotations): without the drain it would be lost.
+	a := modernCall(t, info.HTTPAddr, aliceToken, "tools/call", "failing_job", map[string]any{"name": "failing_job"}, true)
+	id, _ := a.Result["taskId"].(string)
+	if id == "" {
+		t.Fatalf("failing_job: %+v, want a task", a)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	st, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	task, err := st.GetTask(t.Context(), id, time.Now())
+	if err != nil || task.Status != "completed" || !strings.Contains(task.Result, `"isError":true`) {
+		t.Fatalf("after the graceful stop: %+v %v, want completed with the tool error", task, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -36,6 +37,8 @@ type taskGrain struct {
 	round int
 	// code runs code mode's tools for this task (nil until needed).
 	code *codeRunner
+	// finished receives the outcome of the latest run too.
+	finished <-chan done
 }
 
 // done is a run's outcome, sent to the grain by the run's goroutine.
@@ -143,9 +146,12 @@ func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
 		}
 		r = t.code.runner
 	}
+	finished := make(chan done, 1) // for a deactivation that waits (see Deactivate)
+	t.finished = finished
 	go func() {
-		out := r.run(ctx, p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)
-		system.Root.Send(self, done{round: round, out: out})
+		d := done{round: round, out: r.run(ctx, p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)}
+		finished <- d
+		system.Root.Send(self, d)
 	}()
 }
 
@@ -275,10 +281,26 @@ func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
 	return g.Delete(ctx)
 }
 
-func (t *taskGrain) Deactivate(context.Context, grain.Context, grain.Reason) {
+// drainWork bounds how long a graceful deactivation (node stop, rebalance)
+// waits for the work running in it to finish.
+const drainWork = 5 * time.Second
+
+func (t *taskGrain) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
+	if t.cancel != nil && reason != grain.ReasonOwnershipLost {
+		// Let work that is about to end record its outcome rather than
+		// be lost (and re-run, or failed, by the next activation).
+		timer := time.NewTimer(drainWork)
+		select {
+		case d := <-t.finished:
+			t.HandleLocal(ctx, g, d)
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
 	if t.cancel != nil {
-		// The task stays working in the store: the lease reminder's next
-		// activation ends it (see recover).
+		// The task stays working in the store: the next activation (a
+		// tasks/* request, or the lease reminder) re-runs or fails it (see
+		// recover).
 		t.cancel()
 	}
 	if t.code != nil {
