@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -21,11 +22,39 @@ const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 // peeked is the part of a JSON-RPC request the gateway looks at.
 type peeked struct {
 	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
 	Params struct {
-		Meta         map[string]any `json:"_meta"`
-		RequestState *string        `json:"requestState"`
+		Meta         map[string]any  `json:"_meta"`
+		RequestState *string         `json:"requestState"`
+		TaskID       json.RawMessage `json:"taskId"`
 	} `json:"params"`
 }
+
+// taskGrain is the task grain a tasks/* request (MCP tasks extension) goes
+// to: the one named by its taskId, wherever the task was created. A
+// request without a usable taskId goes to the grain "-", which exists
+// for no task and answers why.
+func taskGrain(pk peeked) (string, bool) {
+	switch pk.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+	default:
+		return "", false
+	}
+	var id string
+	if json.Unmarshal(pk.Params.TaskID, &id) != nil || id == "" || len(id) > maxTaskID || strings.ContainsFunc(id, notIDRune) {
+		return "-", true
+	}
+	return id, true
+}
+
+// notIDRune reports a rune no task id has: ours are "task-" and hex, so a
+// grain identity built from a client's taskId is always plain.
+func notIDRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+}
+
+// maxTaskID bounds the task ids the gateway routes (ours are 37 bytes).
+const maxTaskID = 128
 
 func peek(body []byte) (peeked, bool) {
 	var p peeked
@@ -72,6 +101,10 @@ func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Princi
 		return
 	}
 	pk, _ := peek(body)
+	if id, ok := taskGrain(pk); ok {
+		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindTask, ID: id, Principal: p, Body: body})
+		return
+	}
 	owner := ""
 	if st := pk.Params.RequestState; st != nil && *st != "" {
 		claims, err := requeststate.Verify(h.o.StateKey, *st, time.Now())

@@ -87,6 +87,10 @@ type Config struct {
 	// ApplyCatalogChange applies a catalog change another node broadcast
 	// (toolpacks.Catalog.ApplyLocal; nil: such messages are refused).
 	ApplyCatalogChange func(name string) error
+	// Middleware, if set, is a receiving middleware of the continuation
+	// server, inside the one that unwraps requestState (the tasks
+	// extension: actors/tasks).
+	Middleware mcp.Middleware
 }
 
 // Host holds what the continuation grains of a node share: the server,
@@ -137,7 +141,11 @@ func NewHost(cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("continuation: build the server: %w", err)
 	}
-	srv.AddReceivingMiddleware(h.stateMiddleware)
+	if cfg.Middleware != nil {
+		srv.AddReceivingMiddleware(h.stateMiddleware, cfg.Middleware) // stateMiddleware(Middleware(handler))
+	} else {
+		srv.AddReceivingMiddleware(h.stateMiddleware)
+	}
 	h.closeSrv = closeSrv
 	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:                  true,

@@ -85,6 +85,12 @@ func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks, journal e
 	return newCodeRuntime(cfg, ownerID, hooks, false, journal)
 }
 
+// Register adds the code pack's tools to s, served by this runtime alone
+// (a toolpacks.Options.CodeMode for a server of one grain: a task's).
+func (c *codeRuntime) Register(s *mcp.Server) {
+	registerCode(s, c.cfg, func(*mcp.CallToolRequest) (codemode.Runtime, bool) { return c, true })
+}
+
 // RegisterShared adds the code pack's tools to s, a server that many grains
 // share: each call is served by the code runtime that of finds for it.
 func (cfg *CodeMode) RegisterShared(s *mcp.Server, of func(*mcp.CallToolRequest) (*CodeRuntime, bool)) {

@@ -45,11 +45,10 @@ import (
 //     the watched resource.
 //   - conformance_prompts.go: prompts and completion.
 //
-// Not yet here: the tasks extension's fixtures (greet, slow_compute,
-// failing_job, protocol_error_job, confirm_delete, multi_input,
-// test_tool_with_task) need the io.modelcontextprotocol/tasks extension in
-// the server first; they will go in conformance_tasks.go. What each
-// scenario expects of them is listed in tools/conformance/FAILURES.md.
+//   - conformance_tasks.go: the tasks extension's tools (greet,
+//     slow_compute, failing_job, protocol_error_job, confirm_delete,
+//     multi_input, test_tool_with_task) and their task support
+//     ([TaskSupport]).
 
 // conformanceLogger names the fixture's log messages (notifications/message).
 const conformanceLogger = "conformance"
@@ -91,6 +90,7 @@ func (f *conformanceFixture) register(server *mcp.Server) (stop func()) {
 	f.addTools(server)
 	f.addClientTools(server)
 	f.addInputRequiredTools(server)
+	f.addTaskTools(server)
 	f.addResources(server)
 	f.addPrompts(server)
 	return func() {

@@ -98,6 +98,29 @@ var migrations = []migration{
 		`ALTER TABLE executions ADD COLUMN decision TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX executions_org_settled ON executions (org, settled_at_ms)`,
 	}},
+	{9, "tasks extension: durable tasks", []string{
+		`CREATE TABLE tasks (
+			task_id TEXT PRIMARY KEY,
+			grain TEXT NOT NULL,
+			user_id TEXT NOT NULL,
+			org TEXT NOT NULL,
+			status TEXT NOT NULL,
+			status_message TEXT NOT NULL,
+			params TEXT NOT NULL,
+			result TEXT NOT NULL,
+			error TEXT NOT NULL,
+			input_requests TEXT NOT NULL,
+			input_responses TEXT NOT NULL,
+			request_state TEXT NOT NULL,
+			attempts BIGINT NOT NULL,
+			ttl_ms BIGINT NOT NULL,
+			poll_ms BIGINT NOT NULL,
+			created_at_ms BIGINT NOT NULL,
+			updated_at_ms BIGINT NOT NULL,
+			expires_at_ms BIGINT NOT NULL
+		)`,
+		`CREATE INDEX tasks_expires ON tasks (expires_at_ms)`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -279,6 +279,14 @@ type Store interface {
 	// PausedRuns lists the unsettled runs of session that paused at least
 	// once, oldest first.
 	PausedRuns(ctx context.Context, session string) ([]Run, error)
+	// PutTask creates or replaces a task of the tasks extension, fenced by
+	// the epoch of grain (its task grain; [ErrFenced] if not current).
+	PutTask(ctx context.Context, grain string, epoch uint64, t Task) error
+	// GetTask returns a task, or [ErrNotFound] (also once it expired).
+	GetTask(ctx context.Context, taskID string, now time.Time) (Task, error)
+	// PruneTasks drops tasks that expired before before and returns how
+	// many.
+	PruneTasks(ctx context.Context, before time.Time) (int64, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// Ping checks the store is reachable.

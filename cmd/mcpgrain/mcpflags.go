@@ -40,6 +40,7 @@ type mcpFlags struct {
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
+	taskTTL                         time.Duration
 	code                            codeFlags
 	oauth                           oauthFlags
 }
@@ -155,6 +156,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.DurationVar(&m.policy.RunningLease, "running-lease", d.RunningLease, "longest single extension while work runs or a response streams")
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
 	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
+	fs.DurationVar(&m.taskTTL, "task-ttl", time.Hour, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
 	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default 32)")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
@@ -169,7 +171,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		return app.MCPConfig{}, fmt.Errorf("%w: --tools: %v", errUsage, err)
 	}
 	for name, d := range map[string]time.Duration{"--session-timeout": m.policy.SessionTimeout, "--paused-lease": m.policy.PausedLease,
-		"--max-paused-idle": m.policy.MaxPausedIdle, "--running-lease": m.policy.RunningLease, "--max-running-idle": m.policy.MaxRunningIdle, "--session-ttl": m.ttl} {
+		"--max-paused-idle": m.policy.MaxPausedIdle, "--running-lease": m.policy.RunningLease, "--max-running-idle": m.policy.MaxRunningIdle, "--session-ttl": m.ttl, "--task-ttl": m.taskTTL} {
 		if d <= 0 {
 			return app.MCPConfig{}, fmt.Errorf("%w: %s must be positive", errUsage, name)
 		}
@@ -251,7 +253,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Code:     code,
 		StateKey: stateKey,
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
-		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, SoftCap: m.softCap, ResidentMemory: budget,
+		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,

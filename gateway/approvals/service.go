@@ -199,6 +199,15 @@ func (s *Service) Get(ctx context.Context, who *pb.Principal, sessionID, execID 
 	if err != nil {
 		return nil, err
 	}
+	if exchange.OwnerKind(sid) == exchange.KindTask {
+		// A task's pause is as its journal published it (the task grain
+		// keeps no other view of it while it waits).
+		row, err := s.dir.GetExecution(ctx, execID)
+		if err != nil {
+			return nil, s.notFound(ctx, execID)
+		}
+		return fromRow(row), nil
+	}
 	m, err := s.node.Request(ctx, exchange.KindSession, sid, &pb.ExecutionGet{Principal: who, ExecutionId: execID}, cluster.Idempotent())
 	if err != nil {
 		return nil, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
@@ -261,7 +270,7 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	}
 	// Not idempotent: a retry after an unknown outcome would report "already
 	// decided" for the caller's own decision, so the node does not retry.
-	m, err := s.node.Request(ctx, exchange.KindSession, sid, &pb.ExecutionDecide{Principal: who, ExecutionId: execID, Action: action, ContentJson: contentJSON})
+	m, err := s.node.Request(ctx, exchange.OwnerKind(sid), sid, &pb.ExecutionDecide{Principal: who, ExecutionId: execID, Action: action, ContentJson: contentJSON})
 	if err != nil {
 		return Decision{}, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
 	}

@@ -118,6 +118,9 @@ type MCPConfig struct {
 	Policy alarm.Policy
 	// SessionTTL ends sessions idle this long (zero: 30 days).
 	SessionTTL time.Duration
+	// TaskTTL is how long a task (tasks extension) is kept after its
+	// creation (zero: 1 hour).
+	TaskTTL time.Duration
 	// SoftCap is the resident runtime soft cap (zero: 32, or derived from
 	// ResidentMemory).
 	SoftCap int
@@ -240,7 +243,8 @@ const (
 	pruneEvery         = 10 * time.Minute
 )
 
-// pruneStore drops old directory rows, runs and SSE events until ctx ends.
+// pruneStore drops old directory rows, runs, SSE events and expired tasks
+// until ctx ends.
 // Every node does it; the deletes are idempotent.
 func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 	t := time.NewTicker(pruneEvery)
@@ -259,11 +263,17 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 			log.Debug("pruned execution directory", "rows", n)
 		}
 		n, err = st.PruneEvents(pctx, time.Now().Add(-eventRetention))
-		cancel()
 		if err != nil {
 			log.Warn("prune sse event log", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned sse event log", "events", n)
+		}
+		n, err = st.PruneTasks(pctx, time.Now())
+		cancel()
+		if err != nil {
+			log.Warn("prune expired tasks", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned expired tasks", "tasks", n)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/cluster"
@@ -198,15 +199,28 @@ func (p *process) grains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	taskHost, err := tasks.NewHost(tasks.Config{
+		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
+			return newServer(&mcp.ServerOptions{}, codeMode)
+		},
+		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
+		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
+		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return err
+	}
+	p.onClose(taskHost.Close)
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
-		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg, ApplyCatalogChange: catalog.ApplyLocal,
+		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
+		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
 	})
 	if err != nil {
 		return fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
 	}
 	p.onClose(continuations.Close)
-	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind()}
+	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind()}
 	if cfg.EnableProbe {
 		p.kinds = append(p.kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
 	}

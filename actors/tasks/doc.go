@@ -1,0 +1,48 @@
+// Package tasks is mcpgrain's server side of the MCP tasks extension
+// (io.modelcontextprotocol/tasks, SEP-2663) for the sessionless 2026-07-28
+// era: a tools/call that the server turns into a task answers at once with
+// a CreateTaskResult (resultType "task"), and the client follows the work
+// with tasks/get, answers its input requests with tasks/update and stops
+// it with tasks/cancel.
+//
+// Tasks are durable grain state, not process memory. Each task is a task
+// grain (identity = the task id), placed by the cluster's hash like any
+// grain: it writes its task to the store (fenced by its epoch) before the
+// CreateTaskResult is answered, runs the tool, and records every status
+// change there. Every node's gateway routes tasks/* to the task grain by
+// the request's taskId, so a task created through one node is read,
+// updated and cancelled through any other. While its work runs, the grain
+// holds a durable lease reminder: if its node dies, the reminder fires on
+// a survivor, whose new activation finds the task working with no work
+// running: it runs the work again if the tool is safe to re-run (read-only
+// or idempotent, by its annotations), else it ends the task failed with a
+// clear error — never working forever.
+// A task waiting for input runs nothing and survives anything: tasks/update
+// re-runs the tool from its stored requestState and the responses.
+//
+// Code mode's execute is task-supporting: the task grain runs it on an
+// execution engine of its own, journaled under the grain, so a pause for
+// approval is the task's input_required; tasks/update, or a decision on
+// any approval surface (the pause is in the execution directory, owned by
+// the task id), resumes it — from its journal after a node loss.
+//
+// The package has three parts:
+//
+//   - [Step], a pure state machine for status transitions (state.go);
+//   - [Host.Middleware], a go-sdk receiving middleware for the
+//     continuation grains' servers: it advertises the extension in
+//     server/discover, decides which tools/call becomes a task (the tool's
+//     [Support] and the request's client capabilities; -32021 when a tool
+//     requires tasks and the client did not declare them) and starts the
+//     task grain (middleware.go);
+//   - the task grain, which answers tasks/get, tasks/update and
+//     tasks/cancel — the extension's JSON-RPC methods, all in one place
+//     (grain.go, rpc.go) — and runs the tool on a server of its own
+//     (run.go; code mode: code.go).
+//
+// Usage (the node wires it; see internal/app):
+//
+//	h, _ := tasks.NewHost(tasks.Config{NewServer: newServer, Store: st, Requester: node, Support: toolpacks.TaskSupport})
+//	kinds = append(kinds, h.Kind())                     // the task grain
+//	continuation.Config{..., Middleware: h.Middleware}  // task creation
+package tasks

@@ -1,0 +1,309 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// The reminders of a task grain: the lease, held while its work runs, and
+// the expiry at the task's TTL.
+const (
+	reminderLease  = "lease"
+	reminderExpire = "expire"
+)
+
+// lostMessage is the status message of a task whose work was lost.
+const lostMessage = "the node running this task was lost (or its grain stopped) before the work finished; the work did not complete"
+
+// taskGrain is one activation of a task grain. Its task is loaded at
+// activation; only this activation writes it (fenced by its epoch).
+type taskGrain struct {
+	h    *Host
+	id   string
+	task *store.Task // nil: no such task
+	// cancel stops the work this activation runs (nil: none runs).
+	cancel context.CancelFunc
+	// round numbers the runs, so a late outcome of a cancelled run is
+	// dropped.
+	round int
+	// code runs code mode's tools for this task (nil until needed).
+	code *codeRunner
+	// finished receives the outcome of the latest run too.
+	finished <-chan done
+}
+
+// done is a run's outcome, sent to the grain by the run's goroutine.
+type done struct {
+	round int
+	out   outcome
+}
+
+func (t *taskGrain) Activate(ctx context.Context, _ grain.Context, _ []byte) error {
+	task, err := t.h.cfg.Store.GetTask(ctx, t.id, t.h.cfg.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t.task = &task
+	return nil
+}
+
+func (t *taskGrain) Receive(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
+	switch m := msg.(type) {
+	case *pb.TaskStart:
+		return t.start(ctx, g, m)
+	case *pb.HttpExchange:
+		t.recover(ctx, g)
+		return t.serve(ctx, g, m)
+	case *pb.ExecutionDecide:
+		t.recover(ctx, g)
+		return t.decide(ctx, g, m)
+	case *pb.ReminderFired:
+		return &pb.ReminderAck{}, t.OnReminder(ctx, g, m)
+	default:
+		return nil, grain.Reject("tasks: unsupported request %T", msg)
+	}
+}
+
+// start creates the task durably and starts its work; a repeated start
+// (a retried request) answers with the task as it is.
+func (t *taskGrain) start(ctx context.Context, g grain.Context, m *pb.TaskStart) (proto.Message, error) {
+	if t.task != nil {
+		return startedReply(*t.task)
+	}
+	if err := g.Own(ctx); err != nil {
+		return nil, err
+	}
+	now := t.h.cfg.Now()
+	var params struct {
+		RequestState string `json:"requestState"`
+	}
+	_ = json.Unmarshal(m.GetParams(), &params)
+	task := store.Task{
+		ID: t.id, User: m.GetPrincipal().GetUser(), Org: m.GetPrincipal().GetOrg(), Status: string(Working),
+		Params: string(m.GetParams()), RequestState: params.RequestState, Attempts: 1,
+		TTL: t.h.cfg.TTL, PollInterval: t.h.cfg.PollInterval, Created: now, Updated: now, Expires: now.Add(t.h.cfg.TTL),
+	}
+	// The reminders first: a node lost between the two writes leaves
+	// reminders that find no task, never a working task without a lease,
+	// nor a task that outlives its TTL.
+	if err := g.SetReminders(ctx,
+		store.Reminder{Name: reminderLease, DueAt: now.Add(t.h.cfg.Lease), Period: t.h.cfg.Lease},
+		store.Reminder{Name: reminderExpire, DueAt: task.Expires}); err != nil {
+		return nil, err
+	}
+	if err := t.h.cfg.Store.PutTask(ctx, grain.Key(g.Kind(), g.Identity()), g.Epoch(), task); err != nil {
+		return nil, err
+	}
+	t.task = &task
+	t.h.metrics.created.Inc()
+	t.launch(g, inputResponsesOf(m.GetParams()))
+	return startedReply(task)
+}
+
+// inputResponsesOf is the inputResponses of tools/call params (the round
+// that created the task may bring some).
+func inputResponsesOf(params []byte) json.RawMessage {
+	var p struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.InputResponses
+}
+
+func startedReply(task store.Task) (proto.Message, error) {
+	b, err := json.Marshal(created(task))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.TaskStarted{Result: b}, nil
+}
+
+// launch runs the task's tool in a goroutine of its own; the outcome
+// comes back to the grain as a local message.
+func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
+	t.round++
+	round, task := t.round, *t.task
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	system, self := g.ActorSystem(), g.Self()
+	p := &pb.Principal{User: task.User, Org: task.Org}
+	r := t.h.runner
+	if t.h.cfg.CodeMode != nil && isCodeTool(task.Params) {
+		if t.code == nil {
+			t.code = newCodeRunner(t.h, g)
+		}
+		r = t.code.runner
+	}
+	finished := make(chan done, 1) // for a deactivation that waits (see Deactivate)
+	t.finished = finished
+	go func() {
+		d := done{round: round, out: r.run(ctx, p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)}
+		finished <- d
+		system.Root.Send(self, d)
+	}()
+}
+
+// HandleLocal applies a run's outcome.
+func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
+	d, ok := msg.(done)
+	if !ok || d.round != t.round || t.task == nil {
+		return // the outcome of a run that was cancelled
+	}
+	t.cancel = nil
+	next := *t.task
+	var e Event
+	switch {
+	case d.out.err != nil:
+		e = Fail
+		b, _ := json.Marshal(d.out.err)
+		next.Error, next.StatusMessage = string(b), d.out.err.Message
+	case len(d.out.inputRequests) > 0:
+		e = NeedInput
+		next.InputRequests, next.InputResponses, next.RequestState = string(d.out.inputRequests), "", d.out.requestState
+	default:
+		e = Finish
+		next.Result = string(d.out.result)
+	}
+	if err := t.transition(ctx, g, next, e); err != nil {
+		g.Logger().Warn("tasks: record the outcome of a run", "task", t.id, "err", err)
+	}
+}
+
+// transition moves the task by e to next's content and records it: the
+// lease is dropped once no work runs.
+func (t *taskGrain) transition(ctx context.Context, g grain.Context, next store.Task, e Event) error {
+	to, changed, err := Step(Status(t.task.Status), e)
+	if err != nil || !changed {
+		return err
+	}
+	next.Status, next.Updated = string(to), t.h.cfg.Now()
+	if to == Working {
+		next.Attempts++
+	}
+	if err := t.h.cfg.Store.PutTask(ctx, grain.Key(g.Kind(), g.Identity()), g.Epoch(), next); err != nil {
+		return err
+	}
+	t.task = &next
+	if to.Terminal() {
+		t.h.metrics.settled.WithLabelValues(string(to)).Inc()
+	}
+	if to != Working {
+		return g.CancelReminders(ctx, reminderLease)
+	}
+	return g.SetReminder(ctx, reminderLease, next.Updated.Add(t.h.cfg.Lease), t.h.cfg.Lease)
+}
+
+// recover handles a task whose work this activation does not run although
+// it is working: the activation that ran it is gone (its node died, or it
+// stopped), so its work is lost. A tool that says re-running it is safe
+// (read-only or idempotent) runs again, a few times at most; any other
+// task ends failed. A task never stays working without work.
+func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
+	if t.task == nil || Status(t.task.Status) != Working || t.cancel != nil {
+		return
+	}
+	if afterLoss(t.task.Attempts, t.h.runner.restartable(toolOf(t.task.Params))) == Rerun {
+		t.h.metrics.lost.WithLabelValues("rerun").Inc()
+		if err := t.rerun(ctx, g); err != nil {
+			g.Logger().Warn("tasks: resume a lost task", "task", t.id, "err", err)
+		}
+		return
+	}
+	t.h.metrics.lost.WithLabelValues("failed").Inc()
+	next := *t.task
+	b, _ := json.Marshal(&rpcError{Code: CodeInternalError, Message: lostMessage})
+	next.Error, next.StatusMessage = string(b), lostMessage
+	if err := t.transition(ctx, g, next, Fail); err != nil {
+		g.Logger().Warn("tasks: fail a lost task", "task", t.id, "err", err)
+	}
+}
+
+// rerun starts a lost task's current round again.
+func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
+	next := *t.task
+	next.Attempts++
+	next.StatusMessage = fmt.Sprintf("resumed after its work was lost (run %d)", next.Attempts)
+	if err := g.SetReminder(ctx, reminderLease, t.h.cfg.Now().Add(t.h.cfg.Lease), t.h.cfg.Lease); err != nil {
+		return err
+	}
+	if err := t.save(ctx, g, next); err != nil {
+		return err
+	}
+	responses := json.RawMessage(t.task.InputResponses)
+	if len(responses) == 0 {
+		responses = inputResponsesOf([]byte(t.task.Params))
+	}
+	t.launch(g, responses)
+	return nil
+}
+
+// OnReminder handles the lease: it ends a lost task, and is dropped once
+// no work runs.
+func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	switch fired.GetName() {
+	case reminderExpire:
+		return t.expire(ctx, g)
+	case reminderLease:
+	default:
+		return g.CancelReminders(ctx, fired.GetName())
+	}
+	t.recover(ctx, g)
+	if t.task == nil || Status(t.task.Status) != Working {
+		return g.CancelReminders(ctx, reminderLease)
+	}
+	return nil
+}
+
+// expire ends a task at its TTL: its work stops, and its grain is deleted
+// (its ownership row and reminders; the task's row is "not found" from now
+// on and pruned with the store's other expired rows).
+func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
+	if t.task != nil && t.h.cfg.Now().Before(t.task.Expires) {
+		return g.SetReminder(ctx, reminderExpire, t.task.Expires, 0) // fired early (a clock step): again at the TTL
+	}
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+		t.round++
+	}
+	return g.Delete(ctx)
+}
+
+// drainWork bounds how long a graceful deactivation (node stop, rebalance)
+// waits for the work running in it to finish.
+const drainWork = 5 * time.Second
+
+func (t *taskGrain) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
+	if t.cancel != nil && reason != grain.ReasonOwnershipLost {
+		// Let work that is about to end record its outcome rather than
+		// be lost (and re-run, or failed, by the next activation).
+		timer := time.NewTimer(drainWork)
+		select {
+		case d := <-t.finished:
+			t.HandleLocal(ctx, g, d)
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	if t.cancel != nil {
+		// The task stays working in the store: the next activation (a
+		// tasks/* request, or the lease reminder) re-runs or fails it (see
+		// recover).
+		t.cancel()
+	}
+	if t.code != nil {
+		t.code.close()
+	}
+}

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Task is one task of the MCP tasks extension (io.modelcontextprotocol/tasks,
+// SEP-2663): a tools/call that runs on after its request answered. Its task
+// grain writes it (fenced by the grain's epoch); any node reads it. The
+// JSON members hold wire JSON, "" when absent.
+type Task struct {
+	// ID is the task id, also its task grain's identity.
+	ID string
+	// User and Org are the principal that created it; nobody else sees it.
+	User, Org string
+	// Status is working, input_required, completed, failed or cancelled.
+	Status string
+	// StatusMessage explains the status (e.g. why it failed).
+	StatusMessage string
+	// Params is the tools/call params that created the task (JSON).
+	Params string
+	// Result is the tool's result once completed (JSON).
+	Result string
+	// Error is the JSON-RPC error once failed (JSON {code, message, data}).
+	Error string
+	// InputRequests is the pending MRTR input requests by key (JSON map).
+	InputRequests string
+	// InputResponses is the responses received so far by key (JSON map).
+	InputResponses string
+	// RequestState is the tool's own state for its next round.
+	RequestState string
+	// Attempts counts how often the work was started (a start found with
+	// attempts already counted was cut by a lost node).
+	Attempts int
+	// TTL is how long the task is kept after its creation; PollInterval
+	// the polling interval suggested to clients.
+	TTL, PollInterval time.Duration
+	// Created, Updated and Expires are the task's times (millisecond
+	// precision).
+	Created, Updated, Expires time.Time
+}
+
+const taskColumns = `task_id, user_id, org, status, status_message, params, result, error, input_requests,
+	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms`
+
+func (s *sqlStore) PutTask(ctx context.Context, grain string, epoch uint64, t Task) error {
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `
+INSERT INTO tasks (grain, `+taskColumns+`)
+SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 WHERE `+fencedBy+`
+ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message,
+	params = excluded.params, result = excluded.result, error = excluded.error,
+	input_requests = excluded.input_requests, input_responses = excluded.input_responses,
+	request_state = excluded.request_state, attempts = excluded.attempts, ttl_ms = excluded.ttl_ms,
+	poll_ms = excluded.poll_ms, updated_at_ms = excluded.updated_at_ms, expires_at_ms = excluded.expires_at_ms`,
+			grain, int64(epoch), t.ID, t.User, t.Org, t.Status, t.StatusMessage, t.Params, t.Result, t.Error,
+			t.InputRequests, t.InputResponses, t.RequestState, t.Attempts, t.TTL.Milliseconds(),
+			t.PollInterval.Milliseconds(), t.Created.UnixMilli(), t.Updated.UnixMilli(), t.Expires.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("store: put task %s: %w", t.ID, err)
+		}
+		return fencedResult(res, grain, epoch)
+	})
+}
+
+func (s *sqlStore) GetTask(ctx context.Context, taskID string, now time.Time) (Task, error) {
+	var (
+		t                                 Task
+		ttl, poll, created, updated, exps int64
+	)
+	err := s.rd.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = $1 AND expires_at_ms > $2`,
+		taskID, now.UnixMilli()).Scan(&t.ID, &t.User, &t.Org, &t.Status, &t.StatusMessage, &t.Params, &t.Result,
+		&t.Error, &t.InputRequests, &t.InputResponses, &t.RequestState, &t.Attempts, &ttl, &poll, &created, &updated, &exps)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("%w: task %s", ErrNotFound, taskID)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("store: get task %s: %w", taskID, err)
+	}
+	t.TTL, t.PollInterval = time.Duration(ttl)*time.Millisecond, time.Duration(poll)*time.Millisecond
+	t.Created, t.Updated, t.Expires = time.UnixMilli(created), time.UnixMilli(updated), time.UnixMilli(exps)
+	return t, nil
+}
+
+func (s *sqlStore) PruneTasks(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM tasks WHERE expires_at_ms <= $1`, before.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("store: prune tasks: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
