@@ -375,7 +375,8 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	todos, todoFlag := testcluster.TodoAPI(t)
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag,
+		"--tools", "code,demo,conformance"}}) // conformance: the tasks fixtures (slow_compute, failing_job)
 	c.WaitMembers(3, 30*time.Second)
 	st, err := store.Open(context.Background(), c.DSN)
 	if err != nil {
@@ -453,6 +454,16 @@ func TestChaos(t *testing.T) {
 		defer wg.Done()
 		ap.runSessionless(ctx, t, rec, lb)
 	}()
+	// Tasks (2026-07-28, the tasks extension): created through the
+	// balancer and followed to their end through any gateway.
+	tw := newTasks(lb, cfg.freeze+progressWait)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tw.run(ctx, rec)
+		}()
+	}
 	var calls, probeAcks atomic.Int64
 	for w := range 8 {
 		wg.Add(1)
@@ -589,14 +600,22 @@ func TestChaos(t *testing.T) {
 		r.Ended = time.Now()
 		rounds = append(rounds, r)
 		sample()
-		t.Logf("round %d: %s %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged so far; no progress yet: %v",
-			r.N, fault, r.Node, r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), missing)
+		t.Logf("round %d: %s %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
+			r.N, fault, r.Node, r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts(), missing)
 	}
 	stop()
 	wg.Wait()
+	settleStart := time.Now()
+	tw.settle(rec)
+	t.Logf("tasks: the ones open at the end of the load followed to their end in %s", time.Since(settleStart).Round(time.Millisecond))
 
 	// Checkers.
 	var violations []string
+	// (a)+(b) every acknowledged task reached a terminal status exactly
+	// once, and was found until its TTL.
+	taskViolations, taskEnds := tw.check(t, c, st)
+	violations = append(violations, taskViolations...)
+	t.Logf("tasks: %s; ends seen per task: %v; violations %d", tw.counts(), taskEnds, len(taskViolations))
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {
