@@ -615,9 +615,9 @@ func TestChaos(t *testing.T) {
 	var violations []string
 	// (a)+(b) every acknowledged task reached a terminal status exactly
 	// once, and was found until its TTL.
-	taskViolations, taskEnds := tw.check(t, c, st)
+	taskViolations, taskEnds, taskAnswers := tw.check(t, c, st)
 	violations = append(violations, taskViolations...)
-	t.Logf("tasks: %s; ends seen per task: %v; violations %d", tw.counts(), taskEnds, len(taskViolations))
+	t.Logf("tasks: %s; ends seen per task: %v; answers checked: %v; violations %d", tw.counts(), taskEnds, taskAnswers, len(taskViolations))
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {

@@ -331,13 +331,18 @@ func (w *tasks) settle(rec *recorder) {
 
 // check runs chaos.TaskOnce over every acknowledged task and, for each
 // task with a violation, logs what the store and the nodes say about it.
-func (w *tasks) check(t *testing.T, c *testcluster.Cluster, st store.Store) (violations []string, ends map[string]int) {
+// It returns the violations, the number of tasks per end seen and the
+// number of answers checked per method and status ("tasks/get working").
+func (w *tasks) check(t *testing.T, c *testcluster.Cluster, st store.Store) (violations []string, ends, answers map[string]int) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ends = map[string]int{}
+	ends, answers = map[string]int{}, map[string]int{}
 	for _, h := range w.history {
 		ends[chaos.TaskEnd(*h)]++
+		for _, op := range h.Ops {
+			answers[strings.TrimSpace(op.Method+" "+op.Status)]++
+		}
 		v := chaos.TaskOnce(*h, h.Created.Add(w.bound))
 		if len(v) == 0 {
 			continue
@@ -345,7 +350,7 @@ func (w *tasks) check(t *testing.T, c *testcluster.Cluster, st store.Store) (vio
 		violations = append(violations, v...)
 		w.postMortem(t, c, st, h)
 	}
-	return violations, ends
+	return violations, ends, answers
 }
 
 // postMortem logs a task's history, its row in the store and what the
