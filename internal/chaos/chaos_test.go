@@ -602,8 +602,8 @@ func TestChaos(t *testing.T) {
 		r.Ended = time.Now()
 		rounds = append(rounds, r)
 		sample()
-		t.Logf("round %d: %s %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
-			r.N, fault, r.Node, r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts(), missing)
+		t.Logf("round %d: %s %s at %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
+			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts(), missing)
 	}
 	stop()
 	wg.Wait()
@@ -618,6 +618,9 @@ func TestChaos(t *testing.T) {
 	taskViolations, taskEnds, taskAnswers := tw.check(t, c, st)
 	violations = append(violations, taskViolations...)
 	t.Logf("tasks: %s; ends seen per task: %v; answers checked: %v; violations %d", tw.counts(), taskEnds, taskAnswers, len(taskViolations))
+	for _, l := range tw.losses() {
+		t.Logf("tasks: work lost with its node: %s", l)
+	}
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {

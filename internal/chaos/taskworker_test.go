@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,15 +46,15 @@ type tasks struct {
 	mu      sync.Mutex
 	history map[string]*chaos.TaskHistory
 	// lost holds the tasks whose status message said their work was
-	// lost: "resumed" on another activation, or "failed" for it.
-	lost map[string]string
+	// lost: resumed on another activation, or failed for it.
+	lost map[string]loss
 
 	created, completed, failed, cancelled atomic.Int64
 	seq                                   atomic.Int64
 }
 
 func newTasks(lb http.RoundTripper, bound time.Duration) *tasks {
-	return &tasks{api: &http.Client{Transport: bearer{lb}}, bound: bound, history: map[string]*chaos.TaskHistory{}, lost: map[string]string{}}
+	return &tasks{api: &http.Client{Transport: bearer{lb}}, bound: bound, history: map[string]*chaos.TaskHistory{}, lost: map[string]loss{}}
 }
 
 // counts describes the tasks created and the ends seen so far, for the
@@ -61,8 +62,8 @@ func newTasks(lb http.RoundTripper, bound time.Duration) *tasks {
 func (w *tasks) counts() string {
 	w.mu.Lock()
 	resumed, failedLost := 0, 0
-	for _, how := range w.lost {
-		if how == "resumed" {
+	for _, l := range w.lost {
+		if l.how == "resumed" {
 			resumed++
 		} else {
 			failedLost++
@@ -271,8 +272,31 @@ func (w *tasks) noteLoss(id string, task map[string]any) {
 		return
 	}
 	w.mu.Lock()
-	w.lost[id] = how
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	if l, seen := w.lost[id]; !seen || l.how != how {
+		w.lost[id] = loss{how: how, seen: time.Now(), message: msg}
+	}
+}
+
+// loss is how a task's lost work showed: how ("resumed" or "failed"),
+// when a tasks/get first showed it so, and the status message.
+type loss struct {
+	how     string
+	seen    time.Time
+	message string
+}
+
+// losses lists the tasks whose work was lost, for the log: which, when
+// first seen so (to tell the round), and how.
+func (w *tasks) losses() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for id, l := range w.lost {
+		out = append(out, fmt.Sprintf("%s %s (%s, first seen %s: %q)", id, w.history[id].Tool, l.how, l.seen.Format("15:04:05.000"), l.message))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // taskEnd is the result or error a tasks/get showed, as JSON.
