@@ -618,9 +618,7 @@ func TestChaos(t *testing.T) {
 	taskViolations, taskEnds, taskAnswers := tw.check(t, c, st)
 	violations = append(violations, taskViolations...)
 	t.Logf("tasks: %s; ends seen per task: %v; answers checked: %v; violations %d", tw.counts(), taskEnds, taskAnswers, len(taskViolations))
-	for _, l := range tw.losses() {
-		t.Logf("tasks: work lost with its node: %s", l)
-	}
+	tw.logLosses(t, c)
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {

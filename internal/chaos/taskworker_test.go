@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -286,17 +287,22 @@ type loss struct {
 	message string
 }
 
-// losses lists the tasks whose work was lost, for the log: which, when
-// first seen so (to tell the round), and how.
-func (w *tasks) losses() []string {
+// logLosses logs the tasks whose work was lost — which, how, when first
+// seen so (to tell the round) — and what the nodes logged about them.
+func (w *tasks) logLosses(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []string
-	for id, l := range w.lost {
-		out = append(out, fmt.Sprintf("%s %s (%s, first seen %s: %q)", id, w.history[id].Tool, l.how, l.seen.Format("15:04:05.000"), l.message))
+	ids := slices.Sorted(maps.Keys(w.lost))
+	for _, id := range ids {
+		l := w.lost[id]
+		t.Logf("tasks: work lost: %s %s (%s, first seen %s: %q)", id, w.history[id].Tool, l.how, l.seen.Format("15:04:05.000"), l.message)
+		for _, n := range c.Nodes() {
+			for _, line := range n.LogLines(id, 8) {
+				t.Logf("  %s: %.300s", n.ID, line)
+			}
+		}
 	}
-	slices.Sort(out)
-	return out
 }
 
 // taskEnd is the result or error a tasks/get showed, as JSON.
