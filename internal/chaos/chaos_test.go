@@ -378,7 +378,7 @@ func TestChaos(t *testing.T) {
 	}
 	todos, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag,
-		"--tools", "code,demo,conformance"}}) // conformance: the tasks fixtures (slow_compute, failing_job)
+		"--tools", "code,demo,conformance"}}) // conformance: the tasks fixtures the task worker calls
 	c.WaitMembers(3, 30*time.Second)
 	st, err := store.Open(context.Background(), c.DSN)
 	if err != nil {
@@ -457,7 +457,9 @@ func TestChaos(t *testing.T) {
 		ap.runSessionless(ctx, t, rec, lb)
 	}()
 	// Tasks (2026-07-28, the tasks extension): created through the
-	// balancer and followed to their end through any gateway.
+	// balancer and followed to their end through any gateway. A task may
+	// take the longest fault (the freeze) plus a round's recovery wait to
+	// be seen terminal.
 	tw := newTasks(lb, cfg.freeze+progressWait)
 	for range 2 {
 		wg.Add(1)
