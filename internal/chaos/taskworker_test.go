@@ -403,3 +403,51 @@ func (w *tasks) postMortem(t *testing.T, c *testcluster.Cluster, st store.Store,
 		}
 	}
 }
+
+// The task worker classifies answers the way its checks need: no answer,
+// 5xx and 429 and errors that say to retry are retryable; "task not
+// found" is a definite answer (chaos.TaskOnce judges it); anything else
+// is a failure.
+func TestTaskOutcomeClassifiesAnswers(t *testing.T) {
+	rpcErr := func(code int, msg string) rpcAnswer {
+		var a rpcAnswer
+		_ = json.Unmarshal(fmt.Appendf(nil, `{"error":{"code":%d,"message":%q}}`, code, msg), &a)
+		return a
+	}
+	for _, tc := range []struct {
+		name                    string
+		a                       rpcAnswer
+		status                  int
+		err                     error
+		ok, retryable, notFound bool
+	}{
+		{"a task", rpcAnswer{Result: map[string]any{"status": "working"}}, 200, nil, true, false, false},
+		{"no answer", rpcAnswer{}, 0, io.ErrUnexpectedEOF, false, true, false},
+		{"503", rpcAnswer{}, 503, fmt.Errorf("status 503"), false, true, false},
+		{"429", rpcAnswer{}, 429, fmt.Errorf("status 429"), false, true, false},
+		{"400", rpcAnswer{}, 400, fmt.Errorf("status 400"), false, false, false},
+		{"not found", rpcErr(-32602, "task not found"), 200, nil, false, false, true},
+		{"an error that says to retry", rpcErr(-32001, "MCP session is restarting, please retry"), 200, nil, false, true, false},
+		{"another error", rpcErr(-32603, "boom"), 200, nil, false, false, false},
+	} {
+		o := taskOutcome(tc.name, chaos.KindTask, time.Now(), tc.a, tc.status, tc.err)
+		if o.OK != tc.ok || o.Retryable != tc.retryable || notFound(tc.a) != tc.notFound {
+			t.Errorf("%s: ok %v retryable %v not found %v, want %v %v %v", tc.name, o.OK, o.Retryable, notFound(tc.a), tc.ok, tc.retryable, tc.notFound)
+		}
+	}
+}
+
+// answerBody reads a JSON answer as it is, and an event stream's last data
+// line.
+func TestAnswerBodyReadsJSONAndEventStreams(t *testing.T) {
+	for _, tc := range []struct{ contentType, body, want string }{
+		{"application/json", `{"result":{}}`, `{"result":{}}`},
+		{"text/event-stream", "event: message\ndata: {\"a\":1}\n\ndata: {\"result\":{}}\n\n", `{"result":{}}`},
+	} {
+		resp := &http.Response{Header: http.Header{"Content-Type": {tc.contentType}}, Body: io.NopCloser(strings.NewReader(tc.body))}
+		got, err := answerBody(resp)
+		if err != nil || strings.TrimSpace(string(got)) != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.contentType, got, err, tc.want)
+		}
+	}
+}
