@@ -352,13 +352,15 @@ const progressWait = 20 * time.Second
 // TestChaos runs the chaos harness: a real Consul agent, Postgres and
 // three node processes; MCP sessions doing tools/call through a health-
 // checked balancer; fenced probe counters written through random nodes;
-// reminders due across the run; approvals raced by two approvers. Each
+// reminders due across the run; approvals raced by two approvers; tasks
+// (the tasks extension) created and followed to their end. Each
 // round injects one fault (kill -9 and restart, graceful stop and
 // restart, SIGSTOP/SIGCONT, Consul agent restart, Postgres restart), then
 // the checkers run: single owner, nothing lost, liveness, recovery (per
 // round: service gap within a bound derived from the TTL or the store's
 // restart, every worker kind progressing, the error budget and the
-// baseline), linearizability (porcupine) and bounded growth.
+// baseline), linearizability (porcupine), bounded growth, and every
+// acknowledged task terminal exactly once.
 // MCPGRAIN_CHAOS=1 enables it (CI runs a short round); MCPGRAIN_CHAOS_ROUNDS,
 // _INTERVAL, _FAULTS, _FREEZE and _SESSIONS tune it.
 func TestChaos(t *testing.T) {
@@ -375,7 +377,8 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	todos, todoFlag := testcluster.TodoAPI(t)
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag,
+		"--tools", "code,demo,conformance"}}) // conformance: the tasks fixtures the task worker calls
 	c.WaitMembers(3, 30*time.Second)
 	st, err := store.Open(context.Background(), c.DSN)
 	if err != nil {
@@ -453,6 +456,18 @@ func TestChaos(t *testing.T) {
 		defer wg.Done()
 		ap.runSessionless(ctx, t, rec, lb)
 	}()
+	// Tasks (2026-07-28, the tasks extension): created through the
+	// balancer and followed to their end through any gateway. A task may
+	// take the longest fault (the freeze) plus a round's recovery wait to
+	// be seen terminal.
+	tw := newTasks(lb, cfg.freeze+progressWait)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tw.run(ctx, rec)
+		}()
+	}
 	var calls, probeAcks atomic.Int64
 	for w := range 8 {
 		wg.Add(1)
@@ -589,14 +604,23 @@ func TestChaos(t *testing.T) {
 		r.Ended = time.Now()
 		rounds = append(rounds, r)
 		sample()
-		t.Logf("round %d: %s %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged so far; no progress yet: %v",
-			r.N, fault, r.Node, r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), missing)
+		t.Logf("round %d: %s %s at %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
+			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts(), missing)
 	}
 	stop()
 	wg.Wait()
+	settleStart := time.Now()
+	tw.settle(rec)
+	t.Logf("tasks: the ones open at the end of the load followed to their end in %s", time.Since(settleStart).Round(time.Millisecond))
 
 	// Checkers.
 	var violations []string
+	// (a)+(b) every acknowledged task reached a terminal status exactly
+	// once, and was found until its TTL.
+	taskViolations, taskEnds, taskAnswers := tw.check(t, c, st)
+	violations = append(violations, taskViolations...)
+	t.Logf("tasks: %s; ends seen per task: %v; answers checked: %v; violations %d", tw.counts(), taskEnds, taskAnswers, len(taskViolations))
+	tw.logLosses(t, c)
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {

@@ -300,7 +300,7 @@ func TestCheckRound(t *testing.T) {
 		// Only retryable 503s for the whole round: the liveness checker
 		// (every request answered, retryably) passes it; these do not.
 		{"only retryable 503s for the whole round", steady(0, 12000, 100), []string{
-			"> bound", "regression", "error budget", "no successful tools/call", "no successful probe", "no successful approval", "no successful sessionless approval"}},
+			"> bound", "regression", "error budget", "no successful tools/call", "no successful probe", "no successful approval", "no successful sessionless approval", "no successful task"}},
 		{"one worker kind stuck after the fault", func() []Outcome {
 			var outs []Outcome
 			for _, o := range steady(1000, 3000, 500) {
@@ -352,5 +352,67 @@ func TestWinner(t *testing.T) {
 		if got != tc.want || ok != (tc.want != "") {
 			t.Errorf("%s: Winner = %q, %v; want %q", tc.name, got, ok, tc.want)
 		}
+	}
+}
+
+func TestTaskOnce(t *testing.T) {
+	get := func(call, ret int, status, outcome string) TaskOp {
+		return TaskOp{Method: MethodTaskGet, Call: at(call), Return: at(ret), Status: status, Outcome: outcome}
+	}
+	notFound := func(call, ret int) TaskOp {
+		return TaskOp{Method: MethodTaskGet, Call: at(call), Return: at(ret), NotFound: true}
+	}
+	cancel := func(call, ret int) TaskOp { return TaskOp{Method: MethodTaskCancel, Call: at(call), Return: at(ret)} }
+	const done = `{"content":[{"type":"text","text":"done"}]}`
+	for _, tc := range []struct {
+		name string
+		ops  []TaskOp
+		want []string // words of each violation, in order; none when the history passes
+	}{
+		{"working, then completed, then the same again", []TaskOp{get(100, 150, TaskWorking, ""), get(400, 450, TaskCompleted, done), get(700, 750, TaskCompleted, done)}, nil},
+		{"cancelled while working", []TaskOp{get(100, 150, TaskWorking, ""), cancel(200, 260), get(300, 350, TaskCancelled, "")}, nil},
+		{"cancelled after it had completed: the end stays", []TaskOp{get(100, 150, TaskCompleted, done), cancel(200, 260), get(300, 350, TaskCompleted, done)}, nil},
+		{"input required, then failed", []TaskOp{get(100, 150, TaskInputRequired, ""), get(400, 450, TaskFailed, `{"code":-32603}`)}, nil},
+		// A get sent before the terminal answer came may be ordered before
+		// it: no real-time order says it went back.
+		{"overlapping gets", []TaskOp{get(100, 500, TaskWorking, ""), get(200, 300, TaskCompleted, done)}, nil},
+		{"never terminal", []TaskOp{get(100, 150, TaskWorking, ""), get(400, 450, TaskWorking, "")}, []string{"never seen terminal"}},
+		{"no answer at all", nil, []string{"never seen terminal"}},
+		{"terminal only after the bound", []TaskOp{get(100, 150, TaskWorking, ""), get(9000, 11000, TaskCompleted, done)}, []string{"after the bound"}},
+		{"back from terminal", []TaskOp{get(100, 150, TaskCompleted, done), get(400, 450, TaskWorking, ""), get(700, 750, TaskCompleted, done)}, []string{"back from a terminal status"}},
+		{"terminal twice", []TaskOp{get(100, 150, TaskFailed, `{"code":-32603}`), get(400, 450, TaskCompleted, done)}, []string{"terminal twice"}},
+		{"its result changed", []TaskOp{get(100, 150, TaskCompleted, done), get(400, 450, TaskCompleted, `{"content":[]}`)}, []string{"its end changed"}},
+		{"not found before its TTL", []TaskOp{get(100, 150, TaskWorking, ""), notFound(400, 450), get(700, 750, TaskCompleted, done)}, []string{"before its TTL"}},
+		{"not found after its TTL", []TaskOp{get(100, 150, TaskCompleted, done), notFound(70000, 70050)}, nil},
+		{"working after an acknowledged cancel", []TaskOp{cancel(100, 150), get(200, 250, TaskWorking, ""), get(400, 450, TaskCancelled, "")}, []string{"cancel acknowledged"}},
+		{"an unknown status", []TaskOp{get(100, 150, "running", ""), get(400, 450, TaskCompleted, done)}, []string{"unknown status"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := TaskHistory{ID: "task-1", Tool: "slow_compute", Created: at(0), TTL: time.Minute, Ops: tc.ops}
+			got := TaskOnce(h, at(10000))
+			if len(got) != len(tc.want) {
+				t.Fatalf("TaskOnce = %q, want %d violations %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d = %q, want it to say %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestTaskEnd(t *testing.T) {
+	h := TaskHistory{Ops: []TaskOp{
+		{Method: MethodTaskGet, Return: at(300), Status: TaskCompleted},
+		{Method: MethodTaskCancel, Return: at(100)},
+		{Method: MethodTaskGet, Return: at(200), Status: TaskCancelled},
+		{Method: MethodTaskGet, Return: at(50), Status: TaskWorking},
+	}}
+	if got := TaskEnd(h); got != TaskCancelled {
+		t.Errorf("TaskEnd = %q, want the first terminal status seen, %q", got, TaskCancelled)
+	}
+	if got := TaskEnd(TaskHistory{Ops: h.Ops[1:2]}); got != "" {
+		t.Errorf("TaskEnd of a history never terminal = %q, want \"\"", got)
 	}
 }

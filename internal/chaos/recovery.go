@@ -29,13 +29,19 @@ const (
 	// KindSessionless is a 2026-07-28 (sessionless) retry carrying a
 	// decision (ok: it answered with the execution's settled outcome).
 	KindSessionless = "sessionless approval"
+	// KindTask is a tasks/get or tasks/cancel of the task worker (ok:
+	// answered with the task).
+	KindTask = "task"
+	// KindTaskCreate is a tools/call that should create a task (not a
+	// progress kind: a task is progress once it is followed to its end).
+	KindTaskCreate = "task create"
 	// KindExecute is an execute call that should pause (not a progress
 	// kind: a pause is progress only once it is decided).
 	KindExecute = "execute"
 )
 
 // Workers are the worker kinds in which every round must show progress.
-var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless}
+var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask}
 
 // Faults are the faults the harness injects.
 var Faults = []string{"kill", "stop", "freeze", "consul", "postgres"}
