@@ -40,9 +40,7 @@
 //     (grain.go, rpc.go) — and runs the tool on a server of its own
 //     (run.go; code mode: code.go).
 //
-// Usage (the node wires it; see internal/app):
-//
-//	h, _ := tasks.NewHost(tasks.Config{NewServer: newServer, Store: st, Requester: node, Support: toolpacks.TaskSupport})
-//	kinds = append(kinds, h.Kind())                     // the task grain
-//	continuation.Config{..., Middleware: h.Middleware}  // task creation
+// A node wires it in internal/app (process.grains): it hosts the task
+// grain kind ([Host.Kind]) beside the session and continuation kinds, and
+// gives [Host.Middleware] to the continuation server (continuation.Config).
 package tasks
