@@ -141,11 +141,11 @@ func NewHost(cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("continuation: build the server: %w", err)
 	}
+	mws := []mcp.Middleware{h.stateMiddleware}
 	if cfg.Middleware != nil {
-		srv.AddReceivingMiddleware(h.stateMiddleware, cfg.Middleware) // stateMiddleware(Middleware(handler))
-	} else {
-		srv.AddReceivingMiddleware(h.stateMiddleware)
+		mws = append(mws, cfg.Middleware) // stateMiddleware(Middleware(handler))
 	}
+	srv.AddReceivingMiddleware(mws...)
 	h.closeSrv = closeSrv
 	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:                  true,
