@@ -2,7 +2,6 @@ package approvals
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -217,30 +216,7 @@ func (p *page) inboxLogin(w http.ResponseWriter, r *http.Request) {
 // inboxDecide serves POST /approvals/{eid}: an entry's Approve or
 // Decline, then back to the inbox (its history shows the decision).
 func (p *page) inboxDecide(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("eid")
-	form, ok := p.form(w, r)
-	if !ok {
-		return
-	}
-	who, ok := p.signedIn(w, r, p.inboxTarget())
-	if !ok {
-		return
-	}
-	if !hmac.Equal([]byte(form.Get("csrf")), []byte(p.csrf(who, id))) {
-		p.message(w, http.StatusForbidden, "Forbidden", "This form has expired or was not issued to you.", "Reload the inbox and decide again.")
-		return
-	}
-	action := form.Get("action")
-	if action != "accept" && action != "decline" {
-		p.message(w, http.StatusBadRequest, "Bad request", "Choose Approve or Decline.", "")
-		return
-	}
-	var content map[string]any
-	if action == "decline" {
-		content = map[string]any{"reason": "declined in the approvals inbox"}
-	}
-	if _, err := p.svc.Decide(r.Context(), who, "", id, action, content); err != nil {
-		p.failed(w, err)
+	if _, ok := p.decideForm(w, r, r.PathValue("eid"), p.inboxTarget(), "inbox"); !ok {
 		return
 	}
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)

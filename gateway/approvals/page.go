@@ -295,30 +295,8 @@ func (p *page) form(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 
 func (p *page) decide(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("eid")
-	form, ok := p.form(w, r)
+	d, ok := p.decideForm(w, r, id, p.approveTarget(id), "page")
 	if !ok {
-		return
-	}
-	who, ok := p.signedIn(w, r, p.approveTarget(id))
-	if !ok {
-		return
-	}
-	if !hmac.Equal([]byte(form.Get("csrf")), []byte(p.csrf(who, id))) {
-		p.message(w, http.StatusForbidden, "Forbidden", "This form has expired or was not issued to you.", "Reload the page and decide again.")
-		return
-	}
-	action := form.Get("action")
-	if action != "accept" && action != "decline" {
-		p.message(w, http.StatusBadRequest, "Bad request", "Choose Approve or Decline.", "")
-		return
-	}
-	var content map[string]any
-	if action == "decline" {
-		content = map[string]any{"reason": "declined in the approval page"}
-	}
-	d, err := p.svc.Decide(r.Context(), who, "", id, action, content)
-	if err != nil {
-		p.failed(w, err)
 		return
 	}
 	title := "Approved"
@@ -327,6 +305,44 @@ func (p *page) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	p.message(w, http.StatusOK, title, d.Text+".", "You can close this page; the execution continues.")
 }
+
+// decideForm takes a decision form posted to a page (where: "page" or
+// "inbox", named in the reason of a decline and in the hint of an expired
+// form): a same-origin form from the signed-in principal, whose CSRF
+// token was issued to that principal for execution id. It answers the
+// request itself when the form or the decision fails.
+func (p *page) decideForm(w http.ResponseWriter, r *http.Request, id string, signIn target, where string) (Decision, bool) {
+	form, ok := p.form(w, r)
+	if !ok {
+		return Decision{}, false
+	}
+	who, ok := p.signedIn(w, r, signIn)
+	if !ok {
+		return Decision{}, false
+	}
+	if !hmac.Equal([]byte(form.Get("csrf")), []byte(p.csrf(who, id))) {
+		p.message(w, http.StatusForbidden, "Forbidden", "This form has expired or was not issued to you.", "Reload the "+where+" and decide again.")
+		return Decision{}, false
+	}
+	action := form.Get("action")
+	if action != "accept" && action != "decline" {
+		p.message(w, http.StatusBadRequest, "Bad request", "Choose Approve or Decline.", "")
+		return Decision{}, false
+	}
+	var content map[string]any
+	if action == "decline" {
+		content = map[string]any{"reason": declineReasons[where]}
+	}
+	d, err := p.svc.Decide(r.Context(), who, "", id, action, content)
+	if err != nil {
+		p.failed(w, err)
+		return Decision{}, false
+	}
+	return d, true
+}
+
+// declineReasons are the reasons a decline from each page records.
+var declineReasons = map[string]string{"page": "declined in the approval page", "inbox": "declined in the approvals inbox"}
 
 func (p *page) login(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("eid")
