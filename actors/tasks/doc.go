@@ -16,7 +16,13 @@
 // a survivor, whose new activation finds the task working with no work
 // running: it runs the work again if the tool is safe to re-run (read-only
 // or idempotent, by its annotations), else it ends the task failed with a
-// clear error — never working forever.
+// clear error — never working forever. An activation that stops gracefully
+// hands over instead: it takes a lease on its run in the task's row and
+// drains it, and the new activation leaves the task to that run while the
+// lease holds (handover, in state.go). A working task's changes are
+// compare-and-sets on its attempt, not on the grain's epoch, so the
+// drained run's outcome lands after the grain moved, and a late one never
+// overwrites the new owner's decision.
 // A task waiting for input runs nothing and survives anything: tasks/update
 // re-runs the tool from its stored requestState and the responses.
 //
@@ -28,7 +34,8 @@
 //
 // The package has three parts:
 //
-//   - [Step], a pure state machine for status transitions (state.go);
+//   - [Step], a pure state machine for status transitions, and the pure
+//     decisions about lost work, handover and afterLoss (state.go);
 //   - [Host.Middleware], a go-sdk receiving middleware for the
 //     continuation grains' servers: it advertises the extension in
 //     server/discover, decides which tools/call becomes a task (the tool's

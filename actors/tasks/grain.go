@@ -39,6 +39,9 @@ type taskGrain struct {
 	code *codeRunner
 	// finished receives the outcome of the latest run too.
 	finished <-chan done
+	// leaseDue is when this activation made the lease reminder due, for
+	// the lease of a run that drains in another activation.
+	leaseDue time.Time
 }
 
 // done is a run's outcome, sent to the grain by the run's goroutine.
@@ -176,42 +179,120 @@ func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		e = Finish
 		next.Result = string(d.out.result)
 	}
-	if err := t.transition(ctx, g, next, e); err != nil {
+	err := t.transition(ctx, g, next, e, outageBound)
+	switch {
+	case errors.Is(err, store.ErrTaskChanged):
+		// Another activation cancelled the task, or found the work lost
+		// and started its next attempt, before this run ended.
+		g.Logger().Info("tasks: the outcome of a run came after the task moved on; dropped", "task", t.id, "err", err)
+		t.refresh(ctx)
+	case err != nil:
 		g.Logger().Warn("tasks: record the outcome of a run", "task", t.id, "err", err)
 	}
 }
 
-// transition moves the task by e to next's content and records it: the
-// lease is dropped once no work runs.
-func (t *taskGrain) transition(ctx context.Context, g grain.Context, next store.Task, e Event) error {
+// transition moves the task by e to next's content and records it (see
+// write; ride: how long the write rides out a store outage): the lease
+// reminder is dropped once no work runs.
+func (t *taskGrain) transition(ctx context.Context, g grain.Context, next store.Task, e Event, ride time.Duration) error {
 	to, changed, err := Step(Status(t.task.Status), e)
 	if err != nil || !changed {
 		return err
 	}
-	next.Status, next.Updated = string(to), t.h.cfg.Now()
+	next.Status = string(to)
 	if to == Working {
 		next.Attempts++
 	}
-	if err := t.h.cfg.Store.PutTask(ctx, grain.Key(g.Kind(), g.Identity()), g.Epoch(), next); err != nil {
+	if err := t.write(ctx, g, next, ride); err != nil {
 		return err
 	}
-	t.task = &next
 	if to.Terminal() {
 		t.h.metrics.settled.WithLabelValues(string(to)).Inc()
 	}
 	if to != Working {
-		return g.CancelReminders(ctx, reminderLease)
+		err = g.CancelReminders(ctx, reminderLease)
+	} else {
+		err = g.SetReminder(ctx, reminderLease, t.task.Updated.Add(t.h.cfg.Lease), t.h.cfg.Lease)
 	}
-	return g.SetReminder(ctx, reminderLease, next.Updated.Add(t.h.cfg.Lease), t.h.cfg.Lease)
+	if errors.Is(err, store.ErrFenced) {
+		// A draining activation recorded its run's outcome after the grain
+		// moved: the new activation's lease reminder finds the task
+		// settled and drops itself.
+		return nil
+	}
+	return err
+}
+
+// outageBound is how long the outcome of a run waits for a store that is
+// unavailable (a database restart) before it is given up: a node that did
+// not die must not lose its work to a short outage.
+const outageBound = 15 * time.Second
+
+// write records next (at the current time, without a lease) and makes it
+// the task in memory. A working task is swapped by its status and attempt
+// (store.Store.SwapTask), not fenced by the grain's epoch: the outcome of
+// a run lands even after the grain moved to another node, unless the task
+// was cancelled or its next attempt started first. Any other write is
+// fenced by the epoch. With ride > 0, the write rides out a store outage
+// that long.
+func (t *taskGrain) write(ctx context.Context, g grain.Context, next store.Task, ride time.Duration) error {
+	next.Updated, next.LeaseUntil = t.h.cfg.Now(), time.Time{}
+	from, attempts := t.task.Status, t.task.Attempts
+	key, epoch := grain.Key(g.Kind(), g.Identity()), g.Epoch()
+	once := func(ctx context.Context) error {
+		if Status(from) == Working {
+			return t.h.cfg.Store.SwapTask(ctx, from, attempts, next)
+		}
+		return t.h.cfg.Store.PutTask(ctx, key, epoch, next)
+	}
+	err := once(ctx)
+	if ride > 0 && store.Unavailable(err) {
+		err = t.rideOut(ctx, next, ride, once)
+	}
+	if err != nil {
+		return fmt.Errorf("tasks: record task %s (%s): %w", t.id, next.Status, err)
+	}
+	t.task = &next
+	return nil
+}
+
+// rideOut retries a write that failed because the store was unavailable,
+// for ride at most. A swap that finds the task changed may be its own
+// earlier attempt, applied although its answer was lost: the task as
+// stored says.
+func (t *taskGrain) rideOut(ctx context.Context, next store.Task, ride time.Duration, once func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, ride)
+	defer cancel()
+	err := store.ThroughOutage(ctx, func() error { return once(ctx) })
+	if !errors.Is(err, store.ErrTaskChanged) {
+		return err
+	}
+	if got, gerr := t.h.cfg.Store.GetTask(ctx, t.id, t.h.cfg.Now()); gerr == nil &&
+		got.Status == next.Status && got.Attempts == next.Attempts && got.Updated.Equal(next.Updated.Truncate(time.Millisecond)) {
+		return nil
+	}
+	return err
 }
 
 // recover handles a task whose work this activation does not run although
-// it is working: the activation that ran it is gone (its node died, or it
-// stopped), so its work is lost. A tool that says re-running it is safe
-// (read-only or idempotent) runs again, a few times at most; any other
-// task ends failed. A task never stays working without work.
+// it is working. It reads the task again first: the activation that ran
+// the work may have recorded its outcome meanwhile. While that activation
+// is stopping and its lease holds the run (see claim), the task is left to
+// it; the lease reminder is made due when the lease ends. Once no lease
+// holds it (the lease ran out, or the node died and took none), the work
+// is lost: a tool that says re-running it is safe (read-only or
+// idempotent) runs again, a few times at most; any other task ends
+// failed. A task never stays working without work.
 func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
-	if t.task == nil || Status(t.task.Status) != Working || t.cancel != nil {
+	t.refresh(ctx)
+	if t.task == nil {
+		return
+	}
+	switch handover(Status(t.task.Status), t.cancel != nil, t.task.LeaseUntil, t.h.cfg.Now()) {
+	case Idle:
+		return
+	case Draining:
+		t.awaitLease(ctx, g)
 		return
 	}
 	if afterLoss(t.task.Attempts, t.h.runner.restartable(toolOf(t.task.Params))) == Rerun {
@@ -225,9 +306,42 @@ func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
 	next := *t.task
 	b, _ := json.Marshal(&rpcError{Code: CodeInternalError, Message: lostMessage})
 	next.Error, next.StatusMessage = string(b), lostMessage
-	if err := t.transition(ctx, g, next, Fail); err != nil {
+	if err := t.transition(ctx, g, next, Fail, 0); err != nil {
 		g.Logger().Warn("tasks: fail a lost task", "task", t.id, "err", err)
 	}
+}
+
+// refresh reads the task again if it is working and its work does not run
+// here: another activation (draining) may record the run's outcome.
+func (t *taskGrain) refresh(ctx context.Context) {
+	if t.task == nil || Status(t.task.Status) != Working || t.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, outageBound)
+	defer cancel()
+	task, err := t.h.cfg.Store.GetTask(ctx, t.id, t.h.cfg.Now())
+	if err != nil {
+		// Expired (the expire reminder ends it), or the store is not
+		// answering: the task as last read.
+		t.h.cfg.Logger.Debug("tasks: read a task again", "task", t.id, "err", err)
+		return
+	}
+	t.task = &task
+}
+
+// awaitLease makes the lease reminder due when the lease of a run that
+// drains in another activation ends, so that the task is decided then
+// even if nobody asks.
+func (t *taskGrain) awaitLease(ctx context.Context, g grain.Context) {
+	until := t.task.LeaseUntil
+	if until.Equal(t.leaseDue) {
+		return
+	}
+	if err := g.SetReminder(ctx, reminderLease, until, t.h.cfg.Lease); err != nil {
+		g.Logger().Warn("tasks: wait for the lease of a draining run", "task", t.id, "err", err)
+		return
+	}
+	t.leaseDue = until
 }
 
 // rerun starts a lost task's current round again.
@@ -238,7 +352,7 @@ func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
 	if err := g.SetReminder(ctx, reminderLease, t.h.cfg.Now().Add(t.h.cfg.Lease), t.h.cfg.Lease); err != nil {
 		return err
 	}
-	if err := t.save(ctx, g, next); err != nil {
+	if err := t.write(ctx, g, next, 0); err != nil {
 		return err
 	}
 	responses := json.RawMessage(t.task.InputResponses)
@@ -259,6 +373,7 @@ func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.R
 	default:
 		return g.CancelReminders(ctx, fired.GetName())
 	}
+	t.leaseDue = time.Time{} // fired: made due again if a lease still holds
 	t.recover(ctx, g)
 	if t.task == nil || Status(t.task.Status) != Working {
 		return g.CancelReminders(ctx, reminderLease)
@@ -285,10 +400,15 @@ func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
 // waits for the work running in it to finish.
 const drainWork = 5 * time.Second
 
+// leaseGrace is how much longer than the drain a stopping activation's
+// lease lasts: time for the drained run's outcome to be written.
+const leaseGrace = 5 * time.Second
+
 func (t *taskGrain) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
-	if t.cancel != nil && reason != grain.ReasonOwnershipLost {
+	if t.cancel != nil && reason != grain.ReasonOwnershipLost && t.claim(ctx) {
 		// Let work that is about to end record its outcome rather than
-		// be lost (and re-run, or failed, by the next activation).
+		// be lost (and re-run, or failed, by the next activation, which
+		// leaves the task to this run while the lease holds).
 		timer := time.NewTimer(drainWork)
 		select {
 		case d := <-t.finished:
@@ -300,10 +420,51 @@ func (t *taskGrain) Deactivate(ctx context.Context, g grain.Context, reason grai
 	if t.cancel != nil {
 		// The task stays working in the store: the next activation (a
 		// tasks/* request, or the lease reminder) re-runs or fails it (see
-		// recover).
+		// recover) — at once, since the lease is given back.
 		t.cancel()
+		t.unclaim(ctx)
 	}
 	if t.code != nil {
 		t.code.close()
+	}
+}
+
+// claim takes the lease on the task's running work for a drain: the
+// grain's next activation, on its new owner, leaves the task to this run
+// until the lease ends (see recover). It reports whether the run may go
+// on: not if the task moved on already (a new activation that found the
+// work lost before the lease was taken settled the task, or started its
+// next attempt). A store that does not answer takes no lease, and the
+// run goes on: its outcome may still land.
+func (t *taskGrain) claim(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, drainWork)
+	defer cancel()
+	next := *t.task
+	next.LeaseUntil = t.h.cfg.Now().Add(drainWork + leaseGrace)
+	err := t.h.cfg.Store.SwapTask(ctx, string(Working), next.Attempts, next)
+	if errors.Is(err, store.ErrTaskChanged) {
+		t.h.cfg.Logger.Info("tasks: a stopping activation found its task moved on; its run stops", "task", t.id)
+		return false
+	}
+	if err != nil {
+		t.h.cfg.Logger.Warn("tasks: take the lease of a draining run", "task", t.id, "err", err)
+		return true
+	}
+	t.task = &next
+	return true
+}
+
+// unclaim gives the lease of a run that was cut back, so that the next
+// activation decides about the task at once.
+func (t *taskGrain) unclaim(ctx context.Context) {
+	if t.task == nil || t.task.LeaseUntil.IsZero() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainWork)
+	defer cancel()
+	next := *t.task
+	next.LeaseUntil = time.Time{}
+	if err := t.h.cfg.Store.SwapTask(ctx, string(Working), next.Attempts, next); err != nil {
+		t.h.cfg.Logger.Debug("tasks: give back the lease of a cut run", "task", t.id, "err", err)
 	}
 }

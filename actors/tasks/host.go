@@ -24,6 +24,7 @@ const KindName = exchange.KindTask
 // Store is what tasks need of the store.
 type Store interface {
 	PutTask(ctx context.Context, grain string, epoch uint64, t store.Task) error
+	SwapTask(ctx context.Context, status string, attempts int, t store.Task) error
 	GetTask(ctx context.Context, taskID string, now time.Time) (store.Task, error)
 }
 

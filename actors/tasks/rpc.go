@@ -132,7 +132,7 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 	waiting := Status(t.task.Status) == InputRequired
 	next := *t.task
 	next.StatusMessage = "cancelled by the client"
-	if err := t.transition(ctx, g, next, Cancel); err != nil {
+	if err := t.transition(ctx, g, next, Cancel, 0); err != nil {
 		return t.storeError(id, err)
 	}
 	if waiting && t.h.cfg.CodeMode != nil && isCodeTool(t.task.Params) {
@@ -181,7 +181,7 @@ func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[stri
 		return true, t.save(ctx, g, next)
 	}
 	next.InputRequests = ""
-	if err := t.transition(ctx, g, next, InputComplete); err != nil {
+	if err := t.transition(ctx, g, next, InputComplete, 0); err != nil {
 		return true, err
 	}
 	t.launch(g, json.RawMessage(rb))
@@ -190,18 +190,13 @@ func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[stri
 
 // save records the task without a status change.
 func (t *taskGrain) save(ctx context.Context, g grain.Context, next store.Task) error {
-	next.Updated = t.h.cfg.Now()
-	if err := t.h.cfg.Store.PutTask(ctx, grain.Key(g.Kind(), g.Identity()), g.Epoch(), next); err != nil {
-		return err
-	}
-	t.task = &next
-	return nil
+	return t.write(ctx, g, next, 0)
 }
 
 // storeError answers a request whose write failed.
 func (t *taskGrain) storeError(id json.RawMessage, err error) reply {
 	msg := "tasks: the task could not be recorded; retry"
-	if errors.Is(err, store.ErrFenced) {
+	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrTaskChanged) {
 		msg = "tasks: the task moved to another node; retry"
 	}
 	return errorReply(http.StatusServiceUnavailable, id, &rpcError{Code: exchange.CodeServerError, Message: msg})

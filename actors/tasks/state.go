@@ -1,6 +1,9 @@
 package tasks
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Status is a task's status (SEP-2663).
 type Status string
@@ -82,4 +85,36 @@ func afterLoss(runs int, restartable bool) Loss {
 		return Rerun
 	}
 	return FailLost
+}
+
+// Handover is what an activation of a task grain makes of its task when
+// the task's work does not run in it.
+type Handover int
+
+// The handover decisions.
+const (
+	// Idle: the task is not working (or its work runs here); nothing is
+	// owed to it.
+	Idle Handover = iota
+	// Draining: the activation that ran the work is stopping and may still
+	// record its run's outcome until its lease ends. The task is answered
+	// as its store row says; nothing is decided before the lease ends.
+	Draining
+	// Lost: nobody runs the work, nor may record its outcome: [afterLoss]
+	// decides what becomes of it.
+	Lost
+)
+
+// handover decides about a task in status with its work not running in
+// this activation (runsHere false) and the lease a stopping activation
+// holds on its run (zero: none, e.g. its node died): the work is lost
+// only once no lease holds it.
+func handover(status Status, runsHere bool, leaseUntil, now time.Time) Handover {
+	switch {
+	case status != Working || runsHere:
+		return Idle
+	case now.Before(leaseUntil):
+		return Draining
+	}
+	return Lost
 }

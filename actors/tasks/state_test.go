@@ -1,6 +1,9 @@
 package tasks
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestStepTransitions(t *testing.T) {
 	for _, c := range []struct {
@@ -58,6 +61,32 @@ func TestAfterLossRerunsOnlySafeToolsAFewTimes(t *testing.T) {
 	} {
 		if got := afterLoss(c.runs, c.restartable); got != c.want {
 			t.Errorf("afterLoss(%d, %v) = %v, want %v", c.runs, c.restartable, got, c.want)
+		}
+	}
+}
+
+func TestHandoverWaitsForTheLeaseOfADrainingRun(t *testing.T) {
+	now := time.UnixMilli(1_900_000_000_000)
+	for _, c := range []struct {
+		status     Status
+		runsHere   bool
+		leaseUntil time.Time
+		want       Handover
+	}{
+		{Working, true, time.Time{}, Idle},
+		{Working, true, now.Add(time.Second), Idle},
+		{InputRequired, false, time.Time{}, Idle},
+		{Completed, false, now.Add(time.Second), Idle},
+		{Failed, false, time.Time{}, Idle},
+		// A stopping activation drains its run: the lease holds it.
+		{Working, false, now.Add(time.Second), Draining},
+		// Its lease ran out, or none was taken (the node died).
+		{Working, false, now, Lost},
+		{Working, false, now.Add(-time.Second), Lost},
+		{Working, false, time.Time{}, Lost},
+	} {
+		if got := handover(c.status, c.runsHere, c.leaseUntil, now); got != c.want {
+			t.Errorf("handover(%s, %v, %v) = %v, want %v", c.status, c.runsHere, c.leaseUntil.Sub(now), got, c.want)
 		}
 	}
 }

@@ -121,6 +121,9 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX tasks_expires ON tasks (expires_at_ms)`,
 	}},
+	{10, "tasks extension: the handover lease of a task's running work", []string{
+		`ALTER TABLE tasks ADD COLUMN lease_until_ms BIGINT NOT NULL DEFAULT 0`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

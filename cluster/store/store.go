@@ -282,6 +282,14 @@ type Store interface {
 	// PutTask creates or replaces a task of the tasks extension, fenced by
 	// the epoch of grain (its task grain; [ErrFenced] if not current).
 	PutTask(ctx context.Context, grain string, epoch uint64, t Task) error
+	// SwapTask replaces task t.ID's status and run state (status message,
+	// result, error, input requests and responses, request state, attempts,
+	// updated time, lease) with t's if its row is still in status status
+	// and attempt attempts; else it returns [ErrTaskChanged]. It is fenced
+	// by the task's own state, not by its grain's epoch: the run of an
+	// attempt records its outcome even after its grain moved to another
+	// node, and only if no other outcome (or a next attempt) came first.
+	SwapTask(ctx context.Context, status string, attempts int, t Task) error
 	// GetTask returns a task, or [ErrNotFound] (also once it expired).
 	GetTask(ctx context.Context, taskID string, now time.Time) (Task, error)
 	// PruneTasks drops tasks that expired before before and returns how

@@ -36,6 +36,11 @@ type Task struct {
 	// Attempts counts how often the work was started (a start found with
 	// attempts already counted was cut by a lost node).
 	Attempts int
+	// LeaseUntil is when the run of attempt Attempts may still record its
+	// outcome although its grain's activation stopped: an activation that
+	// stops while the task's work runs claims the time its drain takes
+	// (zero: no claim; the work ends with its activation).
+	LeaseUntil time.Time
 	// TTL is how long the task is kept after its creation; PollInterval
 	// the polling interval suggested to clients.
 	TTL, PollInterval time.Duration
@@ -44,22 +49,28 @@ type Task struct {
 	Created, Updated, Expires time.Time
 }
 
+// ErrTaskChanged is returned by [Store.SwapTask] when the task is no
+// longer in the status and attempt the write was meant for (or is gone).
+var ErrTaskChanged = errors.New("store: the task changed since it was read")
+
 const taskColumns = `task_id, user_id, org, status, status_message, params, result, error, input_requests,
-	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms`
+	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms`
 
 func (s *sqlStore) PutTask(ctx context.Context, grain string, epoch uint64, t Task) error {
 	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
 		res, err := q.ExecContext(ctx, `
 INSERT INTO tasks (grain, `+taskColumns+`)
-SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 WHERE `+fencedBy+`
+SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 WHERE `+fencedBy+`
 ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message,
 	params = excluded.params, result = excluded.result, error = excluded.error,
 	input_requests = excluded.input_requests, input_responses = excluded.input_responses,
 	request_state = excluded.request_state, attempts = excluded.attempts, ttl_ms = excluded.ttl_ms,
-	poll_ms = excluded.poll_ms, updated_at_ms = excluded.updated_at_ms, expires_at_ms = excluded.expires_at_ms`,
+	poll_ms = excluded.poll_ms, updated_at_ms = excluded.updated_at_ms, expires_at_ms = excluded.expires_at_ms,
+	lease_until_ms = excluded.lease_until_ms`,
 			grain, int64(epoch), t.ID, t.User, t.Org, t.Status, t.StatusMessage, t.Params, t.Result, t.Error,
 			t.InputRequests, t.InputResponses, t.RequestState, t.Attempts, t.TTL.Milliseconds(),
-			t.PollInterval.Milliseconds(), t.Created.UnixMilli(), t.Updated.UnixMilli(), t.Expires.UnixMilli())
+			t.PollInterval.Milliseconds(), t.Created.UnixMilli(), t.Updated.UnixMilli(), t.Expires.UnixMilli(),
+			unixMilliOrZero(t.LeaseUntil))
 		if err != nil {
 			return fmt.Errorf("store: put task %s: %w", t.ID, err)
 		}
@@ -71,10 +82,11 @@ func (s *sqlStore) GetTask(ctx context.Context, taskID string, now time.Time) (T
 	var (
 		t                                 Task
 		ttl, poll, created, updated, exps int64
+		lease                             int64
 	)
 	err := s.rd.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = $1 AND expires_at_ms > $2`,
 		taskID, now.UnixMilli()).Scan(&t.ID, &t.User, &t.Org, &t.Status, &t.StatusMessage, &t.Params, &t.Result,
-		&t.Error, &t.InputRequests, &t.InputResponses, &t.RequestState, &t.Attempts, &ttl, &poll, &created, &updated, &exps)
+		&t.Error, &t.InputRequests, &t.InputResponses, &t.RequestState, &t.Attempts, &ttl, &poll, &created, &updated, &exps, &lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Task{}, fmt.Errorf("%w: task %s", ErrNotFound, taskID)
 	}
@@ -83,7 +95,40 @@ func (s *sqlStore) GetTask(ctx context.Context, taskID string, now time.Time) (T
 	}
 	t.TTL, t.PollInterval = time.Duration(ttl)*time.Millisecond, time.Duration(poll)*time.Millisecond
 	t.Created, t.Updated, t.Expires = time.UnixMilli(created), time.UnixMilli(updated), time.UnixMilli(exps)
+	if lease != 0 {
+		t.LeaseUntil = time.UnixMilli(lease)
+	}
 	return t, nil
+}
+
+// unixMilliOrZero is t in Unix milliseconds, 0 for the zero time.
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func (s *sqlStore) SwapTask(ctx context.Context, status string, attempts int, t Task) error {
+	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+		res, err := q.ExecContext(ctx, `
+UPDATE tasks SET status = $3, status_message = $4, result = $5, error = $6, input_requests = $7,
+	input_responses = $8, request_state = $9, attempts = $10, updated_at_ms = $11, lease_until_ms = $12
+WHERE task_id = $1 AND status = $2 AND attempts = $13`,
+			t.ID, status, t.Status, t.StatusMessage, t.Result, t.Error, t.InputRequests, t.InputResponses,
+			t.RequestState, t.Attempts, t.Updated.UnixMilli(), unixMilliOrZero(t.LeaseUntil), attempts)
+		if err != nil {
+			return fmt.Errorf("store: swap task %s: %w", t.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("store: swap task %s: %w", t.ID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: task %s is no longer %s in attempt %d", ErrTaskChanged, t.ID, status, attempts)
+		}
+		return nil
+	})
 }
 
 func (s *sqlStore) PruneTasks(ctx context.Context, before time.Time) (int64, error) {

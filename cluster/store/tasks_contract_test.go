@@ -59,3 +59,53 @@ func TestTasksArePutFencedReadAnywhereAndExpire(t *testing.T) {
 		}
 	})
 }
+
+func TestSwapTaskWritesOnlyFromTheStatusAndAttemptItWasMeantFor(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_900_000_000_000)
+		own, err := s.Acquire(ctx, "task/t2", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := store.Task{
+			ID: "t2", User: "u", Org: "o", Status: "working", Params: `{"name":"slow_compute"}`, Attempts: 1,
+			TTL: time.Hour, PollInterval: 500 * time.Millisecond, Created: now, Updated: now, Expires: now.Add(time.Hour),
+			LeaseUntil: now.Add(5 * time.Second),
+		}
+		if err := s.PutTask(ctx, own.Grain, own.Epoch, task); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.GetTask(ctx, "t2", now); got != task {
+			t.Fatalf("get = %+v, want %+v (with its lease)", got, task)
+		}
+		// Another activation took the grain over: the epoch does not fence
+		// a swap, the task's status and attempt do.
+		if _, err := s.Acquire(ctx, "task/t2", "n2"); err != nil {
+			t.Fatal(err)
+		}
+		done := task
+		done.Status, done.Result, done.Updated, done.LeaseUntil = "completed", `{"content":[]}`, now.Add(time.Second), time.Time{}
+		if err := s.SwapTask(ctx, "working", 1, done); err != nil {
+			t.Fatalf("swap of attempt 1: %v", err)
+		}
+		if got, _ := s.GetTask(ctx, "t2", now); got != done {
+			t.Fatalf("after the swap = %+v, want %+v", got, done)
+		}
+		// A second outcome of the same attempt, or a next attempt started
+		// from it, finds the task changed.
+		rerun := task
+		rerun.Attempts = 2
+		for _, w := range []store.Task{done, rerun} {
+			if err := s.SwapTask(ctx, "working", 1, w); !errors.Is(err, store.ErrTaskChanged) {
+				t.Fatalf("swap from a settled attempt: %v, want ErrTaskChanged", err)
+			}
+		}
+		if got, _ := s.GetTask(ctx, "t2", now); got != done {
+			t.Fatalf("a refused swap changed the task: %+v", got)
+		}
+		if err := s.SwapTask(ctx, "working", 1, store.Task{ID: "none"}); !errors.Is(err, store.ErrTaskChanged) {
+			t.Fatalf("swap of an unknown task: %v, want ErrTaskChanged", err)
+		}
+	})
+}
