@@ -28,8 +28,10 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 		c.MCP.SoftCap = 1
 		c.MCP.Code.Pool.MaxRunning = 1
 		// b's loop holds the slot this long: the steps below must fit in it
-		// on two loaded cores under -race (about 1 s normally).
-		c.MCP.Code.Limits.WallTime = 12 * time.Second
+		// on two loaded cores under -race (about 1 s normally; with 12 s,
+		// CI's parallel test step once ran past it: b's loop ended, and a's
+		// restore evicted the idle b instead of building over the cap).
+		c.MCP.Code.Limits.WallTime = 30 * time.Second
 	})
 	p := metricsProbe{t, info.HTTPAddr}
 	node := map[string]string{"node": "pin1"}
@@ -77,7 +79,7 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 	select {
 	case got := <-looped:
 		t.Logf("the loop ended: %.100s", got)
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the loop never ended")
 	}
 	// The slot is free: a's execution completes in its runtime, its write
