@@ -199,18 +199,10 @@ func (p *process) grains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	taskHost, err := tasks.NewHost(tasks.Config{
-		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
-			return newServer(&mcp.ServerOptions{}, codeMode)
-		},
-		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
-		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
-		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
-	})
+	taskHost, err := p.taskGrains(newServer, codeMode)
 	if err != nil {
 		return err
 	}
-	p.onClose(taskHost.Close)
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
 		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
@@ -228,6 +220,25 @@ func (p *process) grains(ctx context.Context) error {
 		p.kinds = nil
 	}
 	return nil
+}
+
+// taskGrains builds the host of the node's task grains (the MCP tasks
+// extension), closed when the process stops.
+func (p *process) taskGrains(newServer func(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func(), error), codeMode *mcpruntime.CodeMode) (*tasks.Host, error) {
+	cfg := p.cfg
+	h, err := tasks.NewHost(tasks.Config{
+		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
+			return newServer(&mcp.ServerOptions{}, codeMode)
+		},
+		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
+		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
+		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configure MCP tasks: %w", err)
+	}
+	p.onClose(h.Close)
+	return h, nil
 }
 
 // servers returns how the node builds its two shared servers (sessions and
