@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -35,28 +36,37 @@ type outcome struct {
 type runner struct {
 	newServer func() (*mcp.Server, func(), error)
 
-	once    sync.Once
+	// mu guards the lazily built server against close (a node stopping
+	// while a first run starts).
+	mu      sync.Mutex
 	handler http.Handler
 	stop    func()
-	err     error
+	closed  bool
 
 	annOnce sync.Once
 	safe    map[string]bool // tools safe to run again (restartable)
 }
 
-func (r *runner) init() error {
-	r.once.Do(func() {
-		srv, stop, err := r.newServer()
-		if err != nil {
-			r.err = fmt.Errorf("tasks: build the runner's server: %w", err)
-			return
-		}
-		r.stop = stop
-		r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-			Stateless: true, JSONResponse: true, DisableLocalhostProtection: true, MaxRequestBodyBytes: -1,
-		})
+// init builds the runner's server at the first run, and returns its
+// handler.
+func (r *runner) init() (http.Handler, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("tasks: the node is stopping")
+	}
+	if r.handler != nil {
+		return r.handler, nil
+	}
+	srv, stop, err := r.newServer()
+	if err != nil {
+		return nil, fmt.Errorf("tasks: build the runner's server: %w", err)
+	}
+	r.stop = stop
+	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true, DisableLocalhostProtection: true, MaxRequestBodyBytes: -1,
 	})
-	return r.err
+	return r.handler, nil
 }
 
 // restartable reports whether tool says running it again is safe: its
@@ -75,7 +85,8 @@ func (r *runner) restartable(tool string) bool {
 // idempotent.
 func (r *runner) listSafe(ctx context.Context) map[string]bool {
 	safe := map[string]bool{}
-	if r.init() != nil {
+	handler, err := r.init()
+	if err != nil {
 		return safe
 	}
 	cursor := ""
@@ -98,7 +109,7 @@ func (r *runner) listSafe(ctx context.Context) map[string]bool {
 		req.Header.Set("Mcp-Protocol-Version", protocolVersion)
 		req.Header.Set("Mcp-Method", "tools/list")
 		w := &buffer{header: http.Header{}}
-		r.handler.ServeHTTP(w, req)
+		handler.ServeHTTP(w, req)
 		var page struct {
 			Result struct {
 				Tools []struct {
@@ -133,8 +144,11 @@ func toolOf(params string) string {
 	return p.Name
 }
 
-// close stops the runner's server.
+// close stops the runner's server; a later run fails.
 func (r *runner) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
 	if r.stop != nil {
 		r.stop()
 	}
@@ -144,7 +158,8 @@ func (r *runner) close() {
 // the task's inputResponses and requestState for a later round; ctx ends
 // the call.
 func (r *runner) run(ctx context.Context, p *pb.Principal, taskID string, params json.RawMessage, responses json.RawMessage, state string) outcome {
-	if err := r.init(); err != nil {
+	handler, err := r.init()
+	if err != nil {
 		return outcome{err: &rpcError{Code: CodeInternalError, Message: err.Error()}}
 	}
 	body, name, err := callBody(params, responses, state)
@@ -164,7 +179,7 @@ func (r *runner) run(ctx context.Context, p *pb.Principal, taskID string, params
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", name)
 	w := &buffer{header: http.Header{}}
-	r.handler.ServeHTTP(w, req)
+	handler.ServeHTTP(w, req)
 	return parseOutcome(w.status, w.body.Bytes())
 }
 
