@@ -33,13 +33,7 @@ const modulePath = "github.com/mcpgrain/mcpgrain"
 // ConsulCachePath returns where the pinned Consul agent is cached:
 // <os.UserCacheDir()>/mcpgrain/consul-<ConsulVersion>/consul (on Linux
 // usually ~/.cache/mcpgrain/consul-1.14.11/consul). [BuildConsul] writes it.
-func ConsulCachePath() (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("locate user cache dir: %w", err)
-	}
-	return filepath.Join(dir, "mcpgrain", "consul-"+ConsulVersion, "consul"), nil
-}
+func ConsulCachePath() (string, error) { return consulTool.cachePath() }
 
 // ConsulBinary returns the path of a Consul agent binary, looking in order at
 // $MCPGRAIN_CONSUL_BIN, `consul` on PATH and the cached build at
@@ -48,88 +42,14 @@ func ConsulCachePath() (string, error) {
 // takes minutes the first time); the default tier skips t.
 func ConsulBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("MCPGRAIN_CONSUL_BIN"); p != "" {
-		if err := checkExecutable(p); err != nil {
-			Unavailable(t, "MCPGRAIN_CONSUL_BIN=%s: %v", p, err)
-		}
-		return p
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p
-	}
-	cache, err := ConsulCachePath()
-	if err != nil {
-		Unavailable(t, "no consul binary (set MCPGRAIN_CONSUL_BIN or put consul on PATH): %v", err)
-	}
-	if checkExecutable(cache) == nil {
-		return cache
-	}
-	if !Integration() {
-		Unavailable(t, "no consul binary: set MCPGRAIN_CONSUL_BIN, put consul on PATH, or build %s "+
-			"(cd tools/consul && go build -o %s github.com/hashicorp/consul)", cache, cache)
-	}
-	t.Logf("building consul %s into %s (first run only; takes a few minutes)", ConsulVersion, cache)
-	start := time.Now()
-	p, err := BuildConsul(context.Background())
-	if err != nil {
-		Unavailable(t, "build consul: %v", err)
-	}
-	t.Logf("built consul in %s", time.Since(start).Round(time.Second))
-	return p
+	return consulTool.binary(t)
 }
 
 // BuildConsul builds the pinned Consul agent into [ConsulCachePath] unless it
 // is already there, and returns its path. It runs `go build` in
 // <repo>/tools/consul, where the repository root is found by walking up from
-// the working directory. Concurrent callers (several test packages) wait
-// for one build: the build holds a lock file and writes a temporary file
-// that is renamed into place, so nobody ever sees a partial binary.
-func BuildConsul(ctx context.Context) (string, error) {
-	cache, err := ConsulCachePath()
-	if err != nil {
-		return "", err
-	}
-	if checkExecutable(cache) == nil {
-		return cache, nil
-	}
-	dir := filepath.Dir(cache)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := lockFile(filepath.Join(dir, ".build.lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if checkExecutable(cache) == nil { // another process built it while we waited
-		return cache, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, ".consul-build-*")
-	if err != nil {
-		return "", err
-	}
-	tmpName := tmp.Name()
-	_ = tmp.Close()
-	defer os.Remove(tmpName) // no-op after the rename
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmpName, "github.com/hashicorp/consul")
-	cmd.Dir = filepath.Join(root, "tools", "consul")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build github.com/hashicorp/consul in %s: %w\n%s", cmd.Dir, err, tail(out.String(), 40))
-	}
-	if err := os.Chmod(tmpName, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmpName, cache); err != nil {
-		return "", err
-	}
-	return cache, nil
-}
+// the working directory; concurrent callers wait for one build.
+func BuildConsul(ctx context.Context) (string, error) { return consulTool.build(ctx) }
 
 // RepoRoot returns the directory holding the go.mod of module
 // github.com/mcpgrain/mcpgrain, found by walking up from the working

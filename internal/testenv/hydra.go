@@ -36,13 +36,7 @@ const hydraAccessTokenKeys = "hydra.jwt.access-token"
 // <os.UserCacheDir()>/mcpgrain/hydra-<HydraVersion>/hydra (on Linux
 // usually ~/.cache/mcpgrain/hydra-v2.3.0/hydra), as tools/hydra/build.sh
 // and [BuildHydra] write it.
-func HydraCachePath() (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("locate user cache dir: %w", err)
-	}
-	return filepath.Join(dir, "mcpgrain", "hydra-"+HydraVersion, "hydra"), nil
-}
+func HydraCachePath() (string, error) { return hydraTool.cachePath() }
 
 // HydraBinary returns the path of the Hydra binary: $MCPGRAIN_HYDRA_BIN,
 // else the cached build at [HydraCachePath]. If neither exists, the
@@ -50,73 +44,13 @@ func HydraCachePath() (string, error) {
 // time); the default tier skips t.
 func HydraBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("MCPGRAIN_HYDRA_BIN"); p != "" {
-		if err := checkExecutable(p); err != nil {
-			Unavailable(t, "MCPGRAIN_HYDRA_BIN=%s: %v", p, err)
-		}
-		return p
-	}
-	cache, err := HydraCachePath()
-	if err != nil {
-		Unavailable(t, "no hydra binary (set MCPGRAIN_HYDRA_BIN): %v", err)
-	}
-	if checkExecutable(cache) == nil {
-		return cache
-	}
-	if !Integration() {
-		Unavailable(t, "no hydra binary: set MCPGRAIN_HYDRA_BIN or build it with tools/hydra/build.sh")
-	}
-	t.Logf("building hydra %s into %s (first run only)", HydraVersion, cache)
-	start := time.Now()
-	p, err := BuildHydra(context.Background())
-	if err != nil {
-		Unavailable(t, "build hydra: %v", err)
-	}
-	t.Logf("built hydra in %s", time.Since(start).Round(time.Second))
-	return p
+	return hydraTool.binary(t)
 }
 
 // BuildHydra builds the pinned Hydra into [HydraCachePath] unless it is
 // there, and returns its path (like [BuildConsul]: one build for
 // concurrent callers, renamed into place).
-func BuildHydra(ctx context.Context) (string, error) {
-	cache, err := HydraCachePath()
-	if err != nil {
-		return "", err
-	}
-	if checkExecutable(cache) == nil {
-		return cache, nil
-	}
-	dir := filepath.Dir(cache)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := lockFile(filepath.Join(dir, ".build.lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if checkExecutable(cache) == nil {
-		return cache, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	tmp := filepath.Join(dir, fmt.Sprintf(".hydra-build-%d", os.Getpid()))
-	defer os.Remove(tmp)
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, "github.com/ory/hydra/v2")
-	cmd.Dir = filepath.Join(root, "tools", "hydra")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build github.com/ory/hydra/v2 in %s: %w\n%s", cmd.Dir, err, tail(out.String(), 40))
-	}
-	if err := os.Rename(tmp, cache); err != nil {
-		return "", err
-	}
-	return cache, nil
-}
+func BuildHydra(ctx context.Context) (string, error) { return hydraTool.build(ctx) }
 
 // Hydra is an Ory Hydra authorization server started by [StartHydra]:
 // OAuth 2.1 with the client credentials grant, JWT access tokens (RS256)
