@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // HydraVersion is the Ory Hydra release pinned by tools/hydra/go.mod; the
@@ -132,38 +130,8 @@ func StartHydra(t testing.TB, o HydraOptions) *Hydra {
 // DSN; it is dropped when t ends.
 func hydraDatabase(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("MCPGRAIN_TEST_POSTGRES_URL")
-	if base == "" {
-		Unavailable(t, "MCPGRAIN_TEST_POSTGRES_URL is not set (Hydra keeps its state in Postgres)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		Unavailable(t, "cannot connect to MCPGRAIN_TEST_POSTGRES_URL: %v", err)
-	}
-	defer conn.Close(ctx)
 	name := "hydra_test_" + RandomSuffix(6)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create hydra database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Logf("drop hydra database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop hydra database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("parse MCPGRAIN_TEST_POSTGRES_URL: %v", err)
-	}
+	u := postgresObject(t, "hydra database "+name, "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	u.Path = "/" + name
 	q := u.Query()
 	q.Del("search_path")

@@ -47,9 +47,26 @@ func RandomSuffix(n int) string {
 // named by MCPGRAIN_TEST_POSTGRES_URL; the schema is dropped when t ends.
 func Postgres(t testing.TB) string {
 	t.Helper()
+	schema := "mcpgrain_test_" + RandomSuffix(6)
+	u := postgresObject(t, "a test schema", "CREATE SCHEMA "+schema, "DROP SCHEMA "+schema+" CASCADE")
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// postgresObject runs create on the Postgres server named by
+// MCPGRAIN_TEST_POSTGRES_URL and drop when t ends (what names the object
+// for messages), and returns that server's URL.
+func postgresObject(t testing.TB, what, create, drop string) *url.URL {
+	t.Helper()
 	base := os.Getenv("MCPGRAIN_TEST_POSTGRES_URL")
 	if base == "" {
-		Unavailable(t, "MCPGRAIN_TEST_POSTGRES_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/test)")
+		Unavailable(t, "MCPGRAIN_TEST_POSTGRES_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/test): %s needs Postgres", what)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse MCPGRAIN_TEST_POSTGRES_URL: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -58,29 +75,21 @@ func Postgres(t testing.TB) string {
 		Unavailable(t, "cannot connect to MCPGRAIN_TEST_POSTGRES_URL: %v", err)
 	}
 	defer conn.Close(ctx)
-	schema := "mcpgrain_test_" + RandomSuffix(6)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create test schema: %v", err)
+	if _, err := conn.Exec(ctx, create); err != nil {
+		t.Fatalf("create %s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		c, err := pgx.Connect(ctx, base)
 		if err != nil {
-			t.Logf("drop test schema %s: %v", schema, err)
+			t.Logf("drop %s: %v", what, err)
 			return
 		}
 		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("drop test schema %s: %v", schema, err)
+		if _, err := c.Exec(ctx, drop); err != nil {
+			t.Logf("drop %s: %v", what, err)
 		}
 	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("parse MCPGRAIN_TEST_POSTGRES_URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return u
 }
