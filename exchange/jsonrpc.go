@@ -52,6 +52,12 @@ func ErrorBody(id json.RawMessage, code int, msg string) []byte {
 	return errorBody(id, errorObject{Code: code, Message: msg})
 }
 
+// ErrorBodyData is ErrorBody with the error's data member (omitted when
+// nil).
+func ErrorBodyData(id json.RawMessage, code int, msg string, data any) []byte {
+	return errorBody(id, errorObject{Code: code, Message: msg, Data: data})
+}
+
 func errorBody(id json.RawMessage, e errorObject) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -75,7 +81,7 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 func WriteErrorData(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(errorBody(id, errorObject{Code: code, Message: msg, Data: data}), '\n'))
+	_, _ = w.Write(append(ErrorBodyData(id, code, msg, data), '\n'))
 }
 
 // WriteRestarting writes the restart envelope (HTTP 503, Retry-After,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
@@ -304,7 +305,7 @@ func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
 	}
 	t.h.metrics.lost.WithLabelValues("failed").Inc()
 	next := *t.task
-	b, _ := json.Marshal(&rpcError{Code: CodeInternalError, Message: lostMessage})
+	b, _ := json.Marshal(&rpcError{Code: jsonrpc.CodeInternalError, Message: lostMessage})
 	next.Error, next.StatusMessage = string(b), lostMessage
 	if err := t.transition(ctx, g, next, Fail, 0); err != nil {
 		g.Logger().Warn("tasks: fail a lost task", "task", t.id, "err", err)

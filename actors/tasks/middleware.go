@@ -79,7 +79,7 @@ func (h *Host) call(ctx context.Context, next mcp.MethodHandler, method string, 
 	}
 	started, ok := reply.(*pb.TaskStarted)
 	if !ok {
-		return nil, &jsonrpc.Error{Code: CodeInternalError, Message: fmt.Sprintf("tasks: unexpected reply %T", reply)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("tasks: unexpected reply %T", reply)}
 	}
 	return &createResult{raw: started.GetResult()}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
@@ -34,20 +36,17 @@ type reply struct {
 }
 
 func errorReply(status int, id json.RawMessage, e *rpcError) reply {
-	b := exchange.ErrorBody(id, e.Code, e.Message)
+	var data any
 	if len(e.Data) > 0 {
-		var m map[string]any
-		_ = json.Unmarshal(b, &m)
-		m["error"].(map[string]any)["data"] = e.Data
-		b, _ = json.Marshal(m)
+		data = e.Data
 	}
-	return reply{status: status, body: b}
+	return reply{status: status, body: exchange.ErrorBodyData(id, e.Code, e.Message, data)}
 }
 
 func resultReply(id json.RawMessage, result any) reply {
 	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
 	if err != nil {
-		return errorReply(http.StatusOK, id, &rpcError{Code: CodeInternalError, Message: "tasks: encode the result: " + err.Error()})
+		return errorReply(http.StatusOK, id, &rpcError{Code: jsonrpc.CodeInternalError, Message: "tasks: encode the result: " + err.Error()})
 	}
 	return reply{status: http.StatusOK, body: b}
 }
@@ -59,7 +58,7 @@ var ack = map[string]any{"resultType": "complete"}
 // notFound answers an unknown task id — and a task of another principal,
 // alike, so nothing about other principals' tasks leaks.
 func notFound(id json.RawMessage) reply {
-	return errorReply(http.StatusOK, id, &rpcError{Code: CodeInvalidParams, Message: "task not found"})
+	return errorReply(http.StatusOK, id, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: "task not found"})
 }
 
 // serve answers a tasks/* request in the grain's turn and sends the
@@ -93,14 +92,14 @@ func (t *taskGrain) answer(ctx context.Context, g grain.Context, r *http.Request
 		return errorReply(http.StatusBadRequest, nil, &rpcError{Code: exchange.CodeParseError, Message: "tasks: the body is not a JSON-RPC request"})
 	}
 	if !IsMethod(req.Method) {
-		return errorReply(http.StatusOK, req.ID, &rpcError{Code: CodeMethodNotFound, Message: "method not found: " + req.Method})
+		return errorReply(http.StatusOK, req.ID, &rpcError{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + req.Method})
 	}
 	var taskID string
 	if json.Unmarshal(req.Params.TaskID, &taskID) != nil || taskID == "" {
-		return errorReply(http.StatusOK, req.ID, &rpcError{Code: CodeInvalidParams, Message: req.Method + ": params.taskId must be a non-empty string"})
+		return errorReply(http.StatusOK, req.ID, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: req.Method + ": params.taskId must be a non-empty string"})
 	}
 	if name := strings.TrimSpace(r.Header.Get("Mcp-Name")); name != taskID {
-		return errorReply(http.StatusBadRequest, req.ID, &rpcError{Code: CodeHeaderMismatch, Message: "the Mcp-Name header must name params.taskId"})
+		return errorReply(http.StatusBadRequest, req.ID, &rpcError{Code: mcp.CodeHeaderMismatch, Message: "the Mcp-Name header must name params.taskId"})
 	}
 	if !declared(req.Params.Meta) {
 		return errorReply(http.StatusOK, req.ID, missingCapability(req.Method))

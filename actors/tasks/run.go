@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -160,15 +161,15 @@ func (r *runner) close() {
 func (r *runner) run(ctx context.Context, p *pb.Principal, taskID string, params json.RawMessage, responses json.RawMessage, state string) outcome {
 	handler, err := r.init()
 	if err != nil {
-		return outcome{err: &rpcError{Code: CodeInternalError, Message: err.Error()}}
+		return outcome{err: &rpcError{Code: jsonrpc.CodeInternalError, Message: err.Error()}}
 	}
 	body, name, err := callBody(params, responses, state)
 	if err != nil {
-		return outcome{err: &rpcError{Code: CodeInternalError, Message: err.Error()}}
+		return outcome{err: &rpcError{Code: jsonrpc.CodeInternalError, Message: err.Error()}}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(body))
 	if err != nil {
-		return outcome{err: &rpcError{Code: CodeInternalError, Message: err.Error()}}
+		return outcome{err: &rpcError{Code: jsonrpc.CodeInternalError, Message: err.Error()}}
 	}
 	for k, v := range exchange.Identity(&pb.HttpExchange{Principal: p}, taskID, true) {
 		req.Header[k] = v
@@ -230,7 +231,7 @@ func parseOutcome(status int, body []byte) outcome {
 		Error  *rpcError       `json:"error"`
 	}
 	if err := json.Unmarshal(msg, &resp); err != nil || (resp.Error == nil && len(resp.Result) == 0) {
-		return outcome{err: &rpcError{Code: CodeInternalError, Message: fmt.Sprintf("tasks: the tool's server answered HTTP %d: %.200s", status, body)}}
+		return outcome{err: &rpcError{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("tasks: the tool's server answered HTTP %d: %.200s", status, body)}}
 	}
 	if resp.Error != nil {
 		return outcome{err: resp.Error}

@@ -4,29 +4,20 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
 // Extension is the extension's identifier in capabilities.extensions.
 const Extension = "io.modelcontextprotocol/tasks"
 
-// JSON-RPC error codes of the extension's surface (SEP-2575, SEP-2243).
-const (
-	// CodeMissingCapability is -32021, Missing Required Client Capability:
-	// a tasks/* request, or a tools/call of a tool that requires tasks,
-	// from a request that did not declare the extension.
-	CodeMissingCapability = -32021
-	// CodeHeaderMismatch is -32020: the Mcp-Name header does not name the
-	// body's taskId.
-	CodeHeaderMismatch = -32020
-	// CodeInvalidParams is JSON-RPC's -32602: an unknown (or foreign)
-	// task id.
-	CodeInvalidParams = -32602
-	// CodeMethodNotFound is JSON-RPC's -32601.
-	CodeMethodNotFound = -32601
-	// CodeInternalError is JSON-RPC's -32603.
-	CodeInternalError = -32603
-)
+// The JSON-RPC error codes of the extension's surface are go-sdk's:
+// mcp.CodeMissingRequiredClientCapabilities (-32021: a tasks/* request, or
+// a tools/call of a tool that requires tasks, from a request that did not
+// declare the extension), mcp.CodeHeaderMismatch (-32020: the Mcp-Name
+// header does not name the body's taskId) and the standard jsonrpc codes
+// (-32602 for an unknown or foreign task id).
 
 // The JSON-RPC methods of the extension. tasks/result and tasks/list of
 // the extension's first version are removed: they stay unknown (-32601).
@@ -93,7 +84,7 @@ func (e *rpcError) Error() string { return e.Message }
 // missingCapability is the -32021 error naming the extension.
 func missingCapability(what string) *rpcError {
 	return &rpcError{
-		Code:    CodeMissingCapability,
+		Code:    mcp.CodeMissingRequiredClientCapabilities,
 		Message: what + " requires the client capability extensions[\"" + Extension + "\"]",
 		Data:    json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + Extension + `":{}}}}`),
 	}

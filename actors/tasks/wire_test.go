@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
@@ -66,7 +68,7 @@ func TestParseOutcomeTellsResultInputAndError(t *testing.T) {
 	if o := parseOutcome(200, []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}`)); o.err == nil || o.err.Code != -32603 {
 		t.Errorf("error: %+v", o)
 	}
-	if o := parseOutcome(500, []byte(`oops`)); o.err == nil || o.err.Code != CodeInternalError {
+	if o := parseOutcome(500, []byte(`oops`)); o.err == nil || o.err.Code != jsonrpc.CodeInternalError {
 		t.Errorf("garbage: %+v", o)
 	}
 }
