@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -64,5 +65,64 @@ func TestCreatedByWriteGrainOwnsAtItsFirstWrite(t *testing.T) {
 	var got pb.ProbeRecord
 	if err != nil || proto.Unmarshal(o.Record, &got) != nil || got.GetCount() != 42 {
 		t.Fatalf("stored: %+v %v (count %d), want 42", o, err, got.GetCount())
+	}
+}
+
+// lookups counts the store's AcquireExisting calls: how often an
+// activation looked for its grain's row.
+type lookups struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (l *lookups) AcquireExisting(ctx context.Context, grain, node string) (store.Ownership, error) {
+	l.n.Add(1)
+	return l.Store.AcquireExisting(ctx, grain, node)
+}
+
+// An activation started for a request that creates its grain
+// (grain.Kind.Creates) does not look for a row — that lookup is a write
+// transaction of its own — and other activations still do. If the row
+// exists after all, the creating write is fenced and the request lands,
+// once, on the grain as it is, through an activation that looked.
+func TestCreatingRequestSkipsTheLookupForItsRow(t *testing.T) {
+	st := &lookups{Store: openStore(t)}
+	kind := probe.Kind(probe.Options{})
+	kind.CreatedByWrite = true
+	kind.Creates = func(first proto.Message) bool {
+		a, ok := first.(*pb.ProbeAdd)
+		return ok && a.GetDelta() > 100
+	}
+	node := startNode(t, cluster.Config{Kinds: []grain.Kind{kind}, Membership: membership.NewNetwork().Provider(), Store: st})
+	ctx := context.Background()
+
+	if s := add(t, node, "fresh", 101); s.GetEpoch() != 1 || s.GetCount() != 101 {
+		t.Fatalf("creating request: %+v", s)
+	}
+	if n := st.n.Load(); n != 0 {
+		t.Fatalf("the creating request's activation looked for its row %d times", n)
+	}
+	if s := add(t, node, "known", 0); s.GetEpoch() != 0 {
+		t.Fatalf("read of a grain never written: %+v", s)
+	}
+	if n := st.n.Load(); n != 1 {
+		t.Fatalf("an activation for a request that does not create looked %d times, want 1", n)
+	}
+
+	// The row exists (written elsewhere) when a creating request comes.
+	other, err := st.Acquire(ctx, grain.Key(probe.KindName, "taken"), "elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := proto.Marshal(&pb.ProbeRecord{Count: 40})
+	if err := st.Save(ctx, other.Grain, other.Epoch, rec); err != nil {
+		t.Fatal(err)
+	}
+	s := add(t, node, "taken", 101)
+	if s.GetCount() != 141 || s.GetEpoch() <= other.Epoch {
+		t.Fatalf("creating request for an existing grain: %+v, want count 141 at an epoch after %d", s, other.Epoch)
+	}
+	if n := st.n.Load(); n != 2 {
+		t.Fatalf("lookups after the fenced create: %d, want 2 (the retry's activation looked)", n)
 	}
 }

@@ -50,6 +50,7 @@ type Forwarder struct {
 	node         *cluster.Node
 	log          *slog.Logger
 	startTimeout time.Duration
+	followers    *followers
 }
 
 // NewForwarder returns the gateway end of exchanges with node's grains.
@@ -58,7 +59,7 @@ type Forwarder struct {
 // restart envelope; a GET (open or resume a stream) waits three times as
 // long.
 func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout time.Duration) *Forwarder {
-	return &Forwarder{node: node, log: log, startTimeout: startTimeout}
+	return &Forwarder{node: node, log: log, startTimeout: startTimeout, followers: &followers{system: node.ActorSystem()}}
 }
 
 // Target is the grain a request goes to and what the gateway knows about
@@ -77,7 +78,7 @@ type Target struct {
 // Forward forwards r to t's grain and relays the response to w, until the
 // response ends, its activation dies, or the client goes away.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
-	stream := newResponseStream(f.node.ActorSystem())
+	stream := newResponseStream(f.node.ActorSystem(), f.followers)
 	defer stream.close()
 	x, reqID, resume := outbound(r, t, stream.pid)
 	started, err := f.start(r, t, x)

@@ -9,10 +9,6 @@ import (
 type streamActor struct {
 	ch   chan<- any
 	done <-chan struct{}
-	// watched is the activation it watches: protoactor does not unwatch
-	// when the watcher stops, and the activation would keep this dead
-	// actor in its watcher set (one per request, for its whole life).
-	watched *actor.PID
 }
 
 func (a *streamActor) deliver(m any) {
@@ -22,26 +18,17 @@ func (a *streamActor) deliver(m any) {
 	}
 }
 
-// watchGrain asks the stream actor to watch the session activation, so a
-// dead activation (or node) ends the response instead of hanging it.
-type watchGrain struct{ pid *actor.PID }
-
-// grainGone is delivered when the watched activation terminated.
+// grainGone is delivered (by the followers) when the activation the
+// response comes from terminated.
 type grainGone struct{}
 
 func (a *streamActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *watchGrain:
-		a.watched = m.pid
-		ctx.Watch(m.pid)
-	case *actor.Terminated:
-		a.watched = nil
-		a.deliver(grainGone{})
-	case *actor.Stopping:
-		if a.watched != nil {
-			ctx.Unwatch(a.watched)
-		}
-	case *actor.Started, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Stopping, *actor.Restarting:
+	case *actor.Stopped:
+		// A dead actor's PID may stay reachable (in a watcher set, a
+		// cached PID): keep nothing of the response alive through it.
+		a.ch, a.done = nil, nil
 	default:
 		a.deliver(m)
 	}
@@ -49,23 +36,31 @@ func (a *streamActor) Receive(ctx actor.Context) {
 
 // responseStream is the gateway end of one tunnelled exchange.
 type responseStream struct {
-	system *actor.ActorSystem
-	pid    *actor.PID
-	ch     chan any
-	done   chan struct{}
+	system    *actor.ActorSystem
+	followers *followers
+	pid       *actor.PID
+	ch        chan any
+	done      chan struct{}
+	grain     *actor.PID // the activation followed, or nil
 }
 
-func newResponseStream(system *actor.ActorSystem) *responseStream {
+func newResponseStream(system *actor.ActorSystem, f *followers) *responseStream {
 	ch, done := make(chan any, 64), make(chan struct{})
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &streamActor{ch: ch, done: done} }))
-	return &responseStream{system: system, pid: pid, ch: ch, done: done}
+	return &responseStream{system: system, followers: f, pid: pid, ch: ch, done: done}
 }
 
+// watch follows the session activation, so a dead activation (or node)
+// ends the response instead of hanging it.
 func (s *responseStream) watch(grainPID *actor.PID) {
-	s.system.Root.Send(s.pid, &watchGrain{pid: grainPID})
+	s.grain = grainPID
+	s.followers.follow(grainPID, s.pid)
 }
 
 func (s *responseStream) close() {
+	if s.grain != nil {
+		s.followers.unfollow(s.grain, s.pid)
+	}
 	close(s.done) // unblocks the actor if it waits to hand over a message
 	s.system.Root.Stop(s.pid)
 }

@@ -54,6 +54,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/internal/lazylog"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -221,7 +222,7 @@ var _ session.Runtime = (*Runtime)(nil)
 // shared server, restored from its recorded state.
 func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
-	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: cfg.Logger.With("session", in.SessionID)}
+	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {

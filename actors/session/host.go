@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
@@ -177,6 +178,12 @@ func (h *Host) Kind() grain.Kind {
 		// They exist once created: a request for an unknown (or guessed)
 		// id answers "not found" without writing to the store.
 		CreatedByWrite: true,
+		// An initialize names a new session id (the gateway draws it):
+		// its activation has no row to look for.
+		Creates: func(first proto.Message) bool {
+			x, ok := first.(*pb.HttpExchange)
+			return ok && x.GetCreate()
+		},
 	}
 }
 

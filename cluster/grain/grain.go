@@ -58,6 +58,13 @@ type Kind struct {
 	// activation created the grain meanwhile, the first write fails like a
 	// fenced one (the caller retries on the current activation).
 	CreatedByWrite bool
+	// Creates, for a CreatedByWrite kind, reports whether first — the
+	// request an activation is started for, when it comes from this node —
+	// creates the grain under a new identity. Such an activation does not
+	// look for the grain's row (a write transaction that would only learn
+	// there is none); if the row exists after all, its first write fails
+	// like a fenced one. Nil: every activation looks.
+	Creates func(first proto.Message) bool
 }
 
 // Grain is one activation's behaviour. Methods are called one at a time.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/lazylog"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -48,6 +49,7 @@ type activation struct {
 	cancel   context.CancelFunc
 	asked    bool // passivation requested
 	owned    bool // holds a.epoch in the store (false: ephemeral, or a CreatedByWrite grain not written yet)
+	creating bool // started for a request that creates the grain (grain.Kind.Creates): no row to look for
 	released bool // a Commit released the ownership already (its last step)
 	counted  bool // counted in the Active gauge
 	lastSeen time.Time
@@ -287,10 +289,10 @@ func (a *activation) Receive(ctx actor.Context) {
 func (a *activation) start(ctx actor.Context) {
 	a.self, a.parent, a.system = ctx.Self(), ctx.Parent(), ctx.ActorSystem()
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.logger = a.cfg.Logger.With("kind", a.kind.Name, "identity", a.identity)
+	a.logger = lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity)
 	began := time.Now()
 	var own store.Ownership
-	if !a.kind.Ephemeral {
+	if !a.kind.Ephemeral && !a.creating {
 		ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 		var err error
 		if a.kind.CreatedByWrite {

@@ -112,6 +112,7 @@ type entry struct {
 	pid            *actor.PID
 	stopping       bool
 	held           []held
+	creating       bool // started for a creating request (grain.Kind.Creates)
 }
 
 type held struct {
@@ -126,6 +127,10 @@ type placementActor struct {
 	byPID    map[string]string
 	draining bool
 	drainers []*actor.PID
+	// recheck holds the keys whose last activation, started for a creating
+	// request, lost its ownership: the grain existed after all, and the
+	// next activation looks for its row whatever it is started for.
+	recheck map[string]bool
 }
 
 func (p *placementActor) Receive(ctx actor.Context) {
@@ -178,7 +183,7 @@ func (p *placementActor) route(ctx actor.Context, kind, identity string, hops ui
 	key := grain.Key(kind, identity)
 	e := p.entries[key]
 	if e == nil {
-		e = p.spawn(ctx, kind, identity, key)
+		e = p.spawn(ctx, kind, identity, key, msg)
 		if e == nil {
 			p.reject(ctx, msg, sender, pb.GrainError_CODE_UNKNOWN_KIND, fmt.Sprintf("grain kind %q is not hosted here", kind))
 			return
@@ -249,23 +254,39 @@ func (p *placementActor) reject(ctx actor.Context, msg any, sender *actor.PID, c
 	ctx.Send(sender, ge.Proto())
 }
 
-func (p *placementActor) spawn(ctx actor.Context, kind, identity, key string) *entry {
+func (p *placementActor) spawn(ctx actor.Context, kind, identity, key string, first any) *entry {
 	k, ok := p.cfg.Kinds[kind]
 	if !ok {
 		return nil
 	}
-	a := &activation{cfg: p.cfg, kind: k, identity: identity, key: key}
+	creating := creates(k, first) && !p.recheck[key]
+	delete(p.recheck, key)
+	a := &activation{cfg: p.cfg, kind: k, identity: identity, key: key, creating: creating}
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
-	e := &entry{kind: kind, identity: identity, pid: pid}
+	e := &entry{kind: kind, identity: identity, pid: pid, creating: creating}
 	p.entries[key] = e
 	p.byPID[pid.Id] = key
 	return e
+}
+
+// creates reports whether first, the request an activation of k is
+// started for, creates the grain (see grain.Kind.Creates; only a request
+// from this node is looked at: a remote one would have to be decoded).
+func creates(k grain.Kind, first any) bool {
+	lr, ok := first.(*LocalRequest)
+	return ok && k.CreatedByWrite && k.Creates != nil && k.Creates(lr.Msg)
 }
 
 func (p *placementActor) passivate(ctx actor.Context, pid *actor.PID, reason grain.Reason) {
 	key, ok := p.byPID[pid.Id]
 	if !ok {
 		return
+	}
+	if e := p.entries[key]; e != nil && e.creating && reason == grain.ReasonOwnershipLost {
+		if p.recheck == nil {
+			p.recheck = map[string]bool{}
+		}
+		p.recheck[key] = true
 	}
 	p.stopEntry(ctx, p.entries[key], reason)
 }
