@@ -34,6 +34,12 @@ import (
 //
 // Each reports p50/p99 of sequential calls and calls/s with 8 concurrent
 // sessions; ratios against (a) go in docs/benchmarks.md.
+//
+// To keep the servers off the client's cores (docs/benchmarks.md, "The
+// remote hop, pinned"): BENCH_NODE_CPUS runs the node processes of (c) and
+// (d) under taskset -c with that list, and BENCH_PLAIN_URL makes (a) a
+// plain server started elsewhere (mcpgrain bench --serve-baseline, pinned
+// the same way); run the test binary itself under taskset too.
 
 type target struct {
 	endpoint string
@@ -43,6 +49,9 @@ type target struct {
 }
 
 func plainTarget(b *testing.B) target {
+	if u := os.Getenv("BENCH_PLAIN_URL"); u != "" {
+		return target{endpoint: u}
+	}
 	srv, stop, err := toolpacks.NewServer(&mcp.Implementation{Name: "plain"}, []string{"demo"}, toolpacks.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -59,13 +68,14 @@ func singleNodeTarget(b *testing.B) target {
 }
 
 func localPlacementTarget(b *testing.B) target {
-	c := testcluster.Start(b, testcluster.Options{Nodes: 3, SQLite: os.Getenv("BENCH_SQLITE") == "1",
+	c := testcluster.Start(b, testcluster.Options{Nodes: 3, SQLite: os.Getenv("BENCH_SQLITE") == "1", Wrap: pinNodes(),
 		ExtraArgs: []string{"--rate-limit", "0", "--log-level", "warn", "--session-placement", "local"}})
 	return target{endpoint: "http://" + c.Node(0).HTTP + "/mcp", token: testcluster.Token}
 }
 
 func clusterTarget(b *testing.B) target {
-	c := testcluster.Start(b, testcluster.Options{Nodes: 3, SQLite: os.Getenv("BENCH_SQLITE") == "1", ExtraArgs: []string{"--rate-limit", "0", "--log-level", "warn", "--enable-pprof"}})
+	c := testcluster.Start(b, testcluster.Options{Nodes: 3, SQLite: os.Getenv("BENCH_SQLITE") == "1", Wrap: pinNodes(),
+		ExtraArgs: []string{"--rate-limit", "0", "--log-level", "warn", "--enable-pprof"}})
 	if dir := os.Getenv("BENCH_PROFILE_DIR"); dir != "" {
 		// Profile the gateway node and the owner node during the run.
 		for _, i := range []int{0, 1} {
@@ -90,6 +100,16 @@ func clusterTarget(b *testing.B) target {
 	return target{endpoint: "http://" + c.Node(0).HTTP + "/mcp", token: testcluster.Token, session: func(b *testing.B) *mcp.ClientSession {
 		return connectOwnedBy(b, c, 0, 1, nil)
 	}}
+}
+
+// pinNodes is the node processes' command prefix: taskset -c
+// $BENCH_NODE_CPUS when that is set.
+func pinNodes() func(int) []string {
+	cpus := os.Getenv("BENCH_NODE_CPUS")
+	if cpus == "" {
+		return nil
+	}
+	return func(int) []string { return []string{"taskset", "-c", cpus} }
 }
 
 func (tg target) connect(b *testing.B) *mcp.ClientSession {

@@ -158,16 +158,34 @@ func (p *proc) maxRSS() uint64 {
 // deathCause classifies how a reaped worker ended. memory is true when it died of its memory bounds: the
 // watchdog's exit code, or the Go runtime failing an allocation that the OS backstop refused.
 func (p *proc) deathCause() (memory bool, detail string) {
-	tail := p.stderr.String()
-	if p.state != nil && p.state.ExitCode() == exitMemoryLimit {
+	code := -1
+	if p.state != nil {
+		code = p.state.ExitCode()
+	}
+	if memory, detail := memoryDeath(code, p.stderr.String()); memory {
+		return true, detail
+	}
+	return false, p.death()
+}
+
+// runtimeOOM are what a Go process's stderr says when it dies for want of memory: the runtime's own
+// reports ("runtime: out of memory: cannot allocate …" and every throw of "out of memory …", e.g.
+// "out of memory allocating heap arena metadata", which an allocation needing a new heap arena gets
+// from the OS backstop), a refused mapping, and a goroutine stack past SetMaxStack.
+var runtimeOOM = []string{"runtime: out of memory", "fatal error: out of memory", "cannot allocate memory", "stack exceeds"}
+
+// memoryDeath reports whether a worker that exited with code (-1: killed by a signal) and wrote
+// stderrTail died of its memory bounds, and which sign says so.
+func memoryDeath(code int, stderrTail string) (bool, string) {
+	if code == exitMemoryLimit {
 		return true, "the memory watchdog stopped it"
 	}
-	for _, oom := range []string{"runtime: out of memory", "cannot allocate memory", "stack exceeds"} {
-		if strings.Contains(tail, oom) {
+	for _, oom := range runtimeOOM {
+		if strings.Contains(stderrTail, oom) {
 			return true, oom
 		}
 	}
-	return false, p.death()
+	return false, ""
 }
 
 // death describes how a reaped worker ended, for an internal error.

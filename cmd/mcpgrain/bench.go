@@ -39,9 +39,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nodeLog := fs.String("node-log-level", "", "log level of the in-process node's log on stderr: debug, info, warn, error (default: no log)")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process (client, in-process node and baseline) to this file")
 	progress := fs.Bool("progress", isTerminal(stderr), "draw a progress bar on stderr (default when stderr is a terminal; otherwise one progress line every 2s)")
+	serveBaseline := fs.String("serve-baseline", "", "instead of benchmarking, serve the plain go-sdk baseline server (demo pack and code mode) on this address until interrupted, to load it from another process — e.g. pinned to cores of its own like the nodes it is compared with (127.0.0.1:0 picks a port)")
 	addSecretFiles(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *serveBaseline != "" {
+		return bench.ServeBaseline(ctx, *serveBaseline, func(u string) { fmt.Fprintf(stdout, "plain go-sdk baseline: %s (Ctrl-C stops it)\n", u) })
 	}
 	if err := resolveSecrets(fs, stderr, "bench", true); err != nil {
 		return err

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestBenchCommandLineErrors(t *testing.T) {
@@ -135,5 +141,45 @@ func TestBenchScaleCommandRuns(t *testing.T) {
 		if !strings.Contains(errOut.String(), want) {
 			t.Fatalf("stderr lacks %q:\n%s", want, errOut.String())
 		}
+	}
+}
+
+// bench --serve-baseline serves the plain go-sdk server the benchmarks
+// compare with, in a process of its own, until interrupted: an MCP client
+// finds the demo pack and code mode there.
+func TestBenchServesTheBaselineOnItsOwn(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := runBench(ctx, []string{"--serve-baseline", "127.0.0.1:0"}, pw, io.Discard)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	_, rest, ok := strings.Cut(line, "plain go-sdk baseline: ")
+	if !ok {
+		cancel()
+		t.Fatalf("no address printed: %q (%v)", line, err)
+	}
+	url, _, _ := strings.Cut(rest, " ")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	_ = cs.Close()
+	if !slices.Contains(names, "echo") || !slices.Contains(names, "execute") {
+		t.Fatalf("baseline tools %v, want echo (demo) and execute (code mode)", names)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serving ended with %v, want nil once interrupted", err)
 	}
 }

@@ -183,67 +183,20 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 	}
 }
 
-// startBaseline runs the plain go-sdk server: one mcp.Server with the
-// demo pack behind mcp.NewStreamableHTTPHandler on a loopback listener, in
-// this process. With code it also has code mode's execute and resume (the
-// same engine, over the same demo API as tool source "demo") and a
-// minimal POST /api/executions/{eid}/resume that decides a pause in the
-// engine directly — what a single-process server would do without
-// sessions as grains, a store or approval surfaces.
+// startBaseline runs the plain go-sdk server (baselineHandler) on a
+// loopback listener in this process.
 func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("baseline listener: %w", err)
 	}
 	base := "http://" + ln.Addr().String()
-	mux := http.NewServeMux()
-	opts := toolpacks.Options{}
-	var eng *engine.Engine
-	if code {
-		api := demo.NewAPI()
-		mux.Handle("/demo/", http.StripPrefix("/demo", api.Handler()))
-		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: api.Spec(base + "/demo")})
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("baseline demo source: %w", err)
-		}
-		reg, err := tools.NewRegistry(src)
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("baseline tool registry: %w", err)
-		}
-		eng = engine.New(engine.Config{Tools: reg, Logger: slog.New(slog.DiscardHandler)})
-		rt := plainRuntime{eng}
-		opts.CodeMode = func(s *mcp.Server) {
-			codemode.Register(s, codemode.Options{Runtime: rt, Sources: []string{"demo"}, Logger: slog.New(slog.DiscardHandler)})
-		}
-		mux.HandleFunc("POST /api/executions/{eid}/resume", func(w http.ResponseWriter, r *http.Request) {
-			var body struct {
-				Action string `json:"action"`
-			}
-			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
-				http.Error(w, "bad body", http.StatusBadRequest)
-				return
-			}
-			if _, found := eng.Resume(r.Context(), r.PathValue("eid"), engine.System, engine.Response{Action: body.Action}); !found {
-				http.Error(w, "execution not found", http.StatusNotFound)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"decided":true}`)
-		})
-	}
-	packs := []string{toolpacks.Demo}
-	if code {
-		packs = append(packs, toolpacks.Code)
-	}
-	srv, stopPacks, err := toolpacks.NewServer(&mcp.Implementation{Name: "plain-go-sdk"}, packs, opts)
+	h, stopHandler, err := baselineHandler(ctx, code, base)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("baseline server: %w", err)
+		return nil, err
 	}
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	t, err := newTarget(base+"/mcp", "", conns)
@@ -256,10 +209,7 @@ func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
 		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Debug("baseline server", "err", err)
 		}
-		stopPacks()
-		if eng != nil {
-			eng.Shutdown()
-		}
+		stopHandler()
 	}
 	if err != nil {
 		stop()
@@ -267,6 +217,105 @@ func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
 	}
 	t.stop = stop
 	return t, nil
+}
+
+// ServeBaseline serves the plain go-sdk server the benchmarks compare with
+// (the demo pack and code mode, see baselineHandler) at /mcp on addr until
+// ctx ends, so it can run in a process of its own — pinned to its own
+// cores, say, like the nodes it is compared with. ready gets its MCP URL.
+func ServeBaseline(ctx context.Context, addr string, ready func(url string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("baseline listener: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	h, stopHandler, err := baselineHandler(ctx, true, base)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopHandler()
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	ready(base + "/mcp")
+	select {
+	case err := <-served:
+		return fmt.Errorf("baseline server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// baselineHandler is the plain go-sdk server: one mcp.Server with the demo
+// pack behind mcp.NewStreamableHTTPHandler at /mcp. With code it also has
+// code mode's execute and resume (the same engine, over the same demo API
+// as tool source "demo", served at base+"/demo") and a minimal POST
+// /api/executions/{eid}/resume that decides a pause in the engine
+// directly — what a single-process server would do without sessions as
+// grains, a store or approval surfaces. stop ends its background work.
+func baselineHandler(ctx context.Context, code bool, base string) (h http.Handler, stop func(), err error) {
+	mux := http.NewServeMux()
+	opts := toolpacks.Options{}
+	var eng *engine.Engine
+	if code {
+		api := demo.NewAPI()
+		mux.Handle("/demo/", http.StripPrefix("/demo", api.Handler()))
+		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: api.Spec(base + "/demo")})
+		if err != nil {
+			return nil, nil, fmt.Errorf("baseline demo source: %w", err)
+		}
+		reg, err := tools.NewRegistry(src)
+		if err != nil {
+			return nil, nil, fmt.Errorf("baseline tool registry: %w", err)
+		}
+		eng = engine.New(engine.Config{Tools: reg, Logger: slog.New(slog.DiscardHandler)})
+		rt := plainRuntime{eng}
+		opts.CodeMode = func(s *mcp.Server) {
+			codemode.Register(s, codemode.Options{Runtime: rt, Sources: []string{"demo"}, Logger: slog.New(slog.DiscardHandler)})
+		}
+		mux.HandleFunc("POST /api/executions/{eid}/resume", resumeHandler(eng))
+	}
+	packs := []string{toolpacks.Demo}
+	if code {
+		packs = append(packs, toolpacks.Code)
+	}
+	srv, stopPacks, err := toolpacks.NewServer(&mcp.Implementation{Name: "plain-go-sdk"}, packs, opts)
+	if err != nil {
+		if eng != nil {
+			eng.Shutdown()
+		}
+		return nil, nil, fmt.Errorf("baseline server: %w", err)
+	}
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	return mux, func() {
+		stopPacks()
+		if eng != nil {
+			eng.Shutdown()
+		}
+	}, nil
+}
+
+// resumeHandler decides a paused execution of eng (the baseline's stand-in
+// for the approval surfaces).
+func resumeHandler(eng *engine.Engine) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Action string `json:"action"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		if _, found := eng.Resume(r.Context(), r.PathValue("eid"), engine.System, engine.Response{Action: body.Action}); !found {
+			http.Error(w, "execution not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"decided":true}`)
+	}
 }
 
 // plainRuntime is codemode.Runtime for the baseline: one engine, no
