@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -13,19 +14,53 @@ func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) error {
 	}
 	now := s.now().UnixMilli()
 	return s.write(ctx, func(ctx context.Context, tx querier) error {
-		for _, e := range events {
-			data := e.Data
-			if data == nil {
-				data = []byte{}
+		for rest := events; len(rest) > 0; {
+			chunk := rest[:min(len(rest), eventsPerInsert)]
+			rest = rest[len(chunk):]
+			args := make([]any, 0, 5*len(chunk))
+			for _, e := range chunk {
+				data := e.Data
+				if data == nil {
+					data = []byte{}
+				}
+				args = append(args, e.Session, e.Stream, e.Index, data, now)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO mcp_events (session, stream, idx, data, created_at_ms) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (session, stream, idx) DO NOTHING`, e.Session, e.Stream, e.Index, data, now); err != nil {
-				return fmt.Errorf("store: append event %s/%s#%d: %w", e.Session, e.Stream, e.Index, err)
+			if _, err := tx.ExecContext(ctx, insertEvents(len(chunk)), args...); err != nil {
+				return fmt.Errorf("store: append %d events of %s/%s#%d…: %w", len(chunk), chunk[0].Session, chunk[0].Stream, chunk[0].Index, err)
 			}
 		}
 		return nil
 	})
 }
+
+// eventsPerInsert bounds the rows of one INSERT of AppendEvents (5
+// parameters a row: well inside SQLite's and Postgres's limits). A batch of
+// events is one statement per this many rows, not one per event: on
+// Postgres every statement is a round trip, which made the event log a
+// sixth of the CPU of a remote tool call.
+const eventsPerInsert = 64
+
+// insertEventsText holds the INSERT of n events at index n (built once:
+// the text is the prepared-statement caches' key).
+var insertEventsText = func() []string {
+	texts := make([]string, eventsPerInsert+1)
+	for n := 1; n <= eventsPerInsert; n++ {
+		var b strings.Builder
+		b.WriteString("INSERT INTO mcp_events (session, stream, idx, data, created_at_ms) VALUES ")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			p := 5 * i
+			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d)", p+1, p+2, p+3, p+4, p+5)
+		}
+		b.WriteString(" ON CONFLICT (session, stream, idx) DO NOTHING")
+		texts[n] = b.String()
+	}
+	return texts
+}()
+
+func insertEvents(n int) string { return insertEventsText[n] }
 
 func (s *sqlStore) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
 	rows, err := s.rd.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)

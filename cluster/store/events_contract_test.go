@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,6 +104,42 @@ func TestEventLogTrimsOldestFirstToABudget(t *testing.T) {
 		}
 		if data, _, _ := s.Events(ctx, "s2", "a", -1); len(data) != 1 {
 			t.Fatal("trimming s1 touched s2")
+		}
+	})
+}
+
+// A flush larger than one statement's rows lands whole and in order, and
+// a retried flush that overlaps what is stored (duplicates within one
+// statement included) keeps the stored events and adds the rest.
+func TestEventLogAppendsLargeBatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		batch := func(from, to int, tag string) []store.Event {
+			var evs []store.Event
+			for i := from; i < to; i++ {
+				evs = append(evs, store.Event{Session: "s", Stream: "a", Index: i, Data: []byte(fmt.Sprintf("%s%d", tag, i))})
+			}
+			return evs
+		}
+		if err := s.AppendEvents(ctx, batch(0, 150, "first-")); err != nil {
+			t.Fatal(err)
+		}
+		retry := append(batch(140, 200, "retry-"), batch(195, 200, "dup-")...)
+		if err := s.AppendEvents(ctx, retry); err != nil {
+			t.Fatal(err)
+		}
+		data, last, err := s.Events(ctx, "s", "a", -1)
+		if err != nil || last != 199 || len(data) != 200 {
+			t.Fatalf("replay: %d events, last %d, err %v; want 200, 199", len(data), last, err)
+		}
+		for i, d := range data {
+			want := fmt.Sprintf("first-%d", i)
+			if i >= 150 {
+				want = fmt.Sprintf("retry-%d", i)
+			}
+			if string(d) != want {
+				t.Fatalf("event %d = %q, want %q", i, d, want)
+			}
 		}
 	})
 }

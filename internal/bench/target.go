@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -222,7 +223,9 @@ func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
 // ServeBaseline serves the plain go-sdk server the benchmarks compare with
 // (the demo pack and code mode, see baselineHandler) at /mcp on addr until
 // ctx ends, so it can run in a process of its own — pinned to its own
-// cores, say, like the nodes it is compared with. ready gets its MCP URL.
+// cores, say, like the nodes it is compared with — and be profiled there
+// (Go's profiler at /debug/pprof/, like a node's --enable-pprof; it is a
+// benchmark's server, with no credentials). ready gets its MCP URL.
 func ServeBaseline(ctx context.Context, addr string, ready func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -235,7 +238,11 @@ func ServeBaseline(ctx context.Context, addr string, ready func(url string)) err
 		return err
 	}
 	defer stopHandler()
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	ready(base + "/mcp")
