@@ -52,9 +52,9 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
-	"github.com/mcpgrain/mcpgrain/internal/lazylog"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

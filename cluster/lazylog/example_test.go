@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/mcpgrain/mcpgrain/internal/lazylog"
+	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 )
 
 func ExampleWith() {

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/mcpgrain/mcpgrain/internal/lazylog"
+	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 )
 
 // A lazy logger writes what slog's own With writes, through every way of
