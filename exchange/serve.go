@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -76,7 +77,7 @@ func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 		}
 	}
 	id := m.GetExchangeId()
-	go func() {
+	handlers.Schedule(func() {
 		defer cancel()
 		defer func() {
 			switch r := recover(); {
@@ -92,9 +93,14 @@ func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 			system.Root.Send(self, &Done{ID: id})
 		}()
 		serve(w, req.WithContext(ctx))
-	}()
+	})
 	return cancel, nil
 }
+
+// handlers runs exchanges' handlers on reused goroutines (package
+// dispatch): go-sdk's handler is deep, and a fresh goroutine grew its
+// stack by copying on every request.
+var handlers = dispatch.NewWarm(256, 0)
 
 // Request rebuilds the forwarded request.
 func Request(m *pb.HttpExchange) (*http.Request, error) {

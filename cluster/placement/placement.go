@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/membership"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -93,14 +94,19 @@ func (c *Config) defaults() {
 // requests queued behind the poison pill.
 func Props(cfg Config) *actor.Props {
 	cfg.defaults()
+	// The node's actors of this placement run on reused goroutines (see
+	// package dispatch): a grain's turn is deep, and a fresh goroutine per
+	// turn grew its stack by copying every time.
+	warm := dispatch.NewWarm(warmIdle, mailboxThroughput)
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &placementActor{
 			cfg:     &cfg,
 			table:   NewTable(membership.View{}),
 			entries: map[string]*entry{},
 			byPID:   map[string]string{},
+			warm:    warm,
 		}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive {
+	}, actor.WithDispatcher(warm), actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive {
 		// An activation that panics outside the grain's recovered calls is
 		// stopped, never restarted with a half-built state.
 		return actor.StopDirective
@@ -127,6 +133,7 @@ type placementActor struct {
 	byPID    map[string]string
 	draining bool
 	drainers []*actor.PID
+	warm     *dispatch.Warm // the activations' dispatcher
 	// recheck holds the keys whose last activation, started for a creating
 	// request, lost its ownership: the grain existed after all, and the
 	// next activation looks for its row whatever it is started for.
@@ -262,7 +269,7 @@ func (p *placementActor) spawn(ctx actor.Context, kind, identity, key string, fi
 	creating := creates(k, first) && !p.recheck[key]
 	delete(p.recheck, key)
 	a := &activation{cfg: p.cfg, kind: k, identity: identity, key: key, creating: creating}
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(p.warm)))
 	e := &entry{kind: kind, identity: identity, pid: pid, creating: creating}
 	p.entries[key] = e
 	p.byPID[pid.Id] = key
@@ -276,6 +283,15 @@ func creates(k grain.Kind, first any) bool {
 	lr, ok := first.(*LocalRequest)
 	return ok && k.CreatedByWrite && k.Creates != nil && k.Creates(lr.Msg)
 }
+
+// Dispatcher settings of a node's placement actor and activations.
+const (
+	// warmIdle bounds the goroutines kept idle for the next turns: about
+	// as many as turns run at once on a busy node.
+	warmIdle = 256
+	// mailboxThroughput is protoactor's default: messages per turn.
+	mailboxThroughput = 300
+)
 
 func (p *placementActor) passivate(ctx actor.Context, pid *actor.PID, reason grain.Reason) {
 	key, ok := p.byPID[pid.Id]
