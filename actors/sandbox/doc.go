@@ -36,8 +36,9 @@
 // fresh sobek runtime, one execution at a time; tools.* calls come back to the parent as call frames
 // and Host.Call runs there, so credentials and the engine never enter the worker. Output is streamed
 // as it happens. A worker bounds its own heap (a watchdog sampling runtime/metrics every 5ms, the GC
-// soft limit, RLIMIT_DATA as a backstop) and exits at once when the execution goes over
-// MaxHeapGrowth; the parent kills a worker whose execution outlived WallTime by PoolOptions.
+// soft limit, RLIMIT_DATA as a backstop, and a last look at the memory the runtime mapped when the
+// code returns, for a spike between two samples where there is no backstop) and exits at once when
+// the execution goes over MaxHeapGrowth; the parent kills a worker whose execution outlived WallTime by PoolOptions.
 // InterruptGrace. Either way nothing of an execution survives its limit, and one execution's memory
 // no longer counts against another's. Workers die with the node (Pdeathsig) and on Shutdown or
 // Pool.Close.

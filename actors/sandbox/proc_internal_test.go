@@ -26,3 +26,24 @@ func TestMemoryDeathIsToldFromOtherDeaths(t *testing.T) {
 		}
 	}
 }
+
+// An execution's memory went past its limit between two samples when the
+// runtime's mapped memory grew by more than the limit and the runtime's
+// margin; growth within that is not an overshoot.
+func TestOvershootIsGrowthPastTheLimitAndItsMargin(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		mapped0, mapped, limit uint64
+		want                   bool
+	}{
+		{100 * mib, 100*mib + 2048*mib, 256 * mib, true}, // a 2 GiB buffer made and dropped
+		{100 * mib, 100*mib + 256*mib, 256 * mib, false}, // up to the limit
+		{100 * mib, 100*mib + 380*mib, 256 * mib, false}, // the limit, a quarter and the slack
+		{100 * mib, 100*mib + 390*mib, 256 * mib, true},
+		{100 * mib, 90 * mib, 256 * mib, false}, // less mapped than before
+	} {
+		if _, got := overshot(tc.mapped0, tc.mapped, tc.limit); got != tc.want {
+			t.Errorf("mapped %d → %d MiB, limit %d MiB: overshot %v, want %v", tc.mapped0/mib, tc.mapped/mib, tc.limit/mib, got, tc.want)
+		}
+	}
+}

@@ -168,6 +168,11 @@ func (w *workerSide) execute(f frame) {
 	ex.waiting = dog.pause
 	out := ex.run(f.Code)
 	niced := dog.stop()
+	if grown, over := overshot(dog.mapped0, w.heap.mapped(), lim.MaxHeapGrowth); over {
+		w.link.out.tryWrite(frame{T: frameLimit, Kind: KindLimit, Limit: LimitHeap, Err: fmt.Sprintf(
+			"memory limit exceeded: the execution's memory grew by %d MiB between two samples (limit %d MiB)", grown>>20, lim.MaxHeapGrowth>>20)})
+		os.Exit(exitMemoryLimit)
+	}
 
 	w.mu.Lock()
 	w.current = nil
@@ -194,6 +199,20 @@ type watchdog struct {
 	stopped atomic.Bool // set before quit is closed: the execution is over, nothing may be killed
 	niced   atomic.Bool
 	restore func()
+	mapped0 uint64 // the runtime's mapped memory when the execution started
+}
+
+// overshot reports whether an execution allowed to grow the heap by limit went past it between two of
+// the watchdog's samples — one giant allocation that was made, used and dropped within 5 ms: the
+// memory the Go runtime mapped (which a collection does not shrink) grew from mapped0 to mapped by
+// more than the limit and a margin for the runtime's own overhead. Where the OS backstop exists it
+// refuses such an allocation first; a race build has none, nor do other systems.
+func overshot(mapped0, mapped, limit uint64) (grown uint64, over bool) {
+	if mapped <= mapped0 {
+		return 0, false
+	}
+	grown = mapped - mapped0
+	return grown, grown > limit+limit/4+dataLimitSlack
 }
 
 // startWatchdog arms the memory bounds for an execution allowed to grow the heap by limit bytes: the
@@ -201,7 +220,7 @@ type watchdog struct {
 // garbage is collected before it counts) and the OS backstop (so an allocation larger than the
 // headroom between two samples fails instead of being made).
 func (w *workerSide) startWatchdog(limit uint64, niceAfter time.Duration) *watchdog {
-	d := &watchdog{quit: make(chan struct{}), ticker: time.NewTicker(watchdogInterval)}
+	d := &watchdog{quit: make(chan struct{}), ticker: time.NewTicker(watchdogInterval), mapped0: w.heap.mapped()}
 	base := w.heap.read()
 	debug.SetMemoryLimit(int64(min(w.heap.footprint()+limit, math.MaxInt64)))
 	debug.SetMaxStack(int(min(max(limit, 64<<20), 1<<30)))
