@@ -88,6 +88,16 @@ func (s *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, err
 	}
 	err := s.refresh(ctx, seen)
 	s.mu.Lock()
+	have, next := matching(s.keys, kid), s.attempts
+	s.mu.Unlock()
+	if len(have) == 0 && err == nil && kid != "" && next == seen {
+		// The fetch this caller waited for was already running when it
+		// looked: it may predate the key (the fetch at startup, and the
+		// server's first token signed with a key it created meanwhile).
+		// One fetch that starts now decides, within the budget.
+		err = s.refresh(ctx, next)
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if have = matching(s.keys, kid); len(have) > 0 {
 		return have, nil
