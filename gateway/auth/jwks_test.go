@@ -63,8 +63,10 @@ func TestLookupDuringAnOlderFetchFetchesAgain(t *testing.T) {
 		go func() { _, err := s.lookup(ctx, ""); warmed <- err }() // the startup fetch
 		<-h.asked
 		found := make(chan []jose.JSONWebKey, 1)
-		go func() { keys, _ := s.lookup(ctx, "new"); found <- keys }() // a token signed with "new"
-		synctest.Wait() // it waits for the startup fetch
+		// A token signed with "new" comes while the startup fetch is on the
+		// wire, and waits for it.
+		go func() { keys, _ := s.lookup(ctx, "new"); found <- keys }()
+		synctest.Wait()
 		h.answers <- keySetJSON(t, "old")
 		if err := <-warmed; err != nil {
 			t.Fatal(err)
