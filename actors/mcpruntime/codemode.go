@@ -118,7 +118,7 @@ type codeRuntime struct {
 	id      string
 	eng     *engine.Engine
 	mu      sync.Mutex
-	waiters map[string]chan engine.Response // browser-mode resumes waiting for a decision
+	waiters map[string]chan waited // browser-mode resumes waiting for a decision
 	publish bool                            // write pauses to cfg.Directory
 	// journaled are the durable pauses whose directory rows the journal
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
@@ -133,7 +133,7 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish
 	if hooks == nil {
 		hooks = noHooks{}
 	}
-	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan engine.Response{}, publish: publish && cfg.Directory != nil,
+	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan waited{}, publish: publish && cfg.Directory != nil,
 		closed: make(chan struct{})}
 	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
 		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger,
@@ -195,7 +195,7 @@ func (c *codeRuntime) WaitDecision(ctx context.Context, execID string, a engine.
 		c.mu.Unlock()
 		return engine.Response{}, false // settled or unknown: nothing to wait for
 	}
-	ch := make(chan engine.Response, 1)
+	ch := make(chan waited, 1)
 	c.waiters[execID] = ch
 	c.mu.Unlock()
 	defer func() {
@@ -207,7 +207,7 @@ func (c *codeRuntime) WaitDecision(ctx context.Context, execID string, a engine.
 	}()
 	select {
 	case r := <-ch:
-		return r, true
+		return r.resp, r.decided
 	case <-ctx.Done():
 		return engine.Response{}, false
 	case <-c.closed:
@@ -224,7 +224,7 @@ func (c *codeRuntime) resolve(execID string, d *pb.ApprovalDecision) {
 	if ch, ok := c.waiters[execID]; ok {
 		delete(c.waiters, execID)
 		c.mu.Unlock()
-		ch <- resp
+		ch <- waited{resp: resp, decided: true}
 		return
 	}
 	c.mu.Unlock()
@@ -289,8 +289,18 @@ func (w wakeHooks) Settled(execID string) {
 	delete(c.waiters, execID)
 	c.mu.Unlock()
 	if ok {
-		ch <- engine.Response{Action: engine.Cancel} // Resume replays the settled outcome
+		// No decision: the waiting resume looks again. It must not take
+		// this for a decision to apply — a replay of the execution may be
+		// paused at the same call again, and a cancel would decide it.
+		ch <- waited{}
 	}
+}
+
+// waited is what a browser-mode resume waiting in WaitDecision gets: a
+// decision, or (decided false) word that the execution settled.
+type waited struct {
+	resp    engine.Response
+	decided bool
 }
 
 // Forward implements codemode.Runtime: executor's resumeFallback.

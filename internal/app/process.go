@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,7 +71,8 @@ type process struct {
 	httpSrv   *http.Server
 	grpcSrv   *grpc.Server
 	healthSrv *health.Server
-	errc      chan error
+	errc      chan error     // a server's failure (capacity: one per server)
+	serving   sync.WaitGroup // the servers' goroutines: Run returns after they do
 	stopped   bool // wait stopped the node
 }
 
@@ -377,11 +379,11 @@ func (p *process) serveHTTP(context.Context) error {
 		Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	go func() {
+	p.serving.Go(func() {
 		if err := p.httpSrv.Serve(p.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			p.errc <- fmt.Errorf("http server: %w", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -399,11 +401,11 @@ func (p *process) serveGRPC(context.Context) error {
 		return err
 	}
 	approvalGRPC.Register(p.grpcSrv)
-	go func() {
+	p.serving.Go(func() {
 		if err := p.grpcSrv.Serve(p.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			p.errc <- fmt.Errorf("grpc server: %w", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -448,5 +450,9 @@ func (p *process) wait(ctx context.Context) error {
 	if p.grpcSrv != nil {
 		p.grpcSrv.Stop()
 	}
+	// Nothing of this process runs on after Run: another node started in
+	// the same process (tests) must not meet this one's servers (gRPC's
+	// logger is a process global that protoactor's remote sets at start).
+	p.serving.Wait()
 	return runErr
 }
