@@ -119,7 +119,7 @@ type codeRuntime struct {
 	eng     *engine.Engine
 	mu      sync.Mutex
 	waiters map[string]chan waited // browser-mode resumes waiting for a decision
-	publish bool                            // write pauses to cfg.Directory
+	publish bool                   // write pauses to cfg.Directory
 	// journaled are the durable pauses whose directory rows the journal
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
 	// transactions that journal them.

@@ -73,7 +73,7 @@ type process struct {
 	healthSrv *health.Server
 	errc      chan error     // a server's failure (capacity: one per server)
 	serving   sync.WaitGroup // the servers' goroutines: Run returns after they do
-	stopped   bool // wait stopped the node
+	stopped   bool           // wait stopped the node
 }
 
 func newProcess(cfg Config) *process {
