@@ -25,7 +25,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) error {
 				}
 				args = append(args, e.Session, e.Stream, e.Index, data, now)
 			}
-			if _, err := tx.ExecContext(ctx, insertEvents(len(chunk)), args...); err != nil {
+			if _, err := tx.ExecContext(ctx, insertEventsText[len(chunk)], args...); err != nil {
 				return fmt.Errorf("store: append %d events of %s/%s#%d…: %w", len(chunk), chunk[0].Session, chunk[0].Stream, chunk[0].Index, err)
 			}
 		}
@@ -59,8 +59,6 @@ var insertEventsText = func() []string {
 	}
 	return texts
 }()
-
-func insertEvents(n int) string { return insertEventsText[n] }
 
 func (s *sqlStore) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
 	rows, err := s.rd.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)

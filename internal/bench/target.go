@@ -187,36 +187,16 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 // startBaseline runs the plain go-sdk server (baselineHandler) on a
 // loopback listener in this process.
 func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	url, _, stop, err := runBaseline(ctx, "127.0.0.1:0", code, false)
 	if err != nil {
-		return nil, fmt.Errorf("baseline listener: %w", err)
-	}
-	base := "http://" + ln.Addr().String()
-	h, stopHandler, err := baselineHandler(ctx, code, base)
-	if err != nil {
-		ln.Close()
 		return nil, err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	t, err := newTarget(base+"/mcp", "", conns)
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := hs.Shutdown(sctx); err != nil {
-			_ = hs.Close()
-		}
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Debug("baseline server", "err", err)
-		}
-		stopHandler()
-	}
+	t, err := newTarget(url, "", conns)
 	if err != nil {
-		stop()
+		_ = stop()
 		return nil, err
 	}
-	t.stop = stop
+	t.stop = func() { _ = stop() }
 	return t, nil
 }
 
@@ -227,33 +207,61 @@ func startBaseline(ctx context.Context, code bool, conns int) (*target, error) {
 // (Go's profiler at /debug/pprof/, like a node's --enable-pprof; it is a
 // benchmark's server, with no credentials). ready gets its MCP URL.
 func ServeBaseline(ctx context.Context, addr string, ready func(url string)) error {
-	ln, err := net.Listen("tcp", addr)
+	url, served, stop, err := runBaseline(ctx, addr, true, true)
 	if err != nil {
-		return fmt.Errorf("baseline listener: %w", err)
-	}
-	base := "http://" + ln.Addr().String()
-	h, stopHandler, err := baselineHandler(ctx, true, base)
-	if err != nil {
-		ln.Close()
 		return err
 	}
-	defer stopHandler()
-	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	ready(base + "/mcp")
+	ready(url)
 	select {
 	case err := <-served:
+		_ = stop()
 		return fmt.Errorf("baseline server: %w", err)
 	case <-ctx.Done():
+		return stop()
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return hs.Shutdown(sctx)
+}
+
+// runBaseline serves baselineHandler on addr (with Go's profiler when
+// profiled) and returns its MCP URL, the error its server stopped with
+// (once, unless stop stopped it), and the function that stops it.
+func runBaseline(ctx context.Context, addr string, code, profiled bool) (url string, served <-chan error, stop func() error, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("baseline listener: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	h, stopHandler, err := baselineHandler(ctx, code, base)
+	if err != nil {
+		ln.Close()
+		return "", nil, nil, err
+	}
+	if profiled {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		h = mux
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	stop = func() error {
+		defer stopHandler()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := hs.Shutdown(sctx)
+		if err != nil {
+			_ = hs.Close()
+		}
+		<-done
+		return err
+	}
+	return base + "/mcp", errc, stop, nil
 }
 
 // baselineHandler is the plain go-sdk server: one mcp.Server with the demo
