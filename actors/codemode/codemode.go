@@ -200,14 +200,15 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		r, ok := rt.WaitDecision(wctx, id, owner)
 		cancel()
 		if !ok {
+			// No decision: the outcome of one being applied or settled, the
+			// pause still waiting, or the miss. Never decide (a replay
+			// bringing a dormant pause back may be about to take a
+			// decision) and never forward: there is no decision to send.
+			if out, found := e.Outcome(ctx, id, owner); found {
+				return t.answer(ctx, req, rt, out, false)
+			}
 			if _, live := e.Paused(id, owner); live {
 				return UserApprovalRequired(id, t.approvalURL(req, id)), nil, nil
-			}
-			// Not paused here and no decision: replay a settled outcome or
-			// report the miss. Never forward: there is no decision to send,
-			// and a cancel would decide the owning session's live pause.
-			if out, found := e.Resume(ctx, id, owner, engine.Response{Action: engine.Cancel}); found {
-				return t.answer(ctx, req, rt, out, false)
 			}
 			return ResumeMiss(t.miss(e, id, owner), id, t.o.Window), nil, nil
 		}

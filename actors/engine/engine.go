@@ -213,6 +213,17 @@ type resumeCall struct {
 	owner   Principal
 	done    chan struct{}
 	outcome Outcome
+	found   bool // the outcome is the execution's (false: the claim found the run gone)
+}
+
+// join waits for the decision being applied and returns its outcome, if a
+// may see it.
+func (rc *resumeCall) join(a Access) (Outcome, bool) {
+	if !a.Allows(rc.owner) {
+		return Outcome{}, false
+	}
+	<-rc.done
+	return rc.outcome, rc.found
 }
 
 // New returns an engine.
@@ -368,6 +379,10 @@ func (e *Engine) reportPause(p *Pause) {
 // Resume decides paused execution id for a caller with access a and
 // returns what follows. found is false for an id that is neither paused
 // nor recently settled here, and for one a may not touch (see [Access]).
+//
+// The first decision claims the pause: a concurrent Resume, whatever it
+// decides, joins it and gets its outcome — also while a dormant pause is
+// being brought back by replay, which may wait for a sandbox slot.
 func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (out Outcome, found bool) {
 	switch resp.Action {
 	case Accept, Decline, Cancel:
@@ -382,11 +397,7 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	}
 	if rc, ok := e.resuming[id]; ok {
 		e.mu.Unlock()
-		if !a.Allows(rc.owner) {
-			return Outcome{}, false
-		}
-		<-rc.done // join
-		return rc.outcome, true
+		return rc.join(a)
 	}
 	if wait, ok := e.loading[id]; ok {
 		// Being brought back from the journal: decide it once it is.
@@ -403,17 +414,21 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 		e.mu.Unlock()
 		return Outcome{}, false
 	}
+	rc := &resumeCall{owner: p.Principal, done: make(chan struct{})}
+	e.resuming[id] = rc // claimed
 	if p.dormant {
 		// Re-run it by replay to where it waits, then decide it.
 		e.wake(p)
-		return e.Resume(context.Background(), id, a, resp)
+		e.mu.Lock()
+		if p, ok = e.paused[id]; !ok || p.dormant {
+			// The replay ended the run, or could not bring it back.
+			return e.unclaim(rc, id, a)
+		}
 	}
 	if e.cfg.EnforceDeadlines && !p.Deadline.IsZero() && e.cfg.Clock.Now().After(p.Deadline) {
 		resp = Response{Action: Decline, Reason: ReasonApprovalTimeout}
 	}
 	delete(e.paused, id)
-	rc := &resumeCall{owner: p.Principal, done: make(chan struct{})}
-	e.resuming[id] = rc
 	e.mu.Unlock()
 
 	if e.cfg.Hooks != nil {
@@ -422,7 +437,7 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	p.reply <- resp
 	out = e.await(p.exec)
 
-	rc.outcome = out
+	rc.outcome, rc.found = out, true
 	// Settled before anyone else sees the outcome — joined resumes and
 	// later replays alike: a caller that got the outcome finds the
 	// execution settled everywhere (the directory too). Until then a
@@ -440,6 +455,64 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 		e.reportPause(out.Pause)
 	}
 	return out, true
+}
+
+// unclaim ends claim rc on id when the replay of its dormant pause did not
+// bring the pause back (e.mu held on entry, released on return): the run
+// ended during the replay (its outcome is remembered) or its journal had
+// moved on (settled elsewhere, or gone). Joined callers get what a gets.
+func (e *Engine) unclaim(rc *resumeCall, id string, a Access) (Outcome, bool) {
+	delete(e.resuming, id)
+	o, ok := e.outcomes[id]
+	e.mu.Unlock()
+	if !ok {
+		o, ok = e.settledDurable(id, a)
+	}
+	rc.outcome, rc.found = o, ok
+	close(rc.done)
+	return o, ok
+}
+
+// Outcome returns what execution id came to, without deciding it: the
+// outcome of a decision being applied (joined, like a concurrent
+// [Engine.Resume]), the remembered outcome of one settled here, or the
+// journaled outcome of a durable run of this grain settled earlier. found
+// is false while it waits for a decision, for an id unknown here, and for
+// one a may not see. A pause being restored is waited for (or ctx).
+func (e *Engine) Outcome(ctx context.Context, id string, a Access) (Outcome, bool) {
+	e.mu.Lock()
+	if o, ok := e.outcomes[id]; ok {
+		allowed := a.Allows(e.owners[id])
+		e.mu.Unlock()
+		return o, allowed
+	}
+	if rc, ok := e.resuming[id]; ok {
+		e.mu.Unlock()
+		if !a.Allows(rc.owner) {
+			return Outcome{}, false
+		}
+		select {
+		case <-rc.done:
+			return rc.outcome, rc.found
+		case <-ctx.Done():
+			return Outcome{}, false
+		}
+	}
+	if wait, ok := e.loading[id]; ok {
+		e.mu.Unlock()
+		select {
+		case <-wait:
+			return e.Outcome(ctx, id, a)
+		case <-ctx.Done():
+			return Outcome{}, false
+		}
+	}
+	_, paused := e.paused[id]
+	e.mu.Unlock()
+	if paused {
+		return Outcome{}, false
+	}
+	return e.settledDurable(id, a)
 }
 
 // remember records the settled outcome of owner's execution id (e.mu

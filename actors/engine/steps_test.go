@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,5 +169,98 @@ func TestRestoredPausesAreDormantUntilDecided(t *testing.T) {
 	done, found := second.Resume(context.Background(), out.Pause.ID, engine.AsOwner(alice), engine.Response{Action: engine.Accept})
 	if !found || done.Status != engine.StatusCompleted || f.posts.Load() != 1 {
 		t.Fatalf("decision of a dormant pause: %v %+v, %d POSTs", found, done, f.posts.Load())
+	}
+}
+
+// gatedRuns holds the journal read of a dormant pause's replay until the
+// test opens gate (once armed).
+type gatedRuns struct {
+	engine.RunStore
+	armed   atomic.Bool
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedRuns) RunByPause(ctx context.Context, pauseID string) (string, error) {
+	if g.armed.Load() {
+		g.arrived <- struct{}{}
+		<-g.gate
+	}
+	return g.RunStore.RunByPause(ctx, pauseID)
+}
+
+// A decision for a dormant pause claims it before the replay that brings
+// the pause back (a journal read, then a run that may wait for a sandbox
+// slot): a second decider and a reader that come meanwhile join that
+// decision. (Regression: both waited for the replay and then raced the
+// first decision — a reader that asked by resuming with a cancel decided
+// the pause, and the approved call was cancelled.)
+func TestADecisionClaimsADormantPauseDuringItsReplay(t *testing.T) {
+	f := newDurableFixture(t)
+	first := f.activate(&hookLog{})
+	out := first.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("outcome %+v", out)
+	}
+	id := out.Pause.ID
+	first.Shutdown()
+	own, err := f.st.Acquire(context.Background(), "session/s1", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := &gatedRuns{RunStore: f.st, arrived: make(chan struct{}), gate: make(chan struct{})}
+	set, _ := policy.New(nil)
+	e := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, ApprovalWindow: time.Minute, Session: "s1",
+		Limits: sandbox.Limits{WallTime: 10 * time.Second}, Journal: engine.StoreJournal{Store: runs, Grain: own.Grain, Epoch: own.Epoch}})
+	t.Cleanup(e.Shutdown)
+	if r := e.RestoreDormant(f.runOf(id)); r.Status != engine.StatusPaused {
+		t.Fatalf("restored: %+v", r)
+	}
+
+	type result struct {
+		out   engine.Outcome
+		found bool
+	}
+	resume := func(action string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			o, ok := e.Resume(context.Background(), id, engine.AsOwner(alice), engine.Response{Action: action})
+			ch <- result{o, ok}
+		}()
+		return ch
+	}
+	runs.armed.Store(true)
+	accepted := resume(engine.Accept)
+	<-runs.arrived // the replay reads the journal
+	runs.armed.Store(false)
+	cancelled := resume(engine.Cancel)
+	read := make(chan result, 1)
+	go func() {
+		o, ok := e.Outcome(context.Background(), id, engine.AsOwner(alice))
+		read <- result{o, ok}
+	}()
+	if _, ok := e.Outcome(context.Background(), id, engine.AsOwner(bob)); ok {
+		t.Fatal("another user read the outcome")
+	}
+	select {
+	case r := <-cancelled:
+		t.Fatalf("a second decision returned while the first waited for its replay: %+v", r)
+	case r := <-read:
+		t.Fatalf("a reader returned while the decision waited for its replay: %+v", r)
+	default:
+	}
+	close(runs.gate)
+
+	want := <-accepted
+	if !want.found || want.out.Status != engine.StatusCompleted {
+		t.Fatalf("the accepted execution: %+v", want)
+	}
+	for name, ch := range map[string]chan result{"the cancel": cancelled, "the reader": read} {
+		if r := <-ch; !r.found || r.out.Status != engine.StatusCompleted || r.out.Result.Value == nil {
+			t.Fatalf("%s got %+v, want the accepted outcome", name, r)
+		}
+	}
+	if n := f.posts.Load(); n != 1 {
+		t.Fatalf("%d POSTs, want the accepted write once", n)
 	}
 }
