@@ -1,5 +1,7 @@
 package residency
 
+import "math"
+
 // Memory derives the soft cap from a memory budget: how many session
 // runtimes a node keeps warm follows from what one of them measurably
 // costs, instead of a fixed count (executor's 32 was the memory of one
@@ -31,6 +33,10 @@ type Sample struct {
 	// GOGC is the collector's target percentage (the heap grows by this
 	// much over the live heap before the next collection); 100 if unset.
 	GOGC int
+	// MemLimit is the runtime's soft memory limit in bytes (GOMEMLIMIT;
+	// 0 or math.MaxInt64: none). Near it the collector runs whatever
+	// GOGC says, so the heap never grows past it.
+	MemLimit uint64
 }
 
 func (m Memory) withDefaults() Memory {
@@ -51,10 +57,9 @@ func (m Memory) withDefaults() Memory {
 
 // PerRuntime is the memory one resident runtime takes in s, in bytes:
 // the live heap beyond the baseline divided among the resident runtimes,
-// times the collector's growth (1 + GOGC/100), or Prior while fewer than
-// MinSample runtimes are resident. It never goes below Prior/8, so a
-// reading taken just after many runtimes went does not promise room
-// that is not there.
+// times the collector's growth, or Prior while fewer than MinSample
+// runtimes are resident. It never goes below Prior/8, so a reading taken
+// just after many runtimes went does not promise room that is not there.
 func (m Memory) PerRuntime(s Sample) uint64 {
 	m = m.withDefaults()
 	if s.Resident < m.MinSample {
@@ -64,12 +69,26 @@ func (m Memory) PerRuntime(s Sample) uint64 {
 	if s.LiveHeap > s.Baseline {
 		over = s.LiveHeap - s.Baseline
 	}
+	per := uint64(float64(over/uint64(s.Resident)) * m.growth(s))
+	return max(per, m.Prior/8)
+}
+
+// growth is how much heap a live byte takes, garbage included: the
+// collector's target (1 + GOGC/100) — but under a memory limit the heap
+// never passes the limit, so a budget filled with live runtimes takes at
+// most limit ÷ budget of it (a raised GOGC under a limit then does not
+// shrink the cap; a node at its budget collects as often as the limit
+// makes it).
+func (m Memory) growth(s Sample) float64 {
 	gogc := s.GOGC
 	if gogc <= 0 {
 		gogc = 100
 	}
-	per := over / uint64(s.Resident) * uint64(100+gogc) / 100
-	return max(per, m.Prior/8)
+	g := float64(100+gogc) / 100
+	if s.MemLimit > 0 && s.MemLimit < math.MaxInt64 && m.Budget > 0 {
+		g = min(g, max(1, float64(s.MemLimit)/float64(m.Budget)))
+	}
+	return g
 }
 
 // Cap is the soft cap for s: Budget divided by [Memory.PerRuntime],

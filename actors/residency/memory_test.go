@@ -1,6 +1,9 @@
 package residency
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestMemoryCap(t *testing.T) {
 	const mib = 1 << 20
@@ -18,6 +21,16 @@ func TestMemoryCap(t *testing.T) {
 			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib}, 1 * mib, 1024},
 		{"GOGC 50 grows the heap by half", budget,
 			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib, GOGC: 50}, 768 << 10, 1365},
+		{"GOGC 400 without a limit: five times", budget,
+			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib, GOGC: 400}, 2560 << 10, 409},
+		{"GOGC 400 under a limit of 1.8 budgets: the limit bounds the growth", budget,
+			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib, GOGC: 400, MemLimit: 1843 * mib}, 943616, 1137},
+		{"a limit above the target changes nothing", budget,
+			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib, MemLimit: 8192 * mib}, 1 * mib, 1024},
+		{"no limit reads as MaxInt64", budget,
+			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib, GOGC: 400, MemLimit: math.MaxInt64}, 2560 << 10, 409},
+		{"a limit below the budget: no growth below one", budget,
+			Sample{Resident: 100, LiveHeap: 60 * mib, Baseline: 10 * mib, MemLimit: 100 * mib}, 512 << 10, 2048},
 		{"a heap below its baseline is no room", budget,
 			Sample{Resident: 100, LiveHeap: 5 * mib, Baseline: 10 * mib}, 32 << 10, 32768},
 		{"floor", Memory{Budget: mib}, Sample{Resident: 100, LiveHeap: 1000 * mib}, 20 * mib, 16},

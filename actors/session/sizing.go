@@ -27,13 +27,13 @@ type sizing struct {
 }
 
 func newSizing(m residency.Memory) *sizing {
-	z := &sizing{model: m, samples: []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}}
-	z.baseline, _ = z.read()
+	z := &sizing{model: m, samples: []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}}
+	z.baseline, _, _ = z.read()
 	return z
 }
 
-// read returns the live heap and GOGC.
-func (z *sizing) read() (live uint64, gogc int) {
+// read returns the live heap, GOGC and the memory limit.
+func (z *sizing) read() (live uint64, gogc int, limit uint64) {
 	rtmetrics.Read(z.samples)
 	if v := z.samples[0].Value; v.Kind() == rtmetrics.KindUint64 {
 		live = v.Uint64()
@@ -42,7 +42,10 @@ func (z *sizing) read() (live uint64, gogc int) {
 	if v := z.samples[1].Value; v.Kind() == rtmetrics.KindUint64 {
 		gogc = int(v.Uint64())
 	}
-	return live, gogc
+	if v := z.samples[2].Value; v.Kind() == rtmetrics.KindUint64 {
+		limit = v.Uint64()
+	}
+	return live, gogc, limit
 }
 
 // resize measures (if the last measurement is older than sizingInterval)
@@ -54,12 +57,12 @@ func (z *sizing) resize(reg *residency.Registry, now time.Time) {
 		return
 	}
 	z.last = now
-	live, gogc := z.read()
+	live, gogc, limit := z.read()
 	resident := reg.Resident()
 	if resident == 0 {
 		z.baseline = live
 	}
-	s := residency.Sample{Resident: resident, LiveHeap: live, Baseline: z.baseline, GOGC: gogc}
+	s := residency.Sample{Resident: resident, LiveHeap: live, Baseline: z.baseline, GOGC: gogc, MemLimit: limit}
 	z.per = z.model.PerRuntime(s)
 	reg.SetSoftCap(z.model.Cap(s))
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
@@ -57,6 +61,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg := c.appConfig(stderr)
 	cfg.MCP = mc
 	cfg.Store = "sqlite:" + filepath.Join(*data, "mcpgrain.db")
+	tuneGC(cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {
 		endpoint := "http://" + info.HTTPAddr + "/mcp"
 		fmt.Fprintf(stdout, "mcpgrain %s dev node %s (tools: %s)\n\n", version(), info.NodeID, strings.Join(mc.Packs, ", "))
@@ -162,9 +167,38 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.MCP = mc
 	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = *cluster, *consulAddr, *ttl, *storeDSN, *join
 	cfg.ShutdownTimeout = *shutdown
+	tuneGC(cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {
 		fmt.Fprintf(stdout, "mcpgrain %s node %s ready: http %s, cluster %s, %d members\n", version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)
 	})
+}
+
+// tuneGC sets up the garbage collector of a node process as
+// [app.GCFor] decides from GOGC, GOMEMLIMIT and the node's memory, and
+// logs the settings it runs with.
+func tuneGC(log *slog.Logger) {
+	mem, _ := app.NodeMemory()
+	s := app.GCFor(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"), mem)
+	s.Apply()
+	gogc, limit := app.CurrentGC()
+	shown := "none"
+	if limit < math.MaxInt64 {
+		shown = humanize.IBytes(limit)
+	}
+	log.Info("garbage collector", "gogc", gogc, "memory_limit", shown, "set_by", gcSource(s))
+}
+
+// gcSource names who set the collector's settings.
+func gcSource(s app.GCSettings) string {
+	switch {
+	case s.Percent > 0 && s.Limit > 0:
+		return "node"
+	case s.Percent > 0:
+		return "node (GOGC), environment (GOMEMLIMIT)"
+	case s.Limit > 0:
+		return "environment (GOGC), node (GOMEMLIMIT)"
+	}
+	return "environment or Go's defaults"
 }
 
 func (c *common) appConfig(stderr io.Writer) app.Config {
