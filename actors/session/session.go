@@ -588,7 +588,9 @@ func (s *session) onIdle(ctx context.Context, g grain.Context) {
 	if s.rt == nil {
 		return
 	}
-	s.h.metrics.idleAlarms.Inc()
+	// Counted once handled, its next alarm armed: a test that sees the
+	// count and moves its clock on must not move the now this alarm reads.
+	defer s.h.metrics.idleAlarms.Inc()
 	now := s.now()
 	durable := 0
 	if dp, ok := s.rt.(DurablePauses); ok {
