@@ -61,6 +61,10 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
 	p.waitFor("a restored", "mcpgrain_resident_runtimes", node, exactly(2))
+	// Both resident runtimes are pinned before c asks for a slot — b runs, a
+	// holds a decided execution — or the decision did not pin a (this names
+	// that, where "built over the cap" below would not).
+	p.waitFor("a pinned by its decision", "mcpgrain_resident_evictable", node, exactly(0))
 	overflows := p.get("mcpgrain_cap_overflow_total", node)
 
 	// A third session needs a resident slot; a's decided execution pins it.

@@ -416,11 +416,12 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	}
 	rc := &resumeCall{owner: p.Principal, done: make(chan struct{})}
 	e.resuming[id] = rc // claimed
-	if p.dormant {
-		// Re-run it by replay to where it waits, then decide it.
+	for p.dormant {
+		// Re-run it by replay to where it waits, then decide it (again if
+		// it gave its worker back meanwhile).
 		e.wake(p)
 		e.mu.Lock()
-		if p, ok = e.paused[id]; !ok || p.dormant {
+		if p, ok = e.paused[id]; !ok {
 			// The replay ended the run, or could not bring it back.
 			return e.unclaim(rc, id, a)
 		}

@@ -251,12 +251,17 @@ func runBaseline(ctx context.Context, addr string, code, profiled bool) (url str
 		}
 	}()
 	stop = func() error {
-		defer stopHandler()
+		// The sessions first: a client's open GET stream keeps its
+		// connection busy, and Shutdown waits for it.
+		stopHandler()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err := hs.Shutdown(sctx)
 		if err != nil {
-			_ = hs.Close()
+			// Still busy after the grace — net/http counts a connection
+			// that has not sent its first request as busy for 5 s (a
+			// client's spare connection): closed, which is no failure.
+			err = hs.Close()
 		}
 		<-done
 		return err
@@ -270,7 +275,8 @@ func runBaseline(ctx context.Context, addr string, code, profiled bool) (url str
 // as tool source "demo", served at base+"/demo") and a minimal POST
 // /api/executions/{eid}/resume that decides a pause in the engine
 // directly — what a single-process server would do without sessions as
-// grains, a store or approval surfaces. stop ends its background work.
+// grains, a store or approval surfaces. stop ends its sessions (their
+// open streams too) and its background work.
 func baselineHandler(ctx context.Context, code bool, base string) (h http.Handler, stop func(), err error) {
 	mux := http.NewServeMux()
 	opts := toolpacks.Options{}
@@ -306,6 +312,9 @@ func baselineHandler(ctx context.Context, code bool, base string) (h http.Handle
 	}
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	return mux, func() {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
 		stopPacks()
 		if eng != nil {
 			eng.Shutdown()
