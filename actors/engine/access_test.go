@@ -89,13 +89,7 @@ func TestOnlyTheOwnerResumesOrReplaysAnExecution(t *testing.T) {
 // outcome from the journal.
 func TestOnlyTheOwnerRestoresOrReplaysADurableRun(t *testing.T) {
 	f := newDurableFixture(t)
-	first := f.activate(&hookLog{})
-	out := first.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
-	if out.Status != engine.StatusPaused {
-		t.Fatalf("outcome %+v, want a pause", out)
-	}
-	id := out.Pause.ID
-	first.Shutdown()
+	id := f.pausedThenShutDown()
 
 	second := f.activate(&hookLog{})
 	ctx := context.Background()

@@ -110,6 +110,21 @@ func (f *durableFixture) activateWith(hooks engine.Hooks, lim sandbox.Limits) *e
 	return e
 }
 
+// pausedThenShutDown runs nonDeterministicCode to its pause in an
+// activation that then shuts down (its pause left journaled), and returns
+// the pause's id.
+func (f *durableFixture) pausedThenShutDown() string {
+	t := f.testingTB
+	t.Helper()
+	first := f.activate(&hookLog{})
+	out := first.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("outcome %+v, want a pause", out)
+	}
+	first.Shutdown()
+	return out.Pause.ID
+}
+
 // restoreAll restores every paused run of the session into e.
 func (f *durableFixture) restoreAll(e *engine.Engine) []engine.Outcome {
 	t := f.testingTB
@@ -202,13 +217,7 @@ func TestDurablePauseIsRestoredByReplayOnANewActivation(t *testing.T) {
 // only the grain that owns the run may restore it.
 func TestRestorePausedOnDemand(t *testing.T) {
 	f := newDurableFixture(t)
-	first := f.activate(&hookLog{})
-	out := first.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
-	if out.Status != engine.StatusPaused {
-		t.Fatalf("outcome %+v, want a pause", out)
-	}
-	id := out.Pause.ID
-	first.Shutdown()
+	id := f.pausedThenShutDown()
 
 	// Another owner's engine on the same store does not restore it.
 	set, _ := policy.New(nil)

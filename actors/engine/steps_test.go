@@ -197,13 +197,7 @@ func (g *gatedRuns) RunByPause(ctx context.Context, pauseID string) (string, err
 // the pause, and the approved call was cancelled.)
 func TestADecisionClaimsADormantPauseDuringItsReplay(t *testing.T) {
 	f := newDurableFixture(t)
-	first := f.activate(&hookLog{})
-	out := first.ExecuteWithPause(context.Background(), nonDeterministicCode, alice)
-	if out.Status != engine.StatusPaused {
-		t.Fatalf("outcome %+v", out)
-	}
-	id := out.Pause.ID
-	first.Shutdown()
+	id := f.pausedThenShutDown()
 	own, err := f.st.Acquire(context.Background(), "session/s1", "n1")
 	if err != nil {
 		t.Fatal(err)
