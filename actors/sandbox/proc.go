@@ -171,8 +171,11 @@ func (p *proc) deathCause() (memory bool, detail string) {
 // runtimeOOM are what a Go process's stderr says when it dies for want of memory: the runtime's own
 // reports ("runtime: out of memory: cannot allocate …" and every throw of "out of memory …", e.g.
 // "out of memory allocating heap arena metadata", which an allocation needing a new heap arena gets
-// from the OS backstop), a refused mapping, and a goroutine stack past SetMaxStack.
-var runtimeOOM = []string{"runtime: out of memory", "fatal error: out of memory", "cannot allocate memory", "stack exceeds"}
+// from the OS backstop), a refused mapping, a goroutine stack past SetMaxStack, and a new OS
+// thread whose stack the backstop refused (pthread_create's EAGAIN; a thread-count limit of the
+// node's user would say the same, and would be reported as the memory limit too).
+var runtimeOOM = []string{"runtime: out of memory", "fatal error: out of memory", "cannot allocate memory", "stack exceeds",
+	"pthread_create failed: Resource temporarily unavailable"}
 
 // memoryDeath reports whether a worker that exited with code (-1: killed by a signal) and wrote
 // stderrTail died of its memory bounds, and which sign says so.

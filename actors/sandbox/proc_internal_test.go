@@ -17,6 +17,7 @@ func TestMemoryDeathIsToldFromOtherDeaths(t *testing.T) {
 		{2, "fatal error: out of memory allocating allArenas\n", true},
 		{2, "runtime: mmap: cannot allocate memory\n", true},
 		{2, "runtime: goroutine stack exceeds 67108864-byte limit\nfatal error: stack overflow", true},
+		{2, "runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort\n", true},
 		{2, "panic: runtime error: index out of range [3] with length 3\n", false},
 		{-1, "", false},
 		{exitProtocol, "sandbox worker: bad frame", false},
