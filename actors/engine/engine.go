@@ -216,14 +216,18 @@ type resumeCall struct {
 	found   bool // the outcome is the execution's (false: the claim found the run gone)
 }
 
-// join waits for the decision being applied and returns its outcome, if a
-// may see it.
-func (rc *resumeCall) join(a Access) (Outcome, bool) {
+// join waits for the decision being applied (or ctx) and returns its
+// outcome, if a may see it.
+func (rc *resumeCall) join(ctx context.Context, a Access) (Outcome, bool) {
 	if !a.Allows(rc.owner) {
 		return Outcome{}, false
 	}
-	<-rc.done
-	return rc.outcome, rc.found
+	select {
+	case <-rc.done:
+		return rc.outcome, rc.found
+	case <-ctx.Done():
+		return Outcome{}, false
+	}
 }
 
 // New returns an engine.
@@ -397,7 +401,7 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	}
 	if rc, ok := e.resuming[id]; ok {
 		e.mu.Unlock()
-		return rc.join(a)
+		return rc.join(context.Background(), a)
 	}
 	if wait, ok := e.loading[id]; ok {
 		// Being brought back from the journal: decide it once it is.
@@ -489,15 +493,7 @@ func (e *Engine) Outcome(ctx context.Context, id string, a Access) (Outcome, boo
 	}
 	if rc, ok := e.resuming[id]; ok {
 		e.mu.Unlock()
-		if !a.Allows(rc.owner) {
-			return Outcome{}, false
-		}
-		select {
-		case <-rc.done:
-			return rc.outcome, rc.found
-		case <-ctx.Done():
-			return Outcome{}, false
-		}
+		return rc.join(ctx, a)
 	}
 	if wait, ok := e.loading[id]; ok {
 		e.mu.Unlock()

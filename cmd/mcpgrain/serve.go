@@ -185,20 +185,17 @@ func tuneGC(log *slog.Logger) {
 	if limit < math.MaxInt64 {
 		shown = humanize.IBytes(limit)
 	}
-	log.Info("garbage collector", "gogc", gogc, "memory_limit", shown, "set_by", gcSource(s))
+	log.Info("garbage collector", "gogc", gogc, "gogc_set_by", setBy(s.Percent > 0, "GOGC"),
+		"memory_limit", shown, "memory_limit_set_by", setBy(s.Limit > 0, "GOMEMLIMIT"))
 }
 
-// gcSource names who set the collector's settings.
-func gcSource(s app.GCSettings) string {
-	switch {
-	case s.Percent > 0 && s.Limit > 0:
+// setBy names who set a collector setting: the node, or the environment
+// variable env (or Go's default, where it is unset).
+func setBy(node bool, env string) string {
+	if node {
 		return "node"
-	case s.Percent > 0:
-		return "node (GOGC), environment (GOMEMLIMIT)"
-	case s.Limit > 0:
-		return "environment (GOGC), node (GOMEMLIMIT)"
 	}
-	return "environment or Go's defaults"
+	return env + " or Go's default"
 }
 
 func (c *common) appConfig(stderr io.Writer) app.Config {

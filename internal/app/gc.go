@@ -42,11 +42,11 @@ type GCSettings struct {
 // has.
 func GCFor(gogc, gomemlimit string, nodeMemory uint64) GCSettings {
 	var s GCSettings
-	if strings.TrimSpace(gomemlimit) == "" && nodeMemory > 0 {
+	ownLimit := strings.TrimSpace(gomemlimit) != ""
+	if !ownLimit && nodeMemory > 0 {
 		s.Limit = int64(math.Min(float64(nodeMemory)*DefaultMemoryLimitShare, math.MaxInt64))
 	}
-	limited := s.Limit > 0 || strings.TrimSpace(gomemlimit) != ""
-	if strings.TrimSpace(gogc) == "" && limited {
+	if strings.TrimSpace(gogc) == "" && (ownLimit || s.Limit > 0) {
 		s.Percent = DefaultGCPercent
 	}
 	return s
