@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -49,10 +50,7 @@ func (s scrape) value(name string, want map[string]string) float64 {
 	var sum float64
 next:
 	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
+		have := labelMap(m)
 		for k, v := range want {
 			if have[k] != v {
 				continue next
@@ -82,6 +80,39 @@ func (p metricsProbe) get(name string, labels map[string]string) float64 {
 	return scrapeMetrics(p.t, p.addr).value(name, labels)
 }
 
+// residency is what the node's residency metrics read, for a failure's
+// message: why a runtime was or was not evicted.
+func (p metricsProbe) residency() string {
+	s := scrapeMetrics(p.t, p.addr)
+	var b strings.Builder
+	for _, name := range []string{"mcpgrain_resident_runtimes", "mcpgrain_resident_evictable", "mcpgrain_resident_pinned",
+		"mcpgrain_resident_eviction_pending", "mcpgrain_active_streams", "mcpgrain_cap_overflow_total", "mcpgrain_cap_eviction_requests_total", "mcpgrain_runtime_disposals_total"} {
+		for _, m := range s[name].GetMetric() {
+			fmt.Fprintf(&b, "  %s%v = %v\n", name, m.GetLabel(), s.value(name, labelMap(m)))
+		}
+	}
+	return b.String()
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	have := map[string]string{}
+	for _, l := range m.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	return have
+}
+
+// handshakesEnded waits until n runtimes are resident and evictable: a
+// go-sdk client's call returns once it read its answer, which can be
+// before the handler that wrote it returned, and an exchange in flight
+// pins its runtime (a cold build then overflows the cap instead of
+// evicting it).
+func (p metricsProbe) handshakesEnded(labels map[string]string, n int) {
+	p.t.Helper()
+	p.waitFor("resident runtimes", "mcpgrain_resident_runtimes", labels, exactly(float64(n)))
+	p.waitFor("their exchanges ended", "mcpgrain_resident_evictable", labels, exactly(float64(n)))
+}
+
 // waitFor polls until name{labels} satisfies ok (10 s).
 func (p metricsProbe) waitFor(what, name string, labels map[string]string, ok func(float64) bool) float64 {
 	p.t.Helper()
@@ -92,7 +123,7 @@ func (p metricsProbe) waitFor(what, name string, labels map[string]string, ok fu
 			return v
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: %s%v = %v after 10s", what, name, labels, v)
+			p.t.Fatalf("%s: %s%v = %v after 10s; the node's residency then:\n%s", what, name, labels, v, p.residency())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -109,6 +109,7 @@ func TestHibernatedSessionsParkTheirStandaloneStreams(t *testing.T) {
 	open("a")
 	open("b")
 	p.waitFor("two sessions", "mcpgrain_resident_runtimes", with(), exactly(2))
+	p.handshakesEnded(with(), 2)
 	open("c")
 	p.waitFor("cap eviction", "mcpgrain_runtime_disposals_total", with("reason", "cap"), exactly(1))
 
@@ -232,10 +233,12 @@ func TestStandaloneStreamsSurviveManyHibernations(t *testing.T) {
 			return ""
 		}
 	}
+	p, node := metricsProbe{t, info.HTTPAddr}, map[string]string{"node": "h1"}
 	a, aGets := connectRecordingStreams(t, info.HTTPAddr)
 	if first := next("a", aGets); first != "" {
 		t.Fatalf("a's first stream carried Last-Event-ID %q", first)
 	}
+	p.handshakesEnded(node, 1)
 	b, bGets := connectRecordingStreams(t, info.HTTPAddr)
 	next("b", bGets)
 	last := map[string]string{"a": next("a", aGets)} // b's build evicted a; a reconnected
@@ -249,7 +252,9 @@ func TestStandaloneStreamsSurviveManyHibernations(t *testing.T) {
 		if round%2 == 1 {
 			x, y = y, x
 		}
-		// x restores (its parked stream ends) and evicts y (its live stream ends).
+		// x restores (its parked stream ends) and evicts y (its live stream
+		// ends) once y's last call has left its runtime.
+		p.handshakesEnded(node, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		_, err := clients[x].ListTools(ctx, nil)
 		cancel()
@@ -288,6 +293,10 @@ func TestParkedStreamsPerSessionAreBounded(t *testing.T) {
 		return cs
 	}
 	a := quiet()
+	// Connect returns once the client read initialize's answer, which can
+	// be before go-sdk's handler returned: until then the runtime is pinned,
+	// and a build over the cap would overflow instead of evicting it.
+	p.handshakesEnded(node, 1)
 	quiet() // evicts a (soft cap 1)
 	p.waitFor("eviction", "mcpgrain_runtime_disposals_total", map[string]string{"node": "b1", "reason": "cap"}, exactly(1))
 

@@ -39,6 +39,7 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 
 	a := connectMode(t, info.HTTPAddr, aliceToken, "")
 	id := pause(t, a, "waiting_for_interaction")
+	p.handshakesEnded(node, 1) // the execute's exchange too: a durable pause does not pin
 	b := connectMode(t, info.HTTPAddr, carolToken, "")
 	p.waitFor("a hibernated by b's build", "mcpgrain_runtime_disposals_total", with("reason", "cap"), exactly(1))
 

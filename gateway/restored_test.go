@@ -14,6 +14,7 @@ func TestRestoringRequestIsMarked(t *testing.T) {
 	addr := startNode(t, func(c *app.Config) { c.NodeID = "r1"; c.MCP.SoftCap = 1 })
 	a := connect(t, addr, aliceToken, "2025-11-25", nil)
 	p := metricsProbe{t, addr}
+	p.handshakesEnded(map[string]string{"node": "r1"}, 1)
 	connect(t, addr, bobToken, "2025-11-25", nil) // over the cap: evicts alice's
 	p.waitFor("alice's session evicted", "mcpgrain_runtime_disposals_total", map[string]string{"node": "r1", "reason": "cap"}, exactly(1))
 	call := func() rawResponse {
