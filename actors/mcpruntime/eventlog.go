@@ -29,6 +29,12 @@ import (
 // collide across restores. Its notifications are not replayed after a
 // dropped GET; responses to requests (POST streams, random ids) are.
 // Neither are the answers to the handshake a restore replays (mute).
+// The answer to a new session's initialize is kept in memory only
+// (createdLog): a restore replays the handshake from the session record
+// anyway, so a stored copy would only serve a client resuming its
+// initialize stream on another node after losing the answer, and such a
+// client re-initializes instead. Not writing it saves two rows per
+// created session.
 //
 // Write-behind means the last flush interval of events can be lost if the
 // node dies; a clean passivation flushes everything first.
@@ -53,6 +59,9 @@ type eventLog struct {
 	session string
 	lim     eventLimits
 	muted   atomic.Bool // a restore replays the handshake: nothing to log
+	// handshake is set on the log of a session being created: the first
+	// stream opened (initialize's answer) is kept in memory, not stored.
+	handshake bool
 	ended   atomic.Bool // the session ended: its events are pruned, not trimmed
 
 	mu        sync.Mutex
@@ -63,6 +72,7 @@ type eventLog struct {
 }
 
 type memStream struct {
+	local   bool     // kept in memory only (a new session's initialize answer)
 	first   int      // index of data[0]
 	data    [][]byte // events first.. (trimmed from the front once flushed; nil for a skipped one)
 	next    int      // next index to assign
@@ -79,6 +89,25 @@ type eventLimits struct {
 
 func (w *eventWriter) newLog(session string) *eventLog {
 	return &eventLog{w: w, session: session, lim: w.lim, streams: map[string]*memStream{}}
+}
+
+// createdLog is the log of a session being created (see [eventLog]).
+func (w *eventWriter) createdLog(session string) *eventLog {
+	l := w.newLog(session)
+	l.handshake = true
+	return l
+}
+
+// stream returns the entry of a stream, creating it (l.mu held): the
+// first one a created session opens is its initialize answer's.
+func (l *eventLog) stream(id string) *memStream {
+	ms, ok := l.streams[id]
+	if !ok {
+		ms = &memStream{local: l.handshake}
+		l.handshake = false
+		l.streams[id] = ms
+	}
+	return ms
 }
 
 // eventMetrics count what the bounds of the event log refused or dropped.
@@ -116,9 +145,7 @@ func (l *eventLog) Open(_ context.Context, _, stream string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.streams[stream]; !ok {
-		l.streams[stream] = &memStream{}
-	}
+	l.stream(stream)
 	return nil
 }
 
@@ -132,11 +159,7 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		l.mu.Unlock()
 		return errors.New("mcpruntime: event log closed")
 	}
-	ms, ok := l.streams[stream]
-	if !ok {
-		ms = &memStream{}
-		l.streams[stream] = ms
-	}
+	ms := l.stream(stream)
 	if len(data) > l.lim.maxEvent {
 		// Not logged; the index is used all the same (go-sdk numbers the
 		// event it delivers live).
@@ -154,6 +177,12 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 	ev := store.Event{Session: l.session, Stream: stream, Index: ms.next, Data: d}
 	ms.next++
 	l.bytes += len(d)
+	if ms.local {
+		ms.flushed = ms.next // as good as stored: memory may drop it
+		l.trimMemory()
+		l.mu.Unlock()
+		return nil
+	}
 	l.mu.Unlock()
 	l.w.add(l, ev)
 	return nil

@@ -197,3 +197,48 @@ func TestClosingAnEndedSessionsLogDoesNotTrim(t *testing.T) {
 		}
 	}
 }
+
+// A new session's initialize answer (the first stream its log opens) is
+// resumable from memory but never written to the store: a restore replays
+// the handshake from the record. Its later streams are stored as always.
+func TestCreatedSessionsInitializeAnswerStaysInMemory(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20}, nil)
+	t.Cleanup(func() { _ = w.close(context.Background()) })
+	ctx := context.Background()
+	l := w.createdLog("s")
+	if err := l.Open(ctx, "sdk", "init"); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []struct{ stream, data string }{{"init", ""}, {"init", "initialize result"}, {"call", ""}, {"call", "tools/call result"}} {
+		if err := l.Append(ctx, "sdk", e.stream, []byte(e.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := replay(l, "init", 0); err != nil || strings.Join(got, ",") != "initialize result" {
+		t.Fatalf("resume of the initialize stream from memory: %q %v", got, err)
+	}
+	if err := l.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if data, last, _ := st.Events(ctx, "s", "init", -1); len(data) != 0 || last != -1 {
+		t.Fatalf("the initialize answer was stored: %q (last %d)", data, last)
+	}
+	if data, last, err := st.Events(ctx, "s", "call", -1); err != nil || last != 1 || string(data[1]) != "tools/call result" {
+		t.Fatalf("the later stream: %q last %d %v", data, last, err)
+	}
+	// A restored session's log has no such exception: its first stream is
+	// a request's, and is stored.
+	r := w.newLog("r")
+	_ = r.Append(ctx, "sdk", "first", []byte("result"))
+	if err := r.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := st.Events(ctx, "r", "first", -1); err != nil || len(data) != 1 {
+		t.Fatalf("a restored session's first stream: %q %v", data, err)
+	}
+}

@@ -230,7 +230,11 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
-	r.events = b.events.newLog(in.SessionID)
+	if len(in.State) > 0 {
+		r.events = b.events.newLog(in.SessionID)
+	} else {
+		r.events = b.events.createdLog(in.SessionID)
+	}
 	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
 		EventStore: r.events,
 		// The gateway already applied DNS-rebinding and origin protection
