@@ -71,6 +71,11 @@ type Target struct {
 	Principal *pb.Principal
 	// Body is the request body, read and bounded by the gateway.
 	Body []byte
+	// RequestID is the id of the single JSON-RPC request in Body (nil for
+	// a notification, a batch or a body that is not JSON): what
+	// [RequestID] reads of it. The gateway parses the body once and
+	// passes the id along, so the answers Forward writes itself carry it.
+	RequestID json.RawMessage
 	// Create says the request initializes a new session with this id.
 	Create bool
 }
@@ -132,7 +137,7 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 		FirstFrameInReply: true,
 	}
 	if r.Method == http.MethodPost {
-		reqID = RequestID(t.Body)
+		reqID = t.RequestID
 	}
 	for name, vs := range r.Header {
 		if len(vs) == 0 || !Forwarded(name) {

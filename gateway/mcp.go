@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -133,19 +131,21 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 	if !ok {
 		return
 	}
-	body, ok := h.readBody(w, r)
+	raw, ok := h.readBody(w, r)
 	if !ok {
 		return
 	}
+	var body rpcBody
 	if r.Method == http.MethodPost {
-		labels.method = rpcMethodLabel(body)
-		if msg := oversizedField(body); msg != "" {
+		body = parseBody(raw)
+		labels.method = body.methodLabel()
+		if msg := body.oversized(); msg != "" {
 			exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, msg)
 			return
 		}
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
-		exchange.WriteErrorData(w, http.StatusBadRequest, exchange.RequestID(body), exchange.CodeUnsupportedProtocolVersion,
+		exchange.WriteErrorData(w, http.StatusBadRequest, body.requestID(), exchange.CodeUnsupportedProtocolVersion,
 			fmt.Sprintf("Bad Request: Unsupported protocol version %q (supported versions: %s)", v, strings.Join(mcp.SupportedProtocolVersions(), ",")),
 			mcp.UnsupportedProtocolVersionData{Supported: mcp.SupportedProtocolVersions(), Requested: v})
 		return
@@ -237,19 +237,21 @@ func (h *mcpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, b
 
 // stateful routes a request of the session eras: to the session its
 // Mcp-Session-Id names, or for initialize to a new one.
-func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Principal, body []byte) {
+func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Principal, body rpcBody) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "" && !validSessionID(sid):
-		exchange.WriteError(w, http.StatusNotFound, exchange.RequestID(body), exchange.CodeServerError, "Session not found")
+		exchange.WriteError(w, http.StatusNotFound, body.requestID(), exchange.CodeServerError, "Session not found")
 	case r.Method == http.MethodDelete && sid != "":
 		h.fwd.Delete(w, r, p, sid)
 	case sid != "":
-		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: sid, Principal: p, Body: body})
-	case r.Method == http.MethodPost && isInitialize(body):
-		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindSession, ID: h.newSessionID(), Principal: p, Body: body, Create: true})
+		h.fwd.Forward(w, r, body.target(exchange.KindSession, sid, p))
+	case r.Method == http.MethodPost && body.initialize():
+		t := body.target(exchange.KindSession, h.newSessionID(), p)
+		t.Create = true
+		h.fwd.Forward(w, r, t)
 	default:
-		exchange.WriteError(w, http.StatusBadRequest, exchange.RequestID(body), exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		exchange.WriteError(w, http.StatusBadRequest, body.requestID(), exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 	}
 }
 
@@ -292,16 +294,4 @@ func validSessionID(s string) bool {
 		}
 	}
 	return true
-}
-
-// isInitialize peeks whether body is a single JSON-RPC initialize request.
-func isInitialize(body []byte) bool {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
-		return false
-	}
-	var peek struct {
-		Method string `json:"method"`
-	}
-	return json.Unmarshal(body, &peek) == nil && peek.Method == "initialize"
 }

@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,32 +72,6 @@ var knownMethods = map[string]bool{
 	"completion/complete": true, "logging/setLevel": true,
 	"server/discover": true,
 	"tasks/get":       true, "tasks/list": true, "tasks/result": true, "tasks/cancel": true,
-}
-
-// rpcMethodLabel names a POST body's JSON-RPC method for the metrics.
-func rpcMethodLabel(body []byte) string {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return "other"
-	}
-	if body[0] == '[' {
-		return "batch"
-	}
-	var p struct {
-		Method *string `json:"method"`
-	}
-	if json.Unmarshal(body, &p) != nil {
-		return "other"
-	}
-	switch {
-	case p.Method == nil:
-		return "response" // a client's answer to a server request
-	case knownMethods[*p.Method]:
-		return *p.Method
-	case strings.HasPrefix(*p.Method, "notifications/"):
-		return "notification"
-	}
-	return "other"
 }
 
 // statusRecorder remembers the status written through it.

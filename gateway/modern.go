@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,29 +18,18 @@ const modernVersion = "2026-07-28"
 // metaProtocolVersion is the per-request _meta key carrying the version.
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
-// peeked is the part of a JSON-RPC request the gateway looks at.
-type peeked struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		Meta         map[string]any  `json:"_meta"`
-		RequestState *string         `json:"requestState"`
-		TaskID       json.RawMessage `json:"taskId"`
-	} `json:"params"`
-}
-
 // taskGrain is the task grain a tasks/* request (MCP tasks extension) goes
 // to: the one named by its taskId, wherever the task was created. A
 // request without a usable taskId goes to the grain "-", which exists
 // for no task and answers why.
-func taskGrain(pk peeked) (string, bool) {
-	switch pk.Method {
+func taskGrain(body rpcBody) (string, bool) {
+	switch body.method() {
 	case "tasks/get", "tasks/update", "tasks/cancel":
 	default:
 		return "", false
 	}
 	var id string
-	if json.Unmarshal(pk.Params.TaskID, &id) != nil || id == "" || len(id) > maxTaskID || strings.ContainsFunc(id, notIDRune) {
+	if json.Unmarshal(body.pk.Params.TaskID, &id) != nil || id == "" || len(id) > maxTaskID || strings.ContainsFunc(id, notIDRune) {
 		return "-", true
 	}
 	return id, true
@@ -56,28 +44,14 @@ func notIDRune(r rune) bool {
 // maxTaskID bounds the task ids the gateway routes (ours are 37 bytes).
 const maxTaskID = 128
 
-func peek(body []byte) (peeked, bool) {
-	var p peeked
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
-		return p, false
-	}
-	if err := json.Unmarshal(body, &p); err != nil {
-		return p, false
-	}
-	return p, true
-}
-
 // isModern reports whether a request speaks the sessionless 2026-07-28 era:
 // by its MCP-Protocol-Version header or its per-request _meta version.
-func isModern(r *http.Request, body []byte) bool {
+func isModern(r *http.Request, body rpcBody) bool {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
 		return v >= modernVersion
 	}
-	if p, ok := peek(body); ok {
-		if v, _ := p.Params.Meta[metaProtocolVersion].(string); v != "" {
-			return v >= modernVersion
-		}
+	if v := body.metaVersion(); v != "" {
+		return v >= modernVersion
 	}
 	return false
 }
@@ -94,24 +68,23 @@ func (h *mcpHandler) localContinuation() string {
 // modern serves a 2026-07-28 request: POST only; a retry carrying our
 // requestState goes to the grain that issued it, anything else to a local
 // continuation grain.
-func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Principal, body []byte) {
+func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Principal, body rpcBody) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		exchange.WriteError(w, http.StatusMethodNotAllowed, nil, exchange.CodeServerError, "Method not allowed: protocol version "+modernVersion+" is sessionless (POST only)")
 		return
 	}
-	pk, _ := peek(body)
-	if id, ok := taskGrain(pk); ok {
-		h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindTask, ID: id, Principal: p, Body: body})
+	if id, ok := taskGrain(body); ok {
+		h.fwd.Forward(w, r, body.target(exchange.KindTask, id, p))
 		return
 	}
 	owner := ""
-	if st := pk.Params.RequestState; st != nil && *st != "" {
+	if st := body.pk.Params.RequestState; st != nil && *st != "" {
 		claims, err := requeststate.Verify(h.o.StateKey, *st, time.Now())
 		if err != nil || claims.User != p.GetUser() || claims.Org != p.GetOrg() {
 			// Same answer for forged, expired and foreign states: nothing
 			// about the token's owner leaks.
-			exchange.WriteError(w, http.StatusBadRequest, pk.ID, exchange.CodeInvalidParams, "invalid requestState")
+			exchange.WriteError(w, http.StatusBadRequest, body.requestID(), exchange.CodeInvalidParams, "invalid requestState")
 			return
 		}
 		owner = claims.Owner
@@ -119,5 +92,5 @@ func (h *mcpHandler) modern(w http.ResponseWriter, r *http.Request, p *pb.Princi
 	if owner == "" {
 		owner = h.localContinuation()
 	}
-	h.fwd.Forward(w, r, exchange.Target{Kind: exchange.KindContinuation, ID: owner, Principal: p, Body: body})
+	h.fwd.Forward(w, r, body.target(exchange.KindContinuation, owner, p))
 }

@@ -20,44 +20,51 @@ const (
 	MaxMethodBytes = 256
 )
 
-// rpcEnvelope is the part of a JSON-RPC message oversizedField looks at.
+// rpcEnvelope is the part of a JSON-RPC message a batch's bound check
+// looks at.
 type rpcEnvelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method json.RawMessage `json:"method"`
 }
 
-// oversizedField checks the id and method of a JSON-RPC message or batch
+// oversized checks the id and method of the JSON-RPC message or batch
 // against MaxRequestIDBytes and MaxMethodBytes. It returns the error
 // message to answer with ("" when nothing is too long); the message names
 // the field and its length, never its value. Bodies that are not JSON-RPC
 // are left for the MCP handler to refuse.
-func oversizedField(body []byte) string {
-	if len(body) <= min(MaxRequestIDBytes, MaxMethodBytes) {
+func (b rpcBody) oversized() string {
+	if len(b.raw) <= min(MaxRequestIDBytes, MaxMethodBytes) {
 		return "" // too short to hold an oversized field
 	}
-	body = bytes.TrimSpace(body)
-	var elems []json.RawMessage
-	switch {
-	case len(body) == 0:
-		return ""
-	case body[0] == '{':
-		elems = []json.RawMessage{body}
-	case body[0] == '[':
-		if json.Unmarshal(body, &elems) != nil {
-			return ""
+	if !b.batch {
+		if !b.env {
+			return "" // not a message: the handler refuses it
 		}
+		return oversizedEnvelope(rpcEnvelope{ID: b.pk.ID, Method: b.pk.Method})
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(bytes.TrimSpace(b.raw), &elems) != nil {
+		return ""
 	}
 	for _, e := range elems {
 		var m rpcEnvelope
 		if json.Unmarshal(e, &m) != nil {
 			continue // not a message: the handler refuses it
 		}
-		if n := len(bytes.TrimSpace(m.ID)); n > MaxRequestIDBytes {
-			return fmt.Sprintf("Invalid Request: the JSON-RPC id is %d bytes long; at most %d are accepted", n, MaxRequestIDBytes)
+		if msg := oversizedEnvelope(m); msg != "" {
+			return msg
 		}
-		if n := len(bytes.TrimSpace(m.Method)); n > MaxMethodBytes {
-			return fmt.Sprintf("Invalid Request: the JSON-RPC method is %d bytes long; at most %d are accepted", n, MaxMethodBytes)
-		}
+	}
+	return ""
+}
+
+// oversizedEnvelope is oversized for one message.
+func oversizedEnvelope(m rpcEnvelope) string {
+	if n := len(bytes.TrimSpace(m.ID)); n > MaxRequestIDBytes {
+		return fmt.Sprintf("Invalid Request: the JSON-RPC id is %d bytes long; at most %d are accepted", n, MaxRequestIDBytes)
+	}
+	if n := len(bytes.TrimSpace(m.Method)); n > MaxMethodBytes {
+		return fmt.Sprintf("Invalid Request: the JSON-RPC method is %d bytes long; at most %d are accepted", n, MaxMethodBytes)
 	}
 	return ""
 }

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/mcpgrain/mcpgrain/exchange"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// rpcBody is what the gateway reads of a POST's JSON-RPC body. It is
+// parsed once per request, and every check and route reads it from here:
+// the metrics label, the size bounds, the era, initialize, the
+// 2026-07-28 routes and the id the answer carries (go-sdk, behind the
+// gateway, parses the message itself).
+type rpcBody struct {
+	raw   []byte // the body as received
+	batch bool   // a JSON array (go-sdk answers it)
+	// env reports that the body is one JSON object whose id and method
+	// could be read (pk.ID, pk.Method).
+	env bool
+	// params reports that all of pk parsed (its params are an object of
+	// the expected shape).
+	params bool
+	pk     peeked
+}
+
+// peeked is the part of a JSON-RPC request the gateway looks at.
+type peeked struct {
+	ID     json.RawMessage `json:"id"`
+	Method json.RawMessage `json:"method"`
+	Params struct {
+		Meta         map[string]any  `json:"_meta"`
+		RequestState *string         `json:"requestState"`
+		TaskID       json.RawMessage `json:"taskId"`
+	} `json:"params"`
+}
+
+// parseBody reads body once; nothing in it is trusted.
+func parseBody(body []byte) rpcBody {
+	b := rpcBody{raw: body}
+	t := bytes.TrimSpace(body)
+	switch {
+	case len(t) == 0:
+	case t[0] == '[':
+		b.batch = true
+	case t[0] == '{':
+		if json.Unmarshal(t, &b.pk) == nil {
+			b.env, b.params = true, true
+			break
+		}
+		// Params of another shape (or not JSON at all): what the id and
+		// method say still routes and labels the request.
+		b.pk = peeked{}
+		var env struct{ ID, Method json.RawMessage }
+		if json.Unmarshal(t, &env) == nil {
+			b.env, b.pk.ID, b.pk.Method = true, env.ID, env.Method
+		}
+	}
+	return b
+}
+
+// method is the request's method ("" for none, or one that is not a
+// string).
+func (b rpcBody) method() string {
+	var m string
+	if !b.env || json.Unmarshal(b.pk.Method, &m) != nil {
+		return ""
+	}
+	return m
+}
+
+// requestID is the id of the single JSON-RPC message, or nil (a batch, a
+// notification, not JSON): what exchange.RequestID reads of the body.
+func (b rpcBody) requestID() json.RawMessage {
+	if !b.env {
+		return nil
+	}
+	return b.pk.ID
+}
+
+// initialize reports whether the body is a single initialize request.
+func (b rpcBody) initialize() bool { return b.method() == "initialize" }
+
+// metaVersion is the protocol version the request's _meta names ("": none).
+func (b rpcBody) metaVersion() string {
+	if !b.params {
+		return ""
+	}
+	v, _ := b.pk.Params.Meta[metaProtocolVersion].(string)
+	return v
+}
+
+// methodLabel names the request's JSON-RPC method for the metrics: a
+// known method, or one of a fixed set of words, so a client cannot grow
+// the label set.
+func (b rpcBody) methodLabel() string {
+	switch {
+	case b.batch:
+		return "batch"
+	case !b.env:
+		return "other"
+	case len(b.pk.Method) == 0 || string(b.pk.Method) == "null":
+		return "response" // a client's answer to a server request
+	}
+	switch m := b.method(); {
+	case knownMethods[m]:
+		return m
+	case strings.HasPrefix(m, "notifications/"):
+		return "notification"
+	}
+	return "other"
+}
+
+// target addresses a grain with the request: its body and the id the
+// gateway read of it.
+func (b rpcBody) target(kind, id string, p *pb.Principal) exchange.Target {
+	return exchange.Target{Kind: kind, ID: id, Principal: p, Body: b.raw, RequestID: b.requestID()}
+}
