@@ -50,10 +50,13 @@ import (
 //   - the session's stored events are kept within budget bytes: once the
 //     events written since the last trim reach a quarter of it, the
 //     oldest are dropped (store.TrimEvents). Clients resume within
-//     seconds, so old streams are the ones nobody asks for. At any time
-//     the store holds at most budget + budget/4 + maxEvent bytes of the
-//     session's events (a closing runtime trims what it wrote, so a
-//     restored one starts within the budget).
+//     seconds, so old streams are the ones nobody asks for. The count
+//     goes on across restores (session.EventCounter: the session record
+//     carries it), so the store holds at most budget + budget/4 +
+//     maxEvent bytes of the session's events, plus what runtimes that
+//     died without a clean close wrote since the last trim (at most that
+//     again per lost runtime, until the next trim). Trimming reads every
+//     stored event of the session, so it is not done on every close.
 type eventLog struct {
 	w       *eventWriter
 	session string
@@ -252,7 +255,19 @@ func (l *eventLog) flushed(ev store.Event) (trim bool) {
 	}
 	l.sinceTrim += int64(len(ev.Data))
 	l.trimMemory()
-	return l.sinceTrim >= max(l.lim.budget/4, 1)
+	return l.dueForTrim()
+}
+
+// dueForTrim reports that a quarter of the budget was written since the
+// last trim (l.mu held).
+func (l *eventLog) dueForTrim() bool { return l.sinceTrim >= max(l.lim.budget/4, 1) }
+
+// untrimmed is what was stored since the last trim, this runtime's
+// predecessors included.
+func (l *eventLog) untrimmed() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sinceTrim
 }
 
 // trimMemory drops flushed events from memory beyond the bound (a stream's
@@ -293,8 +308,8 @@ func (l *eventLog) trim(ctx context.Context) error {
 	return nil
 }
 
-// close flushes what the log holds and leaves the session within its
-// budget (a restored runtime knows nothing of what this one stored).
+// close flushes what the log holds, and trims it if it is due (see
+// [eventLog]: the count goes on in the next runtime).
 func (l *eventLog) close(ctx context.Context) error {
 	l.mu.Lock()
 	if l.closed {
@@ -307,9 +322,9 @@ func (l *eventLog) close(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	written := l.sinceTrim
+	due := l.dueForTrim()
 	l.mu.Unlock()
-	if written > 0 && !l.ended.Load() {
+	if due && !l.ended.Load() {
 		return l.trim(ctx)
 	}
 	return nil

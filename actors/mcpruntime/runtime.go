@@ -232,6 +232,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 	}
 	if len(in.State) > 0 {
 		r.events = b.events.newLog(in.SessionID)
+		r.events.sinceTrim = in.UntrimmedEventBytes
 	} else {
 		r.events = b.events.createdLog(in.SessionID)
 	}
@@ -499,6 +500,9 @@ func (g *closingGuard) Flush() {
 		f.Flush()
 	}
 }
+
+// UntrimmedEventBytes implements session.EventCounter.
+func (r *Runtime) UntrimmedEventBytes() int64 { return r.events.untrimmed() }
 
 // ActiveStreams implements session.Runtime: POST exchanges in flight. An
 // open standalone GET stream does not pin the runtime (as in executor).

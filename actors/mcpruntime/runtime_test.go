@@ -120,7 +120,9 @@ func TestCreatedRuntimeStoresNoEventsForItsHandshake(t *testing.T) {
 		func() session.BuildInput {
 			return session.BuildInput{SessionID: "s1", StateChanged: func(s []byte) error { state = s; return nil }}
 		},
-		func() session.BuildInput { return session.BuildInput{SessionID: "s1", State: state} },
+		func() session.BuildInput {
+			return session.BuildInput{SessionID: "s1", State: state, UntrimmedEventBytes: 1000}
+		},
 	} {
 		if i == 1 && len(state) == 0 {
 			t.Fatal("the created runtime reported no state to restore from")
@@ -144,6 +146,10 @@ func TestCreatedRuntimeStoresNoEventsForItsHandshake(t *testing.T) {
 		}
 		if n := streams(); n != i+1 {
 			t.Fatalf("after runtime %d: %d streams stored, want %d (the tools/list answers, not initialize's)", i, n, i+1)
+		}
+		// The count of untrimmed bytes goes on from what the record said.
+		if got, from := built.(session.EventCounter).UntrimmedEventBytes(), in().UntrimmedEventBytes; got <= from {
+			t.Fatalf("runtime %d: %d untrimmed event bytes after a stored answer, built with %d", i, got, from)
 		}
 	}
 }

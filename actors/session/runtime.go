@@ -104,6 +104,20 @@ type BuildInput struct {
 	// first state of a new session: once the session is created). Safe to
 	// call from any goroutine; after the runtime was closed it fails.
 	StateChanged func(state []byte) error
+	// UntrimmedEventBytes is what the session's earlier runtimes stored in
+	// its event log since it was last trimmed (from the record; see
+	// [EventCounter]).
+	UntrimmedEventBytes int64
+}
+
+// EventCounter is implemented by runtimes whose event log is kept within a
+// byte budget across restores (the MCP runtime): it is trimmed each time a
+// quarter of the budget was written, which a runtime cannot see alone.
+// After Close, UntrimmedEventBytes is what the runtime and its
+// predecessors wrote since the last trim; the session stores it in its
+// record for the next runtime's [BuildInput].
+type EventCounter interface {
+	UntrimmedEventBytes() int64
 }
 
 // Ender is implemented by runtimes that care whether their Close ends the

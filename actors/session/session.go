@@ -365,7 +365,8 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	began := time.Now()
 	rec := s.record()
 	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
-		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged})
+		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
+		UntrimmedEventBytes: rec.GetUntrimmedEventBytes()})
 	if err != nil {
 		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}
@@ -498,11 +499,32 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (
 // releases the ownership: the activation's last step before it
 // passivates.
 func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
-	rec := s.activityRecord()
+	rt := s.rt
 	cancel := s.dispose(ctx, g, reason)
+	rec := s.retiredRecord(rt)
 	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel, Release: true}); err != nil {
 		s.h.log.Warn("session: persist activity and cancel reminders on disposal", "session", s.id, "err", err)
 	}
+}
+
+// retiredRecord is the record to write once rt was disposed: with the
+// in-memory last activity and rt's untrimmed event bytes, if either
+// moved; nil otherwise.
+func (s *session) retiredRecord(rt Runtime) *pb.SessionRecord {
+	rec := s.activityRecord()
+	ec, ok := rt.(EventCounter)
+	if !ok || s.rec == nil || s.ended {
+		return rec
+	}
+	n := ec.UntrimmedEventBytes()
+	if n == s.rec.GetUntrimmedEventBytes() {
+		return rec
+	}
+	if rec == nil {
+		rec = proto.Clone(s.rec).(*pb.SessionRecord)
+	}
+	rec.UntrimmedEventBytes = n
+	return rec
 }
 
 // activityRecord is the record with the in-memory last activity, if that

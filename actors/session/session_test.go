@@ -46,7 +46,11 @@ type fakeRuntime struct {
 	durable                  map[string]bool // durable pauses (restored at build from env.restored)
 	resumeStarted            chan string     // if set, told when a forwarded resume starts
 	resumeGate               chan struct{}   // if set, a forwarded resume waits for it
+	builtUntrimmed           int64           // BuildInput.UntrimmedEventBytes
+	untrimmed                atomic.Int64    // what UntrimmedEventBytes reports
 }
+
+func (r *fakeRuntime) UntrimmedEventBytes() int64 { return r.untrimmed.Load() }
 
 // ResumeForModel implements session.ModelResumer: the resumed code "runs"
 // until resumeGate is closed.
@@ -211,7 +215,7 @@ func (e *env) build(ctx context.Context, in session.BuildInput) (session.Runtime
 		return nil, errors.New("boom")
 	}
 	rt := &fakeRuntime{id: in.SessionID, hooks: in.Leases, closing: make(chan struct{}), closeGate: e.closeGate, resolved: map[string]*pb.ApprovalDecision{},
-		durable: map[string]bool{}}
+		durable: map[string]bool{}, builtUntrimmed: in.UntrimmedEventBytes}
 	e.mu.Lock()
 	for _, id := range e.restored[in.SessionID] {
 		rt.durable[id] = true
@@ -339,3 +343,39 @@ func (e *env) disposals(reason string) float64 {
 }
 
 func (e *env) resident() int { return int(e.metric("mcpgrain_resident_runtimes", nil)) }
+
+// The runtime's count of event bytes stored since its log was last
+// trimmed outlives the runtime: a disposal writes it into the record, the
+// next build gets it (so a session that writes a little between restores
+// is still trimmed on schedule), and a count back at zero is written too.
+func TestUntrimmedEventBytesCarryOverToTheNextRuntime(t *testing.T) {
+	e := newEnv(t, 8, alarm.DefaultPolicy())
+	e.create("s")
+	record := func() *pb.SessionRecord {
+		t.Helper()
+		o, err := e.st.Load(context.Background(), grain.Key(session.KindName, "s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec pb.SessionRecord
+		if err := proto.Unmarshal(o.Record, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return &rec
+	}
+	for i, n := range []int64{777, 0} {
+		e.rt("s").untrimmed.Store(n)
+		if r := e.do("s", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); !r.GetEvicted() {
+			t.Fatalf("disposal %d: not evicted", i)
+		}
+		if got := record().GetUntrimmedEventBytes(); got != n {
+			t.Fatalf("disposal %d: the record carries %d untrimmed bytes, want %d", i, got, n)
+		}
+		if r := e.access("s", alice); r.GetStatus() != pb.SessionReply_STATUS_OK {
+			t.Fatalf("restore %d: %v", i, r.GetStatus())
+		}
+		if got := e.rt("s").builtUntrimmed; got != n {
+			t.Fatalf("restore %d: built with %d untrimmed bytes, want %d", i, got, n)
+		}
+	}
+}

@@ -171,9 +171,15 @@ type SessionRecord struct {
 	// the session answers "ended" instead of "unknown".
 	Tombstone *Tombstone `protobuf:"bytes,5,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
 	// Approval decisions by execution id, kept until the execution settles.
-	Decisions     map[string]*ApprovalDecision `protobuf:"bytes,6,rep,name=decisions,proto3" json:"decisions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Decisions map[string]*ApprovalDecision `protobuf:"bytes,6,rep,name=decisions,proto3" json:"decisions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Bytes of SSE events the session's runtimes stored since its event log
+	// was last trimmed to its budget, as of the last runtime's disposal: the
+	// next runtime goes on counting from it, so the log is trimmed when a
+	// quarter of the budget was written across restores, not on every
+	// disposal.
+	UntrimmedEventBytes int64 `protobuf:"varint,7,opt,name=untrimmed_event_bytes,json=untrimmedEventBytes,proto3" json:"untrimmed_event_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -246,6 +252,13 @@ func (x *SessionRecord) GetDecisions() map[string]*ApprovalDecision {
 		return x.Decisions
 	}
 	return nil
+}
+
+func (x *SessionRecord) GetUntrimmedEventBytes() int64 {
+	if x != nil {
+		return x.UntrimmedEventBytes
+	}
+	return 0
 }
 
 // Tombstone marks an ended session.
@@ -859,14 +872,15 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\x94\x03\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\xc8\x03\n" +
 	"\rSessionRecord\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12(\n" +
 	"\x10last_activity_ms\x18\x03 \x01(\x03R\x0elastActivityMs\x12#\n" +
 	"\rruntime_state\x18\x04 \x01(\fR\fruntimeState\x124\n" +
 	"\ttombstone\x18\x05 \x01(\v2\x16.mcpgrain.v1.TombstoneR\ttombstone\x12G\n" +
-	"\tdecisions\x18\x06 \x03(\v2).mcpgrain.v1.SessionRecord.DecisionsEntryR\tdecisions\x1a[\n" +
+	"\tdecisions\x18\x06 \x03(\v2).mcpgrain.v1.SessionRecord.DecisionsEntryR\tdecisions\x122\n" +
+	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x1a[\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
 	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\"8\n" +
