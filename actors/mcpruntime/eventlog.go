@@ -65,7 +65,7 @@ type eventLog struct {
 	// handshake is set on the log of a session being created: the first
 	// stream opened (initialize's answer) is kept in memory, not stored.
 	handshake bool
-	ended   atomic.Bool // the session ended: its events are pruned, not trimmed
+	ended     atomic.Bool // the session ended: its events are pruned, not trimmed
 
 	mu        sync.Mutex
 	streams   map[string]*memStream // by stream id
