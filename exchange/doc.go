@@ -8,21 +8,23 @@
 //
 // One exchange, from the gateway's side (forward.go):
 //
-//  1. Forwarder.Forward spawns a reply actor (stream.go) and sends an
+//  1. Forwarder.Forward opens a response stream (stream.go) and sends an
 //     HttpExchange — method, path, forwarded headers, body, caller, the
-//     reply actor's address — to the grain with cluster.Node.Request.
+//     address of the Forwarder's replies process — to the grain with
+//     cluster.Node.Request.
 //  2. The grain (serve.go) starts the handler in a goroutine and answers
 //     the request with ExchangeStarted, carrying the response's first
 //     frame when it is ready within a few milliseconds (a quick answer is
 //     one request and one reply).
-//  3. Later frames go to the reply actor. If the response goes on after the
+//  3. Later frames go to the replies process, which hands each to the
+//     stream of its exchange id. If the response goes on after the
 //     reply, the gateway watches the activation (a Terminated arrives if
 //     it dies) and its node's membership (cluster.Node.Departed).
 //  4. The relay (relay.go) — a pure state machine over frames and failures
 //     — decides what the client sees; a thin loop performs its actions.
 //
 // So an exchange's response has three return paths: the first frame in the
-// reply, later frames through the reply actor, and failures through the
+// reply, later frames through the replies process, and failures through the
 // watch and the membership view. The relay is where they meet.
 //
 // The gateway imports this package and not the grains: it links none of

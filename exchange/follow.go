@@ -31,10 +31,20 @@ type followers struct {
 
 // follow asks the follower to deliver grainGone to stream when grain's
 // activation terminates.
-type follow struct{ grain, stream *actor.PID }
+type follow struct {
+	grain  *actor.PID
+	stream *responseStream
+}
 
 // unfollow withdraws a follow.
-type unfollow struct{ grain, stream *actor.PID }
+type unfollow struct {
+	grain  *actor.PID
+	stream *responseStream
+}
+
+// following asks how many streams follow grain (the answer is an int):
+// what the follower still holds, for tests and diagnostics.
+type following struct{ grain *actor.PID }
 
 // actor is the follower actor's PID; it is spawned on first use.
 func (f *followers) actor() *actor.PID {
@@ -44,11 +54,11 @@ func (f *followers) actor() *actor.PID {
 	return f.pid
 }
 
-func (f *followers) follow(grain, stream *actor.PID) {
+func (f *followers) follow(grain *actor.PID, stream *responseStream) {
 	f.system.Root.Send(f.actor(), &follow{grain: grain, stream: stream})
 }
 
-func (f *followers) unfollow(grain, stream *actor.PID) {
+func (f *followers) unfollow(grain *actor.PID, stream *responseStream) {
 	f.system.Root.Send(f.actor(), &unfollow{grain: grain, stream: stream})
 }
 
@@ -60,35 +70,37 @@ func keyOf(p *actor.PID) pidKey { return pidKey{p.GetAddress(), p.GetId()} }
 // followerActor is the followers' actor: the streams following each
 // watched activation.
 type followerActor struct {
-	streams map[pidKey]map[pidKey]*actor.PID
+	streams map[pidKey]map[*responseStream]struct{}
 }
 
 func (a *followerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *follow:
 		if a.streams == nil {
-			a.streams = map[pidKey]map[pidKey]*actor.PID{}
+			a.streams = map[pidKey]map[*responseStream]struct{}{}
 		}
 		g := keyOf(m.grain)
 		s := a.streams[g]
 		if s == nil {
-			s = map[pidKey]*actor.PID{}
+			s = map[*responseStream]struct{}{}
 			a.streams[g] = s
 			ctx.Watch(m.grain)
 		}
-		s[keyOf(m.stream)] = m.stream
+		s[m.stream] = struct{}{}
 	case *unfollow:
 		g := keyOf(m.grain)
 		if s := a.streams[g]; s != nil {
-			delete(s, keyOf(m.stream))
+			delete(s, m.stream)
 			if len(s) == 0 {
 				delete(a.streams, g)
 			}
 		}
+	case *following:
+		ctx.Respond(len(a.streams[keyOf(m.grain)]))
 	case *actor.Terminated:
 		g := keyOf(m.GetWho())
-		for _, stream := range a.streams[g] {
-			ctx.Send(stream, grainGone{})
+		for stream := range a.streams[g] {
+			stream.deliver(grainGone{})
 		}
 		delete(a.streams, g)
 	}

@@ -51,6 +51,7 @@ type Forwarder struct {
 	log          *slog.Logger
 	startTimeout time.Duration
 	followers    *followers
+	replies      *replies
 }
 
 // NewForwarder returns the gateway end of exchanges with node's grains.
@@ -59,7 +60,8 @@ type Forwarder struct {
 // restart envelope; a GET (open or resume a stream) waits three times as
 // long.
 func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout time.Duration) *Forwarder {
-	return &Forwarder{node: node, log: log, startTimeout: startTimeout, followers: &followers{system: node.ActorSystem()}}
+	return &Forwarder{node: node, log: log, startTimeout: startTimeout, followers: &followers{system: node.ActorSystem()},
+		replies: newReplies(node.ActorSystem())}
 }
 
 // Target is the grain a request goes to and what the gateway knows about
@@ -83,9 +85,9 @@ type Target struct {
 // Forward forwards r to t's grain and relays the response to w, until the
 // response ends, its activation dies, or the client goes away.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
-	stream := newResponseStream(f.node.ActorSystem(), f.followers)
+	x, reqID, resume := outbound(r, t, f.replies.pid)
+	stream := f.replies.open(x.GetExchangeId(), f.followers)
 	defer stream.close()
-	x, reqID, resume := outbound(r, t, stream.pid)
 	started, err := f.start(r, t, x)
 	if err != nil {
 		if resume && r.Context().Err() == nil {
@@ -276,15 +278,30 @@ func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream,
 			ev.kind = evGraceOver
 		case <-l.r.Context().Done():
 			ev.kind = evClientGone
-		case m := <-stream.ch:
-			switch m := m.(type) {
-			case *pb.ExchangeFrame:
-				ev = event{kind: evFrame, frame: m}
-			case grainGone:
-				ev.kind = evGrainGone
-			default:
-				continue
-			}
+		case <-stream.ready:
+			l.deliver(s, rc, stream.take())
+			continue
+		}
+		acts := s.step(ev)
+		l.do(rc, acts.list())
+	}
+}
+
+// deliver steps s through what the response stream queued, in order,
+// until s is done.
+func (l *relayIO) deliver(s *relay, rc *http.ResponseController, queued []any) {
+	for _, m := range queued {
+		if s.done {
+			return
+		}
+		var ev event
+		switch m := m.(type) {
+		case *pb.ExchangeFrame:
+			ev = event{kind: evFrame, frame: m}
+		case grainGone:
+			ev.kind = evGrainGone
+		default:
+			continue
 		}
 		acts := s.step(ev)
 		l.do(rc, acts.list())

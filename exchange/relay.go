@@ -14,7 +14,7 @@ import (
 // response streams in.
 //
 // The response arrives as frames (the first one possibly inside the
-// grain's answer, the rest through the reply actor), interleaved with
+// grain's answer, the rest through the replies process), interleaved with
 // failures: the activation streaming it terminated, its node left the
 // membership view, timers the I/O loop runs on the relay's behalf expired,
 // or the client went away. relay.step turns each such event into actions

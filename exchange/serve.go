@@ -50,7 +50,7 @@ func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack
 // Defer) and Start calls ack once: with the first frame if m asks for it in
 // the reply (FirstFrameInReply) and the handler produces it within
 // ackWindow, else with nil when the window ends. A nil ack means the caller
-// answered already; every frame then goes to the reply actor.
+// answered already; every frame then goes to the reply address.
 func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
 	return start(system, self, m, extra, serve, ack, ackWindow)
 }
@@ -58,7 +58,7 @@ func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 // start is Start with the ack window as a parameter (tests set their own).
 func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
-		return nil, fmt.Errorf("exchange needs an id and a reply actor")
+		return nil, fmt.Errorf("exchange needs an id and a reply address")
 	}
 	req, err := Request(m)
 	if err != nil {
@@ -139,7 +139,7 @@ type Writer struct {
 	buf     bytes.Buffer
 	flushed bool        // a Flush is waiting for its coalescing window
 	timer   *time.Timer // sends a waiting Flush when the window ends
-	ack     Ack         // takes the first frame instead of the reply actor; nil once called
+	ack     Ack         // takes the first frame instead of the reply address; nil once called
 	ackTime *time.Timer // calls ack without a frame when its window ends
 }
 
@@ -168,7 +168,7 @@ func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Wri
 }
 
 // ackFirst makes the first frame go to ack, if it is ready within window;
-// otherwise ack gets nil then, and the frames go to the reply actor.
+// otherwise ack gets nil then, and the frames go to the reply address.
 func (w *Writer) ackFirst(ack Ack, window time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -265,7 +265,7 @@ func (w *Writer) sendLocked(end bool, errText string) {
 	}
 	if a := w.ack; a != nil {
 		// Under the lock, so no later frame can overtake this one: the
-		// gateway relays the reply's frame before any from its reply actor.
+		// gateway relays the reply's frame before any sent to its reply address.
 		w.ack = nil
 		w.ackTime.Stop()
 		a(f)

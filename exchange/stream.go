@@ -1,66 +1,116 @@
 package exchange
 
 import (
+	"sync"
+
 	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// streamActor is the per-request actor a session grain streams an HTTP
-// response to. It hands every message to the HTTP handler goroutine.
-type streamActor struct {
-	ch   chan<- any
-	done <-chan struct{}
+// replies is where the frames of a Forwarder's exchanges arrive: one
+// process in the actor system's registry, named as the reply address of
+// every exchange the Forwarder sends, that hands each frame to the
+// response stream of its exchange id. It is a bare actor.Process, not an
+// actor: a frame costs a map lookup and a queue append on the goroutine
+// that delivers it (the sender's on this node, the remote endpoint's from
+// another one). A reply actor per request cost a spawn, a stop and a
+// mailbox turn for every message — about a twentieth of a quick request's
+// CPU on the gateway.
+type replies struct {
+	pid     *actor.PID
+	streams sync.Map // exchange id → *responseStream
 }
 
-func (a *streamActor) deliver(m any) {
-	select {
-	case a.ch <- m:
-	case <-a.done: // the HTTP handler is gone
+func newReplies(system *actor.ActorSystem) *replies {
+	r := &replies{}
+	r.pid, _ = system.ProcessRegistry.Add(r, "mcpgrain-replies-"+system.ProcessRegistry.NextId())
+	return r
+}
+
+// SendUserMessage implements actor.Process: a frame goes to its
+// exchange's stream; a frame of an exchange that ended, or anything else,
+// is dropped.
+func (r *replies) SendUserMessage(_ *actor.PID, message any) {
+	f, ok := actor.UnwrapEnvelopeMessage(message).(*pb.ExchangeFrame)
+	if !ok {
+		return
 	}
+	if s, ok := r.streams.Load(f.GetExchangeId()); ok {
+		s.(*responseStream).deliver(f)
+	}
+}
+
+// SendSystemMessage implements actor.Process (nothing watches replies).
+func (r *replies) SendSystemMessage(*actor.PID, any) {}
+
+// Stop implements actor.Process: replies live as long as the node.
+func (r *replies) Stop(*actor.PID) {}
+
+// open starts the stream of exchange id.
+func (r *replies) open(id string, f *followers) *responseStream {
+	s := &responseStream{id: id, replies: r, followers: f, ready: make(chan struct{}, 1)}
+	r.streams.Store(id, s)
+	return s
 }
 
 // grainGone is delivered (by the followers) when the activation the
 // response comes from terminated.
 type grainGone struct{}
 
-func (a *streamActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Restarting:
-	case *actor.Stopped:
-		// A dead actor's PID may stay reachable (in a watcher set, a
-		// cached PID): keep nothing of the response alive through it.
-		a.ch, a.done = nil, nil
+// responseStream is the gateway end of one tunnelled exchange: what
+// arrived for it (frames, grainGone), in order, until its handler takes
+// it. The queue is unbounded, as an actor's mailbox is: delivering never
+// waits for the client.
+type responseStream struct {
+	id        string
+	replies   *replies
+	followers *followers
+	grain     *actor.PID // the activation followed, or nil
+
+	mu     sync.Mutex
+	queue  []any
+	closed bool
+	ready  chan struct{} // holds a token while the queue is not empty
+}
+
+// deliver queues m for the handler (dropped once the stream closed).
+func (s *responseStream) deliver(m any) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.queue = append(s.queue, m)
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
 	default:
-		a.deliver(m)
 	}
 }
 
-// responseStream is the gateway end of one tunnelled exchange.
-type responseStream struct {
-	system    *actor.ActorSystem
-	followers *followers
-	pid       *actor.PID
-	ch        chan any
-	done      chan struct{}
-	grain     *actor.PID // the activation followed, or nil
-}
-
-func newResponseStream(system *actor.ActorSystem, f *followers) *responseStream {
-	ch, done := make(chan any, 64), make(chan struct{})
-	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &streamActor{ch: ch, done: done} }))
-	return &responseStream{system: system, followers: f, pid: pid, ch: ch, done: done}
+// take returns what was queued since the last take, oldest first.
+func (s *responseStream) take() []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	s.queue = nil
+	return q
 }
 
 // watch follows the session activation, so a dead activation (or node)
 // ends the response instead of hanging it.
 func (s *responseStream) watch(grainPID *actor.PID) {
 	s.grain = grainPID
-	s.followers.follow(grainPID, s.pid)
+	s.followers.follow(grainPID, s)
 }
 
 func (s *responseStream) close() {
 	if s.grain != nil {
-		s.followers.unfollow(s.grain, s.pid)
+		s.followers.unfollow(s.grain, s)
 	}
-	close(s.done) // unblocks the actor if it waits to hand over a message
-	s.system.Root.Stop(s.pid)
+	s.replies.streams.Delete(s.id)
+	s.mu.Lock()
+	s.closed, s.queue = true, nil
+	s.mu.Unlock()
 }

@@ -1,92 +1,97 @@
 package exchange
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// deadLetters counts the messages of type T that went to pid after it
-// stopped.
-func deadLetters[T any](t *testing.T, sys *actor.ActorSystem, pid *actor.PID) *atomic.Int32 {
-	t.Helper()
-	var n atomic.Int32
-	sub := sys.EventStream.Subscribe(func(ev any) {
-		if dl, ok := ev.(*actor.DeadLetterEvent); ok && dl.PID.Equal(pid) {
-			if _, is := dl.Message.(T); is {
-				n.Add(1)
-			}
-		}
-	})
-	t.Cleanup(func() { sys.EventStream.Unsubscribe(sub) })
-	return &n
-}
-
-// handedOver waits for the stream to hand over a message.
-func handedOver(t *testing.T, s *responseStream) any {
+// handedOver waits for the stream to queue something and returns what it
+// queued.
+func handedOver(t *testing.T, s *responseStream) []any {
 	t.Helper()
 	select {
-	case m := <-s.ch:
-		return m
+	case <-s.ready:
+		return s.take()
 	case <-time.After(10 * time.Second):
-		t.Fatal("the stream actor did not hand over a message")
+		t.Fatal("nothing reached the stream")
 		return nil
 	}
 }
 
-// A closed response stream leaves nothing in its grain's watcher set: the
-// grain is watched by the forwarder's followers, not by each stream, so a
-// grain that stops sends nothing to streams that closed before (protoactor
-// keeps a removed watcher reachable, and a stream watching its grain
-// itself used to keep its dead actor alive for the grain's whole life).
-func TestClosedResponseStreamLeavesNothingInItsGrain(t *testing.T) {
-	sys := actor.NewActorSystem()
-	grainPID := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	f := &followers{system: sys}
-	stream := newResponseStream(sys, f)
-	terminated := deadLetters[*actor.Terminated](t, sys, stream.pid)
-	gone := deadLetters[grainGone](t, sys, stream.pid)
-
-	stream.watch(grainPID)
-	stream.close()
-	if err := sys.Root.StopFuture(stream.pid).Wait(); err != nil {
+// followingCount is how many streams the follower holds for grain, once
+// it handled everything sent to it before.
+func followingCount(t *testing.T, sys *actor.ActorSystem, f *followers, grain *actor.PID) int {
+	t.Helper()
+	n, err := sys.Root.RequestFuture(f.actor(), &following{grain: grain}, 10*time.Second).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFollowerIdle(t, sys, f) // the follow and the unfollow were handled
+	return n.(int)
+}
+
+// A closed response stream leaves nothing behind: the replies no longer
+// route its exchange id and the follower no longer holds it, so neither
+// a later frame nor its grain's end reaches it (protoactor keeps a
+// removed watcher reachable; a stream watching its grain itself used to
+// stay alive as long as the grain).
+func TestClosedResponseStreamLeavesNothingBehind(t *testing.T) {
+	sys := actor.NewActorSystem()
+	grainPID := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	f, r := &followers{system: sys}, newReplies(sys)
+	stream := r.open("x1", f)
+	stream.watch(grainPID)
+	if n := followingCount(t, sys, f, grainPID); n != 1 {
+		t.Fatalf("%d streams follow the grain, want 1", n)
+	}
+	stream.close()
+	if n := followingCount(t, sys, f, grainPID); n != 0 {
+		t.Fatalf("the follower still holds %d streams of the grain after the close", n)
+	}
+	if _, ok := r.streams.Load("x1"); ok {
+		t.Fatal("the replies still route the closed stream's exchange")
+	}
+	sys.Root.Send(r.pid, &pb.ExchangeFrame{ExchangeId: "x1", Data: []byte("late")})
 	if err := sys.Root.StopFuture(grainPID).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	waitFollowerIdle(t, sys, f)
-	if n := terminated.Load() + gone.Load(); n != 0 {
-		t.Fatalf("the stopped grain still reached the closed stream (%d Terminated, %d grainGone)", terminated.Load(), gone.Load())
+	if q := stream.take(); len(q) != 0 {
+		t.Fatalf("the closed stream was handed %v", q)
 	}
 }
 
-// waitFollowerIdle returns once the follower actor handled everything
-// sent to it before (a Terminated, a system message, is handled before
-// the messages queued ahead of it).
-func waitFollowerIdle(t *testing.T, sys *actor.ActorSystem, f *followers) {
-	t.Helper()
-	// A follow of an already dead process comes back as its Terminated,
-	// after every message already in the follower's mailbox.
-	dead := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	if err := sys.Root.StopFuture(dead).Wait(); err != nil {
-		t.Fatal(err)
+// Frames reach the stream of their exchange id, each stream's in the
+// order they were sent, whatever else arrives meanwhile.
+func TestRepliesHandEachFrameToItsExchangeInOrder(t *testing.T) {
+	sys := actor.NewActorSystem()
+	f, r := &followers{system: sys}, newReplies(sys)
+	a, b := r.open("a", f), r.open("b", f)
+	defer a.close()
+	defer b.close()
+	const n = 200
+	for i := range n {
+		sys.Root.Send(r.pid, &pb.ExchangeFrame{ExchangeId: "a", Data: []byte{byte(i)}})
+		sys.Root.Send(r.pid, &pb.ExchangeFrame{ExchangeId: "b", Data: []byte{byte(i)}})
+		sys.Root.Send(r.pid, &pb.ExchangeFrame{ExchangeId: "nobody"}) // dropped
+		sys.Root.Send(r.pid, "not a frame")                           // dropped
 	}
-	got := make(chan struct{})
-	watcher := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(grainGone); ok {
-			close(got)
+	for name, s := range map[string]*responseStream{"a": a, "b": b} {
+		var got []any
+		for len(got) < n {
+			got = append(got, handedOver(t, s)...)
 		}
-	}))
-	defer sys.Root.Stop(watcher)
-	f.follow(dead, watcher)
-	select {
-	case <-got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follower did not report a dead grain")
+		for i, m := range got {
+			fr, ok := m.(*pb.ExchangeFrame)
+			if !ok || fr.GetExchangeId() != name || fr.GetData()[0] != byte(i) {
+				t.Fatalf("stream %s: item %d is %v", name, i, m)
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("stream %s got %d items, want %d", name, len(got), n)
+		}
 	}
 }
 
@@ -95,27 +100,27 @@ func waitFollowerIdle(t *testing.T, sys *actor.ActorSystem, f *followers) {
 func TestStreamsFollowingAGrainHearItStop(t *testing.T) {
 	sys := actor.NewActorSystem()
 	grainPID := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	f := &followers{system: sys}
-	open1, open2, closed := newResponseStream(sys, f), newResponseStream(sys, f), newResponseStream(sys, f)
+	f, r := &followers{system: sys}, newReplies(sys)
+	open1, open2, closed := r.open("1", f), r.open("2", f), r.open("3", f)
 	defer open1.close()
 	defer open2.close()
-	goneToClosed := deadLetters[grainGone](t, sys, closed.pid)
 	for _, s := range []*responseStream{open1, open2, closed} {
 		s.watch(grainPID)
 	}
 	closed.close()
-	waitFollowerIdle(t, sys, f) // the follows and the unfollow were handled
+	if n := followingCount(t, sys, f, grainPID); n != 2 {
+		t.Fatalf("%d streams follow the grain, want the 2 open ones", n)
+	}
 	if err := sys.Root.StopFuture(grainPID).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []*responseStream{open1, open2} {
-		if m := handedOver(t, s); m != (grainGone{}) {
-			t.Fatalf("stream %d got %#v, want grainGone", i, m)
+		if q := handedOver(t, s); len(q) != 1 || q[0] != (grainGone{}) {
+			t.Fatalf("stream %d got %v, want grainGone", i, q)
 		}
 	}
-	waitFollowerIdle(t, sys, f)
-	if n := goneToClosed.Load(); n != 0 {
-		t.Fatalf("a stream closed before its grain stopped was sent grainGone %d times", n)
+	if n := followingCount(t, sys, f, grainPID); n != 0 {
+		t.Fatalf("the follower still holds %d streams of the stopped grain", n)
 	}
 }
 
@@ -126,11 +131,11 @@ func TestStreamFollowingADeadGrainHearsItIsGone(t *testing.T) {
 	if err := sys.Root.StopFuture(grainPID).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	f := &followers{system: sys}
-	s := newResponseStream(sys, f)
+	f, r := &followers{system: sys}, newReplies(sys)
+	s := r.open("x", f)
 	defer s.close()
 	s.watch(grainPID)
-	if m := handedOver(t, s); m != (grainGone{}) {
-		t.Fatalf("got %#v, want grainGone", m)
+	if q := handedOver(t, s); len(q) != 1 || q[0] != (grainGone{}) {
+		t.Fatalf("got %v, want grainGone", q)
 	}
 }
