@@ -21,6 +21,10 @@
 #   BUDGET      --resident-memory of each node (default: half the machine's
 #               memory divided among the nodes, as if each had its own share;
 #               "auto" lets every node assume the whole machine)
+#   GOMEMLIMIT  the collector's memory limit of each node (default: 90 % of
+#               the machine's memory divided among the nodes; a node alone
+#               takes 90 % of the whole machine, so several on one machine
+#               would each let their heap grow into the others' share)
 #   NODE_FLAGS  more flags for every node (the last of a repeated flag wins)
 #   RUN_DIR     logs and the binary (default: a new temporary directory)
 #   BIN         an mcpgrain binary to use instead of building one
@@ -83,10 +87,11 @@ psql "$PG" -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null
 sep='?'; [[ "$PG" == *\?* ]] && sep='&'
 dsn="$PG${sep}search_path=$schema"
 
+total_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 if [[ -z "${BUDGET:-}" ]]; then
-  total_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
   BUDGET="$((total_kib / 2 / NODES / 1024))MiB"
 fi
+export GOMEMLIMIT="${GOMEMLIMIT:-$((total_kib * 9 / 10 / NODES / 1024))MiB}"
 token="mcpg_$(openssl rand -hex 24)"
 state_key="$(openssl rand -hex 32)"
 urls=()
@@ -106,7 +111,7 @@ members() { curl -sf "http://127.0.0.1:$((HTTP_BASE + 1))/metrics" | grep -q "^m
 await 60 members || { log "the nodes do not see each other (see $RUN_DIR/n*.log)"; exit 1; }
 
 url_list="$(IFS=,; echo "${urls[*]}")"
-log "$NODES nodes ready (resident memory $BUDGET each), store schema $schema, logs in $RUN_DIR"
+log "$NODES nodes ready (resident memory $BUDGET, GOMEMLIMIT $GOMEMLIMIT each), store schema $schema, logs in $RUN_DIR"
 bench=("$BIN" bench --scenario scale --url "$url_list" --token "$token" --scale-store "$dsn")
 if (($# == 0)); then
   cat >&2 <<EOF
