@@ -16,16 +16,29 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
-func newTestLog(t *testing.T, lim eventLimits) (*eventLog, store.Store) {
+// testStore opens a fresh SQLite store for the test.
+func testStore(t *testing.T) store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// testWriter is a node's event writer on st (it flushes when told to).
+func testWriter(t *testing.T, st store.Store, lim eventLimits) *eventWriter {
+	t.Helper()
 	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, lim, nil)
 	t.Cleanup(func() { _ = w.close(context.Background()) })
-	l := w.newLog("s")
+	return w
+}
+
+func newTestLog(t *testing.T, lim eventLimits) (*eventLog, store.Store) {
+	t.Helper()
+	st := testStore(t)
+	l := testWriter(t, st, lim).newLog("s")
 	t.Cleanup(func() { _ = l.close(context.Background()) })
 	return l, st
 }
@@ -132,13 +145,8 @@ func storedBytes(t *testing.T, st store.Store) int {
 // in one write per flush, under each runtime's session, and a restore's
 // replayed handshake is not logged.
 func TestEventWriterFlushesEveryRuntimeTogether(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20}, nil)
-	t.Cleanup(func() { _ = w.close(context.Background()) })
+	st := testStore(t)
+	w := testWriter(t, st, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20})
 	ctx := context.Background()
 	a, b := w.newLog("A"), w.newLog("B")
 	_ = a.Append(ctx, "sdk-id-1", "x", []byte("a0"))
@@ -177,15 +185,10 @@ func (c *trimCounter) TrimEvents(ctx context.Context, session string, keep int64
 // count goes on in the next runtime (the session record carries it), so
 // restores that each write a little still trim on schedule.
 func TestClosingTrimsOnlyWhenDueAndTheCountCarriesOver(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testStore(t)
 	c := &trimCounter{Store: st}
 	const budget = 400 // a trim is due every 100 bytes
-	w := newEventWriter(c, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: budget}, nil)
-	t.Cleanup(func() { _ = w.close(context.Background()) })
+	w := testWriter(t, c, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: budget})
 	ctx := context.Background()
 	ended := w.newLog("ended")
 	_ = ended.Append(ctx, "sdk", "x", []byte(strings.Repeat("e", 30)))
@@ -217,13 +220,8 @@ func TestClosingTrimsOnlyWhenDueAndTheCountCarriesOver(t *testing.T) {
 // resumable from memory but never written to the store: a restore replays
 // the handshake from the record. Its later streams are stored as always.
 func TestCreatedSessionsInitializeAnswerStaysInMemory(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20}, nil)
-	t.Cleanup(func() { _ = w.close(context.Background()) })
+	st := testStore(t)
+	w := testWriter(t, st, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20})
 	ctx := context.Background()
 	l := w.createdLog("s")
 	if err := l.Open(ctx, "sdk", "init"); err != nil {

@@ -37,13 +37,11 @@ func post(t *testing.T, rt exchanger, body string) *httptest.ResponseRecorder {
 	return w
 }
 
-// Regression (chaos, kill rounds): the grain accepted an exchange just
-// before it disposed the runtime (its ownership was lost); go-sdk, whose
-// session the disposal had ended, answered that request 404, and go-sdk's
-// client took the 404 as the end of its session — a live session lost. A
-// request that reaches a closed runtime now gets the restart envelope.
-func TestClosedRuntimeAnswersRestartingNotSessionNotFound(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
+// testBuilder is a node's runtime builder on a fresh SQLite store at
+// path, serving a server with no tools.
+func testBuilder(t *testing.T, path string) *mcpruntime.Builder {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +53,16 @@ func TestClosedRuntimeAnswersRestartingNotSessionNotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// Regression (chaos, kill rounds): the grain accepted an exchange just
+// before it disposed the runtime (its ownership was lost); go-sdk, whose
+// session the disposal had ended, answered that request 404, and go-sdk's
+// client took the 404 as the end of its session — a live session lost. A
+// request that reaches a closed runtime now gets the restart envelope.
+func TestClosedRuntimeAnswersRestartingNotSessionNotFound(t *testing.T) {
+	b := testBuilder(t, filepath.Join(t.TempDir(), "s.db"))
 	built, err := b.Build(context.Background(), session.BuildInput{SessionID: "s1"})
 	if err != nil {
 		t.Fatal(err)
@@ -90,18 +98,7 @@ func TestClosedRuntimeAnswersRestartingNotSessionNotFound(t *testing.T) {
 // every stream of a restored runtime, are stored.
 func TestCreatedRuntimeStoresNoEventsForItsHandshake(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	st, err := store.Open(context.Background(), "sqlite:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	b, err := mcpruntime.NewBuilder(mcpruntime.Config{Store: st,
-		NewServer: func(opts *mcp.ServerOptions, _ func(*mcp.Server)) (*mcp.Server, func(), error) {
-			return mcp.NewServer(&mcp.Implementation{Name: "t"}, opts), func() {}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testBuilder(t, path)
 	var state []byte
 	streams := func() int {
 		t.Helper()
