@@ -18,8 +18,13 @@ const (
 	// Config.DeregisterCriticalAfter is zero.
 	DefaultDeregisterCriticalAfter = time.Minute
 	// DefaultWatchWait is the blocking-query wait used when
-	// Config.WatchWait is zero.
-	DefaultWatchWait = 30 * time.Second
+	// Config.WatchWait is zero. It is also the longest a member change can
+	// go unseen when Consul fails to wake a blocking query for it: CI saw a
+	// node's watch sleep through another node's registration for its whole
+	// 30 s wait (Consul v1.14.11, dev agent; the index of the same query
+	// later went backwards), so the wait is a few TTLs, not Consul's usual
+	// minutes. A node idle in a quiet cluster asks Consul once per wait.
+	DefaultWatchWait = 5 * time.Second
 )
 
 // maxWatchWait is the longest wait Consul honours for a blocking query.

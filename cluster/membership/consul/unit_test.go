@@ -223,7 +223,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Address != DefaultAddress || c.TTL != 3*time.Second || c.RefreshInterval != time.Second ||
-		c.DeregisterCriticalAfter != time.Minute || c.WatchWait != 30*time.Second || c.RemovalHoldDown != 6*time.Second ||
+		c.DeregisterCriticalAfter != time.Minute || c.WatchWait != 5*time.Second || c.RemovalHoldDown != 6*time.Second ||
 		c.Logger == nil || c.Now == nil {
 		t.Fatalf("defaults = %+v", c)
 	}
