@@ -50,7 +50,6 @@ type Forwarder struct {
 	node         *cluster.Node
 	log          *slog.Logger
 	startTimeout time.Duration
-	followers    *followers
 	replies      *replies
 }
 
@@ -60,8 +59,7 @@ type Forwarder struct {
 // restart envelope; a GET (open or resume a stream) waits three times as
 // long.
 func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout time.Duration) *Forwarder {
-	return &Forwarder{node: node, log: log, startTimeout: startTimeout, followers: &followers{system: node.ActorSystem()},
-		replies: newReplies(node.ActorSystem())}
+	return &Forwarder{node: node, log: log, startTimeout: startTimeout, replies: newReplies(node.ActorSystem())}
 }
 
 // Target is the grain a request goes to and what the gateway knows about
@@ -86,7 +84,7 @@ type Target struct {
 // response ends, its activation dies, or the client goes away.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
 	x, reqID, resume := outbound(r, t, f.replies.pid)
-	stream := f.replies.open(x.GetExchangeId(), f.followers)
+	stream := f.replies.open(x.GetExchangeId())
 	defer stream.close()
 	started, err := f.start(r, t, x)
 	if err != nil {

@@ -18,12 +18,13 @@ import (
 // mailbox turn for every message — about a twentieth of a quick request's
 // CPU on the gateway.
 type replies struct {
-	pid     *actor.PID
-	streams sync.Map // exchange id → *responseStream
+	pid       *actor.PID
+	streams   sync.Map   // exchange id → *responseStream
+	followers *followers // watch the activations whose responses go on
 }
 
 func newReplies(system *actor.ActorSystem) *replies {
-	r := &replies{}
+	r := &replies{followers: &followers{system: system}}
 	r.pid, _ = system.ProcessRegistry.Add(r, "mcpgrain-replies-"+system.ProcessRegistry.NextId())
 	return r
 }
@@ -48,8 +49,8 @@ func (r *replies) SendSystemMessage(*actor.PID, any) {}
 func (r *replies) Stop(*actor.PID) {}
 
 // open starts the stream of exchange id.
-func (r *replies) open(id string, f *followers) *responseStream {
-	s := &responseStream{id: id, replies: r, followers: f, ready: make(chan struct{}, 1)}
+func (r *replies) open(id string) *responseStream {
+	s := &responseStream{id: id, replies: r, ready: make(chan struct{}, 1)}
 	r.streams.Store(id, s)
 	return s
 }
@@ -63,10 +64,9 @@ type grainGone struct{}
 // it. The queue is unbounded, as an actor's mailbox is: delivering never
 // waits for the client.
 type responseStream struct {
-	id        string
-	replies   *replies
-	followers *followers
-	grain     *actor.PID // the activation followed, or nil
+	id      string
+	replies *replies
+	grain   *actor.PID // the activation followed, or nil
 
 	mu     sync.Mutex
 	queue  []any
@@ -102,12 +102,12 @@ func (s *responseStream) take() []any {
 // ends the response instead of hanging it.
 func (s *responseStream) watch(grainPID *actor.PID) {
 	s.grain = grainPID
-	s.followers.follow(grainPID, s)
+	s.replies.followers.follow(grainPID, s)
 }
 
 func (s *responseStream) close() {
 	if s.grain != nil {
-		s.followers.unfollow(s.grain, s)
+		s.replies.followers.unfollow(s.grain, s)
 	}
 	s.replies.streams.Delete(s.id)
 	s.mu.Lock()

@@ -41,8 +41,9 @@ func followingCount(t *testing.T, sys *actor.ActorSystem, f *followers, grain *a
 func TestClosedResponseStreamLeavesNothingBehind(t *testing.T) {
 	sys := actor.NewActorSystem()
 	grainPID := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	f, r := &followers{system: sys}, newReplies(sys)
-	stream := r.open("x1", f)
+	r := newReplies(sys)
+	f := r.followers
+	stream := r.open("x1")
 	stream.watch(grainPID)
 	if n := followingCount(t, sys, f, grainPID); n != 1 {
 		t.Fatalf("%d streams follow the grain, want 1", n)
@@ -67,8 +68,8 @@ func TestClosedResponseStreamLeavesNothingBehind(t *testing.T) {
 // order they were sent, whatever else arrives meanwhile.
 func TestRepliesHandEachFrameToItsExchangeInOrder(t *testing.T) {
 	sys := actor.NewActorSystem()
-	f, r := &followers{system: sys}, newReplies(sys)
-	a, b := r.open("a", f), r.open("b", f)
+	r := newReplies(sys)
+	a, b := r.open("a"), r.open("b")
 	defer a.close()
 	defer b.close()
 	const n = 200
@@ -100,8 +101,9 @@ func TestRepliesHandEachFrameToItsExchangeInOrder(t *testing.T) {
 func TestStreamsFollowingAGrainHearItStop(t *testing.T) {
 	sys := actor.NewActorSystem()
 	grainPID := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	f, r := &followers{system: sys}, newReplies(sys)
-	open1, open2, closed := r.open("1", f), r.open("2", f), r.open("3", f)
+	r := newReplies(sys)
+	f := r.followers
+	open1, open2, closed := r.open("1"), r.open("2"), r.open("3")
 	defer open1.close()
 	defer open2.close()
 	for _, s := range []*responseStream{open1, open2, closed} {
@@ -131,8 +133,8 @@ func TestStreamFollowingADeadGrainHearsItIsGone(t *testing.T) {
 	if err := sys.Root.StopFuture(grainPID).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	f, r := &followers{system: sys}, newReplies(sys)
-	s := r.open("x", f)
+	r := newReplies(sys)
+	s := r.open("x")
 	defer s.close()
 	s.watch(grainPID)
 	if q := handedOver(t, s); len(q) != 1 || q[0] != (grainGone{}) {

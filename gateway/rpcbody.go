@@ -24,6 +24,7 @@ type rpcBody struct {
 	// the expected shape).
 	params bool
 	pk     peeked
+	name   string // pk.Method decoded ("" for none, or one that is not a string)
 }
 
 // peeked is the part of a JSON-RPC request the gateway looks at.
@@ -53,23 +54,20 @@ func parseBody(body []byte) rpcBody {
 		// Params of another shape (or not JSON at all): what the id and
 		// method say still routes and labels the request.
 		b.pk = peeked{}
-		var env struct{ ID, Method json.RawMessage }
+		var env rpcEnvelope
 		if json.Unmarshal(t, &env) == nil {
 			b.env, b.pk.ID, b.pk.Method = true, env.ID, env.Method
 		}
+	}
+	if b.env {
+		_ = json.Unmarshal(b.pk.Method, &b.name) // not a string: stays ""
 	}
 	return b
 }
 
 // method is the request's method ("" for none, or one that is not a
 // string).
-func (b rpcBody) method() string {
-	var m string
-	if !b.env || json.Unmarshal(b.pk.Method, &m) != nil {
-		return ""
-	}
-	return m
-}
+func (b rpcBody) method() string { return b.name }
 
 // requestID is the id of the single JSON-RPC message, or nil (a batch, a
 // notification, not JSON): what exchange.RequestID reads of the body.

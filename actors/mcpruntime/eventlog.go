@@ -177,7 +177,7 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 	}
 	d := append([]byte(nil), data...)
 	ms.data = append(ms.data, d)
-	ev := store.Event{Session: l.session, Stream: stream, Index: ms.next, Data: d}
+	idx := ms.next
 	ms.next++
 	l.bytes += len(d)
 	if ms.local {
@@ -187,7 +187,7 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		return nil
 	}
 	l.mu.Unlock()
-	l.w.add(l, ev)
+	l.w.add(l, store.Event{Session: l.session, Stream: stream, Index: idx, Data: d})
 	return nil
 }
 
