@@ -307,10 +307,11 @@ func (e *Engine) start(ctx context.Context, code string, who Principal, lim sand
 	e.running++
 	e.mu.Unlock()
 	ex := &execution{events: make(chan event), principal: who, dur: dur}
-	// The sandbox caps running executions per principal; a restore re-runs code that already ran
-	// (its caller is not there to retry), so it waits for a slot instead of being refused.
+	// The sandbox caps running executions per principal and per organization, and shares the node's
+	// slots fairly between organizations; a restore re-runs code that already ran (its caller is not
+	// there to retry), so it waits for a slot instead of being refused.
 	if lim.Tenant == "" && (who.Org != "" || who.User != "") {
-		lim.Tenant = who.Org + "/" + who.User
+		lim.Tenant, lim.Org = who.Org+"/"+who.User, who.Org
 	}
 	if dur != nil && dur.replay != nil {
 		lim.WaitForSlot = true

@@ -50,10 +50,14 @@
 // binary links are initialised in each worker, and that the binary must still exist on disk while
 // the node runs. A program must not set WorkerEnv itself.
 //
-// The pool admits at most PoolOptions.MaxRunning running executions per node (default 4×GOMAXPROCS)
-// and MaxRunningPerTenant per Limits.Tenant (default 4); an execution paused in a suspended tool call
-// keeps its worker but not its slot. Configure sets the default pool's options (metrics go to its
-// Registerer); a node that wants its own pool passes it in Limits.Pool.
+// The pool admits at most PoolOptions.MaxRunning running executions per node (default 4×GOMAXPROCS),
+// MaxRunningPerOrg per Limits.Org (default all but a quarter of the node, so that one organization
+// saturating the node leaves the others slots) and MaxRunningPerTenant per Limits.Tenant (default 4);
+// an execution paused in a suspended tool call keeps its worker but not its slot. Over its tenant's
+// cap a fresh execution is refused as busy at once; over the others it waits up to SlotWait (5s), and
+// a freed slot goes to the waiting execution whose organization runs the fewest. Configure sets the
+// default pool's options (metrics go to its Registerer); a node that wants its own pool passes it in
+// Limits.Pool.
 //
 // What the worker model does not do: the worker runs with the node's user and file system (the
 // runtime has no API to reach them, but it is not a jail: no seccomp, no namespaces); CPU is bounded by

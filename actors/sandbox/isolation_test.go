@@ -255,7 +255,8 @@ func wantBusy(t *testing.T, err error, want string) {
 
 func TestRunningCaps(t *testing.T) {
 	t.Parallel()
-	p, _ := newTestPool(t, PoolOptions{MaxRunning: 3, MaxRunningPerTenant: 2, Spares: -1})
+	// Refused at once at every cap (SlotWait negative): waiting for a slot is TestOneOrganizationCannotTakeEverySlot's.
+	p, _ := newTestPool(t, PoolOptions{MaxRunning: 3, MaxRunningPerTenant: 2, SlotWait: -1, Spares: -1})
 	waiting := make(chan struct{}, 8)
 	p.onWait = func() { waiting <- struct{}{} }
 	host := newBlockingHost()

@@ -6,21 +6,40 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 // PoolOptions configure a Pool. The zero value is usable: every zero field takes its default.
 type PoolOptions struct {
 	// MaxRunning is the most executions that run at once on the node (default 4×GOMAXPROCS). A fresh
-	// execution beyond it is refused with an *Error of Kind "busy"; one with Limits.WaitForSlot waits.
-	// Parked executions (a tool call suspended with Suspend, waiting for an approval) do not count.
+	// execution beyond it waits up to SlotWait for a slot, then is refused with an *Error of Kind
+	// "busy"; one with Limits.WaitForSlot waits until its context ends. Parked executions (a tool call
+	// suspended with Suspend, waiting for an approval) do not count.
 	MaxRunning int
-	// MaxRunningPerTenant is the most executions one Limits.Tenant runs at once (default 4), refused or
-	// waited for like MaxRunning. Executions without a tenant are bounded by MaxRunning only.
+	// MaxRunningPerOrg is the most executions one organization (Limits.Org; a tenant without one is
+	// its own) runs at once, waited for like MaxRunning. The default, DefaultMaxRunningPerOrg, keeps a
+	// quarter of the node (at least one slot) out of any one organization's reach, so that one
+	// organization saturating the node leaves the others slots. Negative, or MaxRunning or more: no
+	// per-organization cap (for a node that serves one organization). Executions without a tenant
+	// have none either.
+	MaxRunningPerOrg int
+	// MaxRunningPerTenant is the most executions one Limits.Tenant runs at once (default 4). A fresh
+	// execution beyond it is refused with "busy" at once (its own executions fill its cap; waiting
+	// would only queue it behind itself); one with Limits.WaitForSlot waits. Executions without a
+	// tenant are bounded by the node's cap only.
 	MaxRunningPerTenant int
+	// SlotWait is how long a fresh execution that finds the node's or its organization's cap full
+	// waits for a slot before it is refused with "busy" (default 5s; negative: refused at once). A
+	// freed slot goes to the waiting execution whose organization runs the fewest executions, then
+	// whose tenant runs the fewest, then to the one that waited longest: an organization holding
+	// many slots cannot keep a newcomer out by asking more often.
+	SlotWait time.Duration
 	// Spares is how many idle workers the pool keeps started, so that a Run does not wait for a
 	// process to start (default 2; negative: none). They are started on the first Run, in the
 	// background.
@@ -58,6 +77,7 @@ type PoolOptions struct {
 // Pool defaults.
 const (
 	DefaultMaxRunningPerTenant = 4
+	DefaultSlotWait            = 5 * time.Second
 	DefaultSpares              = 2
 	DefaultMaxUses             = 200
 	DefaultRecycleHeap         = 128 << 20
@@ -70,12 +90,24 @@ const (
 // DefaultMaxRunning is the default PoolOptions.MaxRunning: 4×GOMAXPROCS.
 func DefaultMaxRunning() int { return 4 * runtime.GOMAXPROCS(0) }
 
+// DefaultMaxRunningPerOrg is the default PoolOptions.MaxRunningPerOrg for a node cap of maxRunning:
+// all but a quarter of it (at least one slot stays for the other organizations), and at least 1.
+func DefaultMaxRunningPerOrg(maxRunning int) int {
+	return max(1, maxRunning-max(1, maxRunning/4))
+}
+
 func (o PoolOptions) withDefaults() PoolOptions {
 	if o.MaxRunning <= 0 {
 		o.MaxRunning = DefaultMaxRunning()
 	}
+	if o.MaxRunningPerOrg == 0 {
+		o.MaxRunningPerOrg = DefaultMaxRunningPerOrg(o.MaxRunning)
+	}
 	if o.MaxRunningPerTenant <= 0 {
 		o.MaxRunningPerTenant = DefaultMaxRunningPerTenant
+	}
+	if o.SlotWait == 0 {
+		o.SlotWait = DefaultSlotWait
 	}
 	switch {
 	case o.Spares == 0:
@@ -111,20 +143,20 @@ func (o PoolOptions) withDefaults() PoolOptions {
 // worker, and starts, reuses, retires and kills the workers. Run uses the package's default pool
 // (see Configure); a Pool of one's own is for tests and for programs that want several.
 type Pool struct {
-	opts PoolOptions
-	m    *poolMetrics
+	opts  PoolOptions
+	caps  caps
+	m     *poolMetrics
+	clock clock.Clock // times SlotWait
 
 	mu       sync.Mutex
 	closed   bool
 	idle     []*proc            // most recently used last
 	procs    map[*proc]struct{} // every started, not yet reaped worker
 	starting int                // spares being started
-	running  int                // admitted executions, not parked
+	use      usage              // admitted executions, not parked: in all, per tenant, per organization
 	parked   int                // admitted executions whose tool call is suspended
 	lot      *list.List         // releasable parked slots, longest parked first
-	tenants  map[string]int     // running executions per tenant
-	waiting  int                // runs waiting for a slot
-	changed  chan struct{}      // closed (and replaced) when a slot frees
+	waiters  []*waiter          // runs waiting for a slot, in arrival order
 	onWait   func()             // test hook: a run starts waiting for a slot
 	onExit   func(w *proc)      // test hook: a worker was killed and reaped after an execution
 	onLend   func(w *proc)      // test hook: a worker was lent to an execution
@@ -137,7 +169,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{opts: opts, m: m, procs: map[*proc]struct{}{}, tenants: map[string]int{}, changed: make(chan struct{}), lot: list.New()}, nil
+	return &Pool{opts: opts, caps: capsOf(opts), m: m, clock: clock.Real(), procs: map[*proc]struct{}{}, use: newUsage(), lot: list.New()}, nil
 }
 
 // PoolStats are a pool's counts at one moment.
@@ -146,14 +178,14 @@ type PoolStats struct {
 	Starting int // spare workers being started
 	Running  int // executions running (each holds a worker, or is about to)
 	Parked   int // executions whose tool call is suspended (each holds its worker)
-	Waiting  int // runs with Limits.WaitForSlot waiting for a slot
+	Waiting  int // runs waiting for a slot
 }
 
 // Stats returns the pool's counts.
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PoolStats{Idle: len(p.idle), Starting: p.starting, Running: p.running, Parked: p.parked, Waiting: p.waiting}
+	return PoolStats{Idle: len(p.idle), Starting: p.starting, Running: p.use.running, Parked: p.parked, Waiting: len(p.waiters)}
 }
 
 // Close kills every worker, idle or running, and waits until they are reaped. Runs in flight return
@@ -166,7 +198,10 @@ func (p *Pool) Close() {
 		procs = append(procs, w)
 	}
 	p.idle = nil
-	p.notifyLocked()
+	for _, w := range p.waiters {
+		close(w.ready) // not granted: the run sees the pool closed
+	}
+	p.waiters = nil
 	p.gaugesLocked()
 	p.mu.Unlock()
 	for _, w := range procs {
@@ -183,7 +218,7 @@ var errClosed = errors.New("sandbox: the sandbox is shut down")
 // slot is one admitted execution's place under the caps.
 type slot struct {
 	p        *Pool
-	tenant   string
+	claim    claim
 	parked   bool
 	released bool
 	// releaseFn is Limits.Release (nil: the execution keeps its worker while parked); inLot is its
@@ -195,85 +230,144 @@ type slot struct {
 	asked     bool
 }
 
-// admit takes a running slot for tenant, or refuses (KindBusy) or waits for one.
-func (p *Pool) admit(ctx context.Context, tenant string, wait bool) (*slot, error) {
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, errClosed
-		}
-		full, cap := p.fullLocked(tenant)
-		if !full {
-			p.running++
-			if tenant != "" {
-				p.tenants[tenant]++
-			}
-			p.gaugesLocked()
-			p.mu.Unlock()
-			return &slot{p: p, tenant: tenant}, nil
-		}
-		if !wait {
-			p.m.refused.WithLabelValues(cap).Inc()
-			p.mu.Unlock()
-			return nil, p.busyError(cap, tenant)
-		}
-		changed := p.changed
-		p.waiting++
-		hook := p.onWait
+// waiter is a run waiting for a slot. ready is closed when it was granted one (granted is then set,
+// and the slot counted) or when the pool closed.
+type waiter struct {
+	claim   claim
+	granted bool
+	ready   chan struct{}
+}
+
+// admit takes a running slot for c: at once when the caps allow it and nobody who goes first is
+// waiting, else after waiting (up to SlotWait, or until ctx ends for a replay), or it refuses with
+// KindBusy.
+func (p *Pool) admit(ctx context.Context, c claim, replay bool) (*slot, error) {
+	p.mu.Lock()
+	if p.closed {
 		p.mu.Unlock()
-		if hook != nil {
-			hook()
-		}
-		var err error
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		p.mu.Lock()
-		p.waiting--
+		return nil, errClosed
+	}
+	if cap := p.caps.over(p.use, c); cap == capTenant && !replay {
+		return nil, p.refuseLocked(cap, c)
+	}
+	w := &waiter{claim: c, ready: make(chan struct{})}
+	p.waiters = append(p.waiters, w)
+	p.dispatchLocked()
+	if w.granted {
 		p.mu.Unlock()
+		return &slot{p: p, claim: c}, nil
+	}
+	cap := p.capLocked(c)
+	if !replay && p.opts.SlotWait < 0 {
+		p.dropLocked(w)
+		return nil, p.refuseLocked(cap, c)
+	}
+	p.m.waited.WithLabelValues(cap).Inc()
+	hook := p.onWait
+	p.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return p.await(ctx, w, replay)
+}
+
+// await waits for w's slot: until it is granted, the pool closes, ctx ends or, unless this is a
+// replay, SlotWait runs out.
+func (p *Pool) await(ctx context.Context, w *waiter, replay bool) (*slot, error) {
+	var expired <-chan struct{}
+	if !replay {
+		ch := make(chan struct{})
+		t := p.clock.AfterFunc(p.opts.SlotWait, func() { close(ch) })
+		defer t.Stop()
+		expired = ch
+	}
+	var err error
+	select {
+	case <-w.ready:
+	case <-expired:
+	case <-ctx.Done():
+		err = ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = &Error{Kind: KindTimeout, Message: "execution deadline exceeded while waiting for a free execution slot"}
+		} else {
+			err = fmt.Errorf("sandbox: execution cancelled while waiting for a free execution slot: %w", context.Cause(ctx))
+		}
+	}
+	p.mu.Lock()
+	if w.granted {
+		p.mu.Unlock()
+		s := &slot{p: p, claim: w.claim}
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, &Error{Kind: KindTimeout, Message: "execution deadline exceeded while waiting for a free execution slot"}
-			}
-			return nil, fmt.Errorf("sandbox: execution cancelled while waiting for a free execution slot: %w", context.Cause(ctx))
+			s.release() // granted as it gave up: the slot goes to the next
+			return nil, err
 		}
+		return s, nil
+	}
+	p.dropLocked(w)
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return nil, errClosed
+	case err != nil:
+		p.mu.Unlock()
+		return nil, err
+	}
+	return nil, p.refuseLocked(p.capLocked(w.claim), w.claim)
+}
+
+// dispatchLocked grants free slots to waiting runs, as the caps' pick decides, until none may run.
+func (p *Pool) dispatchLocked() {
+	for len(p.waiters) > 0 {
+		claims := make([]claim, len(p.waiters))
+		for i, w := range p.waiters {
+			claims[i] = w.claim
+		}
+		i := p.caps.pick(p.use, claims)
+		if i < 0 {
+			return
+		}
+		w := p.waiters[i]
+		p.waiters = slices.Delete(p.waiters, i, i+1)
+		p.use.take(w.claim)
+		w.granted = true
+		close(w.ready)
+	}
+	p.gaugesLocked()
+}
+
+// dropLocked takes a run that gives up out of the waiting ones.
+func (p *Pool) dropLocked(w *waiter) {
+	if i := slices.Index(p.waiters, w); i >= 0 {
+		p.waiters = slices.Delete(p.waiters, i, i+1)
+		p.gaugesLocked()
 	}
 }
 
-// Caps, as metric labels.
-const (
-	capNode   = "node"
-	capTenant = "tenant"
-)
-
-// fullLocked reports whether a new execution of tenant is over a cap, and which.
-func (p *Pool) fullLocked(tenant string) (bool, string) {
-	if p.running >= p.opts.MaxRunning {
-		return true, capNode
+// capLocked returns the cap that keeps c from running now (the node's when it is only waiting its
+// turn behind others).
+func (p *Pool) capLocked(c claim) string {
+	if cap := p.caps.over(p.use, c); cap != "" {
+		return cap
 	}
-	if tenant != "" && p.tenants[tenant] >= p.opts.MaxRunningPerTenant {
-		return true, capTenant
-	}
-	return false, ""
+	return capNode
 }
 
-func (p *Pool) busyError(cap, tenant string) *Error {
-	if cap == capNode {
+// refuseLocked counts a refusal, unlocks p and returns the busy error.
+func (p *Pool) refuseLocked(cap string, c claim) *Error {
+	p.m.refused.WithLabelValues(cap).Inc()
+	p.mu.Unlock()
+	switch cap {
+	case capTenant:
 		return &Error{Kind: KindBusy, Message: fmt.Sprintf(
-			"this node is already running its maximum of %d executions; nothing ran, retry in a moment", p.opts.MaxRunning)}
+			"%s is already running its maximum of %d executions at once; nothing ran, retry when one of them finishes",
+			c.tenant, p.caps.tenant)}
+	case capOrg:
+		return &Error{Kind: KindBusy, Message: fmt.Sprintf(
+			"organization %s is already running its maximum of %d executions on this node; nothing ran, retry when one of them finishes",
+			c.org, p.caps.org)}
 	}
 	return &Error{Kind: KindBusy, Message: fmt.Sprintf(
-		"%s is already running its maximum of %d executions at once; nothing ran, retry when one of them finishes",
-		tenant, p.opts.MaxRunningPerTenant)}
-}
-
-// notifyLocked wakes the runs waiting for a slot.
-func (p *Pool) notifyLocked() {
-	close(p.changed)
-	p.changed = make(chan struct{})
+		"this node is already running its maximum of %d executions; nothing ran, retry in a moment", p.caps.node)}
 }
 
 // park moves the execution from running to parked (its tool call waits for something that is not
@@ -287,10 +381,7 @@ func (s *slot) park() {
 	}
 	s.parked = true
 	p.parked++
-	p.running--
-	if s.tenant != "" {
-		p.tenants[s.tenant]--
-	}
+	p.use.give(s.claim)
 	if s.releaseFn != nil && !s.asked {
 		s.inLot = p.lot.PushBack(s)
 		if p.opts.ParkTimeout > 0 {
@@ -300,8 +391,7 @@ func (s *slot) park() {
 			p.askLocked(p.lot.Front().Value.(*slot), "max_parked")
 		}
 	}
-	p.notifyLocked()
-	p.gaugesLocked()
+	p.dispatchLocked()
 }
 
 // wasAsked reports whether the pool asked this execution to release its worker.
@@ -351,10 +441,7 @@ func (s *slot) unpark() {
 	}
 	s.parked = false
 	p.parked--
-	p.running++
-	if s.tenant != "" {
-		p.tenants[s.tenant]++
-	}
+	p.use.take(s.claim)
 	s.leaveLotLocked()
 	p.gaugesLocked()
 }
@@ -372,15 +459,9 @@ func (s *slot) release() {
 	if s.parked {
 		p.parked--
 	} else {
-		p.running--
-		if s.tenant != "" {
-			if p.tenants[s.tenant]--; p.tenants[s.tenant] <= 0 {
-				delete(p.tenants, s.tenant)
-			}
-		}
+		p.use.give(s.claim)
 	}
-	p.notifyLocked()
-	p.gaugesLocked()
+	p.dispatchLocked()
 }
 
 // take lends a worker: an idle one, or a new one started now. It tops the spares up in the background.
@@ -488,8 +569,9 @@ func (p *Pool) discard(w *proc, reason string) {
 func (p *Pool) gaugesLocked() {
 	p.m.workers.WithLabelValues("idle").Set(float64(len(p.idle)))
 	p.m.workers.WithLabelValues("starting").Set(float64(p.starting))
-	p.m.workers.WithLabelValues("running").Set(float64(p.running))
+	p.m.workers.WithLabelValues("running").Set(float64(p.use.running))
 	p.m.workers.WithLabelValues("parked").Set(float64(p.parked))
+	p.m.workers.WithLabelValues("waiting").Set(float64(len(p.waiters)))
 }
 
 // Reasons a worker was killed or retired, as metric labels.
@@ -507,6 +589,7 @@ const (
 type poolMetrics struct {
 	workers  *prometheus.GaugeVec
 	refused  *prometheus.CounterVec
+	waited   *prometheus.CounterVec
 	killed   *prometheus.CounterVec
 	starts   prometheus.Counter
 	released *prometheus.CounterVec
@@ -516,11 +599,15 @@ func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
 	m := &poolMetrics{
 		workers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mcpgrain_sandbox_workers",
-			Help: "Sandbox executions and worker processes by state: idle and starting workers, running and parked (suspended tool call) executions.",
+			Help: "Sandbox executions and worker processes by state: idle and starting workers, running and parked (suspended tool call) executions, executions waiting for a slot.",
 		}, []string{"state"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_sandbox_refused_total",
-			Help: "Executions refused with a busy error, by the cap they hit (node, tenant).",
+			Help: "Executions refused with a busy error, by the cap they hit (tenant, org, node).",
+		}, []string{"cap"}),
+		waited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_sandbox_waited_total",
+			Help: "Executions that waited for a free slot before running or being refused, by the cap that held them when they started waiting (tenant, org, node).",
 		}, []string{"cap"}),
 		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_sandbox_workers_killed_total",
@@ -537,8 +624,9 @@ func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
 	}
 	// Every label value is exposed from the start (at 0), so a dashboard
 	// and an alert see the series before the first event.
-	for _, c := range []string{capNode, capTenant} {
+	for _, c := range []string{capTenant, capOrg, capNode} {
 		m.refused.WithLabelValues(c)
+		m.waited.WithLabelValues(c)
 	}
 	for _, r := range []string{killTimeout, killCancelled, killMemory, killCrash, killError, killShutdown, killRecycled} {
 		m.killed.WithLabelValues(r)
@@ -547,7 +635,7 @@ func newPoolMetrics(reg prometheus.Registerer) (*poolMetrics, error) {
 		m.released.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.workers, m.refused, m.killed, m.starts, m.released} {
+		for _, c := range []prometheus.Collector{m.workers, m.refused, m.waited, m.killed, m.starts, m.released} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("sandbox: registering metrics: %w", err)
 			}

@@ -39,8 +39,8 @@ const (
 )
 
 // Limits bounds one execution. Zero fields take the Default* values. Seed and Now are not limits: they
-// make a run reproducible (deterministic replay re-runs code with the same Seed and clock). Tenant and
-// WaitForSlot are how the execution is admitted (see PoolOptions).
+// make a run reproducible (deterministic replay re-runs code with the same Seed and clock). Tenant, Org
+// and WaitForSlot are how the execution is admitted (see PoolOptions).
 type Limits struct {
 	// WallTime stops the code after this long (default 30s), even inside an infinite loop or a long
 	// native built-in: the worker is asked to interrupt it and killed if it has not within
@@ -70,9 +70,12 @@ type Limits struct {
 	// Tenant names who runs the execution (the principal, "org/user") for the per-tenant cap
 	// (PoolOptions.MaxRunningPerTenant). Empty: only the node's cap applies.
 	Tenant string
+	// Org names the organization the Tenant belongs to, for the per-organization cap and the fair
+	// share of freed slots (PoolOptions.MaxRunningPerOrg, SlotWait). Empty: the Tenant is its own.
+	Org string
 	// WaitForSlot makes a run that finds a cap full wait, until ctx ends, for an execution to finish
-	// instead of failing at once with a "busy" Error. For re-running code that already ran (a replay,
-	// a restore), which must not be refused.
+	// instead of being refused with a "busy" Error (at once, or after PoolOptions.SlotWait). For
+	// re-running code that already ran (a replay, a restore), which must not be refused.
 	WaitForSlot bool
 	// Pool is where the package-level Run runs the execution (nil: the default pool, see Configure).
 	// A node that owns its pool (its options, its metrics, its Close) passes it here.
@@ -176,7 +179,7 @@ func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Res
 		return Result{}, fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx))
 	}
 	lim = lim.withDefaults()
-	sl, err := p.admit(ctx, lim.Tenant, lim.WaitForSlot)
+	sl, err := p.admit(ctx, claimOf(lim), lim.WaitForSlot)
 	if err == nil {
 		sl.releaseFn = lim.Release
 	}
