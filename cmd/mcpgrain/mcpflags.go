@@ -54,6 +54,8 @@ type codeFlags struct {
 	window, execTimeout           time.Duration
 	maxToolCalls, maxOutput       int
 	maxRunning, maxRunningPerUser int
+	maxRunningPerOrg              int
+	slotWait                      time.Duration
 }
 
 // listFlag is a repeatable flag; one value may also hold several,
@@ -78,19 +80,28 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.DurationVar(&c.execTimeout, "exec-timeout", sandbox.DefaultWallTime, "longest an execution may run (time waiting for approval excluded)")
 	fs.IntVar(&c.maxToolCalls, "exec-max-tool-calls", sandbox.DefaultMaxToolCalls, "most tools.* calls one execution may make")
 	fs.IntVar(&c.maxOutput, "exec-max-output", sandbox.DefaultMaxOutput, "most bytes of logs and emitted values one execution may produce")
-	fs.IntVar(&c.maxRunning, "exec-max-running", sandbox.DefaultMaxRunning(), "most executions running at once on this node (more are refused as busy; paused ones do not count)")
-	fs.IntVar(&c.maxRunningPerUser, "exec-max-running-per-user", sandbox.DefaultMaxRunningPerTenant, "most executions one user runs at once on this node")
+	fs.IntVar(&c.maxRunning, "exec-max-running", sandbox.DefaultMaxRunning(), "most executions running at once on this node (more wait up to --exec-slot-wait, then are refused as busy; paused ones do not count)")
+	fs.IntVar(&c.maxRunningPerUser, "exec-max-running-per-user", sandbox.DefaultMaxRunningPerTenant, "most executions one user runs at once on this node (more are refused as busy at once)")
+	fs.IntVar(&c.maxRunningPerOrg, "exec-max-running-per-org", 0, "most executions one organization runs at once on this node (0: all but a quarter of --exec-max-running, which stays for the other organizations; --exec-max-running or more: no such cap)")
+	fs.DurationVar(&c.slotWait, "exec-slot-wait", sandbox.DefaultSlotWait, "how long an execution over --exec-max-running or --exec-max-running-per-org waits for a slot before it is refused as busy (0: refused at once); freed slots go to the organization running the fewest first")
 }
 
 func (c *codeFlags) config() (app.CodeConfig, error) {
 	cc := app.CodeConfig{DemoAPI: c.demoAPI, Window: c.window, PublicURL: strings.TrimRight(c.publicURL, "/"),
 		Limits: sandbox.Limits{WallTime: c.execTimeout, MaxToolCalls: c.maxToolCalls, MaxOutput: c.maxOutput},
-		Pool:   sandbox.PoolOptions{MaxRunning: c.maxRunning, MaxRunningPerTenant: c.maxRunningPerUser}}
+		Pool: sandbox.PoolOptions{MaxRunning: c.maxRunning, MaxRunningPerTenant: c.maxRunningPerUser,
+			MaxRunningPerOrg: c.maxRunningPerOrg, SlotWait: c.slotWait}}
+	if c.slotWait == 0 {
+		cc.Pool.SlotWait = -1 // the flag's 0 is "do not wait"; the option's is the default
+	}
 	if c.window < time.Second || c.execTimeout < 100*time.Millisecond {
 		return cc, fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
 	}
 	if c.maxRunning < 1 || c.maxRunningPerUser < 1 {
 		return cc, fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
+	}
+	if c.maxRunningPerOrg < 0 || c.slotWait < 0 {
+		return cc, fmt.Errorf("%w: --exec-max-running-per-org and --exec-slot-wait must not be negative", errUsage)
 	}
 	if c.maxToolCalls < 1 || c.maxOutput < 1024 {
 		return cc, fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)

@@ -151,9 +151,10 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 			Packs: []string{toolpacks.Code, toolpacks.Demo}, Keys: keys, RateLimit: 0, RateBurst: 1,
 			SoftCap: o.SoftCap, ResidentMemory: budget, StateKey: []byte(rand.Text() + rand.Text()),
 			// One bench principal runs every worker's executions: the
-			// per-user running cap (a fairness bound between tenants) must
-			// not refuse them.
-			Code: app.CodeConfig{DemoAPI: true, Pool: sandbox.PoolOptions{MaxRunningPerTenant: max(sandbox.DefaultMaxRunningPerTenant, conns)}},
+			// per-user and per-organization running caps (fairness bounds
+			// between tenants) must not refuse them; one organization may
+			// use the whole node, as on a node that serves one.
+			Code: app.CodeConfig{DemoAPI: true, Pool: sandbox.PoolOptions{MaxRunningPerTenant: max(sandbox.DefaultMaxRunningPerTenant, conns), MaxRunningPerOrg: -1}},
 		},
 	}
 	nctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

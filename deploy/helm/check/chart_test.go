@@ -96,6 +96,7 @@ func cases(t *testing.T) map[string]map[string]any {
 			"gateway.grpcTLS.enabled":        false,
 			"cluster.tls.enabled":            false,
 			"node.execMaxRunning":            4,
+			"node.execMaxRunningPerOrg":      3,
 			"probes.readiness.periodSeconds": 3,
 		}),
 	}
