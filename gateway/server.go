@@ -58,9 +58,16 @@ type Options struct {
 	// Mount, when set, adds more routes (approvals, the demo API) to the
 	// gateway's mux.
 	Mount func(mux *http.ServeMux) error
+	// TrustedOrigins are browser origins allowed to make cross-origin
+	// requests with unsafe methods to the gateway's routes (/mcp, /api/, …)
+	// besides the node's own (e.g. "https://app.example.com"). Every route
+	// refuses other cross-origin ones, and on a loopback listener any Host
+	// that is not loopback (DNS rebinding): see browserGuard.
+	TrustedOrigins []string
 }
 
-// NewHandler returns the gateway's HTTP handler.
+// NewHandler returns the gateway's HTTP handler: its mux behind the
+// browser rule (Host and Origin, on every route).
 func NewHandler(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -117,7 +124,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 	})
-	return mux, nil
+	return newBrowserGuard(mux, o.TrustedOrigins)
 }
 
 // DebugRole is the role the /debug/ routes require.

@@ -359,10 +359,10 @@ func (p *process) serveHTTP(context.Context) error {
 	}
 	handler, err := gateway.NewHandler(gateway.Options{
 		Node: p.node, Gatherer: p.reg, Registerer: p.nodeReg, Logger: p.log,
-		EnableProbe: cfg.EnableProbe, EnablePprof: cfg.EnablePprof, Auth: s.authn,
+		EnableProbe: cfg.EnableProbe, EnablePprof: cfg.EnablePprof, Auth: s.authn, TrustedOrigins: cfg.MCP.TrustedOrigins,
 		ProbeLimiter: auth.NewLimiter(auth.LimiterOptions{Rate: cfg.ProbeRateLimit, Burst: int(math.Ceil(2 * cfg.ProbeRateLimit))}),
 		MCP: &gateway.MCPOptions{
-			Auth: s.authn, Limiter: s.limiter, TrustedOrigins: cfg.MCP.TrustedOrigins, StateKey: cfg.MCP.StateKey,
+			Auth: s.authn, Limiter: s.limiter, StateKey: cfg.MCP.StateKey,
 			BodyTimeout: cfg.MCP.BodyTimeout, LocalSessionIDs: cfg.MCP.LocalSessionIDs,
 		},
 		Mount: func(mux *http.ServeMux) error {
