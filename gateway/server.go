@@ -134,11 +134,36 @@ const DebugRole = auth.RoleAdmin
 // admin role (401 without credentials, 403 insufficient_role with another
 // role) and, with lim, stay within its rate (429 with Retry-After).
 func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
+	return Authenticated(o.Auth, nil, func(w http.ResponseWriter, r *http.Request, p *pb.Principal) {
+		if p.GetRole() != DebugRole {
+			if c := o.Auth.InsufficientRole(DebugRole, "the /debug/ routes need the "+DebugRole+" role"); c != "" {
+				w.Header().Set("WWW-Authenticate", c)
+			}
+			writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_role", "message": "the /debug/ routes need the " + DebugRole + " role"})
+			return
+		}
+		if lim != nil {
+			if ok, retry := lim.Allow(p); !ok {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
+				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many probe requests; retry later"})
+				return
+			}
+		}
+		h(w, r)
+	})
+}
+
+// Authenticated serves next to the callers a authenticates, each within
+// its rate of lim (nil: unlimited). Others get the JSON error object
+// {"error", "message"}: 401 with the bearer challenge (or the auth error's
+// own status and code, e.g. 400 invalid_request, 429 after failed
+// sign-ins), and 429 rate_limited with Retry-After beyond the rate.
+func Authenticated(a *auth.Authenticator, lim *auth.Limiter, next func(http.ResponseWriter, *http.Request, *pb.Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := o.Auth.Authenticate(r)
+		p, err := a.Authenticate(r)
 		if err != nil {
-			var ae *auth.Error
-			if !errors.As(err, &ae) {
+			ae, ok := errors.AsType[*auth.Error](err)
+			if !ok {
 				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
 				return
 			}
@@ -155,21 +180,14 @@ func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
 			writeJSON(w, ae.Status, map[string]any{"error": code, "message": ae.Message})
 			return
 		}
-		if p.GetRole() != DebugRole {
-			if c := o.Auth.InsufficientRole(DebugRole, "the /debug/ routes need the "+DebugRole+" role"); c != "" {
-				w.Header().Set("WWW-Authenticate", c)
-			}
-			writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_role", "message": "the /debug/ routes need the " + DebugRole + " role"})
-			return
-		}
 		if lim != nil {
 			if ok, retry := lim.Allow(p); !ok {
 				w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
-				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many probe requests; retry later"})
+				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many requests; retry later"})
 				return
 			}
 		}
-		h(w, r)
+		next(w, r, p)
 	})
 }
 
