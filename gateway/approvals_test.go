@@ -112,7 +112,7 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("resume did not wake")
 	}
-	if got := todos(t, info.HTTPAddr); len(got) != 1 || got[0]["title"] != "ship it" {
+	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
 		t.Fatalf("todos %v", got)
 	}
 	if _, err := client.GetPausedExecution(withToken(t, bobToken), &pb.GetPausedExecutionRequest{ExecutionId: id}); status.Code(err) != codes.FailedPrecondition {
@@ -193,7 +193,7 @@ func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 	if !res.IsError || !strings.Contains(mcpclient.Text(res), "not today") {
 		t.Fatalf("resume declined: %s", mcpclient.Text(res))
 	}
-	if got := todos(t, info.HTTPAddr); len(got) != 1 {
+	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 {
 		t.Fatalf("todos %v", got)
 	}
 }
@@ -272,7 +272,7 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("resume did not wake")
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("todos %d after approve", n)
 	}
 
@@ -304,7 +304,7 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 	if !res.IsError || !strings.Contains(mcpclient.Text(res), "decline") {
 		t.Fatalf("resume after decline: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("declined call ran: %d todos", n)
 	}
 }
@@ -345,7 +345,7 @@ func TestApprovalPageRefusesForgedAndCrossSiteForms(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
 		t.Fatalf("page headers: %d %v", resp.StatusCode, resp.Header)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("refused forms ran the call: %d todos", n)
 	}
 	if r := api(t, "GET", "http://"+info.HTTPAddr+"/api/executions/"+id, aliceToken, ""); r.status != 200 {

@@ -15,7 +15,8 @@ import (
 // Code mode through the gateway, one node in this process, side by side:
 //
 //	echo      a plain tools/call (demo pack) — the baseline
-//	read      execute: code that GETs the demo API (sandbox + one HTTP call)
+//	read      execute: code that GETs the demo API (sandbox + one call of
+//	          the demo API, in process: the node calls it with the owner)
 //	approve   execute that pauses on a POST, the decision over the HTTP
 //	          approval route, then the model's resume: three requests
 //

@@ -46,7 +46,7 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 	if !res.IsError || sc["status"] != "execution_not_found" {
 		t.Fatalf("another organization: %s / %v", mcpclient.Text(res), sc)
 	}
-	if n := len(todos(t, c.Node(1).HTTP)); n != 0 {
+	if n := len(todos(t, c.Node(1).HTTP, aliceToken)); n != 0 {
 		t.Fatalf("forbidden resume ran the call: %d todos", n)
 	}
 
@@ -59,7 +59,7 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 		t.Fatalf("result %v", sc["result"])
 	}
 	// The call ran once, on the owner's node.
-	if got := todos(t, c.Node(1).HTTP); len(got) != 1 || got[0]["title"] != "ship it" {
+	if got := todos(t, c.Node(1).HTTP, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
 		t.Fatalf("owner's todos %v", got)
 	}
 	// Again, from either session: the owner replays the same result.
@@ -69,7 +69,7 @@ func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
 			t.Fatalf("second resume from the %s session: %s", name, mcpclient.Text(res))
 		}
 	}
-	if n := len(todos(t, c.Node(1).HTTP)); n != 1 {
+	if n := len(todos(t, c.Node(1).HTTP, aliceToken)); n != 1 {
 		t.Fatalf("replays ran the call again: %d todos", n)
 	}
 	res, sc = callTool(t, recycled, "resume", map[string]any{"executionId": "exec_00000000000000000000000000000000", "action": "accept"})

@@ -132,14 +132,24 @@ func api(t testing.TB, method, url, token, body string) apiResponse {
 	return apiResponse{resp.StatusCode, m}
 }
 
-// todos reads the demo API's items over HTTP.
-func todos(t testing.TB, addr string) []map[string]any {
+// todos reads the demo API's items over HTTP: the list of the
+// organization of token's principal.
+func todos(t testing.TB, addr, token string) []map[string]any {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/demo/todos")
+	req, err := http.NewRequest("GET", "http://"+addr+"/demo/todos", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /demo/todos: %d %s", resp.StatusCode, b)
+	}
 	var out []map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)
@@ -178,7 +188,7 @@ func TestExecuteReadCompletesWithoutApproval(t *testing.T) {
 	if !res.IsError || !strings.Contains(mcpclient.Text(res), "404") {
 		t.Fatalf("404 from the API: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("reads changed the API: %d todos", n)
 	}
 }
@@ -189,7 +199,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
 	id := pause(t, cs, "waiting_for_interaction")
 	sid := cs.ID()
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("paused call ran: %d todos", n)
 	}
 
@@ -243,7 +253,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	if r, _ := sc["result"].(map[string]any); r["title"] != "ship it" {
 		t.Fatalf("result %v", sc["result"])
 	}
-	if got := todos(t, info.HTTPAddr); len(got) != 1 || got[0]["title"] != "ship it" {
+	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
 		t.Fatalf("todos %v", got)
 	}
 	// Resuming again replays the same result.
@@ -251,7 +261,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	if res2.IsError || fmt.Sprint(sc2["result"]) != fmt.Sprint(sc["result"]) {
 		t.Fatalf("replay: %s", mcpclient.Text(res2))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("replay ran the call again: %d todos", n)
 	}
 	// Settled executions leave the listing; looking one up says so.
@@ -271,7 +281,7 @@ func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
 	if !res.IsError || sc["status"] != "error" || !strings.Contains(mcpclient.Text(res), "decline") {
 		t.Fatalf("decline: %s / %v", mcpclient.Text(res), sc)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("declined call ran: %d todos", n)
 	}
 	// A later resume of the settled execution replays the declined result.
@@ -279,7 +289,7 @@ func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
 	if !res.IsError {
 		t.Fatalf("resume after decline: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("accept after decline ran the call: %d todos", n)
 	}
 }
@@ -329,7 +339,7 @@ func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting resume did not wake")
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("todos %d", n)
 	}
 }
@@ -358,7 +368,7 @@ func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 	if !res.IsError || !strings.Contains(mcpclient.Text(res), "approval_timeout") && sc["status"] != "execution_already_settled" {
 		t.Fatalf("resume after the window: %s / %v", mcpclient.Text(res), sc)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("timed-out call ran: %d todos", n)
 	}
 }
@@ -401,7 +411,7 @@ func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
 		if tc.action == "decline" && (!res.IsError || !strings.Contains(mcpclient.Text(res), "decline")) {
 			t.Fatalf("declined: %s", mcpclient.Text(res))
 		}
-		if n := len(todos(t, info.HTTPAddr)); n != tc.todos {
+		if n := len(todos(t, info.HTTPAddr, aliceToken)); n != tc.todos {
 			t.Fatalf("%s: %d todos, want %d", tc.action, n, tc.todos)
 		}
 	}
@@ -416,7 +426,7 @@ func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "invalid requestState") {
 		t.Fatalf("tampered retry: %v", err)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("tampered retry ran the call: %d todos", n)
 	}
 }

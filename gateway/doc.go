@@ -11,4 +11,10 @@
 //	GET  /debug/pprof/       Go's profiler, without cmdline (only with --enable-pprof; admin role)
 //
 // The MCP endpoint (/mcp) and the approval routes are added on top of these.
+//
+// One rule for browsers guards the whole mux, every route above and
+// every route added to it: on a loopback listener a Host that is not
+// loopback is refused (DNS rebinding), and so is a cross-origin request
+// with an unsafe method unless its origin is trusted
+// ([Options.TrustedOrigins]); both answer 403 before any handler runs.
 package gateway

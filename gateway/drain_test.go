@@ -152,7 +152,7 @@ func TestSessionlessApprovalAfterItsDeadlineIsATimeout(t *testing.T) {
 	if !res.IsError || !strings.Contains(mcpclient.Text(res), "approval_timeout") {
 		t.Fatalf("late accept: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("the late accept ran the call: %d todos", n)
 	}
 }

@@ -587,7 +587,7 @@ func TestViewersSeeButNeverDecide(t *testing.T) {
 		if res, _ := callTool(t, alice, "resume", map[string]any{"executionId": id}); res.IsError {
 			t.Fatalf("resume: %s", mcpclient.Text(res))
 		}
-		if n := len(todos(t, info.HTTPAddr)); n != 1 {
+		if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 			t.Fatalf("%d to-dos, want 1", n)
 		}
 	})

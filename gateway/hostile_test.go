@@ -116,7 +116,7 @@ func TestTenancyEveryDoorIsClosedToAnotherOrganization(t *testing.T) {
 	if res, _ := callTool(t, alice, "resume", map[string]any{"executionId": execID}); res.IsError {
 		t.Fatalf("alice's resume: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("%d to-dos, want exactly 1", n)
 	}
 }
@@ -173,7 +173,7 @@ func TestSessionlessResumeCannotCrossPrincipals(t *testing.T) {
 		}
 	}
 	tryAll("while paused")
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("an intruder's resume ran alice's call: %d to-dos", n)
 	}
 
@@ -183,7 +183,7 @@ func TestSessionlessResumeCannotCrossPrincipals(t *testing.T) {
 		t.Fatalf("alice's retry: %+v %v", done, err)
 	}
 	tryAll("after it settled")
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("%d to-dos, want exactly 1", n)
 	}
 }

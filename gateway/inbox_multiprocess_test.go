@@ -40,7 +40,7 @@ func TestApprovalsInboxAcrossNodes(t *testing.T) {
 	if res, sc := callTool(t, owner, "resume", map[string]any{"executionId": id}); res.IsError || sc["status"] != "completed" {
 		t.Fatalf("resume: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, c.Node(1).HTTP)); n != 1 {
+	if n := len(todos(t, c.Node(1).HTTP, aliceToken)); n != 1 {
 		t.Fatalf("owner's todos: %d, want 1", n)
 	}
 

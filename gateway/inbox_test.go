@@ -116,7 +116,7 @@ func TestApprovalsInboxInHeadlessChromium(t *testing.T) {
 	if res, _ := callTool(t, cs, "resume", map[string]any{"executionId": id2}); !res.IsError || !strings.Contains(mcpclient.Text(res), "decline") {
 		t.Fatalf("resume after the inbox's decline: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("todos %d, want 1 (approved ran, declined did not)", n)
 	}
 }

@@ -34,9 +34,6 @@ type MCPOptions struct {
 	Limiter *auth.Limiter
 	// MaxBody bounds request bodies. Default 4 MiB.
 	MaxBody int64
-	// TrustedOrigins are browser origins allowed to call /mcp besides the
-	// server's own (e.g. "https://app.example.com").
-	TrustedOrigins []string
 	// StateKey verifies the requestState of 2026-07-28 retries (required to
 	// serve that era; the continuation grains sign with the same key).
 	StateKey []byte
@@ -58,11 +55,10 @@ type MCPOptions struct {
 }
 
 type mcpHandler struct {
-	node    *cluster.Node
-	fwd     *exchange.Forwarder
-	log     *slog.Logger
-	o       MCPOptions
-	origins *http.CrossOriginProtection
+	node *cluster.Node
+	fwd  *exchange.Forwarder
+	log  *slog.Logger
+	o    MCPOptions
 	// continuationSeq spreads fresh sessionless requests over this node's
 	// continuation grains.
 	continuationSeq atomic.Uint64
@@ -82,29 +78,11 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Register
 	if err := requeststate.CheckKey(o.StateKey); err != nil {
 		return nil, fmt.Errorf("gateway: requestState key: %w", err)
 	}
-	cop := http.NewCrossOriginProtection()
-	for _, origin := range o.TrustedOrigins {
-		if err := cop.AddTrustedOrigin(origin); err != nil {
-			return nil, fmt.Errorf("gateway: trusted origin %q: %w", origin, err)
-		}
-	}
 	m, err := newGatewayMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout), log: log, o: o, origins: cop, metrics: m}, nil
-}
-
-func isLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout), log: log, o: o, metrics: m}, nil
 }
 
 func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -159,26 +137,16 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 	h.stateful(w, r, principal, body)
 }
 
-// admit refuses what no principal may send: other methods, a loopback
-// listener reached under a non-loopback Host (DNS rebinding), a
-// cross-origin browser request.
+// admit refuses the HTTP methods /mcp does not serve. (The Host and
+// Origin rules, DNS rebinding included, are the whole mux's: browserGuard.)
 func (h *mcpHandler) admit(w http.ResponseWriter, r *http.Request) bool {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodDelete:
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		exchange.WriteError(w, http.StatusMethodNotAllowed, nil, exchange.CodeServerError, "Method not allowed")
-		return false
+		return true
 	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
-		exchange.WriteError(w, http.StatusForbidden, nil, exchange.CodeServerError, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host))
-		return false
-	}
-	if err := h.origins.Check(r); err != nil {
-		exchange.WriteError(w, http.StatusForbidden, nil, exchange.CodeServerError, "Forbidden: cross-origin request")
-		return false
-	}
-	return true
+	w.Header().Set("Allow", "GET, POST, DELETE")
+	exchange.WriteError(w, http.StatusMethodNotAllowed, nil, exchange.CodeServerError, "Method not allowed")
+	return false
 }
 
 // authenticate returns the caller, or answers 401/400/429 (with

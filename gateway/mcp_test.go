@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -190,7 +192,9 @@ func TestGatewayRejectsBadRequestsWithSpecStatuses(t *testing.T) {
 		// From here go-sdk's handler in the session grain answers.
 		{"wrong content type", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": "text/plain", "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 415, 0},
 		{"malformed JSON", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":`, 400, 0},
-		{"unknown method", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":3,"method":"no/such"}`, 400, 0},
+		// An unknown method is JSON-RPC's "method not found" for its id (the
+		// session runtime's answer in place of go-sdk's plain-text 400).
+		{"unknown method", "POST", map[string]string{"Authorization": authz, "Mcp-Session-Id": sid, "Content-Type": ctJSON, "Accept": accept, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"no/such"}`, 200, -32601},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,6 +247,57 @@ func TestGatewayRejectsBadRequestsWithSpecStatuses(t *testing.T) {
 	// The owner still uses the session after all that.
 	if _, err := alice.ListTools(t.Context(), nil); err != nil {
 		t.Fatalf("owner after rejected requests: %v", err)
+	}
+}
+
+// customParams and customResult are the shapes of the calls
+// TestUnknownMethodInAStatefulSessionIsMethodNotFound sends.
+type customParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId,omitempty"`
+}
+
+type customResult struct{ mcp.ResultBase }
+
+// TestUnknownMethodInAStatefulSessionIsMethodNotFound: in a go-sdk
+// client's stateful session (2025-11-25), calls of methods the session's
+// server does not have — tasks/get (the tasks extension is 2026-07-28's,
+// sessionless) and nope/nope — each get JSON-RPC -32601 for their own id,
+// and the session lives on: go-sdk's plain-text 400 would end the client's
+// connection.
+func TestUnknownMethodInAStatefulSessionIsMethodNotFound(t *testing.T) {
+	addr := startNode(t, nil)
+	methods := []string{"tasks/get", "nope/nope"}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	for _, m := range methods {
+		if err := mcp.AddSendingCustomMethod[*customParams, *customResult](c, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + addr + "/mcp",
+		HTTPClient: &http.Client{Transport: mcpclient.Bearer(aliceToken, http.DefaultTransport)},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	for _, m := range methods {
+		_, err := mcp.CallCustomMethod[*customParams, *customResult](t.Context(), cs, m, &customParams{TaskID: "task-1"})
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) || je.Code != jsonrpc.CodeMethodNotFound || !strings.Contains(je.Message, m) {
+			t.Fatalf("%s: %v, want JSON-RPC -32601 naming the method", m, err)
+		}
+	}
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatalf("the session after the unknown methods: %v", err)
+	}
+	// On the wire: HTTP 200, application/json, the error for the call's id.
+	r := raw(t, "POST", addr, map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": cs.ID(), "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":"x-9","method":"nope/nope","params":{}}`)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") ||
+		string(r.body) != `{"jsonrpc":"2.0","id":"x-9","error":{"code":-32601,"message":"Method not found: nope/nope"}}`+"\n" {
+		t.Fatalf("raw unknown method: %d %s %q", r.status, r.header.Get("Content-Type"), r.body)
 	}
 }
 

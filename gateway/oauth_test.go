@@ -337,7 +337,7 @@ func TestOAuthOrganizationsAreTenants(t *testing.T) {
 	if res, _ := callTool(t, acme, "resume", map[string]any{"executionId": execID}); res.IsError {
 		t.Fatalf("resume after the decision: %s", mcpclient.Text(res))
 	}
-	if n := len(todos(t, e.info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, e.info.HTTPAddr, e.token(t, acmeMember, "mcp:read"))); n != 1 {
 		t.Fatalf("%d to-dos, want 1", n)
 	}
 }

@@ -77,7 +77,7 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 	if v := p.get("mcpgrain_runtime_disposals_total", with("reason", "cap")); v != 1 {
 		t.Fatalf("%v cap disposals, want 1 (a's hibernation): a decided execution waiting to run was evicted", v)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("%d todos while the only slot was taken: the replay did not wait", n)
 	}
 
@@ -93,7 +93,7 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 	if sc["status"] != "completed" {
 		t.Fatalf("a's execution: %s %v", mcpclient.Text(res), sc)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("%d todos, want the accepted write once", n)
 	}
 	if v := p.get("mcpgrain_runtime_disposals_total", with("reason", "cap")); v != 1 {

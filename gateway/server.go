@@ -58,9 +58,16 @@ type Options struct {
 	// Mount, when set, adds more routes (approvals, the demo API) to the
 	// gateway's mux.
 	Mount func(mux *http.ServeMux) error
+	// TrustedOrigins are browser origins allowed to make cross-origin
+	// requests with unsafe methods to the gateway's routes (/mcp, /api/, …)
+	// besides the node's own (e.g. "https://app.example.com"). Every route
+	// refuses other cross-origin ones, and on a loopback listener any Host
+	// that is not loopback (DNS rebinding): see browserGuard.
+	TrustedOrigins []string
 }
 
-// NewHandler returns the gateway's HTTP handler.
+// NewHandler returns the gateway's HTTP handler: its mux behind the
+// browser rule (Host and Origin, on every route).
 func NewHandler(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -117,7 +124,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 	})
-	return mux, nil
+	return newBrowserGuard(mux, o.TrustedOrigins)
 }
 
 // DebugRole is the role the /debug/ routes require.
@@ -127,11 +134,36 @@ const DebugRole = auth.RoleAdmin
 // admin role (401 without credentials, 403 insufficient_role with another
 // role) and, with lim, stay within its rate (429 with Retry-After).
 func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
+	return Authenticated(o.Auth, nil, func(w http.ResponseWriter, r *http.Request, p *pb.Principal) {
+		if p.GetRole() != DebugRole {
+			if c := o.Auth.InsufficientRole(DebugRole, "the /debug/ routes need the "+DebugRole+" role"); c != "" {
+				w.Header().Set("WWW-Authenticate", c)
+			}
+			writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_role", "message": "the /debug/ routes need the " + DebugRole + " role"})
+			return
+		}
+		if lim != nil {
+			if ok, retry := lim.Allow(p); !ok {
+				w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
+				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many probe requests; retry later"})
+				return
+			}
+		}
+		h(w, r)
+	})
+}
+
+// Authenticated serves next to the callers a authenticates, each within
+// its rate of lim (nil: unlimited). Others get the JSON error object
+// {"error", "message"}: 401 with the bearer challenge (or the auth error's
+// own status and code, e.g. 400 invalid_request, 429 after failed
+// sign-ins), and 429 rate_limited with Retry-After beyond the rate.
+func Authenticated(a *auth.Authenticator, lim *auth.Limiter, next func(http.ResponseWriter, *http.Request, *pb.Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := o.Auth.Authenticate(r)
+		p, err := a.Authenticate(r)
 		if err != nil {
-			var ae *auth.Error
-			if !errors.As(err, &ae) {
+			ae, ok := errors.AsType[*auth.Error](err)
+			if !ok {
 				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
 				return
 			}
@@ -148,21 +180,14 @@ func (o Options) debug(lim *auth.Limiter, h http.HandlerFunc) http.Handler {
 			writeJSON(w, ae.Status, map[string]any{"error": code, "message": ae.Message})
 			return
 		}
-		if p.GetRole() != DebugRole {
-			if c := o.Auth.InsufficientRole(DebugRole, "the /debug/ routes need the "+DebugRole+" role"); c != "" {
-				w.Header().Set("WWW-Authenticate", c)
-			}
-			writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_role", "message": "the /debug/ routes need the " + DebugRole + " role"})
-			return
-		}
 		if lim != nil {
 			if ok, retry := lim.Allow(p); !ok {
 				w.Header().Set("Retry-After", auth.RetryAfterSeconds(retry))
-				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many probe requests; retry later"})
+				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": "too many requests; retry later"})
 				return
 			}
 		}
-		h(w, r)
+		next(w, r, p)
 	})
 }
 

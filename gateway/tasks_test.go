@@ -164,7 +164,7 @@ func TestExecuteAsATaskPausesAsInputRequiredAndUpdateSettlesIt(t *testing.T) {
 	if got.Result["status"] != "input_required" || len(requests) != 1 {
 		t.Fatalf("paused execution: %+v, want input_required with the approval request", got)
 	}
-	if n := len(todos(t, addr)); n != 0 {
+	if n := len(todos(t, addr, aliceToken)); n != 0 {
 		t.Fatalf("%d todos before the approval", n)
 	}
 	for key := range requests {
@@ -180,7 +180,7 @@ func TestExecuteAsATaskPausesAsInputRequiredAndUpdateSettlesIt(t *testing.T) {
 	if got.Result["status"] != "completed" || sc["status"] != "completed" {
 		t.Fatalf("after the approval: %+v, want the completed execution", got)
 	}
-	if n := len(todos(t, addr)); n != 1 {
+	if n := len(todos(t, addr, aliceToken)); n != 1 {
 		t.Fatalf("%d todos after the approval, want 1", n)
 	}
 }
@@ -217,7 +217,7 @@ func TestExecuteTaskPauseIsSettledByAnApprovalSurface(t *testing.T) {
 	if got := waitStatus(t, addr, id, "completed"); got.Result["status"] != "completed" {
 		t.Fatalf("after the HTTP approval: %+v, want completed", got)
 	}
-	if n := len(todos(t, addr)); n != 1 {
+	if n := len(todos(t, addr, aliceToken)); n != 1 {
 		t.Fatalf("%d todos, want 1", n)
 	}
 	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 {
@@ -255,7 +255,7 @@ func TestCancelledExecuteTaskLeavesTheApprovalSurfaces(t *testing.T) {
 	if got := taskCall(t, addr, aliceToken, "tasks/get", id); got.Result["status"] != "cancelled" {
 		t.Fatalf("after the cancel: %+v", got)
 	}
-	if n := len(todos(t, addr)); n != 0 {
+	if n := len(todos(t, addr, aliceToken)); n != 0 {
 		t.Fatalf("%d todos after the cancel, want 0", n)
 	}
 }

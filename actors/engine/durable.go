@@ -576,7 +576,7 @@ func (h *host) send(ctx context.Context, seq int, path, hash string, args map[st
 	if err := d.putEntry(seq, stateInFlight, Call{Path: path, Hash: hash}); err != nil {
 		return nil, d.stopWith(fmt.Errorf("engine: journal a call before sending it: %w", err))
 	}
-	res, err := h.e.cfg.Tools.Call(ctx, path, args)
+	res, err := h.callTool(ctx, path, args)
 	if err != nil && h.e.base.Err() != nil {
 		// The runtime is being disposed (a graceful stop, a move) and its
 		// shutdown cut the call: whether it took effect is unknown, and the

@@ -846,7 +846,15 @@ func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
 			return nil, &DeclinedError{Address: t.Path, Action: resp.Action, Reason: resp.Reason}
 		}
 	}
-	return e.cfg.Tools.Call(ctx, path, argMap)
+	return h.callTool(ctx, path, argMap)
+}
+
+// callTool calls the tool at path on behalf of the execution's owner: the
+// call's context carries it as the tools.Caller (a source answering per
+// organization, such as the demo API, reads it there).
+func (h *host) callTool(ctx context.Context, path string, args map[string]any) (any, error) {
+	who := h.ex.principal
+	return h.e.cfg.Tools.Call(tools.WithCaller(ctx, tools.Caller{User: who.User, Org: who.Org, Role: who.Role}), path, args)
 }
 
 // local answers tools.search and tools.describe from the registry.

@@ -8,7 +8,9 @@
 // SSE, priming events, routing of notifications and server→client requests
 // to the right stream, protocol-version checks, 202s for notifications.
 // Nothing here interprets MCP messages except to remember the session's
-// handshake state.
+// handshake state, and to answer a call of a method the server does not
+// have with JSON-RPC's -32601 (HTTP 200) where go-sdk, before protocol
+// 2026-07-28, answers a plain-text 400 that ends its clients' sessions.
 //
 // Session ids: the client knows the session by the id the gateway minted
 // (the grain's identity). go-sdk's handler keys its session by an id the
@@ -421,7 +423,13 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 		r.mu.Unlock()
 		req.Header.Set("Mcp-Session-Id", id)
 	}
-	r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
+	if req.Method != http.MethodPost {
+		r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
+		return
+	}
+	rw := &refusalWriter{ResponseWriter: w}
+	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r}, req)
+	rw.finish(req)
 }
 
 // ServeExchange serves one HTTP exchange of the session with go-sdk's

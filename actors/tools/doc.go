@@ -25,4 +25,7 @@
 // configured credentials, and they truncate response bodies (see
 // [TruncateText]). An unknown source, tool or malformed path wraps
 // [ErrUnknownTool].
+//
+// The context of a call carries its [Caller], the execution's owner
+// ([WithCaller], [CallerFrom]), for sources that answer per organization.
 package tools

@@ -160,7 +160,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.Float64Var(&m.failRate, "auth-failure-rate", auth.DefaultFailureRate, "failed sign-ins (unknown or malformed tokens, on every surface) per second a client address earns back; out of them, it gets 429 with Retry-After (0: not limited; behind a proxy every client shares its address)")
 	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
 	fs.DurationVar(&m.bodyTimeout, "body-timeout", 30*time.Second, "longest a client may take to send a request body (slow clients get 408)")
-	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call /mcp (e.g. https://app.example.com)")
+	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call the node's routes (/mcp, /api/…) cross-origin (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
 	fs.DurationVar(&m.policy.MaxPausedIdle, "max-paused-idle", d.MaxPausedIdle, "idle time after which a session with paused executions is passivated anyway")

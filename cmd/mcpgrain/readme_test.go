@@ -164,7 +164,20 @@ func TestReadmeQuickstartLiterally(t *testing.T) {
 	if !strings.Contains(tryOut.String(), "completed:") || !strings.Contains(tryOut.String(), `"title": "try mcpgrain"`) {
 		t.Fatalf("terminal 2 did not print the completed to-do:\n%s", tryOut.String())
 	}
-	resp, err = http.Get("http://" + httpAddr + "/demo/todos")
+	// The README's curl, at the test's address: the quickstart token's
+	// organization's list (without the token the demo API refuses).
+	const readmeCurl = "`curl -H \"Authorization: Bearer $MCPGRAIN_TOKEN\" http://127.0.0.1:8080/demo/todos`"
+	if readme, _ := os.ReadFile("../../README.md"); !bytes.Contains(readme, []byte(readmeCurl)) {
+		t.Fatalf("README.md no longer shows the to-do with %s", readmeCurl)
+	}
+	if resp, err := http.Get("http://" + httpAddr + "/demo/todos"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("demo API without a token: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest("GET", "http://"+httpAddr+"/demo/todos", nil)
+	req.Header.Set("Authorization", "Bearer quickstart-token-0001")
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "  operations:    http://%s/healthz  /readyz  /metrics\n", info.HTTPAddr)
 		if mc.Code.DemoAPI {
-			fmt.Fprintf(stdout, "  demo API:      http://%s/demo/todos  (code calls it as tools.demo.*; writes need approval)\n", info.HTTPAddr)
+			fmt.Fprintf(stdout, "  demo API:      http://%s/demo/todos  (your organization's list, with your bearer token; code calls it as tools.demo.*; writes need approval)\n", info.HTTPAddr)
 		}
 		fmt.Fprintf(stdout, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  mcpgrain approve list\n", info.HTTPAddr)
 		if slices.Contains(mc.Packs, "code") {

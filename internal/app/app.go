@@ -112,7 +112,9 @@ type MCPConfig struct {
 	AuthFailureBurst int
 	// BodyTimeout bounds reading one request body (zero: 30s).
 	BodyTimeout time.Duration
-	// TrustedOrigins may call /mcp from browsers.
+	// TrustedOrigins are browser origins that may call the node's routes
+	// (/mcp, /api/, …) cross-origin; every route refuses other cross-origin
+	// writes.
 	TrustedOrigins []string
 	// Policy is the idle policy (zero: executor's defaults).
 	Policy alarm.Policy

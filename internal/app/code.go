@@ -23,7 +23,8 @@ import (
 // and the tool sources its code calls.
 type CodeConfig struct {
 	// DemoAPI serves the built-in to-do API at /demo/ on the HTTP listener
-	// and, with the code pack, registers it as tool source "demo".
+	// (one list per organization, to authenticated callers) and, with the
+	// code pack, registers it as tool source "demo" (called in process).
 	DemoAPI bool
 	// OpenAPI are OpenAPI tool sources.
 	OpenAPI []OpenAPISource
@@ -145,7 +146,14 @@ func codeSources(ctx context.Context, cfg CodeConfig, demoAPI *demo.API, httpAdd
 		}
 	}()
 	if demoAPI != nil {
-		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: demoAPI.Spec(localURL(httpAddr) + "/demo")})
+		// Calls go to the API in process, with the execution's owner on
+		// their context (the to-do lists are per organization).
+		base := localURL(httpAddr) + "/demo"
+		client, err := demoAPI.Client(base)
+		if err != nil {
+			return nil, nil, fmt.Errorf("demo source: %w", err)
+		}
+		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: demoAPI.Spec(base), Client: client})
 		if err != nil {
 			return nil, nil, fmt.Errorf("demo source: %w", err)
 		}

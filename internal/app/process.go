@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
@@ -38,6 +39,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/approvals"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // process is a process being started by Run: each step fills in its part,
@@ -177,7 +179,7 @@ func (p *process) grains(ctx context.Context) error {
 	p.reg = prometheus.NewRegistry()
 	p.nodeReg = prometheus.WrapRegistererWith(prometheus.Labels{"node": p.nodeID}, p.reg)
 	if cfg.MCP.Code.DemoAPI {
-		p.demoAPI = demo.NewAPI()
+		p.demoAPI = demo.NewOrgAPI()
 	}
 	codeMode, err := p.codeMode(ctx)
 	if err != nil {
@@ -359,15 +361,15 @@ func (p *process) serveHTTP(context.Context) error {
 	}
 	handler, err := gateway.NewHandler(gateway.Options{
 		Node: p.node, Gatherer: p.reg, Registerer: p.nodeReg, Logger: p.log,
-		EnableProbe: cfg.EnableProbe, EnablePprof: cfg.EnablePprof, Auth: s.authn,
+		EnableProbe: cfg.EnableProbe, EnablePprof: cfg.EnablePprof, Auth: s.authn, TrustedOrigins: cfg.MCP.TrustedOrigins,
 		ProbeLimiter: auth.NewLimiter(auth.LimiterOptions{Rate: cfg.ProbeRateLimit, Burst: int(math.Ceil(2 * cfg.ProbeRateLimit))}),
 		MCP: &gateway.MCPOptions{
-			Auth: s.authn, Limiter: s.limiter, TrustedOrigins: cfg.MCP.TrustedOrigins, StateKey: cfg.MCP.StateKey,
+			Auth: s.authn, Limiter: s.limiter, StateKey: cfg.MCP.StateKey,
 			BodyTimeout: cfg.MCP.BodyTimeout, LocalSessionIDs: cfg.MCP.LocalSessionIDs,
 		},
 		Mount: func(mux *http.ServeMux) error {
 			if p.demoAPI != nil {
-				mux.Handle("/demo/", http.StripPrefix("/demo", p.demoAPI.Handler()))
+				mux.Handle("/demo/", demoRoute(p.demoAPI, s))
 			}
 			return approvals.Register(mux, s.approvals, approvals.HTTPOptions{Auth: s.authn, Limiter: s.limiter, PageKey: pageKey, Logger: p.log.With("component", "approvals"), Stopping: p.node.Draining})
 		},
@@ -385,6 +387,18 @@ func (p *process) serveHTTP(context.Context) error {
 		}
 	})
 	return nil
+}
+
+// demoRoute serves the demo to-do API at /demo/ to authenticated callers
+// (within their rate), each on its organization's list: the principal
+// goes to the API as the tools.Caller on the request's context, as code
+// mode's calls carry their execution's owner.
+func demoRoute(api *demo.API, s surfaces) http.Handler {
+	h := http.StripPrefix("/demo", api.Handler())
+	return gateway.Authenticated(s.authn, s.limiter, func(w http.ResponseWriter, r *http.Request, who *pb.Principal) {
+		c := tools.Caller{User: who.GetUser(), Org: who.GetOrg(), Role: who.GetRole()}
+		h.ServeHTTP(w, r.WithContext(tools.WithCaller(r.Context(), c)))
+	})
 }
 
 // serveGRPC serves gRPC health and the ApprovalService, when configured.

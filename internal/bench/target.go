@@ -273,7 +273,8 @@ func runBaseline(ctx context.Context, addr string, code, profiled bool) (url str
 // baselineHandler is the plain go-sdk server: one mcp.Server with the demo
 // pack behind mcp.NewStreamableHTTPHandler at /mcp. With code it also has
 // code mode's execute and resume (the same engine, over the same demo API
-// as tool source "demo", served at base+"/demo") and a minimal POST
+// as tool source "demo", served at base+"/demo" and called in process as
+// mcpgrain's node calls it) and a minimal POST
 // /api/executions/{eid}/resume that decides a pause in the engine
 // directly — what a single-process server would do without sessions as
 // grains, a store or approval surfaces. stop ends its sessions (their
@@ -285,7 +286,12 @@ func baselineHandler(ctx context.Context, code bool, base string) (h http.Handle
 	if code {
 		api := demo.NewAPI()
 		mux.Handle("/demo/", http.StripPrefix("/demo", api.Handler()))
-		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: api.Spec(base + "/demo")})
+		// Called in process, as mcpgrain's node calls its demo API.
+		client, err := api.Client(base + "/demo")
+		if err != nil {
+			return nil, nil, fmt.Errorf("baseline demo client: %w", err)
+		}
+		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: api.Spec(base + "/demo"), Client: client})
 		if err != nil {
 			return nil, nil, fmt.Errorf("baseline demo source: %w", err)
 		}

@@ -16,6 +16,15 @@
 // Serve [API.Handler] (an httptest server will do) and load [API.Spec] with
 // the openapi source: code then calls tools.demo.createTodo({title: "x"}),
 // the arguments being the request body. See the package example.
+//
+// An API from [NewAPI] keeps one list for every request: a plain upstream,
+// as tests use it. `mcpgrain dev` serves one from [NewOrgAPI]: one list
+// per organization, the organization of the [tools.Caller] on the
+// request's context; a request without one is refused (401). Nothing a
+// client sends names the organization: the node authenticates an HTTP
+// request to /demo/ and puts its principal there, and code mode's calls
+// reach the API in process ([API.Client]) with the execution's owner,
+// which the engine puts on every tool call's context.
 package demo
 
 import (
@@ -29,6 +38,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcpgrain/mcpgrain/actors/tools"
 )
 
 // MaxTitleLen is the longest title, in characters, createTodo accepts.
@@ -51,24 +62,46 @@ type Todo struct {
 
 // API is the in-memory to-do API. It is safe for concurrent use.
 type API struct {
-	mu     sync.Mutex
+	perOrg bool
+
+	mu    sync.Mutex
+	lists map[string]*list // by organization ("": the one list of NewAPI)
+}
+
+// list is one organization's to-dos.
+type list struct {
 	todos  map[string]Todo
 	order  []string // ids in creation order
 	nextID int
 }
 
-// NewAPI returns an empty to-do API.
+// NewAPI returns an empty to-do API with one list for every request.
 func NewAPI() *API {
-	return &API{todos: make(map[string]Todo), nextID: 1}
+	return &API{lists: map[string]*list{}}
 }
 
-// Todos returns a copy of the current items in creation order.
-func (a *API) Todos() []Todo {
+// NewOrgAPI returns an empty to-do API with one list per organization:
+// the organization of the [tools.Caller] on a request's context. A request
+// without a caller of an organization gets 401.
+func NewOrgAPI() *API {
+	return &API{perOrg: true, lists: map[string]*list{}}
+}
+
+// Todos returns a copy of the items of an API from NewAPI in creation
+// order (of one from NewOrgAPI: none; see TodosOf).
+func (a *API) Todos() []Todo { return a.TodosOf("") }
+
+// TodosOf returns a copy of organization org's items in creation order.
+func (a *API) TodosOf(org string) []Todo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]Todo, 0, len(a.order))
-	for _, id := range a.order {
-		out = append(out, a.todos[id])
+	l := a.lists[org]
+	if l == nil {
+		return []Todo{}
+	}
+	out := make([]Todo, 0, len(l.order))
+	for _, id := range l.order {
+		out = append(out, l.todos[id])
 	}
 	return out
 }
@@ -84,7 +117,25 @@ func (a *API) Handler() http.Handler {
 	return mux
 }
 
+// org is the organization whose list r works on ("" for an API from
+// NewAPI); without one, it answers 401 and ok is false.
+func (a *API) org(w http.ResponseWriter, r *http.Request) (org string, ok bool) {
+	if !a.perOrg {
+		return "", true
+	}
+	c, found := tools.CallerFrom(r.Context())
+	if !found || c.Org == "" {
+		writeError(w, http.StatusUnauthorized, "unauthenticated: the to-do list is per organization; send the caller's bearer token")
+		return "", false
+	}
+	return c.Org, true
+}
+
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	org, ok := a.org(w, r)
+	if !ok {
+		return
+	}
 	q := r.URL.Query()
 	var done *bool
 	if s := q.Get("done"); s != "" {
@@ -105,7 +156,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	out := []Todo{}
-	for _, t := range a.Todos() {
+	for _, t := range a.TodosOf(org) {
 		if done != nil && t.Done != *done {
 			continue
 		}
@@ -118,8 +169,12 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	org, ok := a.org(w, r)
+	if !ok {
+		return
+	}
 	a.mu.Lock()
-	t, ok := a.todos[r.PathValue("id")]
+	t, ok := a.lists[org].find(r.PathValue("id"))
 	a.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, "not found")
@@ -129,6 +184,10 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	org, ok := a.org(w, r)
+	if !ok {
+		return
+	}
 	var in struct {
 		Title *string `json:"title"`
 	}
@@ -161,34 +220,59 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mu.Lock()
-	t := Todo{ID: strconv.Itoa(a.nextID), Title: title, CreatedAt: time.Now().UTC()}
-	a.nextID++
-	a.todos[t.ID] = t
-	a.order = append(a.order, t.ID)
+	l := a.lists[org]
+	if l == nil {
+		l = &list{todos: map[string]Todo{}, nextID: 1}
+		a.lists[org] = l
+	}
+	t := Todo{ID: strconv.Itoa(l.nextID), Title: title, CreatedAt: time.Now().UTC()}
+	l.nextID++
+	l.todos[t.ID] = t
+	l.order = append(l.order, t.ID)
 	a.mu.Unlock()
 	w.Header().Set("Location", "/todos/"+t.ID)
 	writeJSON(w, http.StatusCreated, t)
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request) {
+	org, ok := a.org(w, r)
+	if !ok {
+		return
+	}
 	id := r.PathValue("id")
 	a.mu.Lock()
-	_, ok := a.todos[id]
-	if ok {
-		delete(a.todos, id)
-		for i, o := range a.order {
-			if o == id {
-				a.order = append(a.order[:i], a.order[i+1:]...)
-				break
-			}
-		}
-	}
+	ok = a.lists[org].remove(id)
 	a.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, "not found")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// find returns the item with id (none in a nil list).
+func (l *list) find(id string) (Todo, bool) {
+	if l == nil {
+		return Todo{}, false
+	}
+	t, ok := l.todos[id]
+	return t, ok
+}
+
+// remove deletes the item with id, reporting whether there was one (none
+// in a nil list).
+func (l *list) remove(id string) bool {
+	if _, ok := l.find(id); !ok {
+		return false
+	}
+	delete(l.todos, id)
+	for i, o := range l.order {
+		if o == id {
+			l.order = append(l.order[:i], l.order[i+1:]...)
+			break
+		}
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
