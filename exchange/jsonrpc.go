@@ -16,7 +16,9 @@ const (
 	// the MCP reference servers: unauthorized, session not found, session
 	// restarting (the restart envelope).
 	CodeServerError = -32001
-	// CodeForbidden is -32003: the session belongs to another principal.
+	// CodeForbidden is -32003: the session belongs to another principal,
+	// or (tasks/update) the caller's role may not decide a paused
+	// execution.
 	CodeForbidden = -32003
 	// CodeInvalidRequest is JSON-RPC's -32600.
 	CodeInvalidRequest = jsonrpc.CodeInvalidRequest

@@ -181,7 +181,7 @@ func UserApprovalRequired(id, approvalURL string) *mcp.CallToolResult {
 // an approver can decide it at approvalURL.
 func InsufficientRole(id, role, approvalURL string) *mcp.CallToolResult {
 	if role == "" {
-		role = "member"
+		role = "none"
 	}
 	text := fmt.Sprintf("Your role (%s) may not decide paused executions; nothing was decided and execution %s still waits. "+
 		"Ask an approver of your organization to open %s and decide it, then call resume with just the executionId to get the result.", role, id, approvalURL)

@@ -21,14 +21,17 @@ func (a Approvers) Valid() bool {
 	return a == "" || a == ApproversMember || a == ApproversAdmin
 }
 
-// MayDecide reports whether a principal with role may decide under a. An
-// empty role is a member's (a key that names none); any other role (a
-// viewer) never decides.
+// MayDecide reports whether a principal with role may decide under a.
+// Admins always may, members unless a is [ApproversAdmin]; any other role
+// (a viewer) never decides, and neither does a principal without a role:
+// every authenticated principal has one (a key that names none is a
+// member's), so an empty role is a principal that lost its role on the
+// way, and it fails closed.
 func (a Approvers) MayDecide(role string) bool {
 	switch role {
 	case "admin":
 		return true
-	case "member", "":
+	case "member":
 		return a != ApproversAdmin
 	}
 	return false

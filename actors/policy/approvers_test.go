@@ -8,7 +8,8 @@ func TestApproversMayDecide(t *testing.T) {
 		role      string
 		want      bool
 	}{
-		{"", "admin", true}, {"", "member", true}, {"", "", true}, {"", "viewer", false}, {"", "owner", false},
+		{"", "admin", true}, {"", "member", true}, {"", "", false}, {"", "viewer", false}, {"", "owner", false},
+		{ApproversMember, "", false}, {ApproversMember, "viewer", false},
 		{ApproversMember, "member", true}, {ApproversAdmin, "admin", true}, {ApproversAdmin, "member", false},
 		{ApproversAdmin, "", false}, {ApproversAdmin, "viewer", false},
 	} {

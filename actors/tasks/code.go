@@ -85,7 +85,10 @@ func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.Execution
 	for k := range pending {
 		given[k] = answer
 	}
-	answered, err := t.respond(ctx, g, given)
+	// The round that carries the decision runs with the decider's role:
+	// its authority, checked here (an admin's decision on a viewer's task
+	// is the admin's, not the viewer's).
+	answered, err := t.respond(ctx, g, given, m.GetPrincipal().GetRole())
 	if err != nil {
 		return nil, err
 	}
@@ -96,21 +99,22 @@ func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.Execution
 }
 
 // settleExecution cancels the paused execution of a cancelled code-mode
-// task: one more round answers its approval requests with "cancel", so
-// the execution ends and leaves the approval surfaces (its journal
-// settles its directory row). The round's outcome is not the task's.
+// task, so it ends and leaves the approval surfaces (its journal settles
+// its directory row). Cancelling a task is its owner's right whatever the
+// owner's role, and not a decision about the paused call: the grain
+// cancels the execution itself (engine.System), restoring it from its
+// journal if this activation does not hold it, instead of running a round
+// as the owner, whose role may not decide.
 func (t *taskGrain) settleExecution(g grain.Context) {
-	var pending map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(t.task.InputRequests), &pending)
-	cancel := map[string]json.RawMessage{}
-	for k := range pending {
-		cancel[k] = json.RawMessage(`{"action":"cancel","content":{}}`)
-	}
-	responses, _ := json.Marshal(cancel)
 	if t.code == nil {
 		t.code = newCodeRunner(t.h, g)
 	}
-	r, task := t.code.runner, *t.task
-	p := &pb.Principal{User: task.User, Org: task.Org}
-	go r.run(context.Background(), p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)
+	e, id := t.code.code.Engine(), t.task.RequestState
+	cancel := engine.Response{Action: engine.Cancel, Reason: "task_cancelled"}
+	go func() {
+		ctx := context.Background()
+		if _, found := e.Resume(ctx, id, engine.System, cancel); !found && e.RestorePaused(ctx, id, engine.System) {
+			e.Resume(ctx, id, engine.System, cancel)
+		}
+	}()
 }

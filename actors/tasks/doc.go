@@ -32,6 +32,18 @@
 // any approval surface (the pause is in the execution directory, owned by
 // the task id), resumes it — from its journal after a node loss.
 //
+// A task's principal travels whole: the task row keeps its creator's
+// user, organization and role, and every round runs as that user and
+// organization (whose work it is). Answering a code-mode task's input
+// requests decides its paused execution, so it takes a role that may
+// decide (Config.MayDecide, the node's --approvers), on tasks/update as on
+// every approval surface; a caller who may not is refused (-32003) and the
+// task keeps waiting. The role of whoever answered is recorded with the
+// responses, and the round that carries them runs with it (an admin's
+// decision on a viewer's task runs as the admin decided), after a node
+// loss too. Cancelling a task cancels its paused execution as the grain,
+// not as a decision.
+//
 // The package has three parts:
 //
 //   - [Step], a pure state machine for status transitions, and the pure

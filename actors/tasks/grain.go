@@ -95,7 +95,7 @@ func (t *taskGrain) start(ctx context.Context, g grain.Context, m *pb.TaskStart)
 	}
 	_ = json.Unmarshal(m.GetParams(), &params)
 	task := store.Task{
-		ID: t.id, User: m.GetPrincipal().GetUser(), Org: m.GetPrincipal().GetOrg(), Status: string(Working),
+		ID: t.id, User: m.GetPrincipal().GetUser(), Org: m.GetPrincipal().GetOrg(), Role: m.GetPrincipal().GetRole(), Status: string(Working),
 		Params: string(m.GetParams()), RequestState: params.RequestState, Attempts: 1,
 		TTL: t.h.cfg.TTL, PollInterval: t.h.cfg.PollInterval, Created: now, Updated: now, Expires: now.Add(t.h.cfg.TTL),
 	}
@@ -134,6 +134,21 @@ func startedReply(task store.Task) (proto.Message, error) {
 	return &pb.TaskStarted{Result: b}, nil
 }
 
+// roundPrincipal is the principal a round of task runs as, wherever it
+// runs (a re-run after a node loss included): the task's owner — its user
+// and organization, whose work it is and who alone may resume it — with
+// the authority of whoever gave the round's input: the role of the
+// principal whose input responses it carries (a decision on a paused
+// execution is its decider's, checked when it was given), or the
+// creator's role for a round that carries none of those (the first).
+func roundPrincipal(task store.Task) *pb.Principal {
+	role := task.Role
+	if task.InputResponses != "" {
+		role = task.ResponderRole
+	}
+	return &pb.Principal{User: task.User, Org: task.Org, Role: role}
+}
+
 // launch runs the task's tool in a goroutine of its own; the outcome
 // comes back to the grain as a local message.
 func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
@@ -142,7 +157,7 @@ func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	system, self := g.ActorSystem(), g.Self()
-	p := &pb.Principal{User: task.User, Org: task.Org}
+	p := roundPrincipal(task)
 	r := t.h.runner
 	if t.h.cfg.CodeMode != nil && isCodeTool(task.Params) {
 		if t.code == nil {
@@ -176,6 +191,7 @@ func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	case len(d.out.inputRequests) > 0:
 		e = NeedInput
 		next.InputRequests, next.InputResponses, next.RequestState = string(d.out.inputRequests), "", d.out.requestState
+		next.ResponderRole = ""
 	default:
 		e = Finish
 		next.Result = string(d.out.result)

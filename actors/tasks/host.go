@@ -46,8 +46,9 @@ type Config struct {
 	CodeMode *mcpruntime.CodeMode
 	// RunStore journals code-mode executions (required with CodeMode).
 	RunStore engine.RunStore
-	// MayDecide reports whether a role may decide a paused execution from
-	// an approval surface (nil: nobody; tasks/update still may).
+	// MayDecide reports whether a role may decide a code-mode task's
+	// paused execution, with tasks/update or on an approval surface (the
+	// node's --approvers; nil: nobody).
 	MayDecide func(role string) bool
 	// Store keeps the tasks (required).
 	Store Store

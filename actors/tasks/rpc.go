@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -113,7 +114,7 @@ func (t *taskGrain) answer(ctx context.Context, g grain.Context, r *http.Request
 	case MethodCancel:
 		return t.cancelTask(ctx, g, req.ID)
 	default:
-		return t.update(ctx, g, req.ID, req.Params.InputResponses)
+		return t.update(ctx, g, req.ID, req.Params.InputResponses, p)
 	}
 }
 
@@ -140,18 +141,64 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 	return resultReply(id, ack)
 }
 
-// update records the input responses that answer pending input requests
-// (others are ignored); once none is pending, the tool runs its next round.
-func (t *taskGrain) update(ctx context.Context, g grain.Context, id json.RawMessage, given map[string]json.RawMessage) reply {
-	if _, err := t.respond(ctx, g, given); err != nil {
+// update records the input responses of p that answer pending input
+// requests (others are ignored); once none is pending, the tool runs its
+// next round, with p's role as its authority (see roundPrincipal). The
+// pending requests of a code-mode task are a paused execution's approval:
+// answering them is a decision, which takes a role that may decide
+// (Config.MayDecide, the node's --approvers) as on every other surface.
+// A caller who may not is refused and nothing changes: the task still
+// waits for input, and an approver can decide it.
+func (t *taskGrain) update(ctx context.Context, g grain.Context, id json.RawMessage, given map[string]json.RawMessage, p *pb.Principal) reply {
+	if t.decides(given) && !t.h.cfg.MayDecide(p.GetRole()) {
+		return errorReply(http.StatusOK, id, insufficientRole(p.GetRole(), t.task.RequestState))
+	}
+	if _, err := t.respond(ctx, g, given, p.GetRole()); err != nil {
 		return t.storeError(id, err)
 	}
 	return resultReply(id, ack)
 }
 
-// respond applies input responses to a task waiting for input and reports
-// whether any answered a pending request.
-func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[string]json.RawMessage) (bool, error) {
+// decides reports whether given would decide the task's paused execution:
+// the task is code mode's, waits for input, and given answers a pending
+// request.
+func (t *taskGrain) decides(given map[string]json.RawMessage) bool {
+	if !isCodeTool(t.task.Params) || Status(t.task.Status) != InputRequired {
+		return false
+	}
+	var pending map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(t.task.InputRequests), &pending)
+	for k := range given {
+		if _, ok := pending[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// insufficientRole is the error of a tasks/update whose caller's role may
+// not decide the task's paused execution execID: -32003 with data
+// {reason: "insufficient_role", role, executionId}.
+func insufficientRole(role, execID string) *rpcError {
+	shown := role
+	if shown == "" {
+		shown = "none"
+	}
+	data, _ := json.Marshal(map[string]string{"reason": "insufficient_role", "role": role, "executionId": execID})
+	return &rpcError{
+		Code: exchange.CodeForbidden,
+		Message: fmt.Sprintf("tasks/update: your role (%s) may not decide paused executions; nothing was decided and the task "+
+			"still waits for input. Ask an approver of your organization to decide execution %s (on /approve/%s, the inbox, "+
+			"the HTTP API, gRPC or the CLI); tasks/get then shows the outcome.", shown, execID, execID),
+		Data: data,
+	}
+}
+
+// respond applies input responses given by a principal with role to a
+// task waiting for input and reports whether any answered a pending
+// request. The role is recorded with the responses: it is the authority
+// of the round that carries them (see roundPrincipal).
+func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[string]json.RawMessage, role string) (bool, error) {
 	if Status(t.task.Status) != InputRequired {
 		return false, nil
 	}
@@ -175,7 +222,7 @@ func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[stri
 	next := *t.task
 	pj, _ := json.Marshal(pending)
 	rb, _ := json.Marshal(responses)
-	next.InputRequests, next.InputResponses = string(pj), string(rb)
+	next.InputRequests, next.InputResponses, next.ResponderRole = string(pj), string(rb), role
 	if len(pending) > 0 {
 		return true, t.save(ctx, g, next)
 	}

@@ -124,6 +124,13 @@ var migrations = []migration{
 	{10, "tasks extension: the handover lease of a task's running work", []string{
 		`ALTER TABLE tasks ADD COLUMN lease_until_ms BIGINT NOT NULL DEFAULT 0`,
 	}},
+	// Expand only: a node of the earlier version inserts without the
+	// columns (they default to "", a principal without a role, which
+	// decides nothing) and its updates leave them as they are.
+	{11, "tasks extension: the roles a task's rounds run with", []string{
+		`ALTER TABLE tasks ADD COLUMN role TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN responder_role TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

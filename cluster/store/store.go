@@ -280,11 +280,13 @@ type Store interface {
 	// once, oldest first.
 	PausedRuns(ctx context.Context, session string) ([]Run, error)
 	// PutTask creates or replaces a task of the tasks extension, fenced by
-	// the epoch of grain (its task grain; [ErrFenced] if not current).
+	// the epoch of grain (its task grain; [ErrFenced] if not current). A
+	// task's creator (user, organization, role) is set when it is created
+	// and never replaced.
 	PutTask(ctx context.Context, grain string, epoch uint64, t Task) error
 	// SwapTask replaces task t.ID's status and run state (status message,
-	// result, error, input requests and responses, request state, attempts,
-	// updated time, lease) with t's if its row is still in status status
+	// result, error, input requests and responses with their responder's
+	// role, request state, attempts, updated time, lease) with t's if its row is still in status status
 	// and attempt attempts; else it returns [ErrTaskChanged]. It is fenced
 	// by the task's own state, not by its grain's epoch: the run of an
 	// attempt records its outcome even after its grain moved to another

@@ -17,6 +17,17 @@ type Task struct {
 	ID string
 	// User and Org are the principal that created it; nobody else sees it.
 	User, Org string
+	// Role is the role of the principal that created it: the authority of
+	// a round that carries no input responses (its first run). With User
+	// and Org it is the whole principal, so a round run again on another
+	// node runs as the one that started it ("" on a task written by a node
+	// of an earlier version: no role, which decides nothing).
+	Role string
+	// ResponderRole is the role of the principal that gave InputResponses:
+	// the authority of the round that carries them (a decision on a paused
+	// execution is its decider's, who may be another member of the
+	// organization than the creator). "" while no responses are held.
+	ResponderRole string
 	// Status is working, input_required, completed, failed or cancelled.
 	Status string
 	// StatusMessage explains the status (e.g. why it failed).
@@ -54,23 +65,24 @@ type Task struct {
 var ErrTaskChanged = errors.New("store: the task changed since it was read")
 
 const taskColumns = `task_id, user_id, org, status, status_message, params, result, error, input_requests,
-	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms`
+	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms,
+	role, responder_role`
 
 func (s *sqlStore) PutTask(ctx context.Context, grain string, epoch uint64, t Task) error {
 	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
 		res, err := q.ExecContext(ctx, `
 INSERT INTO tasks (grain, `+taskColumns+`)
-SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 WHERE `+fencedBy+`
+SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 WHERE `+fencedBy+`
 ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message,
 	params = excluded.params, result = excluded.result, error = excluded.error,
 	input_requests = excluded.input_requests, input_responses = excluded.input_responses,
 	request_state = excluded.request_state, attempts = excluded.attempts, ttl_ms = excluded.ttl_ms,
 	poll_ms = excluded.poll_ms, updated_at_ms = excluded.updated_at_ms, expires_at_ms = excluded.expires_at_ms,
-	lease_until_ms = excluded.lease_until_ms`,
+	lease_until_ms = excluded.lease_until_ms, responder_role = excluded.responder_role`,
 			grain, int64(epoch), t.ID, t.User, t.Org, t.Status, t.StatusMessage, t.Params, t.Result, t.Error,
 			t.InputRequests, t.InputResponses, t.RequestState, t.Attempts, t.TTL.Milliseconds(),
 			t.PollInterval.Milliseconds(), t.Created.UnixMilli(), t.Updated.UnixMilli(), t.Expires.UnixMilli(),
-			unixMilliOrZero(t.LeaseUntil))
+			unixMilliOrZero(t.LeaseUntil), t.Role, t.ResponderRole)
 		if err != nil {
 			return fmt.Errorf("store: put task %s: %w", t.ID, err)
 		}
@@ -86,7 +98,8 @@ func (s *sqlStore) GetTask(ctx context.Context, taskID string, now time.Time) (T
 	)
 	err := s.rd.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = $1 AND expires_at_ms > $2`,
 		taskID, now.UnixMilli()).Scan(&t.ID, &t.User, &t.Org, &t.Status, &t.StatusMessage, &t.Params, &t.Result,
-		&t.Error, &t.InputRequests, &t.InputResponses, &t.RequestState, &t.Attempts, &ttl, &poll, &created, &updated, &exps, &lease)
+		&t.Error, &t.InputRequests, &t.InputResponses, &t.RequestState, &t.Attempts, &ttl, &poll, &created, &updated, &exps, &lease,
+		&t.Role, &t.ResponderRole)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Task{}, fmt.Errorf("%w: task %s", ErrNotFound, taskID)
 	}
@@ -113,10 +126,11 @@ func (s *sqlStore) SwapTask(ctx context.Context, status string, attempts int, t 
 	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
 		res, err := q.ExecContext(ctx, `
 UPDATE tasks SET status = $3, status_message = $4, result = $5, error = $6, input_requests = $7,
-	input_responses = $8, request_state = $9, attempts = $10, updated_at_ms = $11, lease_until_ms = $12
+	input_responses = $8, request_state = $9, attempts = $10, updated_at_ms = $11, lease_until_ms = $12,
+	responder_role = $14
 WHERE task_id = $1 AND status = $2 AND attempts = $13`,
 			t.ID, status, t.Status, t.StatusMessage, t.Result, t.Error, t.InputRequests, t.InputResponses,
-			t.RequestState, t.Attempts, t.Updated.UnixMilli(), unixMilliOrZero(t.LeaseUntil), attempts)
+			t.RequestState, t.Attempts, t.Updated.UnixMilli(), unixMilliOrZero(t.LeaseUntil), attempts, t.ResponderRole)
 		if err != nil {
 			return fmt.Errorf("store: swap task %s: %w", t.ID, err)
 		}

@@ -18,7 +18,7 @@ func TestTasksArePutFencedReadAnywhereAndExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := store.Task{
-			ID: "t1", User: "u", Org: "o", Status: "working", Params: `{"name":"slow_compute"}`,
+			ID: "t1", User: "u", Org: "o", Role: "viewer", Status: "working", Params: `{"name":"slow_compute"}`,
 			InputRequests: "", InputResponses: "", Attempts: 1, TTL: time.Hour, PollInterval: 500 * time.Millisecond,
 			Created: now, Updated: now, Expires: now.Add(time.Hour),
 		}
@@ -30,11 +30,22 @@ func TestTasksArePutFencedReadAnywhereAndExpire(t *testing.T) {
 			t.Fatalf("get = %+v, %v; want %+v", got, err, task)
 		}
 		task.Status, task.Result, task.Updated = "completed", `{"content":[]}`, now.Add(time.Second)
+		task.InputResponses, task.ResponderRole = `{"approval":{"action":"accept"}}`, "admin"
 		if err := s.PutTask(ctx, own.Grain, own.Epoch, task); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := s.GetTask(ctx, "t1", now); got != task {
 			t.Fatalf("after update = %+v, want %+v", got, task)
+		}
+		// The creator is the task's for good: a later write does not
+		// replace its user, organization or role.
+		forged := task
+		forged.User, forged.Org, forged.Role = "mallory", "evil", "admin"
+		if err := s.PutTask(ctx, own.Grain, own.Epoch, forged); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.GetTask(ctx, "t1", now); got != task {
+			t.Fatalf("a write replaced the creator: %+v, want %+v", got, task)
 		}
 		// A newer activation fences the old one: its write changes nothing.
 		if _, err := s.Acquire(ctx, "task/t1", "n2"); err != nil {
@@ -69,7 +80,7 @@ func TestSwapTaskWritesOnlyFromTheStatusAndAttemptItWasMeantFor(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := store.Task{
-			ID: "t2", User: "u", Org: "o", Status: "working", Params: `{"name":"slow_compute"}`, Attempts: 1,
+			ID: "t2", User: "u", Org: "o", Role: "member", Status: "working", Params: `{"name":"slow_compute"}`, Attempts: 1,
 			TTL: time.Hour, PollInterval: 500 * time.Millisecond, Created: now, Updated: now, Expires: now.Add(time.Hour),
 			LeaseUntil: now.Add(5 * time.Second),
 		}
@@ -86,6 +97,7 @@ func TestSwapTaskWritesOnlyFromTheStatusAndAttemptItWasMeantFor(t *testing.T) {
 		}
 		done := task
 		done.Status, done.Result, done.Updated, done.LeaseUntil = "completed", `{"content":[]}`, now.Add(time.Second), time.Time{}
+		done.InputResponses, done.ResponderRole = `{"approval":{"action":"accept"}}`, "admin"
 		if err := s.SwapTask(ctx, "working", 1, done); err != nil {
 			t.Fatalf("swap of attempt 1: %v", err)
 		}

@@ -127,9 +127,11 @@ func (s *Service) roleError(who *pb.Principal) error {
 	return fmt.Errorf("%w: your role (%s) may see paused executions but not decide them", ErrInsufficientRole, roleName(who))
 }
 
+// roleName names who's role for a message ("none": a principal without
+// one, which decides nothing).
 func roleName(who *pb.Principal) string {
 	if who.GetRole() == "" {
-		return "member"
+		return "none"
 	}
 	return who.GetRole()
 }
