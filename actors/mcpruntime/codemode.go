@@ -318,8 +318,13 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	if rec.User != who.User {
 		return nil, codemode.Forbidden
 	}
+	// A settled row is final: whatever the owner answers short of the
+	// outcome (its session closed, its runtime gone, no answer), the
+	// execution is settled, never "expired" or "not found" — those advise
+	// running the code again, which would repeat what it did.
+	miss := forwardMiss(!rec.Settled.IsZero())
 	if rec.Session == c.id {
-		return nil, codemode.Expired // it names us, and we have no live pause
+		return nil, miss(codemode.Expired) // it names us, and we have no live pause
 	}
 	content, _ := json.Marshal(resp.Content)
 	fctx, cancel := context.WithTimeout(ctx, ForwardTimeout)
@@ -328,23 +333,35 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 		Principal: &pb.Principal{User: who.User, Org: who.Org, Role: who.Role}, ExecutionId: execID, Action: resp.Action, ContentJson: string(content),
 	})
 	if err != nil {
-		return nil, codemode.Expired
+		return nil, miss(codemode.Expired)
 	}
 	switch reply.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
 		var res mcp.CallToolResult
 		if err := json.Unmarshal([]byte(reply.GetResultJson()), &res); err != nil {
-			return nil, codemode.Expired
+			return nil, miss(codemode.Expired)
 		}
 		return &res, ""
 	case pb.ExecutionReply_STATUS_NOT_FOUND:
-		return nil, codemode.NotFound
+		return nil, miss(codemode.NotFound)
 	case pb.ExecutionReply_STATUS_FORBIDDEN:
 		return nil, codemode.Forbidden
 	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
 		return nil, codemode.AlreadySettled
 	}
-	return nil, codemode.Expired
+	return nil, miss(codemode.Expired)
+}
+
+// forwardMiss is what a forwarded resume's miss reports: for an execution
+// the directory shows settled, AlreadySettled instead of a miss that
+// advises running the code again (expired, not found).
+func forwardMiss(settled bool) func(codemode.Miss) codemode.Miss {
+	return func(m codemode.Miss) codemode.Miss {
+		if settled && (m == codemode.Expired || m == codemode.NotFound) {
+			return codemode.AlreadySettled
+		}
+		return m
+	}
 }
 
 // resumeForModel serves a forwarded resume.
