@@ -48,8 +48,8 @@ func resumeFromElsewhere(t *testing.T, addr, id string) {
 
 	unknown := "exec_" + strings.Repeat("0", 32)
 	intruders := map[string]*mcp.ClientSession{
-		"bob (alice's organization)":              connectMode(t, addr, bobToken, ""),
-		"carol (another organization)":            connectMode(t, addr, carolToken, ""),
+		"bob (alice's organization)":               connectMode(t, addr, bobToken, ""),
+		"carol (another organization)":             connectMode(t, addr, carolToken, ""),
 		"carol (another organization, 2026-07-28)": mrtrClient(t, addr, carolToken),
 	}
 	for name, cs := range intruders {
