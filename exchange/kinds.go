@@ -23,12 +23,20 @@ const (
 // rand.Text: upper-case base32).
 const TaskIDPrefix = "task-"
 
+// ContinuationIDPrefix starts the identity of every continuation grain
+// that serves requests ("c-<node>-<k>"), and no session or task id.
+const ContinuationIDPrefix = "c-"
+
 // OwnerKind is the kind of the grain that owns a paused execution whose
 // directory row names owner: a task grain for a task id (code mode's
-// execute run as a task), else a session grain.
+// execute run as a task), a continuation grain for a continuation id (a
+// 2026-07-28 sessionless execution), else a session grain.
 func OwnerKind(owner string) string {
-	if strings.HasPrefix(owner, TaskIDPrefix) {
+	switch {
+	case strings.HasPrefix(owner, TaskIDPrefix):
 		return KindTask
+	case strings.HasPrefix(owner, ContinuationIDPrefix):
+		return KindContinuation
 	}
 	return KindSession
 }

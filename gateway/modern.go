@@ -61,7 +61,7 @@ func isModern(r *http.Request, body rpcBody) bool {
 func (h *mcpHandler) localContinuation() string {
 	start := h.continuationSeq.Add(1)
 	return h.ownedID(exchange.KindContinuation, 64, func(i int) string {
-		return fmt.Sprintf("c-%s-%d", h.node.ID(), (start+uint64(i))%64)
+		return fmt.Sprintf("%s%s-%d", exchange.ContinuationIDPrefix, h.node.ID(), (start+uint64(i))%64)
 	})
 }
 

@@ -144,11 +144,17 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 	if h.Get(exchange.HeaderSessionless) == "1" && req.Params.RequestState != "" {
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
 		// execution id; the approval input response is the decision.
+		owner := engine.AsOwner(principal(req))
+		if out, found := e.Outcome(ctx, req.Params.RequestState, owner); found {
+			// Decided already — on an approval surface (the pause is in
+			// the directory), or by an earlier retry: what it came to,
+			// whatever this retry answers and whoever may decide.
+			return t.answer(ctx, req, rt, out, false)
+		}
 		resp := responseFromInput(req.Params.InputResponses)
 		if who := principal(req); !t.o.Approvers.MayDecide(who.Role) {
 			return InsufficientRole(req.Params.RequestState, who.Role, t.approvalURL(req, req.Params.RequestState)), nil, nil
 		}
-		owner := engine.AsOwner(principal(req))
 		out, found := e.Resume(ctx, req.Params.RequestState, owner, resp)
 		if !found && e.RestorePaused(ctx, req.Params.RequestState, owner) {
 			// A durable pause of this grain that its activation does not

@@ -746,7 +746,7 @@ func TestResumeMisses(t *testing.T) {
 		{"forbidden", 0, nil, codemode.Forbidden, true, "execution_forbidden",
 			[]string{"Resume must be called by the same account and organization that owns the paused session."}, nil, nil},
 		{"already settled at the owner", 0, nil, codemode.AlreadySettled, true, "execution_already_settled",
-			[]string{"was already resumed and has settled"}, nil, "re_execute"},
+			[]string{"was already resumed and has settled", "Do not run the code again"}, nil, nil},
 		{"owner's result passed through", 0, owner, "", false, "completed", []string{"from the owner"}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -806,8 +806,8 @@ func TestSettledIDsReplayThenReportAlreadySettled(t *testing.T) {
 		}
 	}
 	res, sc = call(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
-	if !res.IsError || sc["status"] != "execution_already_settled" || sc["recovery"] != "re_execute" || sc["executionId"] != id ||
-		!strings.Contains(text(res), "was already resumed and has settled") {
+	if !res.IsError || sc["status"] != "execution_already_settled" || sc["recovery"] != nil || sc["executionId"] != id ||
+		!strings.Contains(text(res), "was already resumed and has settled") || strings.Contains(text(res), "run the execute tool again") {
 		t.Fatalf("evicted settled id: %s / %v", text(res), sc)
 	}
 	// The same through a browser-mode resume without a decision.

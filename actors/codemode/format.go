@@ -202,7 +202,10 @@ const (
 
 const recoverHint = "To recover, run the execute tool again with the original code; if it pauses, a fresh executionId will be issued."
 
-// ResumeMiss renders a resume that found nothing to resume.
+// ResumeMiss renders a resume that found nothing to resume. Only the
+// misses where nothing ran past the pause (unknown, expired: declined at
+// its deadline) advise running the code again (recovery re_execute); a
+// settled execution never does, since its calls already took effect.
 func ResumeMiss(m Miss, id string, window time.Duration) *mcp.CallToolResult {
 	structured := map[string]any{"status": string(m), "executionId": id}
 	var text string
@@ -214,8 +217,10 @@ func ResumeMiss(m Miss, id string, window time.Duration) *mcp.CallToolResult {
 	case Forbidden:
 		text = fmt.Sprintf("Execution %s belongs to another account. Resume must be called by the same account and organization that owns the paused session.", id)
 	case AlreadySettled:
-		text = fmt.Sprintf("Execution %s was already resumed and has settled; its result cannot be produced again.", id)
-		structured["recovery"] = "re_execute"
+		// Never advice to run the code again: what it did (an approved
+		// write included) already happened.
+		text = fmt.Sprintf("Execution %s was already resumed and has settled; its result cannot be produced again. "+
+			"Do not run the code again to recover it: the calls it made, approved writes included, already took effect.", id)
 	default:
 		text = fmt.Sprintf("No paused execution %s was found. %s", id, recoverHint)
 		structured["recovery"] = "re_execute"

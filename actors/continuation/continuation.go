@@ -30,8 +30,13 @@
 // restart and the loss of its node: the retry that brings the decision
 // goes to the grain named in its requestState, wherever it now lives, and
 // that activation restores the execution from its journal on demand.
-// Without durable code mode the grains are ephemeral, and a node loss costs
-// what was in flight.
+// The journal also publishes each pause in the execution directory, so
+// the approval surfaces list it and may decide it: the decision
+// ([pb.ExecutionDecide]) reaches this grain (exchange.OwnerKind), which
+// applies it (mcpruntime.CodeRuntime.Decide), and the client's retry then
+// gets the outcome. Without durable code mode the grains are ephemeral,
+// their pauses unpublished (only the client answers them), and a node
+// loss costs what was in flight.
 package continuation
 
 import (
@@ -224,7 +229,11 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 			if err := g.Own(ctx); err != nil {
 				return err
 			}
-			journal = engine.StoreJournal{Store: c.h.cfg.Store, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch()}
+			// Publish: the pause is in the execution directory, so every
+			// approval surface lists it and may decide it (Decide), as a
+			// session's or a task's; the client's retry then gets what it
+			// came to.
+			journal = engine.StoreJournal{Store: c.h.cfg.Store, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch(), Publish: true}
 		}
 		c.code = mcpruntime.NewCodeRuntime(c.h.cfg.CodeMode, c.id, nil, journal)
 		c.h.codes.Store(c.id, c.code)
@@ -262,6 +271,8 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 			cancel()
 		}
 		return &pb.ExchangeCancelled{}, nil
+	case *pb.ExecutionDecide:
+		return c.decide(ctx, g, m)
 	case *pb.CatalogChange:
 		if c.h.cfg.ApplyCatalogChange == nil {
 			return nil, grain.Reject("continuation: this node takes no catalog changes")
@@ -273,6 +284,43 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 	default:
 		return nil, grain.Reject("continuation: unsupported request %T", msg)
 	}
+}
+
+// decisionTexts are the confirmations of a decision (as a session's).
+var decisionTexts = map[string]string{"accept": "I've approved it", "decline": "I've denied it", "cancel": "I've canceled it"}
+
+// decide takes an approval surface's decision for one of the grain's
+// paused executions (mcpruntime.CodeRuntime.Decide). The answer, and the
+// decision's application (the code runs on until it pauses again or
+// ends), happen off the grain's turn, so its other requests are not held
+// up; a graceful deactivation waits for them like for a request.
+func (c *cont) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecide) (proto.Message, error) {
+	text, ok := decisionTexts[m.GetAction()]
+	if !ok {
+		return nil, grain.Reject("continuation: action must be accept, decline or cancel")
+	}
+	if c.h.cfg.CodeMode == nil || !c.h.cfg.durable() {
+		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil // nothing published here
+	}
+	if err := c.ensure(ctx, g); err != nil {
+		return nil, err
+	}
+	code, mayDecide := c.code, c.h.cfg.CodeMode.Approvers.MayDecide
+	answer := g.Defer()
+	c.serving.Add(1)
+	go func() {
+		defer c.serving.Add(-1)
+		st, apply := code.Decide(context.WithoutCancel(ctx), m, mayDecide)
+		reply := &pb.ExecutionReply{Status: st}
+		if st == pb.ExecutionReply_STATUS_OK {
+			reply.Text = text
+		}
+		answer(reply, nil)
+		if apply != nil {
+			apply()
+		}
+	}()
+	return nil, nil
 }
 
 // HandleLocal receives exchange completions.

@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 )
 
 var (
@@ -108,5 +110,73 @@ func TestOnlyTheOwnerRestoresOrReplaysADurableRun(t *testing.T) {
 	}
 	if _, found := third.Resume(ctx, id, engine.AsOwner(alice), engine.Response{}); !found || !third.IsSettled(id, engine.AsOwner(alice)) {
 		t.Fatal("alice does not get her settled outcome from the journal")
+	}
+}
+
+// A settled durable run's outcome is final: its owner reads it back from
+// any grain's engine on the same store (a resume from a new session of a
+// one-shot client, or a sessionless request), without running anything
+// again. No one else does — not another user of the organization, another
+// organization, an approver, nor the other grain's own System access — and
+// an unsettled run is neither decided nor restored there (it is decided
+// where it lives).
+func TestASettledRunIsReadBackInAnotherGrainByItsOwnerOnly(t *testing.T) {
+	f := newDurableFixture(t)
+	ctx := context.Background()
+	owner := f.activate(&hookLog{})
+	out := owner.ExecuteWithPause(ctx, nonDeterministicCode, alice)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("outcome %+v, want a pause", out)
+	}
+	id := out.Pause.ID
+	set, _ := policy.New(nil)
+	other := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, Session: "s2",
+		Journal: engine.StoreJournal{Store: f.st, Grain: "session/s2", Epoch: 1}})
+	t.Cleanup(other.Shutdown)
+
+	// Paused in s1: s2 neither decides nor restores it, even for alice.
+	if _, found := other.Resume(ctx, id, engine.AsOwner(alice), engine.Response{Action: engine.Accept}); found || other.PausedCount() != 0 {
+		t.Fatalf("another grain decided or restored a live pause: %d paused", other.PausedCount())
+	}
+	if _, live := owner.Paused(id, engine.AsOwner(alice)); !live || f.posts.Load() != 0 {
+		t.Fatalf("the pause in its own grain: live %v, %d POSTs", live, f.posts.Load())
+	}
+
+	done, found := owner.Resume(ctx, id, engine.AsOwner(alice), engine.Response{Action: engine.Accept})
+	if !found || done.Status != engine.StatusCompleted {
+		t.Fatalf("resume in the owning grain: %v %+v", found, done)
+	}
+	for _, tc := range []struct {
+		name string
+		a    engine.Access
+		want bool
+	}{
+		{"the owner", engine.AsOwner(alice), true},
+		{"the owner with another role", engine.AsOwner(engine.Principal{User: "alice", Org: "acme", Role: "viewer"}), true},
+		{"another user of the organization", engine.AsOwner(bob), false},
+		{"another organization", engine.AsOwner(mallory), false},
+		{"an approver of the organization", engine.AsApprover(bob), false},
+		{"the other grain's System access", engine.System, false},
+		{"the zero Access", engine.Access{}, false},
+	} {
+		got, found := other.Resume(ctx, id, tc.a, engine.Response{Action: engine.Accept})
+		look, seen := other.Outcome(ctx, id, tc.a)
+		if found != tc.want || seen != tc.want || other.IsSettled(id, tc.a) != tc.want {
+			t.Errorf("%s: resume found %v, outcome found %v, settled %v; want %v", tc.name, found, seen, other.IsSettled(id, tc.a), tc.want)
+			continue
+		}
+		if !tc.want {
+			if got.Status != "" || look.Status != "" {
+				t.Errorf("%s: got an outcome (%+v, %+v) with found false", tc.name, got, look)
+			}
+			continue
+		}
+		if got.Status != engine.StatusCompleted || fmt.Sprint(got.Result.Value) != fmt.Sprint(done.Result.Value) ||
+			fmt.Sprint(look.Result.Value) != fmt.Sprint(done.Result.Value) {
+			t.Errorf("%s: read back %+v / %+v, want %+v", tc.name, got, look, done)
+		}
+	}
+	if f.posts.Load() != 1 || len(f.api.Todos()) != 1 {
+		t.Fatalf("%d POSTs, %d to-dos: reading the outcome back ran the write again", f.posts.Load(), len(f.api.Todos()))
 	}
 }

@@ -383,7 +383,8 @@ func (e *Engine) reportPause(p *Pause) {
 
 // Resume decides paused execution id for a caller with access a and
 // returns what follows. found is false for an id that is neither paused
-// nor recently settled here, and for one a may not touch (see [Access]).
+// nor recently settled here nor a settled durable run a may read back
+// (see settledDurable), and for one a may not touch (see [Access]).
 //
 // The first decision claims the pause: a concurrent Resume, whatever it
 // decides, joins it and gets its outcome — also while a dormant pause is
@@ -482,7 +483,8 @@ func (e *Engine) unclaim(rc *resumeCall, id string, a Access) (Outcome, bool) {
 // Outcome returns what execution id came to, without deciding it: the
 // outcome of a decision being applied (joined, like a concurrent
 // [Engine.Resume]), the remembered outcome of one settled here, or the
-// journaled outcome of a durable run of this grain settled earlier. found
+// journaled outcome of a settled durable run (of this grain, or the
+// caller's own run of another grain: see settledDurable). found
 // is false while it waits for a decision, for an id unknown here, and for
 // one a may not see. A pause being restored is waited for (or ctx).
 func (e *Engine) Outcome(ctx context.Context, id string, a Access) (Outcome, bool) {
@@ -666,8 +668,14 @@ func (e *Engine) knownLocked(id string) bool {
 	return paused || settled || resuming
 }
 
-// settledDurable replays the outcome of a durable run of this grain that
-// settled in an earlier activation, if a may see it.
+// settledDurable replays the outcome of a settled durable run, if a may
+// see it: one of this grain that settled in an earlier activation, or —
+// for its owner only — one that settled in another grain (a session the
+// owner has since left or closed, a continuation grain). A settled outcome
+// is final, so any grain may read it back; one principal's resume from a
+// new session then gets what its execution came to instead of a miss
+// that reads like "nothing ran". An unsettled run of another grain is
+// not touched here: it is decided where it lives (the resume forward).
 func (e *Engine) settledDurable(id string, a Access) (Outcome, bool) {
 	if e.cfg.Journal == nil {
 		return Outcome{}, false
@@ -675,14 +683,26 @@ func (e *Engine) settledDurable(id string, a Access) (Outcome, bool) {
 	ctx, cancel := writeCtx()
 	defer cancel()
 	r, _, ok := e.cfg.Journal.RunOf(ctx, id)
-	if !ok || r.Session != e.cfg.Session || !a.Allows(runOwner(r)) {
-		return Outcome{}, false // another grain's (the resume forward checks the caller there), or not the caller's
+	if !ok || !mayReplay(a, r.Session == e.cfg.Session, runOwner(r)) {
+		return Outcome{}, false
 	}
 	return settledOutcome(r)
 }
 
+// mayReplay reports whether a may read back the settled outcome of a run
+// owner ran, in this grain (own) or in another: here as for every look
+// at an execution; elsewhere only as the owner itself (the grain's own
+// System access and an approver's have no standing there).
+func mayReplay(a Access, own bool, owner Principal) bool {
+	if !own && a.kind != accessOwner {
+		return false
+	}
+	return a.Allows(owner)
+}
+
 // IsSettled reports whether id settled here recently (or, for durable
-// executions, at all while the journal keeps it) and a may know it.
+// executions, at all while the journal keeps it — the caller's own runs
+// of other grains included) and a may know it.
 func (e *Engine) IsSettled(id string, a Access) bool {
 	e.mu.Lock()
 	owner, settled := e.owners[id]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,8 +80,10 @@ type CodeRuntime = codeRuntime
 // NewCodeRuntime returns the code runtime of grain ownerID; hooks (may be
 // nil) receive pause lifecycles; journal (may be nil) makes its executions
 // durable, restored on demand ([engine.Engine.RestorePaused]). Its pauses
-// are not published in the directory (sessionless continuations are
-// approved in-band).
+// are in the execution directory only if the journal publishes them
+// (engine.StoreJournal.Publish: a continuation's or a task's), and then
+// the grain takes approval surfaces' decisions through
+// [CodeRuntime.Decide].
 func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks, journal engine.Journal) *CodeRuntime {
 	return newCodeRuntime(cfg, ownerID, hooks, false, journal)
 }
@@ -124,6 +127,9 @@ type codeRuntime struct {
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
 	// transactions that journal them.
 	journaled map[string]bool
+	// decided are the pauses an approval surface decided through Decide
+	// whose decision is being applied.
+	decided map[string]bool
 	// closed ends the waits of WaitDecision (Shutdown).
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -318,8 +324,13 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	if rec.User != who.User {
 		return nil, codemode.Forbidden
 	}
+	// A settled row is final: whatever the owner answers short of the
+	// outcome (its session closed, its runtime gone, no answer), the
+	// execution is settled, never "expired" or "not found" — those advise
+	// running the code again, which would repeat what it did.
+	miss := forwardMiss(!rec.Settled.IsZero())
 	if rec.Session == c.id {
-		return nil, codemode.Expired // it names us, and we have no live pause
+		return nil, miss(codemode.Expired) // it names us, and we have no live pause
 	}
 	content, _ := json.Marshal(resp.Content)
 	fctx, cancel := context.WithTimeout(ctx, ForwardTimeout)
@@ -328,23 +339,35 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 		Principal: &pb.Principal{User: who.User, Org: who.Org, Role: who.Role}, ExecutionId: execID, Action: resp.Action, ContentJson: string(content),
 	})
 	if err != nil {
-		return nil, codemode.Expired
+		return nil, miss(codemode.Expired)
 	}
 	switch reply.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
 		var res mcp.CallToolResult
 		if err := json.Unmarshal([]byte(reply.GetResultJson()), &res); err != nil {
-			return nil, codemode.Expired
+			return nil, miss(codemode.Expired)
 		}
 		return &res, ""
 	case pb.ExecutionReply_STATUS_NOT_FOUND:
-		return nil, codemode.NotFound
+		return nil, miss(codemode.NotFound)
 	case pb.ExecutionReply_STATUS_FORBIDDEN:
 		return nil, codemode.Forbidden
 	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
 		return nil, codemode.AlreadySettled
 	}
-	return nil, codemode.Expired
+	return nil, miss(codemode.Expired)
+}
+
+// forwardMiss is what a forwarded resume's miss reports: for an execution
+// the directory shows settled, AlreadySettled instead of a miss that
+// advises running the code again (expired, not found).
+func forwardMiss(settled bool) func(codemode.Miss) codemode.Miss {
+	return func(m codemode.Miss) codemode.Miss {
+		if settled && (m == codemode.Expired || m == codemode.NotFound) {
+			return codemode.AlreadySettled
+		}
+		return m
+	}
 }
 
 // resumeForModel serves a forwarded resume.
@@ -380,3 +403,79 @@ type noHooks struct{}
 func (noHooks) Paused(string, time.Time) {}
 func (noHooks) Resuming(string, string)  {}
 func (noHooks) Settled(string)           {}
+
+// Decide takes an approval surface's decision (browser page, HTTP, gRPC,
+// CLI) for a paused execution of a grain whose journal publishes its
+// pauses but that keeps no decisions of its own: a continuation grain,
+// whose sessionless client would otherwise be the only one to answer.
+// Anyone of the execution's organization finds it; a role mayDecide
+// refuses is FORBIDDEN; the first decision wins (ALREADY_DECIDED after,
+// and for a pause whose deadline passed: the engine declines it). On OK,
+// apply (blocking until the execution pauses again or ends) hands the
+// decision to the execution; the client's retry then gets what it came
+// to, exactly as after its own decision. A pause of the grain that is
+// journaled but not in memory is restored first.
+func (c *codeRuntime) Decide(ctx context.Context, m *pb.ExecutionDecide, mayDecide func(role string) bool) (st pb.ExecutionReply_Status, apply func()) {
+	who := m.GetPrincipal()
+	id := m.GetExecutionId()
+	if who.GetOrg() == "" {
+		return pb.ExecutionReply_STATUS_NOT_FOUND, nil
+	}
+	a := engine.AsApprover(engine.Principal{User: who.GetUser(), Org: who.GetOrg(), Role: who.GetRole()})
+	c.eng.RestorePaused(ctx, id, a)
+	p, live := c.eng.Paused(id, a)
+	switch {
+	case !live && c.eng.IsSettled(id, a):
+		return pb.ExecutionReply_STATUS_ALREADY_DECIDED, nil
+	case !live:
+		return pb.ExecutionReply_STATUS_NOT_FOUND, nil // unknown, another organization's, or being decided by the client
+	case !mayDecide(who.GetRole()):
+		return pb.ExecutionReply_STATUS_FORBIDDEN, nil
+	}
+	c.mu.Lock()
+	if c.decided[id] {
+		c.mu.Unlock()
+		return pb.ExecutionReply_STATUS_ALREADY_DECIDED, nil
+	}
+	if c.decided == nil {
+		c.decided = map[string]bool{}
+	}
+	c.decided[id] = true
+	c.mu.Unlock()
+	resp := engine.Response{Action: m.GetAction(), Reason: decisionReason(m.GetContentJson())}
+	st = pb.ExecutionReply_STATUS_OK
+	if !p.Deadline.IsZero() && c.now().After(p.Deadline) {
+		st = pb.ExecutionReply_STATUS_ALREADY_DECIDED // the engine declines it (approval_timeout) as it applies it
+	}
+	return st, func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.decided, id)
+			c.mu.Unlock()
+		}()
+		c.eng.Resume(context.WithoutCancel(ctx), id, a, resp)
+	}
+}
+
+// now is the runtime's clock.
+func (c *codeRuntime) now() time.Time {
+	if c.cfg.Clock != nil {
+		return c.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
+// decisionReason is the "reason" string of a decision's content, if any
+// (at most 1,000 bytes), as a session keeps it.
+func decisionReason(contentJSON string) string {
+	var c struct {
+		Reason string `json:"reason"`
+	}
+	if contentJSON == "" || json.Unmarshal([]byte(contentJSON), &c) != nil {
+		return ""
+	}
+	if len(c.Reason) > 1000 {
+		c.Reason = strings.ToValidUTF8(c.Reason[:1000], "")
+	}
+	return c.Reason
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // authorization spec): which authorization servers' access tokens a node
 // accepts, and how their claims become principals.
 type oauthFlags struct {
-	issuers                              listFlag
+	issuers, localIssuers                listFlag
 	resource, jwksURL, algorithms        string
 	leeway, keysMaxAge, keysMinRefresh   time.Duration
 	introURL, introClient, introSecret   string
@@ -27,6 +28,7 @@ type oauthFlags struct {
 
 func (o *oauthFlags) register(fs *flag.FlagSet) {
 	fs.Var(&o.issuers, "oauth-issuer", "issuer URL of an OAuth authorization server whose access tokens are accepted besides the static keys (repeatable; its metadata and keys are found by discovery); none: OAuth off")
+	fs.Var(&o.localIssuers, "oauth-local-issuer", "an --oauth-issuer whose tokens name principals as the static keys do (sub alice, org acme is the key's alice in acme); other issuers' principals are keyed by issuer (<issuer>#<sub>, <issuer>#<org>). Repeatable; default: the only --oauth-issuer when there is one, none when there are several")
 	fs.StringVar(&o.resource, "oauth-resource", "", "canonical resource URI of /mcp as clients reach it, e.g. https://mcp.example.com/mcp: access tokens must name it in aud (default: --public-url + /mcp)")
 	fs.StringVar(&o.jwksURL, "oauth-jwks-url", "", "JWKS URL of the (single) issuer, if it publishes no discovery metadata")
 	fs.StringVar(&o.algorithms, "oauth-algorithms", strings.Join(auth.DefaultAlgorithms, ","), "JWT signature algorithms accepted (never none or HMAC)")
@@ -51,10 +53,15 @@ func (o *oauthFlags) register(fs *flag.FlagSet) {
 // origin).
 func (o *oauthFlags) config(publicURL string) (app.OAuthConfig, error) {
 	if len(o.issuers) == 0 {
-		if o.resource != "" || o.introURL != "" || o.jwksURL != "" {
-			return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-resource, --oauth-jwks-url and --oauth-introspection-url need --oauth-issuer", errUsage)
+		if o.resource != "" || o.introURL != "" || o.jwksURL != "" || len(o.localIssuers) > 0 {
+			return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-resource, --oauth-jwks-url, --oauth-introspection-url and --oauth-local-issuer need --oauth-issuer", errUsage)
 		}
 		return app.OAuthConfig{}, nil
+	}
+	for _, iss := range o.localIssuers {
+		if !slices.Contains(o.issuers, iss) {
+			return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-local-issuer %q is not one of the --oauth-issuer values", errUsage, iss)
+		}
 	}
 	resource := o.resource
 	if resource == "" && publicURL != "" {
@@ -92,5 +99,6 @@ func (o *oauthFlags) config(publicURL string) (app.OAuthConfig, error) {
 		IntrospectionURL: o.introURL, IntrospectionClientID: o.introClient, IntrospectionClientSecret: o.introSecret,
 		IntrospectionCache: o.introCache,
 		Claims:             auth.ClaimMapping{UserClaim: o.userClaim, OrgClaim: o.orgClaim, RoleClaim: o.roleClaim, DefaultOrg: o.defaultOrg, Scopes: scopes},
+		LocalIssuers:       o.localIssuers,
 	}, nil
 }

@@ -40,6 +40,19 @@ func TestOAuthFlags(t *testing.T) {
 			c.Claims.Scopes.For(auth.RoleViewer) != auth.DefaultViewerScope || c.Leeway >= 0 || len(c.Algorithms) != len(auth.DefaultAlgorithms) {
 			t.Fatalf("config %+v", c)
 		}
+		if c.LocalIssuers != nil {
+			t.Fatalf("local issuers %v, want the default (nil)", c.LocalIssuers)
+		}
+	})
+	t.Run("local issuers", func(t *testing.T) {
+		o, err := parseOAuth(t, map[string]string{"MCPGRAIN_OAUTH_LOCAL_ISSUER": "https://a.example"},
+			"--oauth-issuer", "https://a.example", "--oauth-issuer", "https://b.example", "--oauth-resource", "https://x/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := o.config(""); err != nil || strings.Join(c.LocalIssuers, " ") != "https://a.example" {
+			t.Fatalf("local issuers %v %v", c.LocalIssuers, err)
+		}
 	})
 	if o, _ := parseOAuth(t, nil); mustConfig(t, o).Enabled() {
 		t.Fatal("OAuth on without an issuer")
@@ -52,6 +65,8 @@ func TestOAuthFlags(t *testing.T) {
 		{[]string{"--oauth-issuer", "https://a.example"}, "needs --oauth-resource"},
 		{[]string{"--oauth-resource", "https://mcp.example.com/mcp"}, "need --oauth-issuer"},
 		{[]string{"--oauth-issuer", "https://a.example", "--oauth-resource", "mcp.example.com/mcp"}, "--oauth-resource"},
+		{[]string{"--oauth-local-issuer", "https://a.example"}, "need --oauth-issuer"},
+		{[]string{"--oauth-issuer", "https://a.example", "--oauth-resource", "https://x/mcp", "--oauth-local-issuer", "https://b.example"}, "--oauth-local-issuer"},
 		{[]string{"--oauth-issuer", "https://a.example", "--oauth-resource", "https://x/mcp", "--oauth-introspection-client-id", "rs"}, "go together"},
 		{[]string{"--oauth-issuer", "https://a.example", "--oauth-resource", "https://x/mcp", "--oauth-member-scope", "mcp:read"}, "must differ"},
 		{[]string{"--oauth-issuer", "https://a.example", "--oauth-resource", "https://x/mcp", "--oauth-leeway", "1h"}, "--oauth-leeway"},

@@ -2,16 +2,16 @@
 // routes, the browser approval page, the approvals inbox (an
 // organization's waiting executions and recent decisions, live) and the
 // gRPC ApprovalService. All of them go through one [Service], which finds
-// an execution's owner session in the store's execution directory and
-// asks that session grain — wherever it lives in the cluster — to show or
-// decide it.
+// an execution's owner in the store's execution directory — a session
+// grain, a task grain (an execute run as a task) or a continuation grain
+// (a 2026-07-28 sessionless execute) — and asks that grain, wherever it
+// lives in the cluster, to show or decide it.
 //
 // Who may do what: anyone authenticated in the owner's organization may see
 // an execution (list, show, watch, the page); deciding it takes a role
 // that [ServiceOptions.Approvers] allows (policy.Approvers): admins
 // always, members unless approvers is "admin", viewers never
-// ([ErrInsufficientRole]). The session grain that owns the pause checks
-// again. Executions of other organizations do not exist for the caller
+// ([ErrInsufficientRole]). The grain that owns the pause checks again. Executions of other organizations do not exist for the caller
 // (not found, never forbidden), so ids leak nothing.
 package approvals
 
@@ -201,9 +201,10 @@ func (s *Service) Get(ctx context.Context, who *pb.Principal, sessionID, execID 
 	if err != nil {
 		return nil, err
 	}
-	if exchange.OwnerKind(sid) == exchange.KindTask {
-		// A task's pause is as its journal published it (the task grain
-		// keeps no other view of it while it waits).
+	if exchange.OwnerKind(sid) != exchange.KindSession {
+		// A task's or a sessionless (continuation) execution's pause is as
+		// its journal published it (its grain keeps no other view of it
+		// while it waits).
 		row, err := s.dir.GetExecution(ctx, execID)
 		if err != nil {
 			return nil, s.notFound(ctx, execID)

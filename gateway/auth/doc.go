@@ -94,6 +94,11 @@
 //     mcp:admin, mcp:approve, mcp:read by default) or an optional role
 //     claim grant. A token that grants no role is refused with 403
 //     insufficient_scope.
+//   - Principals are keyed by issuer: a local issuer's tokens name them
+//     as the static keys do; every other issuer's user and organization
+//     are qualified, "<issuer>#<sub>" and "<issuer>#<org>"
+//     ([OAuthOptions.LocalIssuers], [QualifiedName]), so no issuer's token
+//     is another issuer's principal or a key's.
 //
 // Challenges then follow the MCP authorization spec: every 401 names the
 // protected resource metadata (resource_metadata) and, without

@@ -123,11 +123,13 @@ func validateEntry(e Entry) (keyEntry, error) {
 	case !isBearerToken(e.Token):
 		return keyEntry{}, errors.New("token contains characters a bearer token cannot (allowed: A-Z a-z 0-9 - . _ ~ + / and trailing =)")
 	}
-	if err := validateName("user", e.User); err != nil {
-		return keyEntry{}, err
-	}
-	if err := validateName("org", e.Org); err != nil {
-		return keyEntry{}, err
+	for _, f := range [2][2]string{{"user", e.User}, {"org", e.Org}} {
+		if err := validateName(f[0], f[1]); err != nil {
+			return keyEntry{}, err
+		}
+		if IsQualifiedName(f[1]) {
+			return keyEntry{}, fmt.Errorf("%s %q has the form <issuer>#<name>, reserved for the principals of OAuth issuers", f[0], f[1])
+		}
 	}
 	role := e.Role
 	switch role {

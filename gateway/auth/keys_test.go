@@ -67,6 +67,11 @@ func TestNewKeys(t *testing.T) {
 		{name: "user with spaces around", entries: []Entry{{Token: tokAlice, User: " u", Org: "o"}}, wantErr: []string{"user", "whitespace"}},
 		{name: "org with control char", entries: []Entry{{Token: tokAlice, User: "u", Org: "o\x00"}}, wantErr: []string{"org", "control"}},
 		{name: "bad role", entries: []Entry{{Token: tokAlice, User: "u", Org: "o", Role: "Admin"}}, wantErr: []string{`role "Admin"`}},
+		{name: "user of an issuer's namespace", entries: []Entry{{Token: tokAlice, User: "https://login.example.com#alice", Org: "o"}},
+			wantErr: []string{"entries[0]", "user", "reserved for the principals of OAuth issuers"}},
+		{name: "org of an issuer's namespace", entries: []Entry{{Token: tokAlice, User: "u", Org: "http://idp.local:8080/realms/x#acme"}},
+			wantErr: []string{"entries[0]", "org", "reserved for the principals of OAuth issuers"}},
+		{name: "a # that names no issuer", entries: []Entry{{Token: tokAlice, User: "team#1", Org: "mailto:x#y"}}, wantLen: 1},
 		{name: "duplicate token", entries: []Entry{alice, bob, {Token: tokAlice, User: "eve", Org: "evil"}}, wantErr: []string{"entries[2]", "duplicate token", "entries[0]"}},
 		{name: "duplicate token same principal", entries: []Entry{alice, alice}, wantErr: []string{"entries[1]", "duplicate token"}},
 	}

@@ -40,6 +40,16 @@ type OAuthOptions struct {
 	Introspection *Introspector
 	// Claims maps a verified token to a principal.
 	Claims ClaimMapping
+	// LocalIssuers are the authorization servers whose tokens name
+	// principals as the static keys do (sub "alice" with org "acme" is the
+	// key's alice in acme). Every other issuer's principals are keyed by
+	// issuer: user and organization become "<issuer>#<sub>" and
+	// "<issuer>#<org>", so no issuer's token is ever another issuer's
+	// principal or a key's ([QualifiedName]). nil: the only authorization
+	// server when there is one (a single-issuer deployment's names stay as
+	// they are), none when there are several. Each must be one of
+	// AuthorizationServers.
+	LocalIssuers []string
 	// ResourceName, if set, is the metadata's human-readable
 	// resource_name.
 	ResourceName string
@@ -60,6 +70,7 @@ type OAuthOptions struct {
 // ([AuthOptions.OAuth]).
 type OAuth struct {
 	o        OAuthOptions
+	issuers  issuerScope
 	metaURL  string
 	metaPath string
 	meta     *oauthex.ProtectedResourceMetadata
@@ -84,6 +95,10 @@ func NewOAuth(o OAuthOptions) (*OAuth, error) {
 	if o.JWT == nil && o.Introspection == nil {
 		return nil, errors.New("auth: OAuth needs JWT verification, introspection or both")
 	}
+	issuers, err := newIssuerScope(o.AuthorizationServers, o.LocalIssuers)
+	if err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -99,6 +114,7 @@ func NewOAuth(o OAuthOptions) (*OAuth, error) {
 	}
 	return &OAuth{
 		o:           o,
+		issuers:     issuers,
 		metaPath:    wellKnownPRM + path,
 		metaURL:     u.Scheme + "://" + u.Host + wellKnownPRM + path,
 		meta:        meta,
@@ -139,7 +155,8 @@ func (o *OAuth) MetadataHandler() http.Handler {
 // Scopes returns the scope of each role.
 func (o *OAuth) Scopes() RoleScopes { return o.o.Claims.Scopes.withDefaults() }
 
-// Verify checks an access token and returns its principal. Errors are
+// Verify checks an access token and returns its principal, keyed by the
+// token's issuer ([OAuthOptions.LocalIssuers]). Errors are
 // *[Error] without a challenge (the [Authenticator] adds it): 401
 // invalid_token for a token that is not valid here (with why), 403
 // insufficient_scope for one that grants no role, 503 when the
@@ -165,7 +182,11 @@ func (o *OAuth) Verify(ctx context.Context, token string) (*pb.Principal, error)
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeTemporarilyUnavailable,
 			Message: "the authorization server could not be reached to verify the token; retry later", cause: err}
 	}
-	return o.o.Claims.Principal(info)
+	p, err := o.o.Claims.Principal(info)
+	if err != nil {
+		return nil, err
+	}
+	return o.issuers.principal(p, info)
 }
 
 // checkResourceURI accepts an absolute http(s) URI without a fragment (a

@@ -40,6 +40,11 @@ type OAuthConfig struct {
 	IntrospectionCache time.Duration
 	// Claims maps tokens to principals.
 	Claims auth.ClaimMapping
+	// LocalIssuers are the issuers whose tokens name principals as the
+	// static keys do; every other issuer's principals are keyed by issuer
+	// (auth.OAuthOptions.LocalIssuers). nil: the only issuer when there is
+	// one, none when there are several.
+	LocalIssuers []string
 	// Now is the clock tokens are checked against (nil: time.Now); tests
 	// move it to expire tokens.
 	Now func() time.Time
@@ -74,10 +79,11 @@ func newOAuth(ctx context.Context, c OAuthConfig, log *slog.Logger) (*auth.OAuth
 	}
 	oa, err := auth.NewOAuth(auth.OAuthOptions{
 		Resource: c.Resource, AuthorizationServers: c.Issuers, JWT: jwt, Introspection: in, Claims: c.Claims, ResourceName: "mcpgrain",
-		Logger: log,
+		LocalIssuers: c.LocalIssuers,
+		Logger:       log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("OAuth (check --oauth-resource): %w", err)
+		return nil, fmt.Errorf("OAuth (check --oauth-resource, --oauth-local-issuer): %w", err)
 	}
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
