@@ -111,7 +111,7 @@ func TestAnotherIssuerCannotBecomeAKeysPrincipal(t *testing.T) {
 			if r := raw(t, "POST", info.HTTPAddr, hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); r.status != 403 {
 				t.Fatalf("B's alice on the key's session: %d %s, want 403", r.status, r.body)
 			}
-			if n := len(todos(t, info.HTTPAddr)); n != 0 {
+			if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 				t.Fatalf("B's alice ran the write: %d to-dos", n)
 			}
 
