@@ -31,8 +31,9 @@ type Tool struct {
 	// source has none.
 	InputSchema json.RawMessage
 	// RequiresApproval is the source's default: true for OpenAPI methods
-	// other than GET, HEAD and OPTIONS and for MCP tools with
-	// destructiveHint true. Policies may override it.
+	// other than GET, HEAD and OPTIONS and for MCP tools not marked
+	// readOnlyHint true (or marked destructiveHint true). Policies may
+	// override it.
 	RequiresApproval bool
 	// ApprovalText is the short text shown to the approver, e.g.
 	// "POST /todos" (OpenAPI) or "Call upstream tool delete_file" (MCP).

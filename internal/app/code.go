@@ -30,7 +30,8 @@ type CodeConfig struct {
 	// Upstreams are upstream MCP servers used as tool sources.
 	Upstreams []UpstreamSource
 	// Policy decides which calls need approval (nil: the sources'
-	// defaults — writes and destructive tools need approval).
+	// defaults — OpenAPI writes and upstream MCP tools not marked
+	// read-only need approval).
 	Policy *policy.Set
 	// Window is how long a paused execution waits for a decision before
 	// it is declined (zero: 4 minutes).

@@ -9,10 +9,15 @@
 // (at most once per Options.MissRefreshEvery, so code probing names cannot
 // flood the upstream).
 //
-// Approval defaults: an upstream tool with destructiveHint true requires
-// approval, with text "Call upstream tool <name>"; readOnlyHint or
-// idempotentHint true makes it Idempotent. Upstream annotations are hints from the upstream server:
-// policies, not this package, decide whether to trust them.
+// Approval defaults fail closed, as MCP presumes: a tool requires approval,
+// with text "Call upstream tool <name>", unless the upstream marks it
+// readOnlyHint true (MCP's destructiveHint defaults to true for a tool that
+// is not read-only, and a tool without annotations is such a tool). An
+// explicit destructiveHint true requires approval even beside readOnlyHint
+// (contradictory hints count as the riskier one). readOnlyHint or
+// idempotentHint true makes a tool Idempotent. Upstream annotations are
+// hints from the upstream server: policies (package policy) decide
+// otherwise, e.g. approve an unannotated tool known to be harmless.
 //
 // Results: Call returns structuredContent when the upstream sends it, else
 // the text contents joined by newlines, else the raw content list (as JSON
@@ -305,11 +310,21 @@ func toTool(source string, t *mcp.Tool) tools.Tool {
 			out.InputSchema = raw
 		}
 	}
-	if a := t.Annotations; a != nil {
-		out.RequiresApproval = a.DestructiveHint != nil && *a.DestructiveHint
-		out.Idempotent = a.ReadOnlyHint || a.IdempotentHint
-	}
+	out.RequiresApproval, out.Idempotent = approvalDefaults(t.Annotations)
 	return out
+}
+
+// approvalDefaults is what a tool's annotations (nil: none) make of its
+// defaults. It fails closed: only readOnlyHint true, without an explicit
+// destructiveHint true beside it, runs without approval (MCP presumes a tool
+// that is not read-only destructive). readOnlyHint or idempotentHint true
+// makes it safe to send again.
+func approvalDefaults(a *mcp.ToolAnnotations) (requiresApproval, idempotent bool) {
+	if a == nil {
+		return true, false
+	}
+	destructive := a.DestructiveHint != nil && *a.DestructiveHint
+	return !a.ReadOnlyHint || destructive, a.ReadOnlyHint || a.IdempotentHint
 }
 
 // current returns the tool list, refetching it first when it is older than
