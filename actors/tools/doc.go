@@ -21,6 +21,11 @@
 // itself. Idempotent marks tools that are safe to retry after a crash
 // (OpenAPI GET/HEAD/OPTIONS, MCP readOnlyHint or idempotentHint).
 //
+// A source may be without its tools for a while (an upstream MCP server
+// that was down when the node started and is connected in the background):
+// it implements [Availability], and [Registry.Unavailable] tells code
+// calling one of its tools why it is missing.
+//
 // Errors from [Registry.Call] and [Source.Call] are written to be shown to
 // the calling code: they name the tool or the HTTP request, never the
 // configured credentials, and they truncate response bodies (see

@@ -63,6 +63,14 @@ type Source interface {
 	Search(ctx context.Context, query string, limit int) []Tool
 }
 
+// Availability is implemented by sources that can be without their tools
+// for a while, such as an upstream MCP server that has not connected yet.
+type Availability interface {
+	// Unavailable returns why the source cannot offer its tools now (an
+	// error safe to show to the calling code), or nil when it can.
+	Unavailable() error
+}
+
 // Hit is one search result with its score, as returned by a ScoredSearcher.
 type Hit struct {
 	// Tool is the matching tool.
