@@ -514,7 +514,7 @@ func (h *host) durableCall(ctx context.Context, path string, args any) (any, err
 		return h.done(seq, path, hash, res, err)
 	}
 	if !known {
-		return h.done(seq, path, hash, nil, fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path))
+		return h.done(seq, path, hash, nil, h.e.unknownTool(path))
 	}
 	argMap, _ := args.(map[string]any)
 	if args != nil && argMap == nil {

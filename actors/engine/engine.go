@@ -847,7 +847,7 @@ func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
 	e := h.e
 	t, ok := e.cfg.Tools.Lookup(ctx, path)
 	if !ok {
-		return nil, fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path)
+		return nil, e.unknownTool(path)
 	}
 	argMap, _ := args.(map[string]any)
 	if args != nil && argMap == nil {
@@ -875,6 +875,18 @@ func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
 func (h *host) callTool(ctx context.Context, path string, args map[string]any) (any, error) {
 	who := h.ex.principal
 	return h.e.cfg.Tools.Call(tools.WithCaller(ctx, tools.Caller{User: who.User, Org: who.Org, Role: who.Role}), path, args)
+}
+
+// unknownTool is the error for a tool path the registry does not find: why
+// its source is without its tools for now (an upstream MCP server still
+// connecting, when the registry can tell), else unknown.
+func (e *Engine) unknownTool(path string) error {
+	if r, ok := e.cfg.Tools.(interface{ Unavailable(path string) error }); ok {
+		if err := r.Unavailable(path); err != nil {
+			return fmt.Errorf("tools.%s: %w", path, err)
+		}
+	}
+	return fmt.Errorf("unknown tool %q (use tools.search({query}) to find tools)", path)
 }
 
 // local answers tools.search and tools.describe from the registry.

@@ -7,8 +7,9 @@
 // contributes its first matching rule (by position); the most restrictive
 // contribution wins (block > require_approval > approve). When no rule
 // matches, the tool's default applies: require_approval for tools the
-// source marks so (OpenAPI POST/PUT/PATCH/DELETE, upstream MCP tools with
-// destructiveHint), approve otherwise.
+// source marks so (OpenAPI POST/PUT/PATCH/DELETE, upstream MCP tools not
+// marked readOnlyHint), approve otherwise. An Approve rule is how an
+// installation exempts such a tool it trusts.
 //
 // Evaluate is a pure function of the rules and its arguments.
 //

@@ -15,10 +15,16 @@
 // Each [Tool] carries its source's approval default: RequiresApproval and
 // the ApprovalText shown to the human (for OpenAPI, every method other than
 // GET, HEAD and OPTIONS, with text "<METHOD> <pathTemplate>"; for MCP,
-// destructiveHint true, with text "Call upstream tool <name>"). The
-// execution engine combines the default with policies; this package does not
-// pause anything itself. Idempotent marks tools that are safe to retry after
-// a crash (OpenAPI GET/HEAD/OPTIONS, MCP readOnlyHint).
+// every tool not marked readOnlyHint true, with text "Call upstream tool
+// <name>": both fail closed, only reads run unasked). The execution engine
+// combines the default with policies; this package does not pause anything
+// itself. Idempotent marks tools that are safe to retry after a crash
+// (OpenAPI GET/HEAD/OPTIONS, MCP readOnlyHint or idempotentHint).
+//
+// A source may be without its tools for a while (an upstream MCP server
+// that was down when the node started and is connected in the background):
+// it implements [Availability], and [Registry.Unavailable] tells code
+// calling one of its tools why it is missing.
 //
 // Errors from [Registry.Call] and [Source.Call] are written to be shown to
 // the calling code: they name the tool or the HTTP request, never the

@@ -158,6 +158,20 @@ func (r *Registry) Describe(ctx context.Context, path string) (map[string]any, b
 	}, true
 }
 
+// Unavailable returns why the source of path cannot offer its tools now
+// (see Availability), or nil: a known source that is ready, a source
+// without the method, or a path naming no source.
+func (r *Registry) Unavailable(path string) error {
+	s, _, err := r.resolve(path)
+	if err != nil {
+		return nil
+	}
+	if a, ok := s.(Availability); ok {
+		return a.Unavailable()
+	}
+	return nil
+}
+
 // Sources returns the source names, sorted.
 func (r *Registry) Sources() []string { return slices.Clone(r.names) }
 

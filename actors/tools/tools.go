@@ -31,8 +31,9 @@ type Tool struct {
 	// source has none.
 	InputSchema json.RawMessage
 	// RequiresApproval is the source's default: true for OpenAPI methods
-	// other than GET, HEAD and OPTIONS and for MCP tools with
-	// destructiveHint true. Policies may override it.
+	// other than GET, HEAD and OPTIONS and for MCP tools not marked
+	// readOnlyHint true (or marked destructiveHint true). Policies may
+	// override it.
 	RequiresApproval bool
 	// ApprovalText is the short text shown to the approver, e.g.
 	// "POST /todos" (OpenAPI) or "Call upstream tool delete_file" (MCP).
@@ -60,6 +61,14 @@ type Source interface {
 	// Search returns at most limit tools ranked by a token score of query
 	// over their name, summary, path and description (see SearchText).
 	Search(ctx context.Context, query string, limit int) []Tool
+}
+
+// Availability is implemented by sources that can be without their tools
+// for a while, such as an upstream MCP server that has not connected yet.
+type Availability interface {
+	// Unavailable returns why the source cannot offer its tools now (an
+	// error safe to show to the calling code), or nil when it can.
+	Unavailable() error
 }
 
 // Hit is one search result with its score, as returned by a ScoredSearcher.

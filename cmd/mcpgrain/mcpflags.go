@@ -116,6 +116,12 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 		if err != nil {
 			return cc, fmt.Errorf("%w: --sources: %v", errUsage, err)
 		}
+		for i := range f.OpenAPI {
+			f.OpenAPI[i].From = "--sources " + c.sourcesFile
+		}
+		for i := range f.MCP {
+			f.MCP[i].From = "--sources " + c.sourcesFile
+		}
 		cc.OpenAPI, cc.Upstreams = f.OpenAPI, f.MCP
 	}
 	for _, v := range c.openapi {
@@ -123,7 +129,7 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 		if !ok || name == "" || spec == "" {
 			return cc, fmt.Errorf("%w: --openapi %q: want NAME=SPEC[@BASE_URL]", errUsage, v)
 		}
-		src := app.OpenAPISource{Name: name, Spec: spec}
+		src := app.OpenAPISource{Name: name, Spec: spec, From: "--openapi"}
 		if i := strings.LastIndex(spec, "@http"); i > 0 {
 			src.Spec, src.BaseURL = spec[:i], spec[i+1:]
 		}
@@ -134,7 +140,12 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 		if !ok || name == "" || u == "" {
 			return cc, fmt.Errorf("%w: --upstream %q: want NAME=URL", errUsage, v)
 		}
-		cc.Upstreams = append(cc.Upstreams, app.UpstreamSource{Name: name, URL: u})
+		cc.Upstreams = append(cc.Upstreams, app.UpstreamSource{Name: name, URL: u, From: "--upstream"})
+	}
+	// What the command line says about the sources is checked here (exit
+	// 2); loading them, when the node starts, checks the rest (exit 1).
+	if err := app.CheckSources(cc); err != nil {
+		return cc, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if c.policyFile != "" {
 		set, err := policy.Load(c.policyFile)

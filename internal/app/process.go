@@ -269,11 +269,15 @@ func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
 	if !slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
 		return nil, nil
 	}
-	reg, closeSources, err := codeSources(ctx, cfg.MCP.Code, p.demoAPI, p.httpLn.Addr())
+	log := p.log.With("component", "code")
+	reg, sources, err := codeSources(ctx, cfg.MCP.Code, p.demoAPI, p.httpLn.Addr(), log)
 	if err != nil {
 		return nil, fmt.Errorf("code mode tool sources: %w", err)
 	}
-	p.onClose(closeSources)
+	p.onClose(sources.close)
+	if err := sources.register(p.nodeReg); err != nil {
+		return nil, err
+	}
 	cc := cfg.MCP.Code
 	popts := cc.Pool
 	popts.Registerer = p.nodeReg
@@ -290,7 +294,7 @@ func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
 	}
 	return &mcpruntime.CodeMode{
 		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
-		Lookup: p.st.GetExecution, Directory: p.st, Logger: p.log.With("component", "code"), Durable: true,
+		Lookup: p.st.GetExecution, Directory: p.st, Logger: log, Durable: true,
 		Approvers: cfg.MCP.Approvers, Forward: forward,
 	}, nil
 }

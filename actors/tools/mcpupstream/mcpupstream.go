@@ -9,10 +9,26 @@
 // (at most once per Options.MissRefreshEvery, so code probing names cannot
 // flood the upstream).
 //
-// Approval defaults: an upstream tool with destructiveHint true requires
-// approval, with text "Call upstream tool <name>"; readOnlyHint or
-// idempotentHint true makes it Idempotent. Upstream annotations are hints from the upstream server:
-// policies, not this package, decide whether to trust them.
+// Approval defaults fail closed, as MCP presumes: a tool requires approval,
+// with text "Call upstream tool <name>", unless the upstream marks it
+// readOnlyHint true (MCP's destructiveHint defaults to true for a tool that
+// is not read-only, and a tool without annotations is such a tool). An
+// explicit destructiveHint true requires approval even beside readOnlyHint
+// (contradictory hints count as the riskier one). readOnlyHint or
+// idempotentHint true makes a tool Idempotent. Upstream annotations are
+// hints from the upstream server: policies (package policy) decide
+// otherwise, e.g. approve an unannotated tool known to be harmless.
+//
+// Connecting: New connects and lists the tools within
+// Options.ConnectTimeout. A failure is a *ConnectError that says whether the
+// upstream is unavailable (no answer, a timeout, HTTP 5xx or 429: retrying
+// may help) or refused or misunderstood the request (HTTP 401, 403, 404 and
+// other 4xx, an unknown host, a TLS certificate it does not trust, an answer
+// that is not MCP: a configuration to fix). With Options.RetryUnavailable,
+// New returns a source for an unavailable upstream anyway: it has no tools
+// (Unavailable says why) and keeps connecting in the background, with
+// backoff from Options.RetryMin doubling to Options.RetryMax, until it
+// connects or is closed; its tools appear from then on.
 //
 // Results: Call returns structuredContent when the upstream sends it, else
 // the text contents joined by newlines, else the raw content list (as JSON
@@ -31,6 +47,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,6 +58,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/tools"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
 // Defaults of Options.
@@ -52,6 +70,12 @@ const (
 	DefaultMissRefreshEvery = 5 * time.Second
 	// ErrorTextBytes is how much upstream error text an error keeps.
 	ErrorTextBytes = 2048
+	// DefaultConnectTimeout bounds one attempt to connect and list tools.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultRetryMin is the wait before the first background retry.
+	DefaultRetryMin = time.Second
+	// DefaultRetryMax is the longest wait between background retries.
+	DefaultRetryMax = 30 * time.Second
 )
 
 // Options configures New.
@@ -76,6 +100,21 @@ type Options struct {
 	// ProtocolVersion asks for an MCP protocol version; empty means the
 	// SDK's default.
 	ProtocolVersion string
+	// ConnectTimeout bounds each attempt to connect and list the tools, at
+	// New and in the background. Zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// RetryUnavailable makes New return a source even when the upstream is
+	// unavailable (see ConnectError.Unavailable); the source connects in
+	// the background. False: New fails.
+	RetryUnavailable bool
+	// RetryMin is the wait before the first background retry, doubled
+	// after each failed one up to RetryMax. Zero means DefaultRetryMin and
+	// DefaultRetryMax.
+	RetryMin, RetryMax time.Duration
+	// Clock times the background retries. Nil means the system clock.
+	Clock clock.Clock
+	// Logger reports background connection attempts. Nil discards them.
+	Logger *slog.Logger
 }
 
 // ToolError is the error Call returns when the upstream tool reports
@@ -99,11 +138,20 @@ type Source struct {
 	opts     Options
 	client   *mcp.Client
 	http     *http.Client
+	log      *slog.Logger
 
 	snap atomic.Pointer[snapshot] // current tool list; never nil after New
 
 	listChanged atomic.Bool // the upstream announced a new tool list
 	closed      atomic.Bool
+
+	// Until the first connection (RetryUnavailable): why it failed last.
+	// Nil once connected.
+	unavailable atomic.Pointer[ConnectError]
+	life        context.Context // canceled by Close: ends background attempts
+	endLife     context.CancelFunc
+	retryMu     sync.Mutex  // guards retry
+	retry       clock.Timer // the next background attempt, if armed
 
 	refreshMu sync.Mutex // one refresh at a time
 	lastMiss  time.Time  // last miss-triggered refresh; guarded by refreshMu
@@ -124,7 +172,9 @@ type entry struct {
 	search tools.SearchText
 }
 
-// New connects to the upstream and fetches its tool list.
+// New connects to the upstream and fetches its tool list. A failure to
+// connect is a *ConnectError; with Options.RetryUnavailable, an unavailable
+// upstream instead gives a source that connects in the background.
 func New(ctx context.Context, opts Options) (*Source, error) {
 	if !tools.ValidSourceName(opts.Name) {
 		return nil, fmt.Errorf("mcpupstream: invalid source name %q (want ^[a-zA-Z][a-zA-Z0-9_]*$)", opts.Name)
@@ -132,13 +182,54 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if opts.Endpoint == "" {
 		return nil, fmt.Errorf("mcpupstream %s: Endpoint is required", opts.Name)
 	}
+	s := newSource(withDefaults(opts))
+	snap, err := s.connect(ctx)
+	if err == nil {
+		s.snap.Store(snap)
+		return s, nil
+	}
+	var ce *ConnectError
+	if !opts.RetryUnavailable || !errors.As(err, &ce) || !ce.Unavailable {
+		s.Close()
+		return nil, err
+	}
+	s.snap.Store(&snapshot{byName: map[string]*entry{}})
+	s.unavailable.Store(ce)
+	s.log.Warn("upstream MCP server unavailable; connecting in the background", "source", s.name, "retry_in", s.opts.RetryMin, "error", ce)
+	s.armRetry(s.opts.RetryMin)
+	return s, nil
+}
+
+// withDefaults fills the zero fields of opts with their defaults.
+func withDefaults(opts Options) Options {
 	if opts.RefreshEvery <= 0 {
 		opts.RefreshEvery = DefaultRefreshEvery
 	}
 	if opts.MissRefreshEvery == 0 {
 		opts.MissRefreshEvery = DefaultMissRefreshEvery
 	}
-	s := &Source{name: opts.Name, endpoint: opts.Endpoint, opts: opts}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = DefaultRetryMin
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return opts
+}
+
+// newSource builds a source that has not connected yet.
+func newSource(opts Options) *Source {
+	s := &Source{name: opts.Name, endpoint: opts.Endpoint, opts: opts, log: opts.Logger}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	base := http.DefaultClient
 	if opts.Client != nil {
 		base = opts.Client
@@ -156,13 +247,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 			s.listChanged.Store(true)
 		},
 	})
-	snap, err := s.fetch(ctx)
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("mcpupstream %s: %w", opts.Name, err)
-	}
-	s.snap.Store(snap)
-	return s, nil
+	return s
 }
 
 // headerTransport adds the configured headers to every request.
@@ -171,24 +256,35 @@ type headerTransport struct {
 	headers http.Header
 }
 
-// RoundTrip sends r with the configured headers added.
+// RoundTrip sends r with the configured headers added, and notes the
+// error status of a message sent during a connection attempt.
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
-		return t.next.RoundTrip(r)
+	if len(t.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header[k] = slices.Clone(v)
+		}
 	}
-	r = r.Clone(r.Context())
-	for k, v := range t.headers {
-		r.Header[k] = slices.Clone(v)
+	resp, err := t.next.RoundTrip(r)
+	if resp != nil && resp.StatusCode >= 400 && r.Method == http.MethodPost { // not the optional GET stream
+		noteStatus(r.Context(), resp.StatusCode)
 	}
-	return t.next.RoundTrip(r)
+	return resp, err
 }
 
 // Name returns the source name.
 func (s *Source) Name() string { return s.name }
 
-// Close ends the upstream session. Later calls fail.
+// Close ends the upstream session and any background connecting. Later
+// calls fail.
 func (s *Source) Close() error {
 	s.closed.Store(true)
+	s.endLife()
+	s.retryMu.Lock()
+	if s.retry != nil {
+		s.retry.Stop()
+	}
+	s.retryMu.Unlock()
 	s.sessMu.Lock()
 	cs := s.session
 	s.session = nil
@@ -201,11 +297,11 @@ func (s *Source) Close() error {
 
 // getSession returns the live session, connecting when there is none.
 func (s *Source) getSession(ctx context.Context) (*mcp.ClientSession, error) {
-	if s.closed.Load() {
-		return nil, errors.New("source is closed")
-	}
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
+	if s.closed.Load() { // under sessMu: Close then finds any session made here
+		return nil, errors.New("source is closed")
+	}
 	if s.session != nil {
 		return s.session, nil
 	}
@@ -305,11 +401,21 @@ func toTool(source string, t *mcp.Tool) tools.Tool {
 			out.InputSchema = raw
 		}
 	}
-	if a := t.Annotations; a != nil {
-		out.RequiresApproval = a.DestructiveHint != nil && *a.DestructiveHint
-		out.Idempotent = a.ReadOnlyHint || a.IdempotentHint
-	}
+	out.RequiresApproval, out.Idempotent = approvalDefaults(t.Annotations)
 	return out
+}
+
+// approvalDefaults is what a tool's annotations (nil: none) make of its
+// defaults. It fails closed: only readOnlyHint true, without an explicit
+// destructiveHint true beside it, runs without approval (MCP presumes a tool
+// that is not read-only destructive). readOnlyHint or idempotentHint true
+// makes it safe to send again.
+func approvalDefaults(a *mcp.ToolAnnotations) (requiresApproval, idempotent bool) {
+	if a == nil {
+		return true, false
+	}
+	destructive := a.DestructiveHint != nil && *a.DestructiveHint
+	return !a.ReadOnlyHint || destructive, a.ReadOnlyHint || a.IdempotentHint
 }
 
 // current returns the tool list, refetching it first when it is older than
@@ -317,6 +423,9 @@ func toTool(source string, t *mcp.Tool) tools.Tool {
 // the old list.
 func (s *Source) current(ctx context.Context) *snapshot {
 	snap := s.snap.Load()
+	if s.unavailable.Load() != nil { // the background attempts connect
+		return snap
+	}
 	if time.Since(snap.fetchedAt) < s.opts.RefreshEvery && !s.listChanged.Load() {
 		return snap
 	}
@@ -361,7 +470,7 @@ func (s *Source) lookup(ctx context.Context, name string) (*entry, bool) {
 	if e, ok := snap.byName[name]; ok {
 		return e, true
 	}
-	if s.closed.Load() {
+	if s.closed.Load() || s.unavailable.Load() != nil {
 		return nil, false
 	}
 	snap = s.refresh(ctx, snap, true)
@@ -375,6 +484,9 @@ func (s *Source) lookup(ctx context.Context, name string) (*entry, bool) {
 func (s *Source) Call(ctx context.Context, name string, args map[string]any) (any, error) {
 	e, ok := s.lookup(ctx, name)
 	if !ok {
+		if err := s.Unavailable(); err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", s.name, name, err)
+		}
 		return nil, fmt.Errorf("%w: %s.%s: the upstream MCP server has no tool %q (use search to find tools)", tools.ErrUnknownTool, s.name, name, name)
 	}
 	if args == nil {

@@ -129,9 +129,9 @@ func TestListAndMetadata(t *testing.T) {
 		}{
 			"read_file":   {false, true},
 			"delete_file": {true, false},
-			"touch":       {false, false},
-			"screenshot":  {false, false},
-			"fail":        {false, false},
+			"touch":       {true, false}, // destructiveHint false: additive, still a write
+			"screenshot":  {true, false}, // no annotations: presumed destructive
+			"fail":        {true, false},
 		}
 		for name, w := range want {
 			tool, ok := src.Lookup(ctx, name)
