@@ -270,7 +270,7 @@ func (s *sourceSet) load(ctx context.Context, cfg CodeConfig, demoAPI *demo.API,
 		base := localURL(httpAddr) + "/demo"
 		client, err := demoAPI.Client(base)
 		if err != nil {
-			return nil, nil, fmt.Errorf("demo source: %w", err)
+			return fmt.Errorf("demo source: %w", err)
 		}
 		src, err := openapi.Load(ctx, openapi.Options{Name: "demo", Spec: "demo", Document: demoAPI.Spec(base), Client: client})
 		if err != nil {
