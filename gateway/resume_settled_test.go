@@ -74,7 +74,7 @@ func resumeFromElsewhere(t *testing.T, addr, id string) {
 			}
 		}
 	}
-	if n := len(todos(t, addr)); n != 1 {
+	if n := len(todos(t, addr, aliceToken)); n != 1 {
 		t.Fatalf("%d to-dos, want exactly 1: a resume ran the write again", n)
 	}
 }

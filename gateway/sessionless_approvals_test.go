@@ -92,7 +92,7 @@ func TestSessionlessPausesAreOnTheApprovalSurfaces(t *testing.T) {
 	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", veraToken, `{"action":"accept"}`); r.status != 403 || r.body["error"] != "insufficient_role" {
 		t.Fatalf("viewer's decision: %d %v, want 403 insufficient_role", r.status, r.body)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 0 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("refused decisions ran the write: %d to-dos", n)
 	}
 
@@ -111,7 +111,7 @@ func TestSessionlessPausesAreOnTheApprovalSurfaces(t *testing.T) {
 			t.Fatalf("alice's retry %d after bob's decision: %+v %v", i+1, res, err)
 		}
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 1 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("%d to-dos, want exactly 1", n)
 	}
 	if r := api(t, "GET", base+"/api/executions/"+id, aliceToken, ""); r.status != 409 || len(listed(aliceToken)) != 0 {
@@ -133,7 +133,7 @@ func TestSessionlessPausesAreOnTheApprovalSurfaces(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(mcpclient.Text(res), "ship it") {
 		t.Fatalf("viewer's retry after the approval: %+v %v", res, err)
 	}
-	if n := len(todos(t, info.HTTPAddr)); n != 2 {
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 2 {
 		t.Fatalf("%d to-dos, want 2", n)
 	}
 }
