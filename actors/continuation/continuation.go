@@ -246,10 +246,7 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 	switch m := msg.(type) {
 	case *pb.HttpExchange:
 		if err := c.ensure(ctx, g); err != nil {
-			if errors.Is(err, store.ErrFenced) || store.Unavailable(err) {
-				return nil, err // the activation's answer to a lost grain or an unreachable store
-			}
-			return nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: prepare the grain: " + err.Error()}
+			return nil, ensureError(err)
 		}
 		c.serving.Add(1)
 		started := &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
@@ -286,6 +283,15 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 	}
 }
 
+// ensureError is the answer to a request the grain could not be prepared
+// for (ensure).
+func ensureError(err error) error {
+	if errors.Is(err, store.ErrFenced) || store.Unavailable(err) {
+		return err // the activation's answer to a lost grain or an unreachable store
+	}
+	return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: prepare the grain: " + err.Error()}
+}
+
 // decisionTexts are the confirmations of a decision (as a session's).
 var decisionTexts = map[string]string{"accept": "I've approved it", "decline": "I've denied it", "cancel": "I've canceled it"}
 
@@ -303,7 +309,7 @@ func (c *cont) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecid
 		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil // nothing published here
 	}
 	if err := c.ensure(ctx, g); err != nil {
-		return nil, err
+		return nil, ensureError(err)
 	}
 	code, mayDecide := c.code, c.h.cfg.CodeMode.Approvers.MayDecide
 	answer := g.Defer()

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -320,6 +321,12 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	}
 	if err != nil || rec.Org != who.Org {
 		return nil, codemode.NotFound // another organization's id is unknown to the caller
+	}
+	if exchange.OwnerKind(rec.Session) != exchange.KindSession {
+		// A task's or a sessionless execution's pause: no session holds it
+		// to resume, only its client (tasks/update, the retry) and the
+		// approval surfaces decide it — for anyone else it is unknown here.
+		return nil, codemode.NotFound
 	}
 	if rec.User != who.User {
 		return nil, codemode.Forbidden
