@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -449,7 +449,7 @@ func (c *codeRuntime) Decide(ctx context.Context, m *pb.ExecutionDecide, mayDeci
 	}
 	c.decided[id] = true
 	c.mu.Unlock()
-	resp := engine.Response{Action: m.GetAction(), Reason: decisionReason(m.GetContentJson())}
+	resp := engine.Response{Action: m.GetAction(), Reason: session.DecisionReason(m.GetContentJson())}
 	st = pb.ExecutionReply_STATUS_OK
 	if !p.Deadline.IsZero() && c.now().After(p.Deadline) {
 		st = pb.ExecutionReply_STATUS_ALREADY_DECIDED // the engine declines it (approval_timeout) as it applies it
@@ -470,19 +470,4 @@ func (c *codeRuntime) now() time.Time {
 		return c.cfg.Clock.Now()
 	}
 	return time.Now()
-}
-
-// decisionReason is the "reason" string of a decision's content, if any
-// (at most 1,000 bytes), as a session keeps it.
-func decisionReason(contentJSON string) string {
-	var c struct {
-		Reason string `json:"reason"`
-	}
-	if contentJSON == "" || json.Unmarshal([]byte(contentJSON), &c) != nil {
-		return ""
-	}
-	if len(c.Reason) > 1000 {
-		c.Reason = strings.ToValidUTF8(c.Reason[:1000], "")
-	}
-	return c.Reason
 }

@@ -103,7 +103,7 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND), nil
 	}
 	d := &pb.ApprovalDecision{
-		Action: m.GetAction(), Reason: decisionReason(m.GetContentJson()),
+		Action: m.GetAction(), Reason: DecisionReason(m.GetContentJson()),
 		OrgWriteAccess: m.GetPrincipal().GetRole() == "admin", DecidedAtMs: s.now().UnixMilli(),
 	}
 	if err := s.recordDecision(ctx, g, id, d); err != nil {
@@ -114,9 +114,9 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0]}, nil
 }
 
-// decisionReason is the "reason" string of a decision's content, if any
-// (at most 1,000 bytes).
-func decisionReason(contentJSON string) string {
+// DecisionReason is the "reason" string of a decision's content, if any
+// (at most 1,000 bytes), as the grain that owns a pause keeps it.
+func DecisionReason(contentJSON string) string {
 	var c struct {
 		Reason string `json:"reason"`
 	}
