@@ -12,39 +12,42 @@ import (
 )
 
 // BenchmarkAppendEvents is the event log's write path: one flush of the
-// node's writer, 8 events of 1 KiB from 8 sessions of 4 principals (a
-// tool call's answer is two or three events; the writer batches every
-// session of the node each 10 ms).
+// node's writer, events of 1 KiB, one per session, each principal with two
+// sessions (a tool call's answer is two or three events; the writer
+// batches every session of the node each 10 ms): 8 events (a quiet node)
+// and 64 (a busy one).
 func BenchmarkAppendEvents(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		s, err := store.Open(context.Background(), "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close() })
-		benchAppendEvents(b, s)
-	})
-	b.Run("postgres", func(b *testing.B) {
-		if os.Getenv("MCPGRAIN_TEST_POSTGRES_URL") == "" {
-			b.Skip("MCPGRAIN_TEST_POSTGRES_URL is not set")
-		}
-		s, err := store.Open(context.Background(), testenv.Postgres(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close() })
-		benchAppendEvents(b, s)
-	})
+	for _, n := range []int{8, 64} {
+		b.Run(fmt.Sprintf("sqlite/%d-events", n), func(b *testing.B) {
+			s, err := store.Open(context.Background(), "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			benchAppendEvents(b, s, n)
+		})
+		b.Run(fmt.Sprintf("postgres/%d-events", n), func(b *testing.B) {
+			if os.Getenv("MCPGRAIN_TEST_POSTGRES_URL") == "" {
+				b.Skip("MCPGRAIN_TEST_POSTGRES_URL is not set")
+			}
+			s, err := store.Open(context.Background(), testenv.Postgres(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			benchAppendEvents(b, s, n)
+		})
+	}
 }
 
-func benchAppendEvents(b *testing.B, s store.Store) {
+func benchAppendEvents(b *testing.B, s store.Store, n int) {
 	ctx := context.Background()
 	data := make([]byte, 1<<10)
 	idx := 0
 	for b.Loop() {
-		evs := make([]store.Event, 8)
+		evs := make([]store.Event, n)
 		for i := range evs {
-			evs[i] = benchEvent(fmt.Sprintf("s%d", i), fmt.Sprintf("u%d", i%4), idx, data)
+			evs[i] = benchEvent(fmt.Sprintf("s%d", i), fmt.Sprintf("u%d", i/2), idx, data)
 		}
 		idx++
 		if err := appendEvents(ctx, s, evs); err != nil {
@@ -54,10 +57,10 @@ func benchAppendEvents(b *testing.B, s store.Store) {
 }
 
 func benchEvent(session, user string, idx int, data []byte) store.Event {
-	_ = user
-	return store.Event{Session: session, Stream: "a", Index: idx, Data: data}
+	return store.Event{Session: session, Stream: "a", Index: idx, Data: data, Org: "o", User: user}
 }
 
 func appendEvents(ctx context.Context, s store.Store, evs []store.Event) error {
-	return s.AppendEvents(ctx, evs)
+	_, err := s.AppendEvents(ctx, evs)
+	return err
 }
