@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // eventLog is the go-sdk EventStore of one session runtime: SSE events are
@@ -56,12 +57,16 @@ import (
 //     maxEvent bytes of the session's events, plus what runtimes that
 //     died without a clean close wrote since the last trim (at most that
 //     again per lost runtime, until the next trim). Trimming reads every
-//     stored event of the session, so it is not done on every close.
+//     stored event of the session, so it is not done on every close;
+//   - what all the sessions of one principal store together is kept
+//     within the principal budget, and what the store keeps for every
+//     session of every node within the store budget (see [eventWriter]).
 type eventLog struct {
-	w       *eventWriter
-	session string
-	lim     eventLimits
-	muted   atomic.Bool // a restore replays the handshake: nothing to log
+	w         *eventWriter
+	session   string
+	org, user string // the principal that owns the session
+	lim       eventLimits
+	muted     atomic.Bool // a restore replays the handshake: nothing to log
 	// handshake is set on the log of a session being created: the first
 	// stream opened (initialize's answer) is kept in memory, not stored.
 	handshake bool
@@ -83,20 +88,23 @@ type memStream struct {
 	skipped int      // 1 + the highest index not logged (too large); 0: none
 }
 
-// eventLimits bound what the log keeps (see [eventLog]).
+// eventLimits bound what the log keeps (see [eventLog], [eventWriter]).
 type eventLimits struct {
-	memory   int   // bytes kept in memory per runtime
-	maxEvent int   // larger events are not logged
-	budget   int64 // bytes stored per session
+	memory    int   // bytes kept in memory per runtime
+	maxEvent  int   // larger events are not logged
+	budget    int64 // bytes stored per session
+	principal int64 // bytes stored per principal, all its sessions (0: no bound)
+	stored    int64 // bytes stored in all, every node sharing the store (0: no bound)
 }
 
-func (w *eventWriter) newLog(session string) *eventLog {
-	return &eventLog{w: w, session: session, lim: w.lim, streams: map[string]*memStream{}}
+// newLog is the log of session, owned by p.
+func (w *eventWriter) newLog(session string, p *pb.Principal) *eventLog {
+	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser(), lim: w.lim, streams: map[string]*memStream{}}
 }
 
 // createdLog is the log of a session being created (see [eventLog]).
-func (w *eventWriter) createdLog(session string) *eventLog {
-	l := w.newLog(session)
+func (w *eventWriter) createdLog(session string, p *pb.Principal) *eventLog {
+	l := w.newLog(session, p)
 	l.handshake = true
 	return l
 }
@@ -113,32 +121,93 @@ func (l *eventLog) stream(id string) *memStream {
 	return ms
 }
 
-// eventMetrics count what the bounds of the event log refused or dropped.
-// Shared by every runtime of a node; nil counts nothing.
+// eventMetrics count what the bounds of the event log refused or dropped,
+// and report what the store keeps. Shared by every runtime of a node; nil
+// counts nothing.
 type eventMetrics struct {
 	unlogged prometheus.Counter
-	trimmed  prometheus.Counter
+	trimmed  *prometheus.CounterVec // by budget: session, principal, store
 }
 
-func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
+// Budgets of the event log, the values of the trimmed counter's label.
+const (
+	budgetSession   = "session"
+	budgetPrincipal = "principal"
+	budgetStore     = "store"
+)
+
+func newEventMetrics(reg prometheus.Registerer, st store.Store, log *slog.Logger) (*eventMetrics, error) {
 	m := &eventMetrics{
 		unlogged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgrain_event_log_unlogged_total",
 			Help: "SSE events not kept for resumability because they were larger than the per-event bound (delivered live; a resume from before them is refused).",
 		}),
-		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+		trimmed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_event_log_trimmed_total",
-			Help: "Stored SSE events dropped, oldest first, to keep a session's event log within its byte budget.",
-		}),
+			Help: "Stored SSE events dropped, oldest first, to keep the event log within a byte budget: a session's, a principal's (all its sessions), or the store's.",
+		}, []string{"budget"}),
+	}
+	for _, b := range []string{budgetSession, budgetPrincipal, budgetStore} {
+		m.trimmed.WithLabelValues(b)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.unlogged, m.trimmed} {
+		for _, c := range []prometheus.Collector{m.unlogged, m.trimmed, newUsageCollector(st, log)} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("mcpruntime: register event log metrics: %w", err)
 			}
 		}
 	}
 	return m, nil
+}
+
+// trimmedBy counts n events dropped to keep budget.
+func (m *eventMetrics) trimmedBy(budget string, n int64) {
+	if m != nil && n > 0 {
+		m.trimmed.WithLabelValues(budget).Add(float64(n))
+	}
+}
+
+// usageCollector reports what the store keeps of the event log, read from
+// the store at each scrape (one small query: the store counts each
+// principal's bytes). No label names a principal: the largest one's bytes
+// stand for all of them.
+type usageCollector struct {
+	st                         store.Store
+	log                        *slog.Logger
+	bytes, principals, largest *prometheus.Desc
+}
+
+func newUsageCollector(st store.Store, log *slog.Logger) *usageCollector {
+	return &usageCollector{st: st, log: log,
+		bytes: prometheus.NewDesc("mcpgrain_event_log_stored_bytes",
+			"Bytes of SSE event data the store keeps for resumability: every session of every node that shares the store.", nil, nil),
+		principals: prometheus.NewDesc("mcpgrain_event_log_principals",
+			"Principals with SSE events in the store.", nil, nil),
+		largest: prometheus.NewDesc("mcpgrain_event_log_principal_max_bytes",
+			"Bytes of SSE event data the principal that keeps the most keeps (all its sessions).", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.bytes
+	ch <- c.principals
+	ch <- c.largest
+}
+
+// Collect implements prometheus.Collector. A store that does not answer
+// leaves the three out of the scrape.
+func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	u, err := c.st.EventUsage(ctx)
+	if err != nil {
+		c.log.Warn("mcpruntime: read the event log's usage for the metrics", "err", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(u.Bytes))
+	ch <- prometheus.MustNewConstMetric(c.principals, prometheus.GaugeValue, float64(u.Principals))
+	ch <- prometheus.MustNewConstMetric(c.largest, prometheus.GaugeValue, float64(u.LargestPrincipal))
 }
 
 // Open implements mcp.EventStore.
@@ -187,7 +256,7 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		return nil
 	}
 	l.mu.Unlock()
-	l.w.add(l, store.Event{Session: l.session, Stream: stream, Index: idx, Data: d})
+	l.w.add(l, store.Event{Session: l.session, Stream: stream, Index: idx, Data: d, Org: l.org, User: l.user})
 	return nil
 }
 
@@ -302,9 +371,7 @@ func (l *eventLog) trim(ctx context.Context) error {
 	l.mu.Lock()
 	l.sinceTrim -= written // what was written meanwhile waits for the next trim
 	l.mu.Unlock()
-	if m := l.w.metrics; n > 0 && m != nil {
-		m.trimmed.Add(float64(n))
-	}
+	l.w.metrics.trimmedBy(budgetSession, n)
 	return nil
 }
 
@@ -334,6 +401,32 @@ func (l *eventLog) close(ctx context.Context) error {
 // behind, in batches: one goroutine and one store write per flush
 // interval for the whole node (a goroutine and a ticker per resident
 // runtime cost a million wake-ups a second with 10,000 resident).
+//
+// After each flush it keeps the budgets that span sessions, from what the
+// store counts (the store is the source of truth: every node of a
+// cluster writes into it, and it counts each principal's bytes in the
+// transaction that stores or drops events):
+//
+//   - a principal the flush left over its budget (the store returns the
+//     principal's bytes with the write) is trimmed, oldest events first
+//     whichever of its sessions they belong to, to seven eighths of the
+//     budget (store.TrimPrincipalEvents), so trims come once per eighth of
+//     the budget written, not once per flush. A principal keeps at most
+//     its budget, plus what flushes of other nodes add before their own
+//     trims (each trims right after its flush);
+//   - each time this node has written a thirty-second of the store budget
+//     since it last looked, it reads what the store keeps
+//     (store.EventUsage) and, if that is over the budget, trims the
+//     oldest events of the store, whoever owns them, to seven eighths of
+//     it (store.TrimStoredEvents). The store keeps at most its budget plus
+//     a thirty-second of it per node (and one flush).
+//
+// Trimming drops replay history only: the live answer went out as it
+// was written. A client resuming a stream from before the dropped events
+// is answered from the runtime's memory if it still holds them, else the
+// store reports the gap, the replay is refused, and the gateway answers
+// the stream's request with its retryable error (as for the per-session
+// budget).
 type eventWriter struct {
 	st      store.Store
 	log     *slog.Logger
@@ -344,10 +437,11 @@ type eventWriter struct {
 	mu      sync.Mutex
 	pending []pendingEvent
 
-	flushMu sync.Mutex // one flush at a time: the writer's and callers' (After, close)
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
+	flushMu    sync.Mutex // one flush at a time: the writer's and callers' (After, close)
+	sinceCheck int64      // bytes flushed since the store's usage was last read (flushMu held)
+	kick       chan struct{}
+	stop       chan struct{}
+	stopped    chan struct{}
 }
 
 type pendingEvent struct {
@@ -403,8 +497,9 @@ func (w *eventWriter) run() {
 	}
 }
 
-// flush writes every pending event of the node, then trims the sessions
-// that wrote a quarter of their budget since their last trim.
+// flush writes every pending event of the node, then keeps the budgets:
+// the sessions that wrote a quarter of theirs since their last trim, the
+// principals the flush left over theirs, and the store's.
 func (w *eventWriter) flush(ctx context.Context) error {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
@@ -416,10 +511,13 @@ func (w *eventWriter) flush(ctx context.Context) error {
 		return nil
 	}
 	events := make([]store.Event, len(batch))
+	var written int64
 	for i, p := range batch {
 		events[i] = p.ev
+		written += int64(len(p.ev.Data))
 	}
-	if err := w.st.AppendEvents(ctx, events); err != nil {
+	totals, err := w.st.AppendEvents(ctx, events)
+	if err != nil {
 		w.mu.Lock()
 		w.pending = append(batch, w.pending...)
 		w.mu.Unlock()
@@ -437,8 +535,53 @@ func (w *eventWriter) flush(ctx context.Context) error {
 	for _, l := range trim {
 		errs = append(errs, l.trim(ctx))
 	}
+	for _, p := range overBudget(totals, w.lim.principal) {
+		n, err := w.st.TrimPrincipalEvents(ctx, p.Org, p.User, trimTarget(w.lim.principal))
+		w.metrics.trimmedBy(budgetPrincipal, n)
+		errs = append(errs, err)
+	}
+	w.sinceCheck += written
+	if storeCheckDue(w.sinceCheck, w.lim.stored) {
+		w.sinceCheck = 0
+		errs = append(errs, w.trimStore(ctx))
+	}
 	return errors.Join(errs...)
 }
+
+// trimStore trims the store to its budget if it keeps more.
+func (w *eventWriter) trimStore(ctx context.Context) error {
+	u, err := w.st.EventUsage(ctx)
+	if err != nil {
+		return fmt.Errorf("mcpruntime: keep the stored events within %d bytes: %w", w.lim.stored, err)
+	}
+	if u.Bytes <= w.lim.stored {
+		return nil
+	}
+	n, err := w.st.TrimStoredEvents(ctx, trimTarget(w.lim.stored))
+	w.metrics.trimmedBy(budgetStore, n)
+	return err
+}
+
+// overBudget returns the principals of totals that keep more than budget
+// (none if budget is 0: no bound).
+func overBudget(totals []store.EventBytes, budget int64) []store.EventBytes {
+	var over []store.EventBytes
+	for _, t := range totals {
+		if budget > 0 && t.Bytes > budget {
+			over = append(over, t)
+		}
+	}
+	return over
+}
+
+// trimTarget is what a trim to keep budget leaves: seven eighths of it,
+// so the next trim comes after an eighth of the budget was written.
+func trimTarget(budget int64) int64 { return budget - budget/8 }
+
+// storeCheckDue reports whether, written bytes flushed since the store's
+// usage was last read, it is time to read it again: every thirty-second
+// of the store budget (never if budget is 0: no bound).
+func storeCheckDue(written, budget int64) bool { return budget > 0 && written >= max(budget/32, 1) }
 
 // close stops the writer after a last flush.
 func (w *eventWriter) close(ctx context.Context) error {

@@ -14,7 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
+
+// alice owns the test's sessions.
+var alice = &pb.Principal{User: "alice", Org: "acme"}
 
 // testStore opens a fresh SQLite store for the test.
 func testStore(t *testing.T) store.Store {
@@ -38,7 +42,7 @@ func testWriter(t *testing.T, st store.Store, lim eventLimits) *eventWriter {
 func newTestLog(t *testing.T, lim eventLimits) (*eventLog, store.Store) {
 	t.Helper()
 	st := testStore(t)
-	l := testWriter(t, st, lim).newLog("s")
+	l := testWriter(t, st, lim).newLog("s", alice)
 	t.Cleanup(func() { _ = l.close(context.Background()) })
 	return l, st
 }
@@ -148,7 +152,7 @@ func TestEventWriterFlushesEveryRuntimeTogether(t *testing.T) {
 	st := testStore(t)
 	w := testWriter(t, st, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20})
 	ctx := context.Background()
-	a, b := w.newLog("A"), w.newLog("B")
+	a, b := w.newLog("A", alice), w.newLog("B", alice)
 	_ = a.Append(ctx, "sdk-id-1", "x", []byte("a0"))
 	_ = b.Append(ctx, "sdk-id-2", "x", []byte("b0"))
 	b.muted.Store(true)
@@ -190,7 +194,7 @@ func TestClosingTrimsOnlyWhenDueAndTheCountCarriesOver(t *testing.T) {
 	const budget = 400 // a trim is due every 100 bytes
 	w := testWriter(t, c, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: budget})
 	ctx := context.Background()
-	ended := w.newLog("ended")
+	ended := w.newLog("ended", alice)
 	_ = ended.Append(ctx, "sdk", "x", []byte(strings.Repeat("e", 30)))
 	ended.ended.Store(true)
 	if err := ended.close(ctx); err != nil || c.trims != 0 {
@@ -200,7 +204,7 @@ func TestClosingTrimsOnlyWhenDueAndTheCountCarriesOver(t *testing.T) {
 	// the fourth close is the first with 100 bytes since the last trim.
 	var carried int64
 	for i := range 4 {
-		l := w.newLog("s")
+		l := w.newLog("s", alice)
 		l.sinceTrim = carried // as Build sets it from the record
 		_ = l.Append(ctx, "sdk", fmt.Sprint("stream", i), []byte(strings.Repeat("e", 30)))
 		if err := l.close(ctx); err != nil {
@@ -223,7 +227,7 @@ func TestCreatedSessionsInitializeAnswerStaysInMemory(t *testing.T) {
 	st := testStore(t)
 	w := testWriter(t, st, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20})
 	ctx := context.Background()
-	l := w.createdLog("s")
+	l := w.createdLog("s", alice)
 	if err := l.Open(ctx, "sdk", "init"); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +250,7 @@ func TestCreatedSessionsInitializeAnswerStaysInMemory(t *testing.T) {
 	}
 	// A restored session's log has no such exception: its first stream is
 	// a request's, and is stored.
-	r := w.newLog("r")
+	r := w.newLog("r", alice)
 	_ = r.Append(ctx, "sdk", "first", []byte("result"))
 	if err := r.close(ctx); err != nil {
 		t.Fatal(err)

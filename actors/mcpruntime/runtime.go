@@ -86,6 +86,17 @@ type Config struct {
 	// are dropped first once a quarter of it was written since the last
 	// trim. Default [DefaultSessionEventBytes].
 	SessionEventBytes int64
+	// PrincipalEventBytes bounds the events stored for all the sessions of
+	// one principal (user and organization), counted by the store across
+	// the nodes that share it: once a flush leaves a principal over it,
+	// its oldest events, whichever session they belong to, are dropped.
+	// Default [DefaultPrincipalEventBytes].
+	PrincipalEventBytes int64
+	// StoredEventBytes bounds the events the store keeps in all, every
+	// session of every node that shares it (give every node the same):
+	// the oldest are dropped, whoever owns them. Default
+	// [DefaultStoredEventBytes].
+	StoredEventBytes int64
 	// Registerer receives the event log's metrics (nil: not registered).
 	Registerer prometheus.Registerer
 	// NewServer builds the node's shared session server (required, called
@@ -98,11 +109,14 @@ type Config struct {
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],
-// [Config.SessionEventBytes]). An execute result at the default output
-// limit (1 MiB) fits in an event.
+// [Config.SessionEventBytes], [Config.PrincipalEventBytes],
+// [Config.StoredEventBytes]). An execute result at the default output
+// limit (1 MiB) fits in an event; a principal keeps four sessions' worth.
 const (
-	DefaultMaxEventBytes     = 2 << 20
-	DefaultSessionEventBytes = 16 << 20
+	DefaultMaxEventBytes       = 2 << 20
+	DefaultSessionEventBytes   = 16 << 20
+	DefaultPrincipalEventBytes = 64 << 20
+	DefaultStoredEventBytes    = 1 << 30
 )
 
 // Builder builds the MCP runtimes of a node's sessions (a session.Builder)
@@ -141,7 +155,13 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if cfg.SessionEventBytes <= 0 {
 		cfg.SessionEventBytes = DefaultSessionEventBytes
 	}
-	m, err := newEventMetrics(cfg.Registerer)
+	if cfg.PrincipalEventBytes <= 0 {
+		cfg.PrincipalEventBytes = DefaultPrincipalEventBytes
+	}
+	if cfg.StoredEventBytes <= 0 {
+		cfg.StoredEventBytes = DefaultStoredEventBytes
+	}
+	m, err := newEventMetrics(cfg.Registerer, cfg.Store, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +177,8 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	srv.AddReceivingMiddleware(b.recordState)
 	b.server, b.closeSrv = srv, closeSrv
 	b.events = newEventWriter(cfg.Store, cfg.Logger, cfg.EventFlushInterval,
-		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes}, m)
+		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
+			principal: cfg.PrincipalEventBytes, stored: cfg.StoredEventBytes}, m)
 	return b, nil
 }
 
@@ -233,10 +254,10 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
 	if len(in.State) > 0 {
-		r.events = b.events.newLog(in.SessionID)
+		r.events = b.events.newLog(in.SessionID, in.Principal)
 		r.events.sinceTrim = in.UntrimmedEventBytes
 	} else {
-		r.events = b.events.createdLog(in.SessionID)
+		r.events = b.events.createdLog(in.SessionID, in.Principal)
 	}
 	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
 		EventStore: r.events,

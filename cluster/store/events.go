@@ -1,44 +1,63 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
 
-func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) error {
+func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) ([]EventBytes, error) {
 	if len(events) == 0 {
-		return nil
+		return nil, nil
 	}
 	now := s.now().UnixMilli()
-	return s.write(ctx, func(ctx context.Context, tx querier) error {
+	var totals []EventBytes
+	err := s.write(ctx, func(ctx context.Context, tx querier) error {
+		added := principalBytes{}
 		for rest := events; len(rest) > 0; {
 			chunk := rest[:min(len(rest), eventsPerInsert)]
 			rest = rest[len(chunk):]
-			args := make([]any, 0, 5*len(chunk))
+			args := make([]any, 0, eventColumns*len(chunk))
 			for _, e := range chunk {
 				data := e.Data
 				if data == nil {
 					data = []byte{}
 				}
-				args = append(args, e.Session, e.Stream, e.Index, data, now)
+				args = append(args, e.Session, e.Stream, e.Index, data, now, e.Org, e.User)
 			}
-			if _, err := tx.ExecContext(ctx, insertEventsText[len(chunk)], args...); err != nil {
+			// RETURNING names the rows actually inserted: an event already
+			// stored (a retried flush) adds nothing to its principal's bytes.
+			rows, err := tx.QueryContext(ctx, insertEventsText[len(chunk)], args...)
+			if err == nil {
+				_, err = added.scan(rows)
+			}
+			if err != nil {
 				return fmt.Errorf("store: append %d events of %s/%s#%d…: %w", len(chunk), chunk[0].Session, chunk[0].Stream, chunk[0].Index, err)
 			}
 		}
-		return nil
+		var err error
+		totals, err = added.addIn(ctx, tx)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return totals, nil
 }
 
-// eventsPerInsert bounds the rows of one INSERT of AppendEvents (5
+// eventsPerInsert bounds the rows of one INSERT of AppendEvents (7
 // parameters a row: well inside SQLite's and Postgres's limits). A batch of
 // events is one statement per this many rows, not one per event: on
 // Postgres every statement is a round trip, which made the event log a
 // sixth of the CPU of a remote tool call.
 const eventsPerInsert = 64
+
+// eventColumns are the parameters of one event's row.
+const eventColumns = 7
 
 // insertEventsText holds the INSERT of n events at index n (built once:
 // the text is the prepared-statement caches' key).
@@ -46,19 +65,30 @@ var insertEventsText = func() []string {
 	texts := make([]string, eventsPerInsert+1)
 	for n := 1; n <= eventsPerInsert; n++ {
 		var b strings.Builder
-		b.WriteString("INSERT INTO mcp_events (session, stream, idx, data, created_at_ms) VALUES ")
-		for i := range n {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			p := 5 * i
-			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d)", p+1, p+2, p+3, p+4, p+5)
-		}
-		b.WriteString(" ON CONFLICT (session, stream, idx) DO NOTHING")
+		b.WriteString("INSERT INTO mcp_events (session, stream, idx, data, created_at_ms, org, user_id) VALUES ")
+		writeParams(&b, n, eventColumns)
+		b.WriteString(" ON CONFLICT (session, stream, idx) DO NOTHING RETURNING org, user_id, LENGTH(data)")
 		texts[n] = b.String()
 	}
 	return texts
 }()
+
+// writeParams writes n rows of cols numbered parameters: ($1, $2), ($3, $4)…
+func writeParams(b *strings.Builder, n, cols int) {
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(b, "$%d", cols*i+c+1)
+		}
+		b.WriteByte(')')
+	}
+}
 
 func (s *sqlStore) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
 	rows, err := s.rd.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)
@@ -104,8 +134,8 @@ func (s *sqlStore) Events(ctx context.Context, session, stream string, after int
 }
 
 func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
-	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
-		if _, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1`, session); err != nil {
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		if _, err := s.deleteEventsIn(ctx, q, `DELETE FROM mcp_events WHERE session = $1`+deletedEvents, session); err != nil {
 			return fmt.Errorf("store: delete events of %s: %w", session, err)
 		}
 		return nil
@@ -114,17 +144,46 @@ func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
 
 func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
-	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
-		res, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE created_at_ms < $1`, before.UnixMilli())
-		if err != nil {
+	err := s.write(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		if n, err = s.pruneEventsIn(ctx, q, before.UnixMilli()); err != nil {
 			return fmt.Errorf("store: prune events: %w", err)
 		}
-		if n, err = res.RowsAffected(); err != nil {
-			return fmt.Errorf("store: prune events: %w", err)
+		// Principals with nothing left keep no row.
+		if _, err := q.ExecContext(ctx, `DELETE FROM mcp_event_bytes WHERE bytes <= 0`); err != nil {
+			return fmt.Errorf("store: prune event byte counts: %w", err)
 		}
 		return nil
 	})
 	return n, err
+}
+
+// pruneEventsIn deletes the events stored before before (Unix ms) and
+// subtracts them from their principals' bytes. A prune can drop an hour of
+// a node's events at once, so it sums them by principal first rather than
+// returning every row; under the lock of event deletes nothing else drops
+// them meanwhile, and no write adds an event that old.
+func (s *sqlStore) pruneEventsIn(ctx context.Context, q querier, before int64) (int64, error) {
+	if err := s.lockEventDeletes(ctx, q); err != nil {
+		return 0, err
+	}
+	rows, err := q.QueryContext(ctx, `SELECT org, user_id, SUM(LENGTH(data)) FROM mcp_events WHERE created_at_ms < $1 GROUP BY org, user_id`, before)
+	if err != nil {
+		return 0, err
+	}
+	freed := principalBytes{}
+	if _, err := freed.scan(rows); err != nil {
+		return 0, err
+	}
+	res, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE created_at_ms < $1`, before)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return n, freed.subtractIn(ctx, q)
 }
 
 func (s *sqlStore) TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error) {
@@ -132,19 +191,234 @@ func (s *sqlStore) TrimEvents(ctx context.Context, session string, keepBytes int
 	// everything past keepBytes goes. One statement, so concurrent trims
 	// and appends of the session's single writer cannot interleave with it.
 	var n int64
-	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
-		res, err := q.ExecContext(ctx, `DELETE FROM mcp_events WHERE session = $1 AND (stream, idx) IN (
+	err := s.write(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		n, err = s.deleteEventsIn(ctx, q, `DELETE FROM mcp_events WHERE session = $1 AND (stream, idx) IN (
   SELECT stream, idx FROM (
     SELECT stream, idx, SUM(LENGTH(data)) OVER (ORDER BY created_at_ms DESC, idx DESC, stream DESC ROWS UNBOUNDED PRECEDING) AS newer
     FROM mcp_events WHERE session = $1
-  ) AS t WHERE newer > $2)`, session, keepBytes)
+  ) AS t WHERE newer > $2)`+deletedEvents, session, keepBytes)
 		if err != nil {
-			return fmt.Errorf("store: trim events of %s: %w", session, err)
-		}
-		if n, err = res.RowsAffected(); err != nil {
 			return fmt.Errorf("store: trim events of %s: %w", session, err)
 		}
 		return nil
 	})
 	return n, err
+}
+
+func (s *sqlStore) TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error) {
+	n, err := s.trimOldest(ctx, keepBytes,
+		`SELECT COALESCE(SUM(bytes), 0) FROM mcp_event_bytes WHERE org = $1 AND user_id = $2`,
+		oldestEventsText(`WHERE org = $1 AND user_id = $2`, 3), org, user)
+	if err != nil {
+		return n, fmt.Errorf("store: trim the events of %s/%s to %d bytes: %w", org, user, keepBytes, err)
+	}
+	return n, nil
+}
+
+func (s *sqlStore) TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error) {
+	n, err := s.trimOldest(ctx, keepBytes, `SELECT COALESCE(SUM(bytes), 0) FROM mcp_event_bytes`, oldestEventsText(``, 1))
+	if err != nil {
+		return n, fmt.Errorf("store: trim the stored events to %d bytes: %w", keepBytes, err)
+	}
+	return n, nil
+}
+
+func (s *sqlStore) EventUsage(ctx context.Context) (EventUsage, error) {
+	var u EventUsage
+	if err := s.rd.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0), COUNT(*), COALESCE(MAX(bytes), 0) FROM mcp_event_bytes WHERE bytes > 0`).
+		Scan(&u.Bytes, &u.Principals, &u.LargestPrincipal); err != nil {
+		return EventUsage{}, fmt.Errorf("store: read the event log's usage: %w", err)
+	}
+	return u, nil
+}
+
+// trimChunk bounds the events one step of a trim drops (one write: a
+// short transaction, and on SQLite a short turn of the single writer).
+const trimChunk = 512
+
+// oldestEventsText deletes the oldest events matching where (at most
+// trimChunk) until their data totals parameter $keep: the event that
+// crosses it goes too. The innermost select reads lengths only (a
+// materialized subquery must not copy the data) and orders by storage
+// time alone, which an index gives (mcp_events_principal,
+// mcp_events_created), so it reads a chunk's rows, not all of them; ties
+// (one flush) come in the index's order, which is the order of insertion.
+func oldestEventsText(where string, keep int) string {
+	return fmt.Sprintf(`DELETE FROM mcp_events WHERE (session, stream, idx) IN (
+  SELECT session, stream, idx FROM (
+    SELECT session, stream, idx, SUM(n) OVER (ORDER BY created_at_ms, session, stream, idx ROWS UNBOUNDED PRECEDING) - n AS older
+    FROM (SELECT session, stream, idx, created_at_ms, LENGTH(data) AS n FROM mcp_events %s ORDER BY created_at_ms LIMIT %d) AS c
+  ) AS t WHERE older < $%d)`, where, trimChunk, keep) + deletedEvents
+}
+
+// trimOldest drops the oldest events, a chunk a write, while the bytes
+// counted by the query total (arguments args) exceed keep; drop deletes one
+// chunk (arguments args, then the bytes to free). Each chunk reads the
+// count in its own write, after taking the lock of event deletes, so
+// trims by several nodes at once free what is over once.
+func (s *sqlStore) trimOldest(ctx context.Context, keep int64, total, drop string, args ...any) (int64, error) {
+	var dropped int64
+	for {
+		var n int64
+		var done bool
+		err := s.write(ctx, func(ctx context.Context, q querier) error {
+			if err := s.lockEventDeletes(ctx, q); err != nil {
+				return err
+			}
+			var kept int64
+			if err := q.QueryRowContext(ctx, total, args...).Scan(&kept); err != nil {
+				return fmt.Errorf("read the bytes kept: %w", err)
+			}
+			if kept <= keep {
+				done = true
+				return nil
+			}
+			var err error
+			n, err = s.deleteEventsIn(ctx, q, drop, append(args[:len(args):len(args)], kept-keep)...)
+			done = n < trimChunk
+			return err
+		})
+		dropped += n
+		if err != nil || done {
+			return dropped, err
+		}
+	}
+}
+
+// deletedEvents is the RETURNING clause of every delete of events: what
+// deleteEventsIn subtracts from their principals' bytes.
+const deletedEvents = ` RETURNING org, user_id, LENGTH(data)`
+
+// deleteEventsIn runs a delete of events (ending in deletedEvents) on q
+// and subtracts what it freed from the principals' bytes. It returns how
+// many events it deleted.
+//
+// On Postgres, deletes of events by several nodes at once are serialised
+// (lockEventDeletes): two deletes of overlapping events lock them in
+// different orders and deadlock, and each delete then locks the counts of
+// the principals it freed, which appends lock too. Appends never wait for
+// a delete's events, so they are not serialised.
+func (s *sqlStore) deleteEventsIn(ctx context.Context, q querier, query string, args ...any) (int64, error) {
+	if err := s.lockEventDeletes(ctx, q); err != nil {
+		return 0, err
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	freed := principalBytes{}
+	n, err := freed.scan(rows)
+	if err != nil {
+		return 0, err
+	}
+	return n, freed.subtractIn(ctx, q)
+}
+
+// lockEventDeletes takes the dialect's lock of event deletes in q, a
+// transaction (held until it ends; taking it again is a no-op).
+func (s *sqlStore) lockEventDeletes(ctx context.Context, q querier) error {
+	if s.d.lockEventDeletes == nil {
+		return nil
+	}
+	if err := s.d.lockEventDeletes(ctx, q); err != nil {
+		return fmt.Errorf("lock the event log's deletes: %w", err)
+	}
+	return nil
+}
+
+// principalKey names a principal in the event byte counts.
+type principalKey struct{ org, user string }
+
+// principalBytes are bytes of event data by principal.
+type principalBytes map[principalKey]int64
+
+// scan adds rows of (org, user_id, bytes) and closes them; it returns how
+// many rows there were.
+func (p principalBytes) scan(rows *sql.Rows) (int64, error) {
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		var (
+			k     principalKey
+			bytes int64
+		)
+		if err := rows.Scan(&k.org, &k.user, &bytes); err != nil {
+			return n, fmt.Errorf("scan event bytes: %w", err)
+		}
+		p[k] += bytes
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, fmt.Errorf("read event bytes: %w", err)
+	}
+	return n, nil
+}
+
+// keys are the principals in a fixed order: on Postgres, transactions
+// that update several counts lock them in the same order (no deadlock).
+func (p principalBytes) keys() []principalKey {
+	keys := make([]principalKey, 0, len(p))
+	for k, n := range p {
+		if n != 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b principalKey) int {
+		return cmp.Or(cmp.Compare(a.org, b.org), cmp.Compare(a.user, b.user))
+	})
+	return keys
+}
+
+// addIn adds p to the principals' counts on q and returns their new
+// totals.
+func (p principalBytes) addIn(ctx context.Context, q querier) ([]EventBytes, error) {
+	keys := p.keys()
+	totals := make([]EventBytes, 0, len(keys))
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), eventsPerInsert)]
+		keys = keys[len(chunk):]
+		args := make([]any, 0, 3*len(chunk))
+		for _, k := range chunk {
+			args = append(args, k.org, k.user, p[k])
+		}
+		rows, err := q.QueryContext(ctx, addEventBytesText[len(chunk)], args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: count the bytes of %d principals' events: %w", len(chunk), err)
+		}
+		got := principalBytes{}
+		if _, err := got.scan(rows); err != nil {
+			return nil, fmt.Errorf("store: count the bytes of %d principals' events: %w", len(chunk), err)
+		}
+		for k, n := range got {
+			totals = append(totals, EventBytes{Org: k.org, User: k.user, Bytes: n})
+		}
+	}
+	return totals, nil
+}
+
+// addEventBytesText holds the upsert of n principals' counts at index n.
+var addEventBytesText = func() []string {
+	texts := make([]string, eventsPerInsert+1)
+	for n := 1; n <= eventsPerInsert; n++ {
+		var b strings.Builder
+		b.WriteString("INSERT INTO mcp_event_bytes (org, user_id, bytes) VALUES ")
+		writeParams(&b, n, 3)
+		b.WriteString(" ON CONFLICT (org, user_id) DO UPDATE SET bytes = mcp_event_bytes.bytes + excluded.bytes RETURNING org, user_id, bytes")
+		texts[n] = b.String()
+	}
+	return texts
+}()
+
+// subtractIn subtracts p from the principals' counts on q (never below
+// zero: events stored before the counts, or by a node of an older
+// version during a rolling upgrade, were never added).
+func (p principalBytes) subtractIn(ctx context.Context, q querier) error {
+	for _, k := range p.keys() {
+		if _, err := q.ExecContext(ctx, `UPDATE mcp_event_bytes SET bytes = CASE WHEN bytes > $3 THEN bytes - $3 ELSE 0 END WHERE org = $1 AND user_id = $2`,
+			k.org, k.user, p[k]); err != nil {
+			return fmt.Errorf("store: uncount %d bytes of %s/%s's events: %w", p[k], k.org, k.user, err)
+		}
+	}
+	return nil
 }

@@ -17,11 +17,11 @@ func TestEventLogAppendReplayAndDelete(t *testing.T) {
 			evs = append(evs, store.Event{Session: "s1", Stream: "a", Index: i, Data: []byte{byte('0' + i)}})
 		}
 		evs = append(evs, store.Event{Session: "s1", Stream: "b", Index: 0, Data: nil}, store.Event{Session: "s2", Stream: "a", Index: 0, Data: []byte("x")})
-		if err := s.AppendEvents(ctx, evs); err != nil {
+		if _, err := s.AppendEvents(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
 		// Re-appending a stored index (a retried flush) changes nothing.
-		if err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 4, Data: []byte("other")}}); err != nil {
+		if _, err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 4, Data: []byte("other")}}); err != nil {
 			t.Fatal(err)
 		}
 		data, last, err := s.Events(ctx, "s1", "a", 1)
@@ -52,7 +52,7 @@ func TestEventLogAppendReplayAndDelete(t *testing.T) {
 func TestEventLogPrunesByAge(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
 		ctx := context.Background()
-		if err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 0, Data: []byte("x")}, {Session: "s2", Stream: "b", Index: 0}}); err != nil {
+		if _, err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 0, Data: []byte("x")}, {Session: "s2", Stream: "b", Index: 0}}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.PruneEvents(ctx, time.Now().Add(-time.Minute)); err != nil || n != 0 {
@@ -82,11 +82,11 @@ func TestEventLogTrimsOldestFirstToABudget(t *testing.T) {
 			for i := range 4 {
 				evs = append(evs, store.Event{Session: "s1", Stream: "a", Index: batch*4 + i, Data: ten})
 			}
-			if err := s.AppendEvents(ctx, evs); err != nil {
+			if _, err := s.AppendEvents(ctx, evs); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := s.AppendEvents(ctx, []store.Event{{Session: "s2", Stream: "a", Index: 0, Data: ten}}); err != nil {
+		if _, err := s.AppendEvents(ctx, []store.Event{{Session: "s2", Stream: "a", Index: 0, Data: ten}}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.TrimEvents(ctx, "s1", 80); err != nil || n != 0 {
@@ -121,11 +121,11 @@ func TestEventLogAppendsLargeBatches(t *testing.T) {
 			}
 			return evs
 		}
-		if err := s.AppendEvents(ctx, batch(0, 150, "first-")); err != nil {
+		if _, err := s.AppendEvents(ctx, batch(0, 150, "first-")); err != nil {
 			t.Fatal(err)
 		}
 		retry := append(batch(140, 200, "retry-"), batch(195, 200, "dup-")...)
-		if err := s.AppendEvents(ctx, retry); err != nil {
+		if _, err := s.AppendEvents(ctx, retry); err != nil {
 			t.Fatal(err)
 		}
 		data, last, err := s.Events(ctx, "s", "a", -1)

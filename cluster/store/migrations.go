@@ -131,6 +131,21 @@ var migrations = []migration{
 		`ALTER TABLE tasks ADD COLUMN role TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE tasks ADD COLUMN responder_role TEXT NOT NULL DEFAULT ''`,
 	}},
+	{12, "the sse event log is kept within a budget per principal and for the store", []string{
+		`ALTER TABLE mcp_events ADD COLUMN org TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE mcp_events ADD COLUMN user_id TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX mcp_events_principal ON mcp_events (org, user_id, created_at_ms)`,
+		// The bytes of data each principal's events hold, kept by every
+		// write of the log in its own transaction. Events stored before
+		// (no principal) count under the empty one.
+		`CREATE TABLE mcp_event_bytes (
+			org TEXT NOT NULL,
+			user_id TEXT NOT NULL,
+			bytes BIGINT NOT NULL,
+			PRIMARY KEY (org, user_id)
+		)`,
+		`INSERT INTO mcp_event_bytes (org, user_id, bytes) SELECT '', '', COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events`,
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -49,12 +49,33 @@ type Reminder struct {
 }
 
 // Event is one SSE event of an MCP session's stream, kept so a client can
-// resume a dropped stream with Last-Event-ID on any node.
+// resume a dropped stream with Last-Event-ID on any node. Org and User
+// name the principal that owns the session: its events count against the
+// principal's budget ([Store.TrimPrincipalEvents]).
 type Event struct {
-	Session string
-	Stream  string
-	Index   int
-	Data    []byte
+	Session   string
+	Stream    string
+	Index     int
+	Data      []byte
+	Org, User string
+}
+
+// EventBytes is the data one principal's stored events hold, all its
+// sessions together, as the store counts it.
+type EventBytes struct {
+	Org, User string
+	Bytes     int64
+}
+
+// EventUsage is what the event log keeps in the store, every session of
+// every node that shares it.
+type EventUsage struct {
+	// Bytes is the data of every stored event.
+	Bytes int64
+	// Principals is how many principals have stored events, and
+	// LargestPrincipal the most bytes one of them keeps.
+	Principals       int64
+	LargestPrincipal int64
 }
 
 // Execution is a paused execution's directory row: where it lives and
@@ -219,8 +240,11 @@ type Store interface {
 	CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error)
 	// AppendEvents stores SSE events of MCP sessions (the resumability log).
 	// Indices are per (session, stream) and assigned by the caller; an event
-	// already stored at its index is left as is.
-	AppendEvents(ctx context.Context, events []Event) error
+	// already stored at its index is left as is. It returns the bytes each
+	// principal whose events it stored keeps now, counted in the same
+	// transaction (the store counts every principal's bytes as events are
+	// stored and deleted, whichever node writes them).
+	AppendEvents(ctx context.Context, events []Event) ([]EventBytes, error)
 	// Events returns the data of the events of (session, stream) with
 	// index > after, in order, and the stream's highest stored index (-1
 	// if none).
@@ -236,6 +260,18 @@ type Store interface {
 	// can no longer be resumed from before them ([Store.Events] reports
 	// the gap).
 	TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error)
+	// TrimPrincipalEvents drops the oldest events of the principal's
+	// sessions, whichever session they belong to (by storage time), until
+	// the principal keeps at most keepBytes, and returns how many it
+	// dropped. It drops in steps of a bounded number of events, each its
+	// own transaction, so it never holds the store long.
+	TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error)
+	// TrimStoredEvents is TrimPrincipalEvents over every stored event: the
+	// oldest go, whoever owns them, until the store keeps at most
+	// keepBytes.
+	TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error)
+	// EventUsage reports what the event log keeps in the store.
+	EventUsage(ctx context.Context) (EventUsage, error)
 	// PutExecution records (or replaces) a paused execution in the
 	// directory that approval surfaces and cross-session resumes use.
 	PutExecution(ctx context.Context, e Execution) error

@@ -37,6 +37,7 @@ type mcpFlags struct {
 	failRate                        float64
 	failBurst                       int
 	eventSession                    int64
+	eventPrincipal, eventStored     int64
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
@@ -184,6 +185,8 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
 	fs.IntVar(&m.eventMax, "event-max-bytes", mcpruntime.DefaultMaxEventBytes, "largest SSE event kept for resumability (a larger one is delivered, not kept: its stream cannot be resumed from before it)")
 	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")
+	fs.Int64Var(&m.eventPrincipal, "event-principal-bytes", mcpruntime.DefaultPrincipalEventBytes, "SSE event bytes stored for all the sessions of one principal together; the oldest are dropped first, whichever session they belong to")
+	fs.Int64Var(&m.eventStored, "event-store-bytes", mcpruntime.DefaultStoredEventBytes, "SSE event bytes the store keeps in all, every session of every node that shares it (give every node the same); the oldest are dropped first, whoever owns them")
 	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
 }
 
@@ -208,8 +211,8 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	if m.bodyTimeout <= 0 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
 	}
-	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) {
-		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024 and --event-session-bytes at least --event-max-bytes", errUsage)
+	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) || m.eventPrincipal < m.eventSession || m.eventStored < m.eventPrincipal {
+		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024, --event-session-bytes at least --event-max-bytes, --event-principal-bytes at least --event-session-bytes, and --event-store-bytes at least --event-principal-bytes", errUsage)
 	}
 	if m.failRate < 0 || m.failBurst < 1 {
 		return app.MCPConfig{}, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
@@ -278,6 +281,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
+		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
 		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
 		Approvers: policy.Approvers(m.approvers),
 	}, nil

@@ -145,6 +145,14 @@ type MCPConfig struct {
 	// SessionEventBytes bounds the SSE events stored per session, oldest
 	// dropped first (zero: mcpruntime.DefaultSessionEventBytes).
 	SessionEventBytes int64
+	// PrincipalEventBytes bounds the SSE events stored for all the
+	// sessions of one principal, oldest dropped first (zero:
+	// mcpruntime.DefaultPrincipalEventBytes).
+	PrincipalEventBytes int64
+	// StoredEventBytes bounds the SSE events the store keeps for every
+	// session of every node that shares it, oldest dropped first (zero:
+	// mcpruntime.DefaultStoredEventBytes).
+	StoredEventBytes int64
 }
 
 // Info describes a running process, reported once it is ready.

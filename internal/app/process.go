@@ -188,7 +188,8 @@ func (p *process) grains(ctx context.Context) error {
 	newServer, catalog := p.servers()
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
 		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
-		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes, Registerer: p.nodeReg,
+		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
+		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
 	})
 	if err != nil {
 		return err
