@@ -43,6 +43,11 @@ type Runtime interface {
 	// for execID by an approval surface, and consumes it; only for a
 	// caller with access a to the pause (no wait otherwise).
 	WaitDecision(ctx context.Context, execID string, a engine.Access) (engine.Response, bool)
+	// DecidedOutcome is what execID came to for a caller with access a
+	// (engine.Engine.Outcome), after waiting (bounded by ctx) for a
+	// decision an approval surface took that is still being applied;
+	// found is false when it has no outcome.
+	DecidedOutcome(ctx context.Context, execID string, a engine.Access) (engine.Outcome, bool)
 	// Forward resumes execID in the session that owns it, for caller who
 	// (cross-session resume). A nil result comes with the miss to report.
 	Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, Miss)
@@ -145,9 +150,10 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
 		// execution id; the approval input response is the decision.
 		owner := engine.AsOwner(principal(req))
-		if out, found := e.Outcome(ctx, req.Params.RequestState, owner); found {
+		if out, found := rt.DecidedOutcome(ctx, req.Params.RequestState, owner); found {
 			// Decided already — on an approval surface (the pause is in
-			// the directory), or by an earlier retry: what it came to,
+			// the directory; a decision still on its way to the execution
+			// is waited for), or by an earlier retry: what it came to,
 			// whatever this retry answers and whoever may decide.
 			return t.answer(ctx, req, rt, out, false)
 		}

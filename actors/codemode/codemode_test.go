@@ -183,6 +183,12 @@ func (r *testRuntime) WaitDecision(ctx context.Context, execID string, _ engine.
 	}
 }
 
+// DecidedOutcome: the tests' approval surface (decisions) hands its
+// decisions to WaitDecision; none is applied out of band.
+func (r *testRuntime) DecidedOutcome(ctx context.Context, id string, a engine.Access) (engine.Outcome, bool) {
+	return r.eng.Outcome(ctx, id, a)
+}
+
 func (r *testRuntime) Forward(_ context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, codemode.Miss) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -129,8 +129,8 @@ type codeRuntime struct {
 	// transactions that journal them.
 	journaled map[string]bool
 	// decided are the pauses an approval surface decided through Decide
-	// whose decision is being applied.
-	decided map[string]bool
+	// whose decision is being applied; each channel closes once it was.
+	decided map[string]chan struct{}
 	// closed ends the waits of WaitDecision (Shutdown).
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -440,14 +440,15 @@ func (c *codeRuntime) Decide(ctx context.Context, m *pb.ExecutionDecide, mayDeci
 		return pb.ExecutionReply_STATUS_FORBIDDEN, nil
 	}
 	c.mu.Lock()
-	if c.decided[id] {
+	if _, ok := c.decided[id]; ok {
 		c.mu.Unlock()
 		return pb.ExecutionReply_STATUS_ALREADY_DECIDED, nil
 	}
 	if c.decided == nil {
-		c.decided = map[string]bool{}
+		c.decided = map[string]chan struct{}{}
 	}
-	c.decided[id] = true
+	applied := make(chan struct{})
+	c.decided[id] = applied
 	c.mu.Unlock()
 	resp := engine.Response{Action: m.GetAction(), Reason: session.DecisionReason(m.GetContentJson())}
 	st = pb.ExecutionReply_STATUS_OK
@@ -459,9 +460,29 @@ func (c *codeRuntime) Decide(ctx context.Context, m *pb.ExecutionDecide, mayDeci
 			c.mu.Lock()
 			delete(c.decided, id)
 			c.mu.Unlock()
+			close(applied)
 		}()
 		c.eng.Resume(context.WithoutCancel(ctx), id, a, resp)
 	}
+}
+
+// DecidedOutcome implements codemode.Runtime: what execID came to for a,
+// after waiting (bounded by ctx) for a decision taken by Decide that is
+// still being applied (from before Decide's reply went out until the
+// execution paused again or ended); found is false when it has no outcome
+// (still paused, unknown, or not a's).
+func (c *codeRuntime) DecidedOutcome(ctx context.Context, execID string, a engine.Access) (engine.Outcome, bool) {
+	c.mu.Lock()
+	applied, ok := c.decided[execID]
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-applied:
+		case <-ctx.Done():
+			return engine.Outcome{}, false
+		}
+	}
+	return c.eng.Outcome(ctx, execID, a)
 }
 
 // now is the runtime's clock.

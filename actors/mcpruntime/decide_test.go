@@ -154,3 +154,53 @@ func TestDecideAfterTheDeadlineDeclines(t *testing.T) {
 		t.Fatalf("outcome %v %+v, %d to-dos: want the timeout's decline", found, done, len(f.api.Todos()))
 	}
 }
+
+// A retry that reaches the grain after an approval surface's decision was
+// taken (its reply already sent) but before it reached the execution
+// waits for it and gets what the execution came to — not "no outcome",
+// which sent a viewer's client, whose own answer is refused, an
+// insufficient_role instead of the approved result (gateway
+// TestSessionlessPausesAreOnTheApprovalSurfaces, found flaky).
+func TestDecidedOutcomeWaitsForASurfaceDecisionBeingApplied(t *testing.T) {
+	f := newDecideFixture(t)
+	ctx := context.Background()
+	c := f.activate(t)
+	vera := engine.Principal{User: "vera", Org: "acme", Role: "viewer"}
+	out := c.Engine().ExecuteWithPause(ctx, `return (await tools.demo.createTodo({title: "ship it"})).title`, vera)
+	if out.Status != engine.StatusPaused {
+		t.Fatalf("outcome %+v, want a pause", out)
+	}
+	id := out.Pause.ID
+	if _, found := c.DecidedOutcome(ctx, id, engine.AsOwner(vera)); found {
+		t.Fatal("an outcome before any decision")
+	}
+	st, apply := c.Decide(ctx, decision("alice", "acme", "admin", "accept", id), mayAll)
+	if st != pb.ExecutionReply_STATUS_OK || apply == nil {
+		t.Fatalf("decide: %v", st)
+	}
+	if got, found := c.Engine().Outcome(ctx, id, engine.AsOwner(vera)); found {
+		t.Fatalf("the engine knows an outcome before the decision was applied: %+v", got)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, found := c.DecidedOutcome(cancelled, id, engine.AsOwner(vera)); found {
+		t.Fatal("an outcome before the decision was applied")
+	}
+	type result struct {
+		out   engine.Outcome
+		found bool
+	}
+	waited := make(chan result, 1)
+	go func() {
+		o, found := c.DecidedOutcome(ctx, id, engine.AsOwner(vera))
+		waited <- result{o, found}
+	}()
+	apply()
+	r := <-waited
+	if !r.found || r.out.Status != engine.StatusCompleted || r.out.Result.Value != "ship it" {
+		t.Fatalf("the retry's outcome: %v %+v, want completed with the to-do", r.found, r.out)
+	}
+	if _, found := c.DecidedOutcome(ctx, id, engine.AsOwner(engine.Principal{User: "carol", Org: "globex"})); found {
+		t.Fatal("another organization read the outcome")
+	}
+}

@@ -359,6 +359,10 @@ func (plainRuntime) WaitDecision(context.Context, string, engine.Access) (engine
 	return engine.Response{}, false
 }
 
+func (p plainRuntime) DecidedOutcome(ctx context.Context, id string, a engine.Access) (engine.Outcome, bool) {
+	return p.e.Outcome(ctx, id, a)
+}
+
 func (plainRuntime) Forward(context.Context, string, engine.Principal, engine.Response) (*mcp.CallToolResult, codemode.Miss) {
 	return nil, codemode.NotFound
 }
