@@ -155,6 +155,14 @@ func (p *proc) maxRSS() uint64 {
 	return 0
 }
 
+// cpuTime returns the CPU time (user and system) the worker used, once it was reaped (0 before).
+func (p *proc) cpuTime() time.Duration {
+	if p.state == nil {
+		return 0
+	}
+	return p.state.UserTime() + p.state.SystemTime()
+}
+
 // deathCause classifies how a reaped worker ended. memory is true when it died of its memory bounds: the
 // watchdog's exit code, or the Go runtime failing an allocation that the OS backstop refused.
 func (p *proc) deathCause() (memory bool, detail string) {
