@@ -119,7 +119,7 @@ func resetPeakRSS(t *testing.T) {
 // A memory case gets a wall time it cannot reach, a time case the default memory limit: each is
 // stopped by the limit under test, and fails here if that limit is disabled. What bounds a memory case
 // is the work its worker did before the heap limit stopped it — its CPU time, which a loaded machine
-// does not change — not the wall time, which does: the bombs need 3–5 s of CPU to grow the heap by
+// does not change — not the wall time, which does: the bombs need 3–6 s of CPU to grow the heap by
 // 256 MiB (the interpreter fills the array one element at a time), and past a second of CPU a worker
 // lowers its priority (PoolOptions.NiceAfterCPU), so on two cores at load 10 it got 6–10% of a core:
 // they took 30–62 s of wall time, and with a one-minute wall time two of them were stopped by it
@@ -127,12 +127,16 @@ func resetPeakRSS(t *testing.T) {
 func TestHostileCodeIsContained(t *testing.T) {
 	// Not parallel: it watches this process's peak RSS.
 	const (
-		memWall  = 8 * time.Minute // beyond what 6% of a core needs for the bombs' 3–5 s of CPU
+		memWall  = 8 * time.Minute // beyond what 6% of a core needs for the bombs' 3–6 s of CPU
 		timeWall = 2 * time.Second
 		heap     = 256 << 20
-		memCPU   = 25 * time.Second // the worker's CPU time for a memory case; generous: the race detector
 		bound    = 25 * time.Second // a time case's wall time; generous: two shared cores, the race detector
 	)
+	// The worker's CPU time for a memory case: 3–6 s measured, up to 19 s under the race detector.
+	memCPU := 25 * time.Second
+	if raceEnabled {
+		memCPU *= 3
+	}
 	for _, tc := range []struct{ name, code, limit string }{
 		{"fill 5e8", `new Array(5e8).fill(0)`, LimitHeap},
 		{"fill 1.2e8", `new Array(1.2e8).fill(0)`, LimitHeap},
