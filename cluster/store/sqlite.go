@@ -18,11 +18,17 @@ import (
 // WAL journaling so readers never block the writer. Writes go through one
 // connection and one goroutine that commits the writes waiting at the same
 // time together (see committer); reads use a pool of their own. Statements
-// are prepared once per connection.
+// are prepared once per connection. Temporary data (statement journals,
+// sorts) stays in memory: a multi-row insert in the writer's transaction
+// keeps a statement journal, which past 64 KiB went to a new temporary
+// file each time (a flush of the event log from a few sessions crossed
+// that once the event rows had a principal index; see
+// docs/benchmarks.md).
 func OpenSQLite(ctx context.Context, path string) (Store, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "temp_store(MEMORY)")
 	var dsn string
 	if path == ":memory:" || path == "" {
 		// A private in-memory database that the writer and the readers
