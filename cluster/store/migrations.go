@@ -124,21 +124,19 @@ var migrations = []migration{
 	{10, "tasks extension: the handover lease of a task's running work", []string{
 		`ALTER TABLE tasks ADD COLUMN lease_until_ms BIGINT NOT NULL DEFAULT 0`,
 	}},
-	// 11 is another change's.
 	{12, "the sse event log is kept within a budget per principal and for the store", []string{
 		`ALTER TABLE mcp_events ADD COLUMN org TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE mcp_events ADD COLUMN user_id TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX mcp_events_principal ON mcp_events (org, user_id, created_at_ms)`,
 		// The bytes of data each principal's events hold, kept by every
 		// write of the log in its own transaction. Events stored before
-		// (no principal) count under the empty one.
+		// are not counted (they are pruned within the hour).
 		`CREATE TABLE mcp_event_bytes (
 			org TEXT NOT NULL,
 			user_id TEXT NOT NULL,
 			bytes BIGINT NOT NULL,
 			PRIMARY KEY (org, user_id)
 		)`,
-		`INSERT INTO mcp_event_bytes (org, user_id, bytes) SELECT '', '', COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events`,
 	}},
 }
 
