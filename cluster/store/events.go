@@ -149,8 +149,11 @@ func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time) (int64, er
 		if n, err = s.pruneEventsIn(ctx, q, before.UnixMilli()); err != nil {
 			return fmt.Errorf("store: prune events: %w", err)
 		}
-		// Principals with nothing left keep no row.
-		if _, err := q.ExecContext(ctx, `DELETE FROM mcp_event_bytes WHERE bytes <= 0`); err != nil {
+		// Principals with no events left keep no count: a count that went
+		// wrong (events a node of an older version dropped during a
+		// rolling upgrade were never subtracted) ends with them.
+		if _, err := q.ExecContext(ctx, `DELETE FROM mcp_event_bytes WHERE bytes <= 0 OR NOT EXISTS (
+  SELECT 1 FROM mcp_events e WHERE e.org = mcp_event_bytes.org AND e.user_id = mcp_event_bytes.user_id)`); err != nil {
 			return fmt.Errorf("store: prune event byte counts: %w", err)
 		}
 		return nil
@@ -207,9 +210,7 @@ func (s *sqlStore) TrimEvents(ctx context.Context, session string, keepBytes int
 }
 
 func (s *sqlStore) TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error) {
-	n, err := s.trimOldest(ctx, keepBytes,
-		`SELECT COALESCE(SUM(bytes), 0) FROM mcp_event_bytes WHERE org = $1 AND user_id = $2`,
-		oldestEventsText(`WHERE org = $1 AND user_id = $2`, 3), org, user)
+	n, err := s.trimOldest(ctx, keepBytes, principalScope, org, user)
 	if err != nil {
 		return n, fmt.Errorf("store: trim the events of %s/%s to %d bytes: %w", org, user, keepBytes, err)
 	}
@@ -217,7 +218,7 @@ func (s *sqlStore) TrimPrincipalEvents(ctx context.Context, org, user string, ke
 }
 
 func (s *sqlStore) TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error) {
-	n, err := s.trimOldest(ctx, keepBytes, `SELECT COALESCE(SUM(bytes), 0) FROM mcp_event_bytes`, oldestEventsText(``, 1))
+	n, err := s.trimOldest(ctx, keepBytes, storeScope)
 	if err != nil {
 		return n, fmt.Errorf("store: trim the stored events to %d bytes: %w", keepBytes, err)
 	}
@@ -237,46 +238,58 @@ func (s *sqlStore) EventUsage(ctx context.Context) (EventUsage, error) {
 // short transaction, and on SQLite a short turn of the single writer).
 const trimChunk = 512
 
-// oldestEventsText deletes the oldest events matching where (at most
-// trimChunk) until their data totals parameter $keep: the event that
-// crosses it goes too. The innermost select reads lengths only (a
-// materialized subquery must not copy the data) and orders by storage
-// time alone, which an index gives (mcp_events_principal,
-// mcp_events_created), so it reads a chunk's rows, not all of them; ties
-// (one flush) come in the index's order, which is the order of insertion.
-func oldestEventsText(where string, keep int) string {
-	return fmt.Sprintf(`DELETE FROM mcp_events WHERE (session, stream, idx) IN (
-  SELECT session, stream, idx FROM (
-    SELECT session, stream, idx, SUM(n) OVER (ORDER BY created_at_ms, session, stream, idx ROWS UNBOUNDED PRECEDING) - n AS older
-    FROM (SELECT session, stream, idx, created_at_ms, LENGTH(data) AS n FROM mcp_events %s ORDER BY created_at_ms LIMIT %d) AS c
-  ) AS t WHERE older < $%d)`, where, trimChunk, keep) + deletedEvents
+// trimScope is what a trim keeps within a budget: the events of one
+// principal (arguments org, user) or all of them. Its statements:
+type trimScope struct {
+	total   string // the bytes the store counts for the scope
+	oldest  string // how many of the trimChunk oldest events there are, and their bytes
+	drop    string // deletes the oldest of them until their bytes reach the last argument
+	recount string // sets the scope's counts to what its events hold
 }
 
-// trimOldest drops the oldest events, a chunk a write, while the bytes
-// counted by the query total (arguments args) exceed keep; drop deletes one
-// chunk (arguments args, then the bytes to free). Each chunk reads the
-// count in its own write, after taking the lock of event deletes, so
-// trims by several nodes at once free what is over once.
-func (s *sqlStore) trimOldest(ctx context.Context, keep int64, total, drop string, args ...any) (int64, error) {
+var (
+	principalScope = newTrimScope(`WHERE org = $1 AND user_id = $2`, 3,
+		`SELECT COALESCE(SUM(bytes), 0) FROM mcp_event_bytes WHERE org = $1 AND user_id = $2`,
+		`UPDATE mcp_event_bytes SET bytes = (SELECT COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events WHERE org = $1 AND user_id = $2) WHERE org = $1 AND user_id = $2`)
+	storeScope = newTrimScope(``, 1,
+		`SELECT COALESCE(SUM(bytes), 0) FROM mcp_event_bytes`,
+		`UPDATE mcp_event_bytes SET bytes = (SELECT COALESCE(SUM(LENGTH(e.data)), 0) FROM mcp_events e WHERE e.org = mcp_event_bytes.org AND e.user_id = mcp_event_bytes.user_id)`)
+)
+
+// newTrimScope builds a scope's statements over the events matching where,
+// the bytes to free being parameter $free.
+//
+// The oldest events are read by lengths only (a materialized subquery must
+// not copy the data), ordered by storage time alone, which an index gives
+// (mcp_events_principal, mcp_events_created): a step reads its chunk's
+// rows, not all of them. Ties (one flush) come in the index's order, the
+// order of insertion. The event that crosses the bytes to free goes too.
+func newTrimScope(where string, free int, total, recount string) trimScope {
+	chunk := fmt.Sprintf(`SELECT session, stream, idx, created_at_ms, LENGTH(data) AS n FROM mcp_events %s ORDER BY created_at_ms LIMIT %d`, where, trimChunk)
+	return trimScope{
+		total:  total,
+		oldest: `SELECT COUNT(*), COALESCE(SUM(n), 0) FROM (` + chunk + `) AS c`,
+		drop: fmt.Sprintf(`DELETE FROM mcp_events WHERE (session, stream, idx) IN (
+  SELECT session, stream, idx FROM (
+    SELECT session, stream, idx, SUM(n) OVER (ORDER BY created_at_ms, session, stream, idx ROWS UNBOUNDED PRECEDING) - n AS older
+    FROM (%s) AS c
+  ) AS t WHERE older < $%d)`, chunk, free) + deletedEvents,
+		recount: recount,
+	}
+}
+
+// trimOldest drops the oldest events of scope (arguments args), a chunk a
+// write, while the bytes the store counts for it exceed keep. Each step
+// reads the count in its own write, after taking the lock of event
+// deletes, so trims by several nodes at once free what is over once.
+func (s *sqlStore) trimOldest(ctx context.Context, keep int64, scope trimScope, args ...any) (int64, error) {
 	var dropped int64
 	for {
 		var n int64
 		var done bool
 		err := s.write(ctx, func(ctx context.Context, q querier) error {
-			if err := s.lockEventDeletes(ctx, q); err != nil {
-				return err
-			}
-			var kept int64
-			if err := q.QueryRowContext(ctx, total, args...).Scan(&kept); err != nil {
-				return fmt.Errorf("read the bytes kept: %w", err)
-			}
-			if kept <= keep {
-				done = true
-				return nil
-			}
 			var err error
-			n, err = s.deleteEventsIn(ctx, q, drop, append(args[:len(args):len(args)], kept-keep)...)
-			done = n < trimChunk
+			n, done, err = s.trimStepIn(ctx, q, keep, scope, args)
 			return err
 		})
 		dropped += n
@@ -284,6 +297,45 @@ func (s *sqlStore) trimOldest(ctx context.Context, keep int64, total, drop strin
 			return dropped, err
 		}
 	}
+}
+
+// trimStepIn is one step of trimOldest on q: it drops up to trimChunk of
+// the oldest events and reports whether the scope is within keep.
+//
+// A count higher than the events hold (events a node of an older version
+// dropped during a rolling upgrade were never subtracted) makes trims drop
+// more than is over; one higher than all the scope holds would drop every
+// event of the scope at every write, for good. So when the oldest chunk is
+// all the scope has and holds less than the count says is over, the step
+// counts the scope again from its events first. (A principal's count also
+// ends when it has no events left: PruneEvents.)
+func (s *sqlStore) trimStepIn(ctx context.Context, q querier, keep int64, scope trimScope, args []any) (n int64, done bool, err error) {
+	if err := s.lockEventDeletes(ctx, q); err != nil {
+		return 0, false, err
+	}
+	var kept, oldest, oldestBytes int64
+	if err := q.QueryRowContext(ctx, scope.total, args...).Scan(&kept); err != nil {
+		return 0, false, fmt.Errorf("read the bytes kept: %w", err)
+	}
+	if kept <= keep {
+		return 0, true, nil
+	}
+	if err := q.QueryRowContext(ctx, scope.oldest, args...).Scan(&oldest, &oldestBytes); err != nil {
+		return 0, false, fmt.Errorf("read the oldest events: %w", err)
+	}
+	if oldest < trimChunk && oldestBytes < kept-keep {
+		if _, err := q.ExecContext(ctx, scope.recount, args...); err != nil {
+			return 0, false, fmt.Errorf("count the bytes kept again: %w", err)
+		}
+		if err := q.QueryRowContext(ctx, scope.total, args...).Scan(&kept); err != nil {
+			return 0, false, fmt.Errorf("read the bytes kept: %w", err)
+		}
+		if kept <= keep {
+			return 0, true, nil
+		}
+	}
+	n, err = s.deleteEventsIn(ctx, q, scope.drop, append(args[:len(args):len(args)], kept-keep)...)
+	return n, n < trimChunk, err
 }
 
 // deletedEvents is the RETURNING clause of every delete of events: what

@@ -21,9 +21,8 @@ func stepClock() func() time.Time {
 	return func() time.Time { return time.Unix(t.Add(1), 0) }
 }
 
-// rawEventBytes measures, with SQL of its own on the store's database, the
-// data the stored events matching where hold (not the store's counts).
-func rawEventBytes(t *testing.T, dsn, where string, args ...any) int64 {
+// rawDB opens the store's database for SQL of the test's own.
+func rawDB(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
 	driver, name := "pgx", dsn
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
@@ -33,9 +32,16 @@ func rawEventBytes(t *testing.T, dsn, where string, args ...any) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// rawEventBytes measures, with SQL of its own on the store's database, the
+// data the stored events matching where hold (not the store's counts).
+func rawEventBytes(t *testing.T, dsn, where string, args ...any) int64 {
+	t.Helper()
 	var n int64
-	if err := db.QueryRow(`SELECT COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events `+where, args...).Scan(&n); err != nil {
+	if err := rawDB(t, dsn).QueryRow(`SELECT COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events `+where, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -236,6 +242,52 @@ func TestEventLogBudgetHoldsAcrossNodesSharingAStore(t *testing.T) {
 		}
 		if u := usage(t, s); u.Bytes != alice+bob || u.LargestPrincipal != alice {
 			t.Fatalf("the store counts %+v, its events hold %d (alice %d)", u, alice+bob, alice)
+		}
+	})
+}
+
+// Events dropped without the store's counting (by a node of an older
+// version during a rolling upgrade) leave a count higher than the events
+// hold. A trim then counts again rather than dropping every event left.
+func TestEventLogTrimsCountAgainWhatOthersDropped(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+		ctx := context.Background()
+		mustAppend(t, s, events("acme", "alice", "a1", 0, 10, 10))
+		mustAppend(t, s, events("acme", "bob", "b1", 0, 2, 10))
+		// As an older node's prune: no count changes.
+		if _, err := rawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'a1' AND idx < 6`); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.TrimPrincipalEvents(ctx, "acme", "alice", 50); err != nil || n != 0 {
+			t.Fatalf("trim alice (counted 100, holding 40) to 50: %d dropped, %v; want none", n, err)
+		}
+		if got := rawEventBytes(t, dsn, "WHERE session = 'a1'"); got != 40 {
+			t.Fatalf("alice's events hold %d bytes, want the 40 left", got)
+		}
+		if u := usage(t, s); u.Bytes != 60 || u.LargestPrincipal != 40 {
+			t.Fatalf("usage %+v, want 60 bytes, alice's 40 the largest", u)
+		}
+		// The store's count, likewise: it counts 60 (alice 40, bob 20),
+		// the events hold 40; trimmed to 15, the three oldest go.
+		if _, err := rawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'b1'`); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.TrimStoredEvents(ctx, 15); err != nil || n != 3 {
+			t.Fatalf("trim the store (counted 60, holding 40) to 15: %d dropped, %v; want 3", n, err)
+		}
+		if u := usage(t, s); u.Bytes != 10 || rawEventBytes(t, dsn, "") != 10 {
+			t.Fatalf("usage %+v, want the 10 bytes stored", u)
+		}
+		// A principal without events keeps no count after a prune.
+		mustAppend(t, s, events("acme", "carol", "c1", 0, 1, 10))
+		if _, err := rawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'c1'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if u := usage(t, s); u != (store.EventUsage{Bytes: 10, Principals: 1, LargestPrincipal: 10}) {
+			t.Fatalf("usage after the prune %+v, want alice's 10 bytes only", u)
 		}
 	})
 }

@@ -137,14 +137,13 @@ var migrations = []migration{
 		`CREATE INDEX mcp_events_principal ON mcp_events (org, user_id, created_at_ms)`,
 		// The bytes of data each principal's events hold, kept by every
 		// write of the log in its own transaction. Events stored before
-		// (no principal) count under the empty one.
+		// are not counted (they are pruned within the hour).
 		`CREATE TABLE mcp_event_bytes (
 			org TEXT NOT NULL,
 			user_id TEXT NOT NULL,
 			bytes BIGINT NOT NULL,
 			PRIMARY KEY (org, user_id)
 		)`,
-		`INSERT INTO mcp_event_bytes (org, user_id, bytes) SELECT '', '', COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events`,
 	}},
 }
 
