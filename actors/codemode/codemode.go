@@ -237,6 +237,11 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		resp = engine.Response{Action: in.Action, Content: parseContent(in.Content)}
 	}
 	out, found := e.Resume(ctx, id, owner, resp)
+	if !found {
+		// Settled since Resume looked (its run's journal, written by the
+		// grain that ran it, can settle between two reads): its outcome.
+		out, found = e.Outcome(ctx, id, owner)
+	}
 	if found {
 		return t.answer(ctx, req, rt, out, false)
 	}
