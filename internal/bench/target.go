@@ -26,8 +26,10 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // protocolVersion is the MCP version the bench client negotiates (the
@@ -317,7 +319,7 @@ func baselineHandler(ctx context.Context, code bool, base string) (h http.Handle
 		}
 		return nil, nil, fmt.Errorf("baseline server: %w", err)
 	}
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	mux.Handle("/mcp", anonymousAdmin(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
 	return mux, func() {
 		for ss := range srv.Sessions() {
 			_ = ss.Close()
@@ -327,6 +329,19 @@ func baselineHandler(ctx context.Context, code bool, base string) (h http.Handle
 			eng.Shutdown()
 		}
 	}, nil
+}
+
+// anonymousAdmin gives the baseline's callers the role of mcpgrain's
+// anonymous principal (--no-auth): the baseline authenticates nobody, and
+// code mode lets no caller without a role decide in-band. User and
+// organization stay empty, so its executions count against no per-user or
+// per-organization cap (as before).
+func anonymousAdmin(h http.Handler) http.Handler {
+	role := exchange.Identity(&pb.HttpExchange{Principal: &pb.Principal{Role: auth.AnonymousRole}}, "", false).Get(exchange.HeaderRole)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set(exchange.HeaderRole, role)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // resumeHandler decides a paused execution of eng (the baseline's stand-in
