@@ -75,7 +75,7 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 	}
 	p.waitFor("built over the cap", "mcpgrain_cap_overflow_total", node, exactly(overflows+1))
 	if v := p.get("mcpgrain_runtime_disposals_total", with("reason", "cap")); v != 1 {
-		t.Fatalf("%v cap disposals, want 1 (a's hibernation): a decided execution waiting to run was evicted", v)
+		t.Fatalf("%v cap disposals, want 1 (a's hibernation): a decided execution waiting to run was evicted; the node's residency:\n%s", v, p.residency())
 	}
 	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("%d todos while the only slot was taken: the replay did not wait", n)
