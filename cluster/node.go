@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,11 @@ type Config struct {
 	AdvertiseAddr string
 	// Kinds are the grain kinds this node hosts.
 	Kinds []grain.Kind
+	// Hosts build more kinds for this node to host, kinds whose shared
+	// code reaches the cluster outside a grain's turn: Start calls each
+	// once, before any grain is hosted, with the node as their
+	// grain.Cluster, and fails if one does.
+	Hosts []grain.Host
 	// Membership discovers the other members. Default: membership.NewSingle().
 	Membership membership.Provider
 	// Store holds grain ownership and state (required).
@@ -118,10 +124,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	kinds, kindNames, err := kindsByName(cfg.Kinds)
-	if err != nil {
-		return nil, err
-	}
 	system, rem, err := startSystem(cfg)
 	if err != nil {
 		return nil, err
@@ -138,13 +140,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		logger: cfg.Logger.With("node", cfg.NodeID),
 		joined: make(chan struct{}),
 	}
-	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
-	n.watchEndpoints()
 	n.table.Store(placement.NewTable(membership.View{}))
 	ch := make(chan struct{})
 	n.viewCh.Store(&ch)
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, cfg.Registerer)
 	n.metrics = newNodeMetrics(reg)
+	kinds, kindNames, err := n.buildKinds(ctx)
+	if err != nil {
+		n.shutdownActors()
+		return nil, err
+	}
+	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
+	n.watchEndpoints()
 	if err := n.spawnGrainHost(kinds, reg); err != nil {
 		n.shutdownActors()
 		return nil, err
@@ -184,6 +191,20 @@ func withDefaults(cfg Config) (Config, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	return cfg, nil
+}
+
+// buildKinds returns the kinds the node hosts, by name: Config.Kinds and
+// those Config.Hosts build, handed the node as their grain.Cluster.
+func (n *Node) buildKinds(ctx context.Context) (map[string]grain.Kind, []string, error) {
+	list := n.cfg.Kinds
+	for _, host := range n.cfg.Hosts {
+		kinds, err := host(ctx, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		list = append(slices.Clip(list), kinds...)
+	}
+	return kindsByName(list)
 }
 
 // kindsByName indexes the grain kinds a node hosts, refusing unnamed and
@@ -294,6 +315,7 @@ func (n *Node) spawnGrainHost(kinds map[string]grain.Kind, reg prometheus.Regist
 		Kinds:     kinds,
 		Store:     cfg.Store,
 		Reminders: n.reminders,
+		Cluster:   n,
 		Logger:    n.logger,
 		Metrics:   placement.NewMetrics(reg),
 	}), placement.ActorName)

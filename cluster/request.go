@@ -22,21 +22,18 @@ import (
 // retried silently. Callers that can tolerate a repeat may retry.
 var ErrUnknownOutcome = errors.New("cluster: grain request timed out; it may or may not have been executed")
 
-// CallOption adjusts one [Node.Request].
-type CallOption func(*callOptions)
-
-type callOptions struct {
-	idempotent     bool
-	attemptTimeout time.Duration
-}
+// CallOption adjusts one [Node.Request]: it is [grain.CallOption], so the
+// options of cluster and grain code are the same values.
+type CallOption = grain.CallOption
 
 // Idempotent marks a request as safe to repeat: a delivery attempt that
 // times out is retried (until the request deadline) instead of failing with
-// [ErrUnknownOutcome].
-func Idempotent() CallOption { return func(o *callOptions) { o.idempotent = true } }
+// [ErrUnknownOutcome]. It is [grain.Idempotent].
+func Idempotent() CallOption { return grain.Idempotent() }
 
-// AttemptTimeout overrides Config.AttemptTimeout for one request.
-func AttemptTimeout(d time.Duration) CallOption { return func(o *callOptions) { o.attemptTimeout = d } }
+// AttemptTimeout overrides Config.AttemptTimeout for one request. It is
+// [grain.AttemptTimeout].
+func AttemptTimeout(d time.Duration) CallOption { return grain.AttemptTimeout(d) }
 
 const (
 	minBackoff = 2 * time.Millisecond
@@ -52,9 +49,12 @@ const (
 // no member hosts yet. Errors are *grain.Error, [ErrUnknownOutcome], or the
 // context's error.
 func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...CallOption) (proto.Message, error) {
-	o := callOptions{attemptTimeout: n.cfg.AttemptTimeout}
+	var o grain.CallOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = n.cfg.AttemptTimeout
 	}
 	began := time.Now()
 	deadline, ok := ctx.Deadline()
@@ -84,7 +84,7 @@ func outcome(err error) string {
 	}
 }
 
-func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Message, o callOptions, deadline time.Time) (proto.Message, error) {
+func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Message, o grain.CallOptions, deadline time.Time) (proto.Message, error) {
 	var (
 		payload *anypb.Any // marshalled once, on the first remote attempt
 		lastErr error
@@ -106,7 +106,7 @@ func (n *Node) request(ctx context.Context, kind, identity string, msg proto.Mes
 		case errors.Is(err, errEncode):
 			return nil, err
 		case target != nil:
-			reply, err, retry := n.attempt(ctx, target, env, min(o.attemptTimeout, remaining), o.idempotent)
+			reply, err, retry := n.attempt(ctx, target, env, min(o.AttemptTimeout, remaining), o.Idempotent)
 			if !retry {
 				return reply, err
 			}

@@ -70,7 +70,7 @@ const KindName = exchange.KindContinuation
 type Config struct {
 	// NewServer builds a server with the node's tool packs (required);
 	// codeMode registers the grain's execute/resume tools (may be nil).
-	NewServer func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
+	NewServer mcpruntime.ServerFactory
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *mcpruntime.CodeMode
 	// Store journals code-mode executions when CodeMode.Durable is set

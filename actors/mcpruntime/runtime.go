@@ -60,6 +60,14 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
+// ServerFactory builds an MCP server with the node's tool packs: the one
+// type of every server builder of a node (the session runtimes', the
+// continuation grains', the task grains'). opts are the server's options
+// (nil: none); codeMode, if non-nil, registers code mode's tools (execute,
+// resume) for the grain the server serves; closeServer releases what the
+// server holds.
+type ServerFactory func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (srv *mcp.Server, closeServer func(), err error)
+
 // Config configures the runtimes of one node.
 type Config struct {
 	// Packs are the tool packs every session's server gets.
@@ -103,7 +111,7 @@ type Config struct {
 	// once): the node passes a function that registers its tool packs.
 	// codeMode registers the execute and resume tools (the code pack),
 	// which serve each request with its own session's engine.
-	NewServer func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
+	NewServer ServerFactory
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *CodeMode
 }

@@ -63,8 +63,10 @@ type Config struct {
 	// Approvers is who may decide paused executions (policy.Approvers;
 	// "": policy.ApproversMember).
 	Approvers policy.Approvers
-	// Evict sends RequestCapEviction to a session on this node without
-	// waiting for it (required). cluster.Node.Request in a goroutine does.
+	// Evict asks a session on this node to give up its runtime and reports
+	// whether it did (required; the host calls it in a goroutine of its
+	// own). EvictThrough(c) sends RequestCapEviction through the node's
+	// grain.Cluster c.
 	Evict func(ctx context.Context, sessionID string) (evicted bool, err error)
 	// Clock is the time source. Default the system clock.
 	Clock clock.Clock

@@ -5,9 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -16,18 +15,12 @@ import (
 // and a resume forwarded from the session that received it to the one that
 // owns the execution (executor's resumeFallback).
 
-// Requester sends a request to a grain and waits for its answer;
-// *cluster.Node is one.
-type Requester interface {
-	Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...cluster.CallOption) (proto.Message, error)
-}
-
 // EvictThrough returns Config.Evict for a node: it asks the session grain
-// id to give up its runtime (RequestCapEviction) through node(), which is
-// called per eviction (the node starts after its hosts are built).
-func EvictThrough(node func() Requester) func(ctx context.Context, id string) (bool, error) {
+// id to give up its runtime (RequestCapEviction) through c, the node's
+// grain.Cluster (a grain.Host gets it).
+func EvictThrough(c grain.Requester) func(ctx context.Context, id string) (bool, error) {
 	return func(ctx context.Context, id string) (bool, error) {
-		r, err := node().Request(ctx, KindName, id, &pb.RequestCapEviction{})
+		r, err := c.Request(ctx, KindName, id, &pb.RequestCapEviction{})
 		if err != nil {
 			return false, fmt.Errorf("session: cap eviction of %s: %w", id, err)
 		}
@@ -38,9 +31,9 @@ func EvictThrough(node func() Requester) func(ctx context.Context, id string) (b
 
 // ResumeForwarder returns the forward of a node's code mode
 // (mcpruntime.CodeMode.Forward): it sends a resume to the session grain
-// that owns the execution through node() and counts the outcomes in
+// that owns the execution through c, the node's grain.Cluster, and counts the outcomes in
 // mcpgrain_resume_forwards_total on reg.
-func ResumeForwarder(node func() Requester, reg prometheus.Registerer) (func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error), error) {
+func ResumeForwarder(c grain.Requester, reg prometheus.Registerer) (func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error), error) {
 	forwards := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpgrain_resume_forwards_total",
 		Help: "Resumes forwarded from the session that received them to the session that owns the execution (executor #1300), by outcome: ok, forbidden, already_decided, already_settled, expired, not_found, error (no answer).",
@@ -49,7 +42,7 @@ func ResumeForwarder(node func() Requester, reg prometheus.Registerer) (func(ctx
 		return nil, fmt.Errorf("session: register resume forwards: %w", err)
 	}
 	return func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
-		r, err := node().Request(ctx, KindName, sessionID, m, cluster.Idempotent())
+		r, err := c.Request(ctx, KindName, sessionID, m, grain.Idempotent())
 		if err != nil {
 			forwards.WithLabelValues("error").Inc()
 			return nil, fmt.Errorf("session: forward resume to %s: %w", sessionID, err)

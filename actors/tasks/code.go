@@ -40,7 +40,7 @@ func newCodeRunner(h *Host, g grain.Context) *codeRunner {
 	journal := engine.StoreJournal{Store: h.cfg.RunStore, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: g.Epoch(), Publish: true}
 	code := mcpruntime.NewCodeRuntime(h.cfg.CodeMode, g.Identity(), nil, journal)
 	return &codeRunner{code: code, runner: &runner{newServer: func() (*mcp.Server, func(), error) {
-		return h.cfg.NewServer(code.Register)
+		return h.cfg.NewServer(&mcp.ServerOptions{}, code.Register)
 	}}}
 }
 

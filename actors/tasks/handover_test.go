@@ -31,7 +31,7 @@ type job struct {
 
 func newJob() *job { return &job{started: make(chan struct{}, 8), release: make(chan struct{})} }
 
-func (j *job) server(func(*mcp.Server)) (*mcp.Server, func(), error) {
+func (j *job) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func(), error) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "handover-test", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "job"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
 		n := j.runs.Add(1)
@@ -88,6 +88,10 @@ func (s *hookStore) SwapTask(ctx context.Context, status string, attempts int, t
 // fakeGrain is the grain.Context of one activation of a task grain: its
 // epoch is taken in the store, its reminders are fenced by it, and the
 // outcomes of its runs arrive on done.
+// noCluster is the Config.Cluster of hosts whose tests start no task
+// through the middleware (a request would panic).
+var noCluster grain.Requester = struct{ grain.Requester }{}
+
 type fakeGrain struct {
 	grain.Context // unused methods panic
 	st            store.Store
@@ -157,7 +161,7 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { _ = st.Close() })
 	hs := &harness{st: &hookStore{Store: st}, clk: clock.NewFake(time.Now()), job: newJob(), system: actor.NewActorSystem()}
 	t.Cleanup(hs.system.Shutdown)
-	hs.h, err = NewHost(Config{NewServer: hs.job.server, Store: hs.st, Requester: func() Requester { return nil }, Now: hs.clk.Now})
+	hs.h, err = NewHost(Config{NewServer: hs.job.server, Store: hs.st, Cluster: noCluster, Now: hs.clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

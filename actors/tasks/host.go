@@ -8,11 +8,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
-	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -28,17 +26,13 @@ type Store interface {
 	GetTask(ctx context.Context, taskID string, now time.Time) (store.Task, error)
 }
 
-// Requester reaches a grain anywhere in the cluster (the node).
-type Requester interface {
-	Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...cluster.CallOption) (proto.Message, error)
-}
-
 // Config configures the tasks extension of a node.
 type Config struct {
 	// NewServer builds a server with the node's tool packs, on which task
-	// grains run tools (required); codeMode, if non-nil, registers a task
-	// grain's code-mode tools (execute, resume).
-	NewServer func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error)
+	// grains run tools (required); the host passes empty server options
+	// and, for a task grain that runs code mode, its code-mode tools
+	// (execute, resume).
+	NewServer mcpruntime.ServerFactory
 	// CodeMode, if set, makes code mode's execute a task-supporting tool:
 	// each task grain that runs one has its own execution engine, journaled
 	// in RunStore under the task grain, so a pause for approval (the task's
@@ -52,9 +46,10 @@ type Config struct {
 	MayDecide func(role string) bool
 	// Store keeps the tasks (required).
 	Store Store
-	// Requester returns the node, to start task grains (required; called
-	// per task, once the node runs).
-	Requester func() Requester
+	// Cluster reaches the task grains (required): the continuation
+	// servers' middleware starts a task grain through it. The node's
+	// grain.Cluster, which a grain.Host is handed.
+	Cluster grain.Requester
 	// Support is each tool's task support (nil: no tool runs as a task).
 	Support func(tool string) Support
 	// TTL is how long a task is kept after its creation. Default 1h.
@@ -87,8 +82,8 @@ type Host struct {
 
 // NewHost returns the tasks extension of a node.
 func NewHost(cfg Config) (*Host, error) {
-	if cfg.NewServer == nil || cfg.Store == nil || cfg.Requester == nil {
-		return nil, errors.New("tasks: Config.NewServer, Store and Requester are required")
+	if cfg.NewServer == nil || cfg.Store == nil || cfg.Cluster == nil {
+		return nil, errors.New("tasks: Config.NewServer, Store and Cluster are required")
 	}
 	if cfg.CodeMode != nil && cfg.RunStore == nil {
 		return nil, errors.New("tasks: Config.RunStore is required with CodeMode")
@@ -123,7 +118,7 @@ func NewHost(cfg Config) (*Host, error) {
 	noCode := func(*mcp.Server) {}
 	return &Host{
 		cfg:     cfg,
-		runner:  &runner{newServer: func() (*mcp.Server, func(), error) { return newServer(noCode) }},
+		runner:  &runner{newServer: func() (*mcp.Server, func(), error) { return newServer(&mcp.ServerOptions{}, noCode) }},
 		metrics: newMetrics(cfg.Registerer),
 	}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -73,7 +73,7 @@ func (h *Host) call(ctx context.Context, next mcp.MethodHandler, method string, 
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
 		p = exchange.PrincipalOf(ex.Header)
 	}
-	reply, err := h.cfg.Requester().Request(ctx, KindName, newID(), &pb.TaskStart{Principal: p, Params: raw}, cluster.Idempotent())
+	reply, err := h.cfg.Cluster.Request(ctx, KindName, newID(), &pb.TaskStart{Principal: p, Params: raw}, grain.Idempotent())
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: "tasks: the task could not be created; retry: " + err.Error()}
 	}

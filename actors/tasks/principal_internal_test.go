@@ -48,7 +48,7 @@ type asker struct {
 	release chan struct{}
 }
 
-func (a *asker) server(func(*mcp.Server)) (*mcp.Server, func(), error) {
+func (a *asker) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func(), error) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "principal-test", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
@@ -81,7 +81,7 @@ func TestARoundRunsWithTheRoleOfWhoeverGaveItsInputAfterANodeLossToo(t *testing.
 	t.Cleanup(system.Shutdown)
 	tool := &asker{roles: make(chan string, 8), release: make(chan struct{})}
 	t.Cleanup(func() { close(tool.release) })
-	h, err := NewHost(Config{NewServer: tool.server, Store: st, Requester: func() Requester { return nil }, Now: time.Now})
+	h, err := NewHost(Config{NewServer: tool.server, Store: st, Cluster: noCluster, Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

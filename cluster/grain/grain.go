@@ -17,9 +17,12 @@
 //   - no lost requests: a request that reaches a passivating activation is
 //     delivered to the next activation instead of being dropped.
 //
-// A node hosts the kinds listed in cluster.Config.Kinds, and
-// cluster.Node.Request reaches a grain by kind and identity (see the
-// example of [Kind]).
+// A node hosts the kinds listed in cluster.Config.Kinds (and those its
+// cluster.Config.Hosts build), and cluster.Node.Request reaches a grain by
+// kind and identity (see the example of [Kind]). A grain reaches other
+// grains through its [Context], which embeds the node's [Cluster]: one
+// [Requester] for the whole code base, plus one-way messages and
+// broadcasts (see the example of [Cluster]).
 package grain
 
 import (
@@ -97,8 +100,13 @@ type ReminderHandler interface {
 	OnReminder(ctx context.Context, g Context, fired *pb.ReminderFired) error
 }
 
-// Context is what the runtime gives a grain activation.
+// Context is what the runtime gives a grain activation: its identity,
+// its durable state and reminders, and — through the embedded [Cluster] —
+// the other grains of the cluster (g.Request, g.Tell, g.Broadcast), from
+// its turn or from any goroutine it starts. A grain never needs a handle
+// on the node beyond it.
 type Context interface {
+	Cluster
 	// Kind is the grain's kind name.
 	Kind() string
 	// Identity is the grain's identity within its kind.

@@ -28,6 +28,9 @@ type Config struct {
 	// Reminders stores and arms grains' durable reminders. Nil: grains
 	// calling SetReminder get an error.
 	Reminders Reminders
+	// Cluster is how the node's grains reach other grains (the node; their
+	// grain.Context delegates to it). Nil: their requests fail.
+	Cluster grain.Cluster
 	// Logger receives placement and grain logs.
 	Logger *slog.Logger
 	// Metrics are the placement instruments (required).

@@ -25,10 +25,8 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/mcpgrain/mcpgrain/actors/policy"
-	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -55,11 +53,6 @@ var (
 // Actions a decision may take.
 var actions = map[string]string{"accept": "approved", "decline": "denied", "cancel": "canceled"}
 
-// Requester sends a message to a grain (a *cluster.Node).
-type Requester interface {
-	Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...cluster.CallOption) (proto.Message, error)
-}
-
 // Directory is the store's execution directory.
 type Directory interface {
 	GetExecution(ctx context.Context, execID string) (store.Execution, error)
@@ -72,7 +65,7 @@ type Directory interface {
 // Service is the approval logic shared by every surface. It is safe for
 // concurrent use.
 type Service struct {
-	node      Requester
+	node      grain.Requester
 	dir       Directory
 	now       func() time.Time
 	approvers policy.Approvers
@@ -93,7 +86,7 @@ type ServiceOptions struct {
 
 // NewService returns a Service that finds executions in dir and reaches
 // their sessions through node.
-func NewService(node Requester, dir Directory, o ServiceOptions) *Service {
+func NewService(node grain.Requester, dir Directory, o ServiceOptions) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -211,7 +204,7 @@ func (s *Service) Get(ctx context.Context, who *pb.Principal, sessionID, execID 
 		}
 		return fromRow(row), nil
 	}
-	m, err := s.node.Request(ctx, exchange.KindSession, sid, &pb.ExecutionGet{Principal: who, ExecutionId: execID}, cluster.Idempotent())
+	m, err := s.node.Request(ctx, exchange.KindSession, sid, &pb.ExecutionGet{Principal: who, ExecutionId: execID}, grain.Idempotent())
 	if err != nil {
 		return nil, fmt.Errorf("%w: ask session: %v", ErrUnavailable, err)
 	}

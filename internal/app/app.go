@@ -200,8 +200,10 @@ func defaultNodeID(advertise, bind string) string {
 // cfg.ShutdownTimeout. It returns an error if anything fails to start.
 //
 // A process starts in steps, each adding its part (process.go): listen,
-// open the store, pick the membership, set up OAuth verification, build
-// the grains, start the node, build what the public surfaces share
+// open the store, pick the membership, set up OAuth verification, name the
+// node and make its metrics registries, start the node (it builds the
+// grains, handing them itself as their grain.Cluster: nothing is wired to
+// the node after it started), build what the public surfaces share
 // (authentication, rate limits, approvals), serve HTTP, serve gRPC.
 // Whatever a step started is undone, in reverse order, when Run returns.
 func Run(ctx context.Context, cfg Config, ready func(Info)) error {
@@ -215,7 +217,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		{"store", p.openStore},
 		{"membership", p.membership},
 		{"oauth", p.verifier},
-		{"grains", p.grains},
+		{"identity", p.identity},
 		{"node", p.startNode},
 		{"surfaces", p.surfaces},
 		{"gateway", p.serveHTTP},

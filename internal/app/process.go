@@ -59,14 +59,13 @@ type process struct {
 	provider membership.Provider
 	// oauth
 	oauth *auth.OAuth
-	// grains
+	// identity
 	nodeID  string
 	reg     *prometheus.Registry
 	nodeReg prometheus.Registerer
+	// node (its grain.Host, grains, sets demoAPI)
 	demoAPI *demo.API
-	kinds   []grain.Kind
-	// node
-	node *cluster.Node
+	node    *cluster.Node
 	// surfaces
 	surf surfaces
 	// gateway, grpc
@@ -167,46 +166,55 @@ func (p *process) verifier(ctx context.Context) error {
 	return err
 }
 
-// grains builds the grain kinds this node hosts: sessions, continuations
-// (both sharing one runtime builder and, with the code pack, one code
-// mode) and the probe.
-func (p *process) grains(ctx context.Context) error {
-	cfg := p.cfg
-	p.nodeID = cfg.NodeID
+// identity names the node and makes its metrics registries (the
+// grains' metrics carry the node label).
+func (p *process) identity(context.Context) error {
+	p.nodeID = p.cfg.NodeID
 	if p.nodeID == "" {
-		p.nodeID = defaultNodeID(cfg.Advertise, cfg.Bind)
+		p.nodeID = defaultNodeID(p.cfg.Advertise, p.cfg.Bind)
 	}
 	p.reg = prometheus.NewRegistry()
 	p.nodeReg = prometheus.WrapRegistererWith(prometheus.Labels{"node": p.nodeID}, p.reg)
+	return nil
+}
+
+// grains builds the grain kinds this node hosts: sessions, continuations
+// (both sharing one runtime builder and, with the code pack, one code
+// mode), tasks and the probe. It is the node's grain.Host: the node calls
+// it while it starts, with itself as c, through which the kinds' shared
+// code reaches other grains (cap evictions, forwarded resumes, task
+// starts, catalog broadcasts).
+func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, error) {
+	cfg := p.cfg
 	if cfg.MCP.Code.DemoAPI {
 		p.demoAPI = demo.NewOrgAPI()
 	}
-	codeMode, err := p.codeMode(ctx)
+	codeMode, err := p.codeMode(ctx, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	newServer, catalog := p.servers()
+	newServer, catalog := p.servers(c)
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
 		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
 		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
 		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.onClose(builder.Close)
 	sessions, err := session.NewHost(session.Config{
 		Builder: builder, Policy: cfg.MCP.Policy, SessionTTL: cfg.MCP.SessionTTL,
 		Residency: residency.Config{SoftCap: cfg.MCP.SoftCap}, Memory: residency.Memory{Budget: cfg.MCP.ResidentMemory},
-		Evict: session.EvictThrough(p.requester), Directory: p.st, Approvers: cfg.MCP.Approvers,
+		Evict: session.EvictThrough(c), Directory: p.st, Approvers: cfg.MCP.Approvers,
 		Logger: p.log.With("component", "session"), Registerer: p.nodeReg,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	taskHost, err := p.taskGrains(newServer, codeMode)
+	taskHost, err := p.taskGrains(c, newServer, codeMode)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	continuations, err := continuation.NewHost(continuation.Config{
 		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
@@ -214,28 +222,25 @@ func (p *process) grains(ctx context.Context) error {
 		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
 	})
 	if err != nil {
-		return fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
+		return nil, fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
 	}
 	p.onClose(continuations.Close)
-	p.kinds = []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind()}
-	if cfg.EnableProbe {
-		p.kinds = append(p.kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
-	}
 	if cfg.GatewayOnly {
-		p.kinds = nil
+		return nil, nil
 	}
-	return nil
+	kinds := []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind()}
+	if cfg.EnableProbe {
+		kinds = append(kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
+	}
+	return kinds, nil
 }
 
 // taskGrains builds the host of the node's task grains (the MCP tasks
 // extension), closed when the process stops.
-func (p *process) taskGrains(newServer func(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func(), error), codeMode *mcpruntime.CodeMode) (*tasks.Host, error) {
+func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode) (*tasks.Host, error) {
 	cfg := p.cfg
 	h, err := tasks.NewHost(tasks.Config{
-		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
-			return newServer(&mcp.ServerOptions{}, codeMode)
-		},
-		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
+		NewServer: newServer, CodeMode: codeMode, RunStore: p.st, Store: p.st, Cluster: c,
 		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
@@ -246,26 +251,22 @@ func (p *process) taskGrains(newServer func(*mcp.ServerOptions, func(*mcp.Server
 	return h, nil
 }
 
-// servers returns how the node builds its two shared servers (sessions and
-// continuations) from its tool packs, and their catalog, kept equal to the
-// other nodes' catalogs.
-func (p *process) servers() (func(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func(), error), *toolpacks.Catalog) {
+// servers returns how the node builds its shared servers (sessions,
+// continuations and tasks) from its tool packs, and their catalog, kept
+// equal to the other nodes' catalogs by broadcasts through c.
+func (p *process) servers(c grain.Cluster) (mcpruntime.ServerFactory, *toolpacks.Catalog) {
 	catalog := toolpacks.NewCatalog()
-	catalog.SetBroadcast(continuation.BroadcastCatalog(func() continuation.Cluster { return p.node }))
+	catalog.SetBroadcast(continuation.BroadcastCatalog(c))
 	return func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
 		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, p.cfg.MCP.Packs,
 			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog})
 	}, catalog
 }
 
-// requester is the node, for grain code built before it started (it is
-// called only once grains run, after startNode).
-func (p *process) requester() session.Requester { return p.node }
-
 // codeMode builds code mode when the code pack is on (nil otherwise): its
 // tool sources and the node's pool of sandbox worker processes, killed
 // when the process stops.
-func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
+func (p *process) codeMode(ctx context.Context, c grain.Cluster) (*mcpruntime.CodeMode, error) {
 	cfg := p.cfg
 	if !slices.Contains(cfg.MCP.Packs, toolpacks.Code) {
 		return nil, nil
@@ -289,7 +290,7 @@ func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
 	p.onClose(pool.Close)
 	lim := cc.Limits
 	lim.Pool = pool
-	forward, err := session.ResumeForwarder(p.requester, p.nodeReg)
+	forward, err := session.ResumeForwarder(c, p.nodeReg)
 	if err != nil {
 		return nil, err
 	}
@@ -300,11 +301,12 @@ func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
 	}, nil
 }
 
-// startNode joins the cluster and starts hosting the grains.
+// startNode builds the grains (grains, as the node's grain.Host), joins
+// the cluster and starts hosting them.
 func (p *process) startNode(ctx context.Context) error {
 	cfg := p.cfg
 	node, err := cluster.Start(ctx, cluster.Config{
-		NodeID: p.nodeID, BindAddr: cfg.Bind, AdvertiseAddr: cfg.Advertise, Kinds: p.kinds,
+		NodeID: p.nodeID, BindAddr: cfg.Bind, AdvertiseAddr: cfg.Advertise, Hosts: []grain.Host{p.grains},
 		Membership: p.provider, Store: p.st, Logger: p.log, Registerer: p.reg,
 		Meta:        map[string]string{"http": p.httpLn.Addr().String()},
 		JoinTimeout: cfg.JoinTimeout, Reminders: cluster.ReminderOptions{PollInterval: cfg.ReminderPoll},
