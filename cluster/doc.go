@@ -23,4 +23,9 @@
 //     fenced by that epoch, so a stale duplicate can never overwrite state;
 //   - passivation is a handshake with the placement actor, so no request is
 //     lost; callers retry "not here / not now" replies with short backoff.
+//
+// A Node is the [grain.Cluster] of the grains it hosts (their
+// [grain.Context] delegates to it) and of the kinds its Config.Hosts build:
+// grains reach each other with Request, Tell and Broadcast, and nothing is
+// wired to the node after it started.
 package cluster
