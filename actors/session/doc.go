@@ -7,7 +7,8 @@
 //
 // What the grain holds and decides (session.go):
 //   - the session record (owner principal, the go-sdk handshake state,
-//     last activity, idle lease), created in one store transaction before
+//     last activity, approval decisions, the event log's untrimmed bytes:
+//     pb.SessionRecord), created in one store transaction before
 //     the initialize answer goes out, so a session the client knows of
 //     always exists;
 //   - ownership: every request carries the caller's principal, and a
@@ -23,8 +24,10 @@
 //     then the grain row is deleted); DELETE /mcp ends it at once;
 //   - exchanges (exchange.go): each forwarded HTTP request is started with
 //     exchange.Start and served by the runtime's handler;
-//   - executions (executions.go): paused code-mode executions hold leases
-//     that keep the runtime resident; decisions forwarded from other
+//   - executions (executions.go): a paused code-mode execution holds an
+//     approval lease (its deadline is a durable reminder); only a pause
+//     that lives in memory keeps the runtime resident, a durable
+//     (journaled) one does not; decisions forwarded from other
 //     sessions (remote.go) and approvals arrive as grain messages.
 //
 // A Host (host.go) is what the session grains of one node share: the

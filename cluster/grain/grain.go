@@ -1,5 +1,5 @@
 // Package grain is the contract between mcpgrain's cluster runtime and the
-// virtual grains it hosts (sessions, continuations, the probe).
+// virtual grains it hosts (sessions, continuations, tasks, the probe).
 //
 // A grain is a virtual actor: it always exists logically, and the cluster
 // activates it on the node that owns its identity the first time a request
