@@ -169,7 +169,7 @@ type Reason string
 
 // Reasons an activation stops. They label the deactivation metrics.
 const (
-	ReasonIdle             Reason = "idle"              // no request within Kind.IdleTimeout
+	ReasonIdle             Reason = "idle"              // no request within Kind.IdleTimeout, or the grain's own idle decision (sessions)
 	ReasonRequested        Reason = "requested"         // the grain called Passivate without a more specific reason
 	ReasonRebalance        Reason = "rebalance"         // membership changed and another node owns it now
 	ReasonOwnershipLost    Reason = "ownership_lost"    // a fenced write failed, or this node's membership lapsed
