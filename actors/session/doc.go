@@ -14,9 +14,10 @@
 //   - ownership: every request carries the caller's principal, and a
 //     session answers only its owner (403 otherwise);
 //   - its runtime (Runtime, built by a Builder: actors/mcpruntime): the
-//     session's go-sdk server state, event log and code-mode executions. A
-//     runtime is resident in memory or not; a request to a session without
-//     one restores it from the record (a cold build);
+//     session's go-sdk handler (on the node's one shared server), event
+//     log and code-mode executions. A runtime is resident in memory or
+//     not; a request to a session without one restores it from the
+//     record (a cold build);
 //   - the idle policy (actors/alarm): an in-memory timer asks the pure
 //     policy whether to keep, extend a lease, or dispose of the runtime;
 //     disposal keeps the record, so disposal is hibernation;
