@@ -5,7 +5,8 @@
 //
 // Grains:
 //   - session/: the MCP session grain (stateful eras);
-//   - continuation/: the grains serving sessionless 2026-07-28 requests.
+//   - continuation/: the grains serving sessionless 2026-07-28 requests;
+//   - tasks/: the task grains of the MCP tasks extension (SEP-2663).
 //
 // The other packages hold no actor. They live here because only grains
 // use them, and they are what a grain runs:
@@ -14,8 +15,12 @@
 //     decide), table-tested;
 //   - mcpruntime/: a session's MCP runtime (the node's shared go-sdk
 //     server, the store-backed event log, code mode wiring);
-//   - toolpacks/, tools/: the tools a session serves (built-in packs;
-//     OpenAPI, upstream MCP and demo tool sources);
+//   - toolpacks/: the MCP tools, resources and prompts a client lists
+//     and calls (the packs code, demo, conformance);
+//   - tools/: the tool sources code-mode code calls as
+//     tools.<source>.<op> (OpenAPI, upstream MCP, the demo to-do API);
+//     the client never lists them (see tools' package doc for the three
+//     things called "tools");
 //   - codemode/, engine/, sandbox/: code mode's execute and resume tools,
 //     the execution engine (pauses, approvals, durable replay) and the
 //     TypeScript sandbox in worker processes.

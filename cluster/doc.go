@@ -13,7 +13,8 @@
 // cluster layer. That layer has no single-activation guarantee, drops
 // requests that race a passivating grain, blocks a member that left for ever
 // (so nodes cannot rejoin after a Consul restart without a process restart)
-// and retries with nanosecond backoff (see ../shared/reference/protoactor.md).
+// and retries with nanosecond backoff (docs/design.md, "Cluster layer", has
+// the table).
 // This package owns those guarantees instead:
 //
 //   - membership comes from a [membership.Provider] (Consul, single, memory);

@@ -18,8 +18,10 @@
 //     one request and one reply).
 //  3. Later frames go to the replies process, which hands each to the
 //     stream of its exchange id. If the response goes on after the
-//     reply, the gateway watches the activation (a Terminated arrives if
-//     it dies) and its node's membership (cluster.Node.Departed).
+//     reply, the Forwarder's one follower actor (follow.go) watches the
+//     activation for every stream following it (a Terminated arrives if
+//     it dies), and the stream watches its node's membership
+//     (cluster.Node.Departed).
 //  4. The relay (relay.go) — a pure state machine over frames and failures
 //     — decides what the client sees; a thin loop performs its actions.
 //

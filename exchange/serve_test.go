@@ -105,7 +105,7 @@ func acks() (Ack, <-chan *pb.ExchangeFrame) {
 }
 
 // A handler that answers at once has its whole response in the ack: no
-// frame goes to the reply actor.
+// frame goes to the reply address.
 func TestQuickAnswerTravelsWithTheAck(t *testing.T) {
 	sys, pid, got := frames(t)
 	ack, acked := acks()
@@ -133,7 +133,7 @@ func TestQuickAnswerTravelsWithTheAck(t *testing.T) {
 }
 
 // A handler that stays silent past the window is acknowledged alone; its
-// frames then go to the reply actor.
+// frames then go to the reply address.
 func TestSilentHandlerIsAckedAloneAfterTheWindow(t *testing.T) {
 	sys, pid, got := frames(t)
 	ack, acked := acks()
@@ -157,7 +157,7 @@ func TestSilentHandlerIsAckedAloneAfterTheWindow(t *testing.T) {
 
 // A gateway that did not ask for the first frame in the reply (one that
 // predates the field) is acknowledged at once, and gets every frame from
-// the reply actor.
+// the reply address.
 func TestExchangeWithoutFirstFrameInReplyIsAckedAtOnce(t *testing.T) {
 	sys, pid, got := frames(t)
 	ack, acked := acks()

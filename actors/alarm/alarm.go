@@ -1,9 +1,11 @@
-// Package alarm decides what a session's idle reminder does when it fires:
+// Package alarm decides what a session's idle alarm does when it fires:
 // executor's decideSessionAlarm (executor session-alarm-policy.ts) as a pure
 // function. The session grain feeds it the idle time and what is in flight;
 // it answers keep, extend a lease, or passivate.
 //
-// Seed term mapping: the Durable Object "alarm" is our durable idle reminder;
+// Seed term mapping: the Durable Object "alarm" is our idle alarm, an
+// in-memory timer of the session's activation (not a durable reminder: it
+// only ever disposes a resident runtime, which does not outlive its node);
 // "destroy_idle_session" does not delete anything — it passivates the grain
 // (dispose the runtime, keep the record), exactly as executor's DO keeps its
 // session meta so the next request cold-restores.
@@ -11,7 +13,7 @@ package alarm
 
 import "time"
 
-// Outcome is what the idle reminder should do.
+// Outcome is what the idle alarm should do.
 type Outcome string
 
 // Executor's four outcomes.
@@ -67,7 +69,7 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Input is what the session knows when its idle reminder fires.
+// Input is what the session knows when its idle alarm fires.
 type Input struct {
 	// Idle is now minus the last activity (0 if there was none).
 	Idle time.Duration

@@ -12,7 +12,7 @@
 //     with an elicitation and continues.
 //   - 2026-07-28 clients: a pause is an input_required result with an
 //     "approval" elicitation input request; the client's retry (with the
-//     signed requestState) resumes it.
+//     sealed requestState) resumes it.
 package codemode
 
 import (

@@ -14,7 +14,7 @@
 // runtime, and a change of the server's lists reaches every listen stream
 // of the node (and, through the node's catalog, of the cluster:
 // [pb.CatalogChange]). Code-mode tool calls are served by the code runtime
-// of the grain the request reached. A server middleware signs
+// of the grain the request reached. A server middleware seals
 // every requestState it returns (owner grain, principal, expiry, the tool's
 // own state; see exchange/requeststate) and verifies and unwraps the one a
 // retry brings, so a tool only ever sees its own state, and a forged,
@@ -76,7 +76,7 @@ type Config struct {
 	// Store journals code-mode executions when CodeMode.Durable is set
 	// (required then).
 	Store engine.RunStore
-	// Key signs requestState tokens; every node must share it (required,
+	// Key seals requestState tokens; every node must share it (required,
 	// at least requeststate.MinKeyLen bytes).
 	Key []byte
 	// StateTTL is how long an issued requestState stays valid. Default 15m.
@@ -385,7 +385,7 @@ func invalidState() error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState"}
 }
 
-// stateMiddleware unwraps incoming requestState tokens and signs outgoing
+// stateMiddleware unwraps incoming requestState tokens and seals outgoing
 // ones (see the package doc).
 func (h *Host) stateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

@@ -23,8 +23,9 @@ import (
 // every tool call it makes, in order, before the call's result reaches
 // the code (and an "in flight" mark before the call leaves). Until the
 // run's first pause the journal is kept in memory and written, in order,
-// before the pause is published. A fresh activation restores a paused run
-// by replaying its journal ([Engine.Restore]).
+// before the pause is published. A fresh activation registers a paused
+// run dormant from its journal ([Engine.RestoreDormant]) and replays the
+// journal ([Engine.Restore]) when the pause is decided.
 type Journal interface {
 	// Write writes one step of a run atomically: its entries (created or
 	// replaced at their Seq, in order), then the run if w.Run is set.

@@ -7,15 +7,17 @@
 //
 // What the grain holds and decides (session.go):
 //   - the session record (owner principal, the go-sdk handshake state,
-//     last activity, idle lease), created in one store transaction before
+//     last activity, approval decisions, the event log's untrimmed bytes:
+//     pb.SessionRecord), created in one store transaction before
 //     the initialize answer goes out, so a session the client knows of
 //     always exists;
 //   - ownership: every request carries the caller's principal, and a
 //     session answers only its owner (403 otherwise);
 //   - its runtime (Runtime, built by a Builder: actors/mcpruntime): the
-//     session's go-sdk server state, event log and code-mode executions. A
-//     runtime is resident in memory or not; a request to a session without
-//     one restores it from the record (a cold build);
+//     session's go-sdk handler (on the node's one shared server), event
+//     log and code-mode executions. A runtime is resident in memory or
+//     not; a request to a session without one restores it from the
+//     record (a cold build);
 //   - the idle policy (actors/alarm): an in-memory timer asks the pure
 //     policy whether to keep, extend a lease, or dispose of the runtime;
 //     disposal keeps the record, so disposal is hibernation;
@@ -23,8 +25,10 @@
 //     then the grain row is deleted); DELETE /mcp ends it at once;
 //   - exchanges (exchange.go): each forwarded HTTP request is started with
 //     exchange.Start and served by the runtime's handler;
-//   - executions (executions.go): paused code-mode executions hold leases
-//     that keep the runtime resident; decisions forwarded from other
+//   - executions (executions.go): a paused code-mode execution holds an
+//     approval lease (its deadline is a durable reminder); only a pause
+//     that lives in memory keeps the runtime resident, a durable
+//     (journaled) one does not; decisions forwarded from other
 //     sessions (remote.go) and approvals arrive as grain messages.
 //
 // A Host (host.go) is what the session grains of one node share: the

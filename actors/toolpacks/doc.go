@@ -30,4 +30,12 @@
 // SubscribeHandler, UnsubscribeHandler). A handler set by two sources (two
 // packs, or a pack and [Options].ServerOptions) is a conflict that NewServer
 // reports as an error.
+//
+// Not to be confused with actors/tools: a pack's tools are MCP tools, in
+// the client's tools/list and called with tools/call; actors/tools holds
+// the tool sources (OpenAPI, upstream MCP, the demo to-do API) that
+// code-mode code calls as tools.<source>.<op> inside an execution of the
+// "code" pack's execute tool, which the client never lists. The pack
+// "demo" here (echo, add, …) is not the source "demo" there (the to-do
+// API). The tools/ directory at the repository root is build tooling.
 package toolpacks

@@ -34,4 +34,19 @@
 //
 // The context of a call carries its [Caller], the execution's owner
 // ([WithCaller], [CallerFrom]), for sources that answer per organization.
+//
+// Three things in the repository are called "tools"; this package is the
+// one code-mode code calls. A tool here is an operation of a source
+// (tools.github.createIssue), reached only from inside an execution of the
+// MCP tool "execute"; the MCP client never sees it in tools/list.
+//   - actors/tools (this package, subpackages openapi, mcpupstream, demo):
+//     the sources behind the sandbox's tools.<source>.<op> calls.
+//   - actors/toolpacks: the MCP tools, resources and prompts a session's
+//     client lists and calls (the packs "code", "demo", "conformance").
+//     The "code" pack's execute and resume are the door to this package.
+//   - tools/ at the repository root: build and test tooling (protobuf
+//     generation, pinned Consul, Hydra, Prometheus, staticcheck), no MCP.
+//
+// Also distinct: the pack "demo" (echo, add, … as MCP tools) is not the
+// source "demo" (subpackage demo, the to-do API code calls).
 package tools

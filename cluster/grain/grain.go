@@ -1,5 +1,5 @@
 // Package grain is the contract between mcpgrain's cluster runtime and the
-// virtual grains it hosts (sessions, continuations, the probe).
+// virtual grains it hosts (sessions, continuations, tasks, the probe).
 //
 // A grain is a virtual actor: it always exists logically, and the cluster
 // activates it on the node that owns its identity the first time a request
@@ -177,7 +177,7 @@ type Reason string
 
 // Reasons an activation stops. They label the deactivation metrics.
 const (
-	ReasonIdle             Reason = "idle"              // no request within Kind.IdleTimeout
+	ReasonIdle             Reason = "idle"              // no request within Kind.IdleTimeout, or the grain's own idle decision (sessions)
 	ReasonRequested        Reason = "requested"         // the grain called Passivate without a more specific reason
 	ReasonRebalance        Reason = "rebalance"         // membership changed and another node owns it now
 	ReasonOwnershipLost    Reason = "ownership_lost"    // a fenced write failed, or this node's membership lapsed

@@ -3,7 +3,7 @@
 // Each reply says which node and epoch served it, so a probe answers "is the
 // grain on its rendezvous owner?", "did state survive a node kill?" and "did
 // a stale activation get fenced?" from the outside. Integration tests and
-// `mcpgrain bench` use it; operators can enable it with --enable-probe.
+// the chaos harness use it; operators can enable it with --enable-probe.
 package probe
 
 import (

@@ -1,6 +1,7 @@
 // Package store is mcpgrain's durable state: grain ownership with fencing
-// epochs and grain records (later: reminders, execution journals, the SSE
-// event log, approval decisions).
+// epochs and grain records, reminders, and (for now) the application
+// domains' tables: the SSE event log, the execution directory, execution
+// runs and their tool-call journals, and tasks.
 //
 // One [Store] interface, two implementations with one schema and one list of
 // versioned migrations: SQLite via modernc.org/sqlite (embedded default,

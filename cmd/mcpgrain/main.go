@@ -4,6 +4,7 @@
 //	mcpgrain dev      one node, embedded store and membership, for trying it out
 //	mcpgrain node     a cluster member (Consul membership, Postgres store)
 //	mcpgrain approve  see and decide executions paused for approval
+//	mcpgrain try      run code that needs approval against an endpoint, as an MCP client
 //	mcpgrain bench    load-test an MCP endpoint (or an in-process node)
 //	mcpgrain version  print the version
 //

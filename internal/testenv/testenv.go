@@ -1,5 +1,6 @@
-// Package testenv gives tests the real services they need — Postgres and a
-// Consul agent — and decides what happens when one cannot be had.
+// Package testenv gives tests the real services they need — Postgres, a
+// Consul agent and an Ory Hydra (the OAuth tests' authorization server) —
+// and decides what happens when one cannot be had.
 //
 // Two tiers:
 //   - default (`go test ./...`): a test that needs a service it cannot get

@@ -76,11 +76,13 @@ func (x *HttpHeader) GetValues() []string {
 	return nil
 }
 
-// HttpExchange tunnels one HTTP request of an MCP client to the session
-// grain that serves it. The grain hands it to go-sdk's Streamable HTTP
-// handler and streams the response back to the gateway's per-request actor
-// (reply_address/reply_id) as ExchangeFrames. The grain answers the request
-// itself with ExchangeStarted (which may carry the first frame).
+// HttpExchange tunnels one HTTP request of an MCP client to the grain that
+// serves it (a session, continuation or task grain). The grain hands it to
+// go-sdk's Streamable HTTP handler and streams the response back as
+// ExchangeFrames to the gateway's replies process (reply_address/reply_id:
+// one per gateway, which routes each frame by exchange_id). The grain
+// answers the request itself with ExchangeStarted (which may carry the
+// first frame).
 type HttpExchange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Random id of this exchange (for cancellation).
@@ -97,9 +99,10 @@ type HttpExchange struct {
 	Body []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
 	// Authenticated caller.
 	Principal *Principal `protobuf:"bytes,7,opt,name=principal,proto3" json:"principal,omitempty"`
-	// Address of the gateway's per-request actor.
+	// Address of the gateway's replies process (one per gateway; frames are
+	// routed to their exchange by exchange_id).
 	ReplyAddress string `protobuf:"bytes,8,opt,name=reply_address,json=replyAddress,proto3" json:"reply_address,omitempty"`
-	// Id of the gateway's per-request actor.
+	// Id of the gateway's replies process.
 	ReplyId string `protobuf:"bytes,9,opt,name=reply_id,json=replyId,proto3" json:"reply_id,omitempty"`
 	// Create the session first: an initialize request without session id,
 	// for which the gateway minted the id.
@@ -108,7 +111,7 @@ type HttpExchange struct {
 	Host string `protobuf:"bytes,11,opt,name=host,proto3" json:"host,omitempty"`
 	// The gateway takes the response's first frame in ExchangeStarted.first.
 	// Gateways that predate the field leave it unset and get every frame
-	// from the reply actor, so nodes can be upgraded one at a time.
+	// at reply_address, so nodes can be upgraded one at a time.
 	FirstFrameInReply bool `protobuf:"varint,12,opt,name=first_frame_in_reply,json=firstFrameInReply,proto3" json:"first_frame_in_reply,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -229,22 +232,23 @@ func (x *HttpExchange) GetFirstFrameInReply() bool {
 }
 
 // ExchangeStarted answers HttpExchange: OK means the response is being
-// streamed to the reply actor; any other status means nothing will be.
+// streamed to reply_address; any other status means nothing will be.
 type ExchangeStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Session status (OK, NOT_FOUND, FORBIDDEN, ENDED, EXISTS).
 	Status SessionReply_Status `protobuf:"varint,1,opt,name=status,proto3,enum=mcpgrain.v1.SessionReply_Status" json:"status,omitempty"`
 	// Node serving the session.
 	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	// Actor address of the session activation (the gateway watches it).
+	// Actor address of the activation (the gateway's follower actor watches
+	// it while the response goes on after this reply).
 	GrainAddress string `protobuf:"bytes,3,opt,name=grain_address,json=grainAddress,proto3" json:"grain_address,omitempty"`
-	// Actor id of the session activation.
+	// Actor id of the activation.
 	GrainId string `protobuf:"bytes,4,opt,name=grain_id,json=grainId,proto3" json:"grain_id,omitempty"`
 	// The response's first frame, when the exchange asked for it
 	// (first_frame_in_reply) and the handler produced it within a few
-	// milliseconds; later frames go to the reply actor. A quick answer then
+	// milliseconds; later frames go to reply_address. A quick answer then
 	// costs the request and this reply, nothing else: with end set here, the
-	// gateway neither watches the activation nor waits on the reply actor.
+	// gateway neither watches the activation nor waits for more frames.
 	First         *ExchangeFrame `protobuf:"bytes,5,opt,name=first,proto3" json:"first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -161,8 +161,8 @@ type SessionRecord struct {
 	// Creation time (Unix ms).
 	CreatedAtMs int64 `protobuf:"varint,2,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	// Last activity (Unix ms) as last persisted. Activity is tracked in memory
-	// and persisted when the idle reminder fires or the runtime is disposed,
-	// never per request.
+	// and persisted when the idle alarm (an in-memory timer of the
+	// activation) fires or the runtime is disposed, never per request.
 	LastActivityMs int64 `protobuf:"varint,3,opt,name=last_activity_ms,json=lastActivityMs,proto3" json:"last_activity_ms,omitempty"`
 	// Opaque state the runtime restores from (e.g. the MCP session's
 	// initialize parameters).
