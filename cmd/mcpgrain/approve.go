@@ -58,7 +58,7 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f approveFlags
-	fs.StringVar(&f.addr, "grpc", "127.0.0.1:9090", "gRPC address of any mcpgrain node")
+	fs.StringVar(&f.addr, "grpc", defaultGRPCAddr, "gRPC address of any mcpgrain node")
 	fs.StringVar(&f.token, "token", "", "bearer token (your identity; its organization's executions are visible); prefer MCPGRAIN_TOKEN or --token-file")
 	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (system roots unless --tls-ca)")
 	fs.StringVar(&f.caFile, "tls-ca", "", "PEM CA certificate(s) to verify the node with (implies --tls)")

@@ -10,15 +10,21 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
+	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
@@ -77,7 +83,7 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.StringVar(&c.sourcesFile, "sources", "", `tool sources JSON file {"openapi":[{"name","spec","baseUrl","headers":{…}}],"mcp":[{"name","url","headers":{…}}]}; header values may use ${ENV}`)
 	fs.StringVar(&c.policyFile, "policy", "", `approval policy JSON file {"rules":[{"pattern":"demo.*","action":"approve|require_approval|block","org":…,"user":…}]}`)
 	fs.StringVar(&c.publicURL, "public-url", "", "origin of approval links, e.g. https://mcp.example.com (default: the host the request came to)")
-	fs.DurationVar(&c.window, "approval-window", 4*time.Minute, "how long a paused execution waits for a decision before it is declined")
+	fs.DurationVar(&c.window, "approval-window", engine.DefaultApprovalWindow, "how long a paused execution waits for a decision before it is declined")
 	fs.DurationVar(&c.execTimeout, "exec-timeout", sandbox.DefaultWallTime, "longest an execution may run (time waiting for approval excluded)")
 	fs.IntVar(&c.maxToolCalls, "exec-max-tool-calls", sandbox.DefaultMaxToolCalls, "most tools.* calls one execution may make")
 	fs.IntVar(&c.maxOutput, "exec-max-output", sandbox.DefaultMaxOutput, "most bytes of logs and emitted values one execution may produce")
@@ -171,17 +177,17 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.IntVar(&m.burst, "rate-burst", 100, "burst size of the per-principal rate limit")
 	fs.Float64Var(&m.failRate, "auth-failure-rate", auth.DefaultFailureRate, "failed sign-ins (unknown or malformed tokens, on every surface) per second a client address earns back; out of them, it gets 429 with Retry-After (0: not limited; behind a proxy every client shares its address)")
 	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
-	fs.DurationVar(&m.bodyTimeout, "body-timeout", 30*time.Second, "longest a client may take to send a request body (slow clients get 408)")
+	fs.DurationVar(&m.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a client may take to send a request body (slow clients get 408)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call the node's routes (/mcp, /api/…) cross-origin (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
 	fs.DurationVar(&m.policy.MaxPausedIdle, "max-paused-idle", d.MaxPausedIdle, "idle time after which a session with paused executions is passivated anyway")
 	fs.DurationVar(&m.policy.RunningLease, "running-lease", d.RunningLease, "longest single extension while work runs or a response streams")
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
-	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
-	fs.DurationVar(&m.taskTTL, "task-ttl", time.Hour, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
+	fs.DurationVar(&m.ttl, "session-ttl", session.DefaultSessionTTL, "idle time after which a session ends for good (404 afterwards)")
+	fs.DurationVar(&m.taskTTL, "task-ttl", tasks.DefaultTTL, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
-	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default 32)")
+	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default "+strconv.Itoa(residency.DefaultSoftCap)+")")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
 	fs.IntVar(&m.eventMax, "event-max-bytes", mcpruntime.DefaultMaxEventBytes, "largest SSE event kept for resumability (a larger one is delivered, not kept: its stream cannot be resumed from before it)")
 	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")

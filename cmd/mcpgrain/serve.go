@@ -14,6 +14,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
@@ -21,7 +23,7 @@ import (
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", "Runs one mcpgrain node with an embedded SQLite store and no external services.", stderr)
 	var c common
-	c.register(fs, "127.0.0.1:8080", "127.0.0.1:0")
+	c.register(fs, defaultHTTPAddr, "127.0.0.1:0")
 	data := fs.String("data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, c.nodeID = "dev", "dev"
 	var m mcpFlags
@@ -87,7 +89,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  mcpgrain approve list\n", info.HTTPAddr)
 		if slices.Contains(mc.Packs, "code") {
 			try := "mcpgrain try"
-			if endpoint != "http://127.0.0.1:8080/mcp" {
+			if endpoint != defaultMCPURL {
 				try += " --url " + endpoint
 			}
 			if !m.noAuth && m.token != "" {
@@ -114,12 +116,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("node", "Runs a cluster member: Consul for membership, Postgres (or SQLite for one machine) for state.", stderr)
 	var c common
-	c.register(fs, "127.0.0.1:8080", "127.0.0.1:7070")
-	cluster := fs.String("cluster", "mcpgrain", "cluster name (the Consul service members register under)")
-	consulAddr := fs.String("consul", "127.0.0.1:8500", "Consul agent HTTP address; empty runs without Consul as a single node")
-	ttl := fs.Duration("consul-ttl", 3*time.Second, "membership TTL: a node that stops refreshing is dropped after about this long")
-	join := fs.Duration("join-timeout", 30*time.Second, "give up starting if the node cannot join the cluster (register in Consul) within this long")
-	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "longest a graceful stop (SIGTERM) takes: leave the cluster, drain activations and requests, then exit (a supervisor's kill grace, such as a pod's terminationGracePeriodSeconds, must be longer)")
+	c.register(fs, defaultHTTPAddr, "127.0.0.1:7070")
+	clusterName := fs.String("cluster", "mcpgrain", "cluster name (the Consul service members register under)")
+	consulAddr := fs.String("consul", consul.DefaultAddress, "Consul agent HTTP address; empty runs without Consul as a single node")
+	ttl := fs.Duration("consul-ttl", consul.DefaultTTL, "membership TTL: a node that stops refreshing is dropped after about this long")
+	join := fs.Duration("join-timeout", cluster.DefaultJoinTimeout, "give up starting if the node cannot join the cluster (register in Consul) within this long")
+	shutdown := fs.Duration("shutdown-timeout", app.DefaultShutdownTimeout, "longest a graceful stop (SIGTERM) takes: leave the cluster, drain activations and requests, then exit (a supervisor's kill grace, such as a pod's terminationGracePeriodSeconds, must be longer)")
 	storeDSN := fs.String("store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required); a DSN with a password belongs in --store-file or MCPGRAIN_STORE (or use PGPASSWORD / a .pgpass file)")
 	var m mcpFlags
 	m.register(fs, "code,demo", false)
@@ -136,7 +138,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *storeDSN == "" {
 		return fmt.Errorf("%w: --store is required (e.g. --store postgres://postgres@127.0.0.1:5432/mcpgrain)", errUsage)
 	}
-	if *cluster == "" {
+	if *clusterName == "" {
 		return fmt.Errorf("%w: --cluster must not be empty", errUsage)
 	}
 	if *consulAddr != "" {
@@ -165,7 +167,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cfg := c.appConfig(stderr)
 	cfg.MCP = mc
-	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = *cluster, *consulAddr, *ttl, *storeDSN, *join
+	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = *clusterName, *consulAddr, *ttl, *storeDSN, *join
 	cfg.ShutdownTimeout = *shutdown
 	tuneGC(cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {

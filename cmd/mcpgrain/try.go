@@ -24,7 +24,7 @@ return todo;`
 // decision and prints the outcome.
 func runTry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("try", "Runs code on an mcpgrain endpoint as an MCP client would, and walks through its approval.", stderr)
-	endpoint := fs.String("url", "http://127.0.0.1:8080/mcp", "MCP endpoint")
+	endpoint := fs.String("url", defaultMCPURL, "MCP endpoint")
 	token := fs.String("token", "", "bearer token")
 	code := fs.String("code", tryDefaultCode, "TypeScript to execute (the default writes to the demo API, so it needs approval)")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the decision")
