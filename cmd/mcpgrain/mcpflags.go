@@ -93,6 +93,8 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.DurationVar(&c.slotWait, "exec-slot-wait", sandbox.DefaultSlotWait, "how long an execution over --exec-max-running or --exec-max-running-per-org waits for a slot before it is refused as busy (0: refused at once); freed slots go to the organization running the fewest first")
 }
 
+// config translates the code-mode flags: execution limits, the approval
+// link origin, the tool sources and the approval policy.
 func (c *codeFlags) config() (app.CodeConfig, error) {
 	cc := app.CodeConfig{DemoAPI: c.demoAPI, Window: c.window, PublicURL: strings.TrimRight(c.publicURL, "/"),
 		Limits: sandbox.Limits{WallTime: c.execTimeout, MaxToolCalls: c.maxToolCalls, MaxOutput: c.maxOutput},
@@ -101,53 +103,15 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 	if c.slotWait == 0 {
 		cc.Pool.SlotWait = -1 // the flag's 0 is "do not wait"; the option's is the default
 	}
-	if c.window < time.Second || c.execTimeout < 100*time.Millisecond {
-		return cc, fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
+	if err := c.checkLimits(); err != nil {
+		return cc, err
 	}
-	if c.maxRunning < 1 || c.maxRunningPerUser < 1 {
-		return cc, fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
+	if err := checkOrigin(cc.PublicURL, c.publicURL); err != nil {
+		return cc, err
 	}
-	if c.maxRunningPerOrg < 0 || c.slotWait < 0 {
-		return cc, fmt.Errorf("%w: --exec-max-running-per-org and --exec-slot-wait must not be negative", errUsage)
-	}
-	if c.maxToolCalls < 1 || c.maxOutput < 1024 {
-		return cc, fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)
-	}
-	if cc.PublicURL != "" {
-		if u, err := url.Parse(cc.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
-			return cc, fmt.Errorf("%w: --public-url %q: want an origin like https://mcp.example.com", errUsage, c.publicURL)
-		}
-	}
-	if c.sourcesFile != "" {
-		f, err := app.LoadSourcesFile(c.sourcesFile)
-		if err != nil {
-			return cc, fmt.Errorf("%w: --sources: %v", errUsage, err)
-		}
-		for i := range f.OpenAPI {
-			f.OpenAPI[i].From = "--sources " + c.sourcesFile
-		}
-		for i := range f.MCP {
-			f.MCP[i].From = "--sources " + c.sourcesFile
-		}
-		cc.OpenAPI, cc.Upstreams = f.OpenAPI, f.MCP
-	}
-	for _, v := range c.openapi {
-		name, spec, ok := strings.Cut(v, "=")
-		if !ok || name == "" || spec == "" {
-			return cc, fmt.Errorf("%w: --openapi %q: want NAME=SPEC[@BASE_URL]", errUsage, v)
-		}
-		src := app.OpenAPISource{Name: name, Spec: spec, From: "--openapi"}
-		if i := strings.LastIndex(spec, "@http"); i > 0 {
-			src.Spec, src.BaseURL = spec[:i], spec[i+1:]
-		}
-		cc.OpenAPI = append(cc.OpenAPI, src)
-	}
-	for _, v := range c.upstream {
-		name, u, ok := strings.Cut(v, "=")
-		if !ok || name == "" || u == "" {
-			return cc, fmt.Errorf("%w: --upstream %q: want NAME=URL", errUsage, v)
-		}
-		cc.Upstreams = append(cc.Upstreams, app.UpstreamSource{Name: name, URL: u, From: "--upstream"})
+	var err error
+	if cc.OpenAPI, cc.Upstreams, err = c.sources(); err != nil {
+		return cc, err
 	}
 	// What the command line says about the sources is checked here (exit
 	// 2); loading them, when the node starts, checks the rest (exit 1).
@@ -155,13 +119,86 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 		return cc, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if c.policyFile != "" {
-		set, err := policy.Load(c.policyFile)
-		if err != nil {
+		if cc.Policy, err = policy.Load(c.policyFile); err != nil {
 			return cc, fmt.Errorf("%w: --policy: %v", errUsage, err)
 		}
-		cc.Policy = set
 	}
 	return cc, nil
+}
+
+// checkLimits checks the execution limits and the pool's caps.
+func (c *codeFlags) checkLimits() error {
+	switch {
+	case c.window < time.Second || c.execTimeout < 100*time.Millisecond:
+		return fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
+	case c.maxRunning < 1 || c.maxRunningPerUser < 1:
+		return fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
+	case c.maxRunningPerOrg < 0 || c.slotWait < 0:
+		return fmt.Errorf("%w: --exec-max-running-per-org and --exec-slot-wait must not be negative", errUsage)
+	case c.maxToolCalls < 1 || c.maxOutput < 1024:
+		return fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)
+	}
+	return nil
+}
+
+// checkOrigin checks --public-url (given as flag, trimmed as origin): an
+// http(s) origin without a path, or empty.
+func checkOrigin(origin, flag string) error {
+	if origin == "" {
+		return nil
+	}
+	if u, err := url.Parse(origin); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+		return fmt.Errorf("%w: --public-url %q: want an origin like https://mcp.example.com", errUsage, flag)
+	}
+	return nil
+}
+
+// sources are the tool sources of --sources, then of --openapi and
+// --upstream, each marked with where it came from.
+func (c *codeFlags) sources() ([]app.OpenAPISource, []app.UpstreamSource, error) {
+	var specs []app.OpenAPISource
+	var ups []app.UpstreamSource
+	if c.sourcesFile != "" {
+		f, err := app.LoadSourcesFile(c.sourcesFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: --sources: %v", errUsage, err)
+		}
+		for i := range f.OpenAPI {
+			f.OpenAPI[i].From = "--sources " + c.sourcesFile
+		}
+		for i := range f.MCP {
+			f.MCP[i].From = "--sources " + c.sourcesFile
+		}
+		specs, ups = f.OpenAPI, f.MCP
+	}
+	for _, v := range c.openapi {
+		src, err := parseOpenAPIFlag(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		specs = append(specs, src)
+	}
+	for _, v := range c.upstream {
+		name, u, ok := strings.Cut(v, "=")
+		if !ok || name == "" || u == "" {
+			return nil, nil, fmt.Errorf("%w: --upstream %q: want NAME=URL", errUsage, v)
+		}
+		ups = append(ups, app.UpstreamSource{Name: name, URL: u, From: "--upstream"})
+	}
+	return specs, ups, nil
+}
+
+// parseOpenAPIFlag parses one --openapi NAME=SPEC[@BASE_URL].
+func parseOpenAPIFlag(v string) (app.OpenAPISource, error) {
+	name, spec, ok := strings.Cut(v, "=")
+	if !ok || name == "" || spec == "" {
+		return app.OpenAPISource{}, fmt.Errorf("%w: --openapi %q: want NAME=SPEC[@BASE_URL]", errUsage, v)
+	}
+	src := app.OpenAPISource{Name: name, Spec: spec, From: "--openapi"}
+	if i := strings.LastIndex(spec, "@http"); i > 0 {
+		src.Spec, src.BaseURL = spec[:i], spec[i+1:]
+	}
+	return src, nil
 }
 
 func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault bool) {
@@ -196,80 +233,31 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
 }
 
+// config translates the MCP flags into the app's configuration: each
+// concern (lifetimes, limits, tokens, choices, the state key, code mode,
+// OAuth) is checked by its own step, then the parts are put together.
 func (m *mcpFlags) config() (app.MCPConfig, error) {
 	packs := splitList(m.tools)
 	if err := toolpacks.Validate(packs); err != nil {
 		return app.MCPConfig{}, fmt.Errorf("%w: --tools: %v", errUsage, err)
 	}
-	for name, d := range map[string]time.Duration{"--session-timeout": m.policy.SessionTimeout, "--paused-lease": m.policy.PausedLease,
-		"--max-paused-idle": m.policy.MaxPausedIdle, "--running-lease": m.policy.RunningLease, "--max-running-idle": m.policy.MaxRunningIdle, "--session-ttl": m.ttl, "--task-ttl": m.taskTTL} {
-		if d <= 0 {
-			return app.MCPConfig{}, fmt.Errorf("%w: %s must be positive", errUsage, name)
-		}
+	if err := m.checkLifetimes(); err != nil {
+		return app.MCPConfig{}, err
 	}
-	if m.softCap < 0 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --resident-soft-cap must not be negative", errUsage)
-	}
-	budget, err := m.memoryBudget()
+	budget, err := m.checkLimits()
 	if err != nil {
 		return app.MCPConfig{}, err
 	}
-	if m.bodyTimeout <= 0 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
-	}
-	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) || m.eventPrincipal < m.eventSession || m.eventStored < m.eventPrincipal {
-		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024, --event-session-bytes at least --event-max-bytes, --event-principal-bytes at least --event-session-bytes, and --event-store-bytes at least --event-principal-bytes", errUsage)
-	}
-	if m.failRate < 0 || m.failBurst < 1 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
-	}
-	if m.rate < 0 || m.burst < 1 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
-	}
-	keys, err := auth.NewKeys()
+	keys, err := m.keys()
 	if err != nil {
 		return app.MCPConfig{}, err
 	}
-	if m.keysFile != "" {
-		fk, err := auth.LoadKeysFile(m.keysFile)
-		if err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --keys-file: %v", errUsage, err)
-		}
-		if keys, err = keys.Merge(fk); err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --keys-file: %v", errUsage, err)
-		}
+	if err := m.checkChoices(); err != nil {
+		return app.MCPConfig{}, err
 	}
-	if v := os.Getenv(auth.EnvVar); v != "" {
-		ek, err := auth.ParseKeysEnv(v)
-		if err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		if keys, err = keys.Merge(ek); err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: %s: %v", errUsage, auth.EnvVar, err)
-		}
-	}
-	if m.token != "" {
-		tk, err := auth.NewKeys(auth.Entry{Token: m.token, User: "dev", Org: "local", Role: auth.RoleAdmin})
-		if err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
-		}
-		if keys, err = keys.Merge(tk); err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
-		}
-	}
-	if a := policy.Approvers(m.approvers); a != policy.ApproversMember && a != policy.ApproversAdmin {
-		return app.MCPConfig{}, fmt.Errorf("%w: --approvers must be member or admin", errUsage)
-	}
-	if m.placement != "local" && m.placement != "hash" {
-		return app.MCPConfig{}, fmt.Errorf("%w: --session-placement must be local or hash", errUsage)
-	}
-	var stateKey []byte
-	if m.stateKey != "" {
-		k, err := hex.DecodeString(m.stateKey)
-		if err != nil || requeststate.CheckKey(k) != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --state-key must be hex for at least %d bytes (e.g. openssl rand -hex 32)", errUsage, requeststate.MinKeyLen)
-		}
-		stateKey = k
+	stateKey, err := m.stateKeyBytes()
+	if err != nil {
+		return app.MCPConfig{}, err
 	}
 	code, err := m.code.config()
 	if err != nil {
@@ -291,6 +279,141 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
 		Approvers: policy.Approvers(m.approvers),
 	}, nil
+}
+
+// checkLifetimes checks that the idle policy's thresholds and the
+// session and task lifetimes are positive.
+func (m *mcpFlags) checkLifetimes() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--session-timeout", m.policy.SessionTimeout},
+		{"--paused-lease", m.policy.PausedLease},
+		{"--max-paused-idle", m.policy.MaxPausedIdle},
+		{"--running-lease", m.policy.RunningLease},
+		{"--max-running-idle", m.policy.MaxRunningIdle},
+		{"--session-ttl", m.ttl},
+		{"--task-ttl", m.taskTTL},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%w: %s must be positive", errUsage, d.flag)
+		}
+	}
+	return nil
+}
+
+// checkLimits checks the residency, body, event and rate limits, and
+// returns the resident memory budget in bytes.
+func (m *mcpFlags) checkLimits() (uint64, error) {
+	if m.softCap < 0 {
+		return 0, fmt.Errorf("%w: --resident-soft-cap must not be negative", errUsage)
+	}
+	budget, err := m.memoryBudget()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case m.bodyTimeout <= 0:
+		return 0, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+	case m.eventMax < 1024 || m.eventSession < int64(m.eventMax) || m.eventPrincipal < m.eventSession || m.eventStored < m.eventPrincipal:
+		return 0, fmt.Errorf("%w: --event-max-bytes must be at least 1024, --event-session-bytes at least --event-max-bytes, --event-principal-bytes at least --event-session-bytes, and --event-store-bytes at least --event-principal-bytes", errUsage)
+	case m.failRate < 0 || m.failBurst < 1:
+		return 0, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
+	case m.rate < 0 || m.burst < 1:
+		return 0, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
+	}
+	return budget, nil
+}
+
+// keys are the static bearer tokens: --keys-file, then MCPGRAIN_KEYS,
+// then --token, merged (a token given twice is refused).
+func (m *mcpFlags) keys() (*auth.Keys, error) {
+	keys, err := auth.NewKeys()
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range []struct {
+		name string
+		load func() (*auth.Keys, error)
+	}{
+		{"--keys-file", m.fileKeys},
+		{auth.EnvVar, envKeys},
+		{"--token", m.tokenKeys},
+	} {
+		k, err := src.load()
+		if err != nil {
+			return nil, err
+		}
+		if k == nil {
+			continue
+		}
+		if keys, err = keys.Merge(k); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errUsage, src.name, err)
+		}
+	}
+	return keys, nil
+}
+
+// fileKeys are the keys of --keys-file (nil without it).
+func (m *mcpFlags) fileKeys() (*auth.Keys, error) {
+	if m.keysFile == "" {
+		return nil, nil
+	}
+	k, err := auth.LoadKeysFile(m.keysFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --keys-file: %v", errUsage, err)
+	}
+	return k, nil
+}
+
+// envKeys are the keys of MCPGRAIN_KEYS (nil when it is unset).
+func envKeys() (*auth.Keys, error) {
+	v := os.Getenv(auth.EnvVar)
+	if v == "" {
+		return nil, nil
+	}
+	k, err := auth.ParseKeysEnv(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return k, nil
+}
+
+// tokenKeys is --token as user dev of org local, an admin (nil without
+// it).
+func (m *mcpFlags) tokenKeys() (*auth.Keys, error) {
+	if m.token == "" {
+		return nil, nil
+	}
+	k, err := auth.NewKeys(auth.Entry{Token: m.token, User: "dev", Org: "local", Role: auth.RoleAdmin})
+	if err != nil {
+		return nil, fmt.Errorf("%w: --token: %v", errUsage, err)
+	}
+	return k, nil
+}
+
+// checkChoices checks the flags that name one of a few choices.
+func (m *mcpFlags) checkChoices() error {
+	if a := policy.Approvers(m.approvers); a != policy.ApproversMember && a != policy.ApproversAdmin {
+		return fmt.Errorf("%w: --approvers must be member or admin", errUsage)
+	}
+	if m.placement != "local" && m.placement != "hash" {
+		return fmt.Errorf("%w: --session-placement must be local or hash", errUsage)
+	}
+	return nil
+}
+
+// stateKeyBytes decodes --state-key (nil without it).
+func (m *mcpFlags) stateKeyBytes() ([]byte, error) {
+	if m.stateKey == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(m.stateKey)
+	if err != nil || requeststate.CheckKey(k) != nil {
+		return nil, fmt.Errorf("%w: --state-key must be hex for at least %d bytes (e.g. openssl rand -hex 32)", errUsage, requeststate.MinKeyLen)
+	}
+	return k, nil
 }
 
 // memoryBudget is --resident-memory in bytes (0: a fixed soft cap). An
