@@ -52,7 +52,7 @@ func (b *benchCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&b.timeout, "timeout", bench.DefaultRequestTimeout, "longest one request may take before it counts as an error")
 	fs.StringVar(&b.nodeLog, "node-log-level", "", "log level of the in-process node's log on stderr: debug, info, warn, error (default: no log)")
 	fs.StringVar(&b.cpuProfile, "cpu-profile", "", "write a CPU profile of this process (client, in-process node and baseline) to this file")
-	fs.BoolVar(&b.progress, "progress", isTerminal(stderr), "draw a progress bar on stderr (default when stderr is a terminal; otherwise one progress line every 2s)")
+	fs.BoolVar(&b.progress, "progress", isTerminal(stderr), "draw a progress bar on stderr (default when stderr is a terminal; otherwise one progress line every "+progressLineEvery.String()+")")
 	fs.StringVar(&b.serveBaseline, "serve-baseline", "", "instead of benchmarking, serve the plain go-sdk baseline server (demo pack and code mode) on this address until interrupted, to load it from another process — e.g. pinned to cores of its own like the nodes it is compared with (127.0.0.1:0 picks a port)")
 	addSecretFiles(fs)
 	return fs
@@ -157,12 +157,18 @@ func (b *benchCommand) nodeLogger(stderr io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
-// progressPrinter reports progress on stderr: a bar redrawn every 200ms
-// (bar), else a line every 2s.
+// How often bench reports its progress: a progress bar is redrawn, or a
+// line printed (without a terminal).
+const (
+	progressBarEvery  = 200 * time.Millisecond
+	progressLineEvery = 2 * time.Second
+)
+
+// progressPrinter reports progress on stderr: a bar (bar), else lines.
 func progressPrinter(stderr io.Writer, bar bool) (time.Duration, func(bench.Progress)) {
 	var mu sync.Mutex
 	if bar {
-		return 200 * time.Millisecond, func(p bench.Progress) {
+		return progressBarEvery, func(p bench.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
 			fmt.Fprint(stderr, bench.FormatProgress(p, true))
@@ -171,7 +177,7 @@ func progressPrinter(stderr io.Writer, bar bool) (time.Duration, func(bench.Prog
 			}
 		}
 	}
-	return 2 * time.Second, func(p bench.Progress) {
+	return progressLineEvery, func(p bench.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintln(stderr, bench.FormatProgress(p, false))

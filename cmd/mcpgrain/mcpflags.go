@@ -29,6 +29,10 @@ import (
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
 
+// defaultPacks are the tool packs of dev and node: code mode, and the
+// demo tools.
+const defaultPacks = toolpacks.Code + "," + toolpacks.Demo
+
 // mcpFlags are the flags of the MCP endpoint and session lifecycle.
 type mcpFlags struct {
 	tools, keysFile, token, origins string
@@ -230,7 +234,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")
 	fs.Int64Var(&m.eventPrincipal, "event-principal-bytes", mcpruntime.DefaultPrincipalEventBytes, "SSE event bytes stored for all the sessions of one principal together; the oldest are dropped first, whichever session they belong to")
 	fs.Int64Var(&m.eventStored, "event-store-bytes", mcpruntime.DefaultStoredEventBytes, "SSE event bytes the store keeps in all, every session of every node that shares it (give every node the same); the oldest are dropped first, whoever owns them")
-	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
+	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least "+strconv.Itoa(requeststate.MinKeyLen)+" bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
 }
 
 // config translates the MCP flags into the app's configuration: each

@@ -34,7 +34,7 @@ func (d *devCommand) flags(stderr io.Writer) *flag.FlagSet {
 	d.common.register(fs, defaultHTTPAddr, "127.0.0.1:0")
 	fs.StringVar(&d.data, "data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, d.common.nodeID = "dev", "dev"
-	d.mcp.register(fs, "code,demo", true)
+	d.mcp.register(fs, defaultPacks, true)
 	addSecretFiles(fs)
 	return fs
 }
@@ -185,7 +185,7 @@ func (n *nodeCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&n.join, "join-timeout", cluster.DefaultJoinTimeout, "give up starting if the node cannot join the cluster (register in Consul) within this long")
 	fs.DurationVar(&n.shutdown, "shutdown-timeout", app.DefaultShutdownTimeout, "longest a graceful stop (SIGTERM) takes: leave the cluster, drain activations and requests, then exit (a supervisor's kill grace, such as a pod's terminationGracePeriodSeconds, must be longer)")
 	fs.StringVar(&n.store, "store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required); a DSN with a password belongs in --store-file or MCPGRAIN_STORE (or use PGPASSWORD / a .pgpass file)")
-	n.mcp.register(fs, "code,demo", false)
+	n.mcp.register(fs, defaultPacks, false)
 	addSecretFiles(fs)
 	return fs
 }
