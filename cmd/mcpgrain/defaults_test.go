@@ -85,6 +85,7 @@ var commandDefaults = map[string][]string{
 	"node":    {"http", "grpc", "bind", "log-level", "log-format", "probe-idle", "probe-rate-limit", "cluster", "tools", "rate-limit", "rate-burst", "resident-memory", "session-placement"},
 	"bench":   {"scenario", "duration", "warmup", "scale-resident-memory", "timeout"},
 	"approve": {"grpc", "timeout"},
+	"try":     {"url", "code", "wait"},
 }
 
 // TestFlagDefaultsAreTheirPackagesDefaults fails when a flag's default
@@ -96,9 +97,10 @@ func TestFlagDefaultsAreTheirPackagesDefaults(t *testing.T) {
 	var node nodeCommand
 	var b benchCommand
 	var a approveFlags
+	var try tryCommand
 	sets := map[string]*flag.FlagSet{
 		"dev": dev.flags(io.Discard), "node": node.flags(io.Discard),
-		"bench": b.flags(io.Discard), "approve": a.flags(io.Discard),
+		"bench": b.flags(io.Discard), "approve": a.flags(io.Discard), "try": try.flags(io.Discard),
 	}
 	for cmd, fs := range sets {
 		own := map[string]bool{}
