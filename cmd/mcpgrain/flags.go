@@ -62,17 +62,8 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 }
 
 func (c *common) validate() error {
-	for name, addr := range map[string]string{"--http": c.http, "--bind": c.bind} {
-		if err := checkAddr(addr); err != nil {
-			return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
-		}
-	}
-	for name, addr := range map[string]string{"--grpc": c.grpc, "--advertise": c.advertise} {
-		if addr != "" {
-			if err := checkAddr(addr); err != nil {
-				return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
-			}
-		}
+	if err := c.checkAddrs(); err != nil {
+		return err
 	}
 	if n := countSet(c.clusterCert, c.clusterKey, c.clusterCA); n != 0 && n != 3 {
 		return fmt.Errorf("%w: --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together", errUsage)
@@ -94,6 +85,28 @@ func (c *common) validate() error {
 	}
 	if c.reminderPoll < 10*time.Millisecond {
 		return fmt.Errorf("%w: --reminder-poll must be at least 10ms", errUsage)
+	}
+	return nil
+}
+
+// checkAddrs checks the listen and advertised addresses (host:port;
+// --grpc and --advertise may be empty).
+func (c *common) checkAddrs() error {
+	for _, a := range []struct {
+		flag, addr string
+		optional   bool
+	}{
+		{"--http", c.http, false},
+		{"--bind", c.bind, false},
+		{"--grpc", c.grpc, true},
+		{"--advertise", c.advertise, true},
+	} {
+		if a.optional && a.addr == "" {
+			continue
+		}
+		if err := checkAddr(a.addr); err != nil {
+			return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, a.flag, a.addr, err)
+		}
 	}
 	return nil
 }
