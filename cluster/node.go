@@ -74,13 +74,19 @@ type Config struct {
 	// must use TLS or none may. Default: plaintext (a private network).
 	TLS *RemoteTLS
 	// JoinTimeout bounds how long Start waits for a membership view that
-	// contains this node. Default 30s.
+	// contains this node (zero: [DefaultJoinTimeout]).
 	JoinTimeout time.Duration
 }
 
+// DefaultJoinTimeout is how long [Start] waits to see this node in its
+// membership view when [Config].JoinTimeout is zero; a node's
+// --join-timeout defaults to it.
+const DefaultJoinTimeout = 30 * time.Second
+
 // ReminderOptions tune a node's reminder service (see package reminders).
 type ReminderOptions struct {
-	// PollInterval is how often the store is scanned. Default 1s.
+	// PollInterval is how often the store is scanned (zero:
+	// reminders.DefaultPollInterval).
 	PollInterval time.Duration
 	// Lookahead arms reminders due this far ahead. Default 2×PollInterval.
 	Lookahead time.Duration
@@ -185,7 +191,7 @@ func withDefaults(cfg Config) (Config, error) {
 		cfg.AttemptTimeout = 3 * time.Second
 	}
 	if cfg.JoinTimeout == 0 {
-		cfg.JoinTimeout = 30 * time.Second
+		cfg.JoinTimeout = DefaultJoinTimeout
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()

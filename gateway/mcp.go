@@ -23,8 +23,17 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// DefaultMaxBody is the request body limit (413 beyond it).
-const DefaultMaxBody = 4 << 20
+// Defaults of [MCPOptions], used where a field is zero.
+const (
+	// DefaultMaxBody is the request body limit (413 beyond it).
+	DefaultMaxBody = 4 << 20
+	// DefaultBodyTimeout bounds reading one request body (408 beyond it);
+	// the node's --body-timeout defaults to it.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultStartTimeout bounds the wait for a session to start serving
+	// an exchange (503 restart envelope beyond it).
+	DefaultStartTimeout = 10 * time.Second
+)
 
 // MCPOptions configure the /mcp endpoint.
 type MCPOptions struct {
@@ -32,14 +41,14 @@ type MCPOptions struct {
 	Auth *auth.Authenticator
 	// Limiter rate-limits callers per principal (nil: unlimited).
 	Limiter *auth.Limiter
-	// MaxBody bounds request bodies. Default 4 MiB.
+	// MaxBody bounds request bodies (zero: [DefaultMaxBody], 4 MiB).
 	MaxBody int64
 	// StateKey verifies the requestState of 2026-07-28 retries (required to
 	// serve that era; the continuation grains sign with the same key).
 	StateKey []byte
 	// BodyTimeout bounds how long reading a request body may take, so a
-	// client trickling a body (slow loris) cannot hold a request open.
-	// Default 30s; the response then is 408.
+	// client trickling a body (slow loris) cannot hold a request open
+	// (zero: [DefaultBodyTimeout]); the response then is 408.
 	BodyTimeout time.Duration
 	// LocalSessionIDs mints the id of a new session among ids this node
 	// owns (consistent hashing still places it; the id is chosen so that it
@@ -50,7 +59,7 @@ type MCPOptions struct {
 	LocalSessionIDs bool
 	// StartTimeout bounds how long the gateway waits for the session to
 	// start serving an exchange (restore or move included) before answering
-	// with the 503 restart envelope. Default 10s.
+	// with the 503 restart envelope (zero: [DefaultStartTimeout]).
 	StartTimeout time.Duration
 }
 
@@ -70,10 +79,10 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Register
 		o.MaxBody = DefaultMaxBody
 	}
 	if o.StartTimeout == 0 {
-		o.StartTimeout = 10 * time.Second
+		o.StartTimeout = DefaultStartTimeout
 	}
 	if o.BodyTimeout == 0 {
-		o.BodyTimeout = 30 * time.Second
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	if err := requeststate.CheckKey(o.StateKey); err != nil {
 		return nil, fmt.Errorf("gateway: requestState key: %w", err)

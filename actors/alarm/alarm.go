@@ -31,7 +31,9 @@ const (
 	DestroyIdleSession Outcome = "destroy_idle_session"
 )
 
-// Seed constants (executor-behaviour.md §5).
+// Seed constants (executor-behaviour.md §5). DefaultPausedLease is also
+// the default approval window (engine.DefaultApprovalWindow): a paused
+// execution waits for its decision as long as its lease lasts.
 const (
 	DefaultSessionTimeout = 5 * time.Minute                            // SESSION_TIMEOUT_MS
 	DefaultPausedLease    = 4 * time.Minute                            // PAUSED_EXECUTION_LEASE_MS

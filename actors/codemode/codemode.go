@@ -61,7 +61,8 @@ type Options struct {
 	// many grains (a node's shared session server): ok is false if it has
 	// none. One of Runtime and RuntimeOf is required.
 	RuntimeOf func(req *mcp.CallToolRequest) (rt Runtime, ok bool)
-	// Window is the approval window (for texts). Default 4m.
+	// Window is the approval window (for texts; zero:
+	// engine.DefaultApprovalWindow).
 	Window time.Duration
 	// Sources lists the tool sources for the execute description.
 	Sources []string
@@ -90,7 +91,7 @@ type resumeInput struct {
 // Register adds execute and resume to server.
 func Register(server *mcp.Server, o Options) {
 	if o.Window <= 0 {
-		o.Window = 4 * time.Minute
+		o.Window = engine.DefaultApprovalWindow
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

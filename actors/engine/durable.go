@@ -464,97 +464,134 @@ func (h *host) durableCall(ctx context.Context, path string, args any) (any, err
 	if err := d.failure(); err != nil {
 		return nil, err
 	}
-	seq := int(d.next.Add(1) - 1)
-	hash := CallHash(path, args)
-	step, err := ReplayStep(d.replay, seq, path, hash, false)
-	var (
-		t     tools.Tool
-		known bool
-	)
+	c := durableStep{seq: int(d.next.Add(1) - 1), path: path, hash: CallHash(path, args), args: args}
+	step, err := ReplayStep(d.replay, c.seq, path, c.hash, false)
 	if step == StepLive || step == StepInterrupted {
 		// The tool is needed live, or to know whether it may be retried.
-		t, known = h.e.cfg.Tools.Lookup(ctx, path)
-		if step == StepInterrupted && known && t.Idempotent {
+		c.tool, c.known = h.e.cfg.Tools.Lookup(ctx, path)
+		if step == StepInterrupted && c.known && c.tool.Idempotent {
 			step = StepRetry
 		}
 	}
+	if step == StepLive {
+		return h.liveCall(ctx, c)
+	}
+	return h.replayedCall(ctx, c, step, err)
+}
+
+// durableStep is one tool call of a durable run: its position in the
+// journal, what it calls, and the tool (known: found).
+type durableStep struct {
+	seq        int
+	path, hash string
+	args       any
+	tool       tools.Tool
+	known      bool
+}
+
+// replayedCall is a call the journal already holds (step, not live):
+// answered from it, paused again, refused as interrupted, retried, or the
+// run diverged (err).
+func (h *host) replayedCall(ctx context.Context, c durableStep, step Step, err error) (any, error) {
+	d := h.ex.dur
 	switch step {
 	case StepDiverged:
 		return nil, d.stopWith(err)
 	case StepAnswer:
-		c := d.replay[seq]
-		d.tick(c.AtMs)
-		return c.answer()
+		e := d.replay[c.seq]
+		d.tick(e.AtMs)
+		return e.answer()
 	case StepInterrupted:
 		msg := fmt.Sprintf("%s: the call to tools.%s was in flight when its node stopped; it may or may not have taken effect, and it was not sent again",
-			KindInterrupted, path)
-		return h.done(seq, path, hash, nil, errors.New(msg))
+			KindInterrupted, c.path)
+		return h.done(c.seq, c.path, c.hash, nil, errors.New(msg))
 	case StepRetry:
-		argMap, _ := args.(map[string]any)
-		return h.send(ctx, seq, path, hash, argMap)
+		argMap, _ := c.args.(map[string]any)
+		return h.send(ctx, c.seq, c.path, c.hash, argMap)
 	case StepPause:
-		p := d.replay[seq].Pause
-		if p == nil {
-			return nil, d.stopWith(fmt.Errorf("%w: call #%d awaits approval but its pause is missing", ErrDiverged, seq+1))
-		}
-		var pa any
-		if len(p.Args) > 0 {
-			_ = json.Unmarshal(p.Args, &pa)
-		}
-		if d.pauseAt == nil {
-			d.pauseAt = map[int]string{}
-		}
-		d.pauseAt[seq] = p.ID
-		pend := h.pending(Pause{ID: p.ID, Address: p.Address, Args: pa, ApprovalText: p.ApprovalText, Message: p.Message,
-			Policy: p.Policy, Deadline: time.UnixMilli(p.DeadlineMs), Principal: h.ex.principal})
-		return h.decided(ctx, seq, path, hash, args, pend)
+		return h.pausedAgain(ctx, c)
 	}
-	// Live: nothing journaled here yet.
+	return h.liveCall(ctx, c)
+}
+
+// pausedAgain restores the journaled pause of call c and waits for its
+// decision.
+func (h *host) pausedAgain(ctx context.Context, c durableStep) (any, error) {
+	d := h.ex.dur
+	p := d.replay[c.seq].Pause
+	if p == nil {
+		return nil, d.stopWith(fmt.Errorf("%w: call #%d awaits approval but its pause is missing", ErrDiverged, c.seq+1))
+	}
+	var pa any
+	if len(p.Args) > 0 {
+		_ = json.Unmarshal(p.Args, &pa)
+	}
+	if d.pauseAt == nil {
+		d.pauseAt = map[int]string{}
+	}
+	d.pauseAt[c.seq] = p.ID
+	pend := h.pending(Pause{ID: p.ID, Address: p.Address, Args: pa, ApprovalText: p.ApprovalText, Message: p.Message,
+		Policy: p.Policy, Deadline: time.UnixMilli(p.DeadlineMs), Principal: h.ex.principal})
+	return h.decided(ctx, c.seq, c.path, c.hash, c.args, pend)
+}
+
+// liveCall is a call with nothing journaled yet: search and describe are
+// answered here; a tool call is refused, paused for approval or sent, as
+// the policy says.
+func (h *host) liveCall(ctx context.Context, c durableStep) (any, error) {
+	seq, path, hash, args := c.seq, c.path, c.hash, c.args
 	if path == "search" || path == "describe" {
 		res, err := h.local(ctx, path, args)
 		return h.done(seq, path, hash, res, err)
 	}
-	if !known {
+	if !c.known {
 		return h.done(seq, path, hash, nil, h.e.unknownTool(path))
 	}
 	argMap, _ := args.(map[string]any)
 	if args != nil && argMap == nil {
 		return h.done(seq, path, hash, nil, fmt.Errorf("tools.%s takes one object argument", path))
 	}
-	dec := h.e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, t.RequiresApproval)
+	dec := h.e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, c.tool.RequiresApproval)
 	switch dec.Action {
 	case policy.Block:
 		return h.done(seq, path, hash, nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, dec.Pattern))
 	case policy.RequireApproval:
-		pend := h.pending(h.newPause(t, args, dec))
-		raw, _ := json.Marshal(args)
-		p := pend.Pause
-		rec := Call{Path: path, Hash: hash, Pause: &pauseRecord{ID: p.ID, Address: p.Address, Args: raw, ApprovalText: p.ApprovalText,
-			Message: p.Message, Policy: p.Policy, DeadlineMs: p.Deadline.UnixMilli()}}
-		// One step: the awaiting entry, the run naming the pause, the
-		// directory row that publishes it, and the settle of the pause
-		// the run resumed past (if any).
-		e, err := d.entry(seq, stateAwaiting, rec)
-		if err != nil {
-			return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
-		}
-		var settled []string
-		if d.run.PauseID != "" {
-			settled = []string{d.run.PauseID}
-		}
-		d.run.PauseID = p.ID
-		if d.deferred {
-			d.keep(e)
-			err = d.flush(&p)
-		} else {
-			err = d.write([]store.JournalEntry{e}, true, &p, settled)
-		}
-		if err != nil {
-			return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
-		}
-		return h.decided(ctx, seq, path, hash, args, pend)
+		return h.journalPause(ctx, c, dec)
 	}
 	return h.send(ctx, seq, path, hash, argMap)
+}
+
+// journalPause pauses call c for approval (the policy's decision dec),
+// journals the pause, then waits for its decision.
+func (h *host) journalPause(ctx context.Context, c durableStep, dec policy.Decision) (any, error) {
+	d := h.ex.dur
+	pend := h.pending(h.newPause(c.tool, c.args, dec))
+	raw, _ := json.Marshal(c.args)
+	p := pend.Pause
+	rec := Call{Path: c.path, Hash: c.hash, Pause: &pauseRecord{ID: p.ID, Address: p.Address, Args: raw, ApprovalText: p.ApprovalText,
+		Message: p.Message, Policy: p.Policy, DeadlineMs: p.Deadline.UnixMilli()}}
+	// One step: the awaiting entry, the run naming the pause, the
+	// directory row that publishes it, and the settle of the pause
+	// the run resumed past (if any).
+	e, err := d.entry(c.seq, stateAwaiting, rec)
+	if err != nil {
+		return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
+	}
+	var settled []string
+	if d.run.PauseID != "" {
+		settled = []string{d.run.PauseID}
+	}
+	d.run.PauseID = p.ID
+	if d.deferred {
+		d.keep(e)
+		err = d.flush(&p)
+	} else {
+		err = d.write([]store.JournalEntry{e}, true, &p, settled)
+	}
+	if err != nil {
+		return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
+	}
+	return h.decided(ctx, c.seq, c.path, c.hash, c.args, pend)
 }
 
 // decided waits for the decision of a pause and acts on it: a decline is

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
@@ -133,6 +134,14 @@ type Tools interface {
 	Describe(ctx context.Context, path string) (map[string]any, bool)
 }
 
+// DefaultApprovalWindow is how long a pause waits for a decision unless
+// configured otherwise (4 min): executor's paused-execution lease
+// (alarm.DefaultPausedLease, PAUSED_EXECUTION_LEASE_MS), so a pause that
+// keeps its session resident keeps it exactly as long as it can be
+// decided. Code mode (codemode, mcpruntime) and the node's
+// --approval-window default to it.
+const DefaultApprovalWindow = alarm.DefaultPausedLease
+
 // Config configures an engine (one per session runtime).
 type Config struct {
 	// Tools are the callable tools (required).
@@ -141,7 +150,8 @@ type Config struct {
 	Policy *policy.Set
 	// Limits bound each execution.
 	Limits sandbox.Limits
-	// ApprovalWindow is how long a pause waits. Default 4m.
+	// ApprovalWindow is how long a pause waits (zero:
+	// [DefaultApprovalWindow]).
 	ApprovalWindow time.Duration
 	// EnforceDeadlines makes Resume decline (reason approval_timeout) a
 	// decision that arrives after its pause's deadline. For owners without
@@ -233,7 +243,7 @@ func (rc *resumeCall) join(ctx context.Context, a Access) (Outcome, bool) {
 // New returns an engine.
 func New(cfg Config) *Engine {
 	if cfg.ApprovalWindow <= 0 {
-		cfg.ApprovalWindow = 4 * time.Minute
+		cfg.ApprovalWindow = DefaultApprovalWindow
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()

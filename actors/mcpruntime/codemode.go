@@ -31,7 +31,7 @@ type CodeMode struct {
 	Policy *policy.Set
 	// Limits bound each execution.
 	Limits sandbox.Limits
-	// Window is the approval window. Default 4m.
+	// Window is the approval window (zero: engine.DefaultApprovalWindow).
 	Window time.Duration
 	// PublicURL is the origin of approval links (default: the request host).
 	PublicURL string
@@ -182,7 +182,7 @@ func (c *codeRuntime) window() time.Duration {
 	if c.cfg.Window > 0 {
 		return c.cfg.Window
 	}
-	return 4 * time.Minute
+	return engine.DefaultApprovalWindow
 }
 
 // registerCode adds the code pack's tools to a server shared by many

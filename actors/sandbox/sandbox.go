@@ -220,6 +220,10 @@ type driver struct {
 	stopErr error  // why the parent stopped the execution; the first reason wins
 	killTag string // the metric reason if the worker has to go
 	memory  string // the memory watchdog's last word
+
+	cancelRun context.CancelCauseFunc // ends run's context (set by run)
+	grace     *time.Timer             // the interrupt's grace, once stopped
+	graceC    <-chan time.Time        // grace's channel until it fired
 }
 
 func (d *driver) now() int64 {
@@ -239,35 +243,14 @@ func (d *driver) run(ctx context.Context, code string, sl *slot) (Result, error)
 	// progress returns. It carries the clock for Suspend.
 	runCtx, cancelRun := context.WithCancelCause(context.WithValue(timed, wallClockKey{}, clock))
 	defer cancelRun(nil)
-
-	var grace *time.Timer
+	d.cancelRun = cancelRun
 	defer func() {
-		if grace != nil {
-			grace.Stop()
+		if d.grace != nil {
+			d.grace.Stop()
 		}
 	}()
-	var graceC <-chan time.Time
-	stop := func(reason error, tag string) {
-		if d.stopErr != nil {
-			return
-		}
-		d.stopErr, d.killTag = reason, tag
-		cancelRun(reason)
-		// Asynchronously: a worker that reads nothing (frozen) must not hold this loop, whose grace
-		// timer kills it (and the kill unblocks the write).
-		go func() { _ = d.w.send(frame{T: frameInterrupt}) }()
-		grace = time.NewTimer(d.p.opts.InterruptGrace)
-		graceC = grace.C
-	}
 
-	start := frame{T: frameStart, Code: code, Now: d.now(), Lim: &wireLimits{
-		MaxToolCalls: d.lim.MaxToolCalls, MaxOutput: d.lim.MaxOutput, MaxHeapGrowth: d.lim.MaxHeapGrowth,
-		Seed: d.lim.Seed, FixedClock: d.lim.Now != nil, NiceAfterCPU: int64(d.p.opts.NiceAfterCPU),
-	}}
-	if err := d.w.send(start); err != nil {
-		stop(fmt.Errorf("sandbox: internal error: starting the execution: %w", err), killCrash)
-	}
-
+	d.start(code)
 	ctxDone := runCtx.Done()
 	var replies chan hostReply
 	for {
@@ -276,55 +259,94 @@ func (d *driver) run(ctx context.Context, code string, sl *slot) (Result, error)
 			if !ok {
 				return d.died()
 			}
-			switch f.T {
-			case frameEmit:
-				var v any
-				if len(f.JSON) > 0 {
-					if err := json.Unmarshal(f.JSON, &v); err != nil {
-						stop(fmt.Errorf("sandbox: internal error: decoding an emitted value: %w", err), killError)
-						continue
-					}
-				}
-				d.res.Emitted = append(d.res.Emitted, v)
-			case frameLog:
-				d.res.Logs = append(d.res.Logs, f.Text)
-			case frameCall:
-				if d.stopErr != nil {
-					continue
-				}
-				if replies != nil {
-					stop(errors.New("sandbox: internal error: the worker made a tool call while another was in progress"), killError)
-					continue
-				}
-				d.res.ToolCalls++
-				replies = d.call(runCtx, f)
-			case frameLimit:
-				d.memory = f.Err
-			case frameDone:
+			if f.T == frameDone {
 				return d.finish(f)
-			default:
-				stop(fmt.Errorf("sandbox: internal error: unexpected %q frame from the worker", f.T), killError)
 			}
+			replies = d.onFrame(runCtx, f, replies)
 		case r := <-replies:
 			replies = nil
-			if d.stopErr != nil {
-				continue
-			}
-			if r.panic != nil {
-				stop(fmt.Errorf("sandbox: internal error: the host panicked in tools.%s: %v", r.path, r.panic), killError)
-				continue
-			}
-			if err := d.w.send(d.resultFrame(r)); err != nil {
-				stop(fmt.Errorf("sandbox: internal error: answering a tool call: %w", err), killCrash)
-			}
+			d.onReply(r)
 		case <-ctxDone:
 			ctxDone = nil
 			tag, reason := d.ctxReason(ctx, timed)
-			stop(reason, tag)
-		case <-graceC:
-			graceC = nil
+			d.stop(reason, tag)
+		case <-d.graceC:
+			d.graceC = nil
 			d.w.kill() // the interrupt did not land: a long native built-in; died() reports stopErr
 		}
+	}
+}
+
+// stop stops the execution for reason (the first reason wins), tag being the metric reason if
+// the worker has to go: it ends run's context, interrupts the worker and arms the grace timer.
+func (d *driver) stop(reason error, tag string) {
+	if d.stopErr != nil {
+		return
+	}
+	d.stopErr, d.killTag = reason, tag
+	d.cancelRun(reason)
+	// Asynchronously: a worker that reads nothing (frozen) must not hold this loop, whose grace
+	// timer kills it (and the kill unblocks the write).
+	go func() { _ = d.w.send(frame{T: frameInterrupt}) }()
+	d.grace = time.NewTimer(d.p.opts.InterruptGrace)
+	d.graceC = d.grace.C
+}
+
+// start sends the worker the code and the limits.
+func (d *driver) start(code string) {
+	start := frame{T: frameStart, Code: code, Now: d.now(), Lim: &wireLimits{
+		MaxToolCalls: d.lim.MaxToolCalls, MaxOutput: d.lim.MaxOutput, MaxHeapGrowth: d.lim.MaxHeapGrowth,
+		Seed: d.lim.Seed, FixedClock: d.lim.Now != nil, NiceAfterCPU: int64(d.p.opts.NiceAfterCPU),
+	}}
+	if err := d.w.send(start); err != nil {
+		d.stop(fmt.Errorf("sandbox: internal error: starting the execution: %w", err), killCrash)
+	}
+}
+
+// onFrame handles a frame from the worker other than done; replies is the tool call in progress
+// (nil: none), and it returns the one after the frame.
+func (d *driver) onFrame(ctx context.Context, f frame, replies chan hostReply) chan hostReply {
+	switch f.T {
+	case frameEmit:
+		var v any
+		if len(f.JSON) > 0 {
+			if err := json.Unmarshal(f.JSON, &v); err != nil {
+				d.stop(fmt.Errorf("sandbox: internal error: decoding an emitted value: %w", err), killError)
+				return replies
+			}
+		}
+		d.res.Emitted = append(d.res.Emitted, v)
+	case frameLog:
+		d.res.Logs = append(d.res.Logs, f.Text)
+	case frameCall:
+		if d.stopErr != nil {
+			return replies
+		}
+		if replies != nil {
+			d.stop(errors.New("sandbox: internal error: the worker made a tool call while another was in progress"), killError)
+			return replies
+		}
+		d.res.ToolCalls++
+		return d.call(ctx, f)
+	case frameLimit:
+		d.memory = f.Err
+	default:
+		d.stop(fmt.Errorf("sandbox: internal error: unexpected %q frame from the worker", f.T), killError)
+	}
+	return replies
+}
+
+// onReply answers the worker's tool call with the Host's reply r (unless the execution stopped).
+func (d *driver) onReply(r hostReply) {
+	if d.stopErr != nil {
+		return
+	}
+	if r.panic != nil {
+		d.stop(fmt.Errorf("sandbox: internal error: the host panicked in tools.%s: %v", r.path, r.panic), killError)
+		return
+	}
+	if err := d.w.send(d.resultFrame(r)); err != nil {
+		d.stop(fmt.Errorf("sandbox: internal error: answering a tool call: %w", err), killCrash)
 	}
 }
 

@@ -26,6 +26,10 @@ type Store interface {
 	GetTask(ctx context.Context, taskID string, now time.Time) (store.Task, error)
 }
 
+// DefaultTTL is how long a task is kept after its creation when
+// [Config].TTL is zero; a node's --task-ttl defaults to it.
+const DefaultTTL = time.Hour
+
 // Config configures the tasks extension of a node.
 type Config struct {
 	// NewServer builds a server with the node's tool packs, on which task
@@ -52,7 +56,8 @@ type Config struct {
 	Cluster grain.Requester
 	// Support is each tool's task support (nil: no tool runs as a task).
 	Support func(tool string) Support
-	// TTL is how long a task is kept after its creation. Default 1h.
+	// TTL is how long a task is kept after its creation (zero:
+	// [DefaultTTL]).
 	TTL time.Duration
 	// PollInterval is the polling interval suggested to clients. Default
 	// 500ms.
@@ -95,7 +100,7 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg.Support = func(string) Support { return Support{} }
 	}
 	if cfg.TTL <= 0 {
-		cfg.TTL = time.Hour
+		cfg.TTL = DefaultTTL
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 500 * time.Millisecond

@@ -40,6 +40,11 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
+// DefaultPollInterval is how often the store is scanned for due reminders
+// when [Config].PollInterval is zero; a node's --reminder-poll defaults
+// to it.
+const DefaultPollInterval = time.Second
+
 // Config configures a node's reminder service.
 type Config struct {
 	// Store holds the reminders (required).
@@ -51,7 +56,8 @@ type Config struct {
 	// acknowledgement (required). A *grain.Error that is not retryable
 	// means the grain refused it for good: the reminder is completed anyway.
 	Deliver func(ctx context.Context, kind, identity string, fired *pb.ReminderFired) error
-	// PollInterval is how often the store is scanned. Default 1s.
+	// PollInterval is how often the store is scanned (zero:
+	// [DefaultPollInterval]).
 	PollInterval time.Duration
 	// Lookahead loads reminders due this far ahead. Default 2×PollInterval.
 	Lookahead time.Duration
@@ -106,7 +112,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("reminders: Store, Owns and Deliver are required")
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.Lookahead <= 0 {
 		cfg.Lookahead = 2 * cfg.PollInterval

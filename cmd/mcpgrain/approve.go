@@ -54,78 +54,45 @@ type approveFlags struct {
 	cc                          clientCredentials
 }
 
-func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// flags registers the approve command's flags.
+func (f *approveFlags) flags(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f approveFlags
-	fs.StringVar(&f.addr, "grpc", "127.0.0.1:9090", "gRPC address of any mcpgrain node")
+	fs.StringVar(&f.addr, "grpc", defaultGRPCAddr, "gRPC address of any mcpgrain node")
 	fs.StringVar(&f.token, "token", "", "bearer token (your identity; its organization's executions are visible); prefer MCPGRAIN_TOKEN or --token-file")
 	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (system roots unless --tls-ca)")
 	fs.StringVar(&f.caFile, "tls-ca", "", "PEM CA certificate(s) to verify the node with (implies --tls)")
 	fs.StringVar(&f.reason, "reason", "", "decline: why (kept with the decision)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&f.quiet, "q", false, "list: print only execution ids, one per line")
-	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "per-request timeout")
+	fs.DurationVar(&f.timeout, "timeout", approveTimeout, "per-request timeout")
 	f.cc.register(fs)
 	addSecretFiles(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, approveUsage)
 		fs.PrintDefaults()
 	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fs.Usage()
-			return flag.ErrHelp
-		}
-		fs.Usage()
-		return fmt.Errorf("%w: approve needs a command: list, show, accept, decline or watch", errUsage)
-	}
-	cmd := args[0]
-	// Flags may come before or after the execution id.
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if err := parse(fs, nil); err != nil { // MCPGRAIN_* for flags not given
+	return fs
+}
+
+// approveTimeout is the approve command's default --timeout.
+const approveTimeout = 15 * time.Second
+
+func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f approveFlags
+	fs := f.flags(stderr)
+	cmd, pos, err := parseApprove(fs, args)
+	if err != nil {
 		return err
 	}
 	if err := resolveSecrets(fs, stderr, "approve", true); err != nil {
 		return err
 	}
-	wantID := cmd == "show" || cmd == "accept" || cmd == "decline"
-	switch {
-	case cmd != "list" && cmd != "watch" && !wantID:
-		return fmt.Errorf("%w: unknown approve command %q (want list, show, accept, decline or watch)", errUsage, cmd)
-	case wantID && len(pos) != 1:
-		return fmt.Errorf("%w: approve %s needs exactly one execution id", errUsage, cmd)
-	case !wantID && len(pos) != 0:
-		return fmt.Errorf("%w: approve %s takes no arguments", errUsage, cmd)
-	case f.reason != "" && cmd != "decline":
-		return fmt.Errorf("%w: --reason is only for decline", errUsage)
+	if err := f.check(cmd, pos); err != nil {
+		return err
 	}
-	if err := checkAddr(f.addr); err != nil {
-		return fmt.Errorf("%w: --grpc %q: %v (want host:port)", errUsage, f.addr, err)
-	}
-	if f.cc.set() {
-		if f.token != "" {
-			return fmt.Errorf("%w: a token (--token, --token-file, MCPGRAIN_TOKEN) and a client credentials grant (--oauth-token-url) both set: use one", errUsage)
-		}
-		tok, err := f.cc.token(ctx, f.timeout)
-		if err != nil {
-			return err
-		}
-		f.token = tok
+	if err := f.clientCredentials(ctx); err != nil {
+		return err
 	}
 	conn, err := f.dial()
 	if err != nil {
@@ -143,37 +110,122 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer cancel()
 	switch cmd {
 	case "list":
-		resp, err := client.ListPausedExecutions(rctx, &pb.ListPausedExecutionsRequest{})
-		if err != nil {
-			return rpcError(err)
-		}
-		if f.quiet {
-			for _, p := range resp.GetExecutions() {
-				fmt.Fprintln(stdout, p.GetExecutionId())
-			}
-			return nil
-		}
-		return printList(stdout, resp.GetExecutions(), f.asJSON)
+		return approveList(rctx, client, f, stdout)
 	case "show":
-		resp, err := client.GetPausedExecution(rctx, &pb.GetPausedExecutionRequest{ExecutionId: pos[0]})
-		if err != nil {
-			return rpcError(err)
-		}
-		return printOne(stdout, resp.GetExecution(), f.asJSON)
+		return approveShow(rctx, client, f, pos[0], stdout)
 	}
-	req := &pb.DecideExecutionRequest{ExecutionId: pos[0], Action: cmd}
+	return approveDecide(rctx, client, f, cmd, pos[0], stdout)
+}
+
+// parseApprove parses the approve command line: the command first, then
+// flags before or after the positional arguments, then MCPGRAIN_*
+// variables for flags not given.
+func parseApprove(fs *flag.FlagSet, args []string) (cmd string, pos []string, err error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fs.Usage()
+			return "", nil, flag.ErrHelp
+		}
+		fs.Usage()
+		return "", nil, fmt.Errorf("%w: approve needs a command: list, show, accept, decline or watch", errUsage)
+	}
+	cmd = args[0]
+	// Flags may come before or after the execution id.
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", nil, err
+			}
+			return "", nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if err := parse(fs, nil); err != nil { // MCPGRAIN_* for flags not given
+		return "", nil, err
+	}
+	return cmd, pos, nil
+}
+
+// check checks the command, its arguments and the flags that go with it.
+func (f *approveFlags) check(cmd string, pos []string) error {
+	wantID := cmd == "show" || cmd == "accept" || cmd == "decline"
+	switch {
+	case cmd != "list" && cmd != "watch" && !wantID:
+		return fmt.Errorf("%w: unknown approve command %q (want list, show, accept, decline or watch)", errUsage, cmd)
+	case wantID && len(pos) != 1:
+		return fmt.Errorf("%w: approve %s needs exactly one execution id", errUsage, cmd)
+	case !wantID && len(pos) != 0:
+		return fmt.Errorf("%w: approve %s takes no arguments", errUsage, cmd)
+	case f.reason != "" && cmd != "decline":
+		return fmt.Errorf("%w: --reason is only for decline", errUsage)
+	}
+	if err := checkAddr(f.addr); err != nil {
+		return fmt.Errorf("%w: --grpc %q: %v (want host:port)", errUsage, f.addr, err)
+	}
+	return nil
+}
+
+// clientCredentials gets the access token through the client credentials
+// grant, when it is configured.
+func (f *approveFlags) clientCredentials(ctx context.Context) error {
+	if !f.cc.set() {
+		return nil
+	}
+	if f.token != "" {
+		return fmt.Errorf("%w: a token (--token, --token-file, MCPGRAIN_TOKEN) and a client credentials grant (--oauth-token-url) both set: use one", errUsage)
+	}
+	tok, err := f.cc.token(ctx, f.timeout)
+	if err != nil {
+		return err
+	}
+	f.token = tok
+	return nil
+}
+
+// approveList prints the paused executions (ids only with -q).
+func approveList(ctx context.Context, client pb.ApprovalServiceClient, f approveFlags, w io.Writer) error {
+	resp, err := client.ListPausedExecutions(ctx, &pb.ListPausedExecutionsRequest{})
+	if err != nil {
+		return rpcError(err)
+	}
+	if f.quiet {
+		for _, p := range resp.GetExecutions() {
+			fmt.Fprintln(w, p.GetExecutionId())
+		}
+		return nil
+	}
+	return printList(w, resp.GetExecutions(), f.asJSON)
+}
+
+// approveShow prints one paused execution.
+func approveShow(ctx context.Context, client pb.ApprovalServiceClient, f approveFlags, id string, w io.Writer) error {
+	resp, err := client.GetPausedExecution(ctx, &pb.GetPausedExecutionRequest{ExecutionId: id})
+	if err != nil {
+		return rpcError(err)
+	}
+	return printOne(w, resp.GetExecution(), f.asJSON)
+}
+
+// approveDecide accepts or declines (action) execution id.
+func approveDecide(ctx context.Context, client pb.ApprovalServiceClient, f approveFlags, action, id string, w io.Writer) error {
+	req := &pb.DecideExecutionRequest{ExecutionId: id, Action: action}
 	if f.reason != "" {
 		b, _ := json.Marshal(map[string]string{"reason": f.reason})
 		req.ContentJson = string(b)
 	}
-	resp, err := client.DecideExecution(rctx, req)
+	resp, err := client.DecideExecution(ctx, req)
 	if err != nil {
 		return rpcError(err)
 	}
 	if f.asJSON {
-		return writeProtoJSON(stdout, resp)
+		return writeProtoJSON(w, resp)
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", pos[0], resp.GetStatus())
+	fmt.Fprintf(w, "%s: %s\n", id, resp.GetStatus())
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/mcpgrain/mcpgrain/gateway/auth"
 )
 
 // clientCredentials are the flags with which a CLI command gets its own
@@ -26,7 +28,7 @@ func (c *clientCredentials) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tokenURL, "oauth-token-url", "", "get an access token from this OAuth token endpoint with the client credentials grant (instead of --token)")
 	fs.StringVar(&c.clientID, "oauth-client-id", "", "OAuth client id for --oauth-token-url")
 	fs.StringVar(&c.secret, "oauth-client-secret", "", "OAuth client secret for --oauth-client-id; prefer --oauth-client-secret-file or MCPGRAIN_OAUTH_CLIENT_SECRET")
-	fs.StringVar(&c.scope, "oauth-scope", "mcp:approve", "scopes to ask for, space-separated (mcp:read only sees; mcp:approve also decides)")
+	fs.StringVar(&c.scope, "oauth-scope", auth.DefaultMemberScope, "scopes to ask for, space-separated (with a node's default scopes "+auth.DefaultViewerScope+" only sees; "+auth.DefaultMemberScope+" also decides)")
 	fs.StringVar(&c.audience, "oauth-audience", "", "audience parameter to send (authorization servers such as Hydra and Auth0 put it in the token's aud): the node's --oauth-resource")
 	fs.StringVar(&c.resource, "oauth-resource", "", "RFC 8707 resource parameter to send (the node's --oauth-resource), for authorization servers that read it")
 }

@@ -12,7 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/cluster/reminders"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+)
+
+// Addresses the commands default to: a node's, and where the clients
+// (approve, try) reach one.
+const (
+	defaultHTTPAddr = "127.0.0.1:8080"
+	defaultGRPCAddr = "127.0.0.1:9090"
+	defaultMCPURL   = "http://" + defaultHTTPAddr + "/mcp"
 )
 
 // errUsage marks an error in the command line or environment (exit 2).
@@ -33,7 +42,7 @@ type common struct {
 
 func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.StringVar(&c.http, "http", httpDefault, "HTTP listen address of the gateway (/mcp, /healthz, /readyz, /metrics)")
-	fs.StringVar(&c.grpc, "grpc", "127.0.0.1:9090", "gRPC listen address (gRPC health; the ApprovalService); empty disables")
+	fs.StringVar(&c.grpc, "grpc", defaultGRPCAddr, "gRPC listen address (gRPC health; the ApprovalService); empty disables")
 	fs.StringVar(&c.grpcCert, "grpc-tls-cert", "", "PEM certificate: serve gRPC over TLS (with --grpc-tls-key)")
 	fs.StringVar(&c.grpcKey, "grpc-tls-key", "", "PEM private key of --grpc-tls-cert")
 	fs.StringVar(&c.clusterCert, "cluster-tls-cert", "", "PEM certificate of this node for mutual TLS between nodes (with --cluster-tls-key and --cluster-tls-ca; it must name the --advertise host)")
@@ -49,21 +58,12 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.BoolVar(&c.enableProbe, "enable-probe", false, "host the built-in probe grain and serve POST /debug/probe/{id} to bearer tokens with the admin role (smoke tests; every probe id is a store row)")
 	fs.Float64Var(&c.probeRate, "probe-rate-limit", 10, "/debug/probe requests per second per principal, bursts of twice that (0: unlimited)")
 	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")
-	fs.DurationVar(&c.reminderPoll, "reminder-poll", time.Second, "how often durable reminders are scanned (reminders due sooner are armed in memory)")
+	fs.DurationVar(&c.reminderPoll, "reminder-poll", reminders.DefaultPollInterval, "how often durable reminders are scanned (reminders due sooner are armed in memory)")
 }
 
 func (c *common) validate() error {
-	for name, addr := range map[string]string{"--http": c.http, "--bind": c.bind} {
-		if err := checkAddr(addr); err != nil {
-			return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
-		}
-	}
-	for name, addr := range map[string]string{"--grpc": c.grpc, "--advertise": c.advertise} {
-		if addr != "" {
-			if err := checkAddr(addr); err != nil {
-				return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, name, addr, err)
-			}
-		}
+	if err := c.checkAddrs(); err != nil {
+		return err
 	}
 	if n := countSet(c.clusterCert, c.clusterKey, c.clusterCA); n != 0 && n != 3 {
 		return fmt.Errorf("%w: --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together", errUsage)
@@ -85,6 +85,28 @@ func (c *common) validate() error {
 	}
 	if c.reminderPoll < 10*time.Millisecond {
 		return fmt.Errorf("%w: --reminder-poll must be at least 10ms", errUsage)
+	}
+	return nil
+}
+
+// checkAddrs checks the listen and advertised addresses (host:port;
+// --grpc and --advertise may be empty).
+func (c *common) checkAddrs() error {
+	for _, a := range []struct {
+		flag, addr string
+		optional   bool
+	}{
+		{"--http", c.http, false},
+		{"--bind", c.bind, false},
+		{"--grpc", c.grpc, true},
+		{"--advertise", c.advertise, true},
+	} {
+		if a.optional && a.addr == "" {
+			continue
+		}
+		if err := checkAddr(a.addr); err != nil {
+			return fmt.Errorf("%w: %s %q: %v (want host:port)", errUsage, a.flag, a.addr, err)
+		}
 	}
 	return nil
 }

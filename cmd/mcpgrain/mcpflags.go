@@ -10,18 +10,28 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
+	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
+
+// defaultPacks are the tool packs of dev and node: code mode, and the
+// demo tools.
+const defaultPacks = toolpacks.Code + "," + toolpacks.Demo
 
 // mcpFlags are the flags of the MCP endpoint and session lifecycle.
 type mcpFlags struct {
@@ -77,7 +87,7 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.StringVar(&c.sourcesFile, "sources", "", `tool sources JSON file {"openapi":[{"name","spec","baseUrl","headers":{…}}],"mcp":[{"name","url","headers":{…}}]}; header values may use ${ENV}`)
 	fs.StringVar(&c.policyFile, "policy", "", `approval policy JSON file {"rules":[{"pattern":"demo.*","action":"approve|require_approval|block","org":…,"user":…}]}`)
 	fs.StringVar(&c.publicURL, "public-url", "", "origin of approval links, e.g. https://mcp.example.com (default: the host the request came to)")
-	fs.DurationVar(&c.window, "approval-window", 4*time.Minute, "how long a paused execution waits for a decision before it is declined")
+	fs.DurationVar(&c.window, "approval-window", engine.DefaultApprovalWindow, "how long a paused execution waits for a decision before it is declined")
 	fs.DurationVar(&c.execTimeout, "exec-timeout", sandbox.DefaultWallTime, "longest an execution may run (time waiting for approval excluded)")
 	fs.IntVar(&c.maxToolCalls, "exec-max-tool-calls", sandbox.DefaultMaxToolCalls, "most tools.* calls one execution may make")
 	fs.IntVar(&c.maxOutput, "exec-max-output", sandbox.DefaultMaxOutput, "most bytes of logs and emitted values one execution may produce")
@@ -87,6 +97,8 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.DurationVar(&c.slotWait, "exec-slot-wait", sandbox.DefaultSlotWait, "how long an execution over --exec-max-running or --exec-max-running-per-org waits for a slot before it is refused as busy (0: refused at once); freed slots go to the organization running the fewest first")
 }
 
+// config translates the code-mode flags: execution limits, the approval
+// link origin, the tool sources and the approval policy.
 func (c *codeFlags) config() (app.CodeConfig, error) {
 	cc := app.CodeConfig{DemoAPI: c.demoAPI, Window: c.window, PublicURL: strings.TrimRight(c.publicURL, "/"),
 		Limits: sandbox.Limits{WallTime: c.execTimeout, MaxToolCalls: c.maxToolCalls, MaxOutput: c.maxOutput},
@@ -95,53 +107,15 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 	if c.slotWait == 0 {
 		cc.Pool.SlotWait = -1 // the flag's 0 is "do not wait"; the option's is the default
 	}
-	if c.window < time.Second || c.execTimeout < 100*time.Millisecond {
-		return cc, fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
+	if err := c.checkLimits(); err != nil {
+		return cc, err
 	}
-	if c.maxRunning < 1 || c.maxRunningPerUser < 1 {
-		return cc, fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
+	if err := checkOrigin(cc.PublicURL, c.publicURL); err != nil {
+		return cc, err
 	}
-	if c.maxRunningPerOrg < 0 || c.slotWait < 0 {
-		return cc, fmt.Errorf("%w: --exec-max-running-per-org and --exec-slot-wait must not be negative", errUsage)
-	}
-	if c.maxToolCalls < 1 || c.maxOutput < 1024 {
-		return cc, fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)
-	}
-	if cc.PublicURL != "" {
-		if u, err := url.Parse(cc.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
-			return cc, fmt.Errorf("%w: --public-url %q: want an origin like https://mcp.example.com", errUsage, c.publicURL)
-		}
-	}
-	if c.sourcesFile != "" {
-		f, err := app.LoadSourcesFile(c.sourcesFile)
-		if err != nil {
-			return cc, fmt.Errorf("%w: --sources: %v", errUsage, err)
-		}
-		for i := range f.OpenAPI {
-			f.OpenAPI[i].From = "--sources " + c.sourcesFile
-		}
-		for i := range f.MCP {
-			f.MCP[i].From = "--sources " + c.sourcesFile
-		}
-		cc.OpenAPI, cc.Upstreams = f.OpenAPI, f.MCP
-	}
-	for _, v := range c.openapi {
-		name, spec, ok := strings.Cut(v, "=")
-		if !ok || name == "" || spec == "" {
-			return cc, fmt.Errorf("%w: --openapi %q: want NAME=SPEC[@BASE_URL]", errUsage, v)
-		}
-		src := app.OpenAPISource{Name: name, Spec: spec, From: "--openapi"}
-		if i := strings.LastIndex(spec, "@http"); i > 0 {
-			src.Spec, src.BaseURL = spec[:i], spec[i+1:]
-		}
-		cc.OpenAPI = append(cc.OpenAPI, src)
-	}
-	for _, v := range c.upstream {
-		name, u, ok := strings.Cut(v, "=")
-		if !ok || name == "" || u == "" {
-			return cc, fmt.Errorf("%w: --upstream %q: want NAME=URL", errUsage, v)
-		}
-		cc.Upstreams = append(cc.Upstreams, app.UpstreamSource{Name: name, URL: u, From: "--upstream"})
+	var err error
+	if cc.OpenAPI, cc.Upstreams, err = c.sources(); err != nil {
+		return cc, err
 	}
 	// What the command line says about the sources is checked here (exit
 	// 2); loading them, when the node starts, checks the rest (exit 1).
@@ -149,13 +123,86 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 		return cc, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if c.policyFile != "" {
-		set, err := policy.Load(c.policyFile)
-		if err != nil {
+		if cc.Policy, err = policy.Load(c.policyFile); err != nil {
 			return cc, fmt.Errorf("%w: --policy: %v", errUsage, err)
 		}
-		cc.Policy = set
 	}
 	return cc, nil
+}
+
+// checkLimits checks the execution limits and the pool's caps.
+func (c *codeFlags) checkLimits() error {
+	switch {
+	case c.window < time.Second || c.execTimeout < 100*time.Millisecond:
+		return fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
+	case c.maxRunning < 1 || c.maxRunningPerUser < 1:
+		return fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
+	case c.maxRunningPerOrg < 0 || c.slotWait < 0:
+		return fmt.Errorf("%w: --exec-max-running-per-org and --exec-slot-wait must not be negative", errUsage)
+	case c.maxToolCalls < 1 || c.maxOutput < 1024:
+		return fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)
+	}
+	return nil
+}
+
+// checkOrigin checks --public-url (given as flag, trimmed as origin): an
+// http(s) origin without a path, or empty.
+func checkOrigin(origin, flag string) error {
+	if origin == "" {
+		return nil
+	}
+	if u, err := url.Parse(origin); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+		return fmt.Errorf("%w: --public-url %q: want an origin like https://mcp.example.com", errUsage, flag)
+	}
+	return nil
+}
+
+// sources are the tool sources of --sources, then of --openapi and
+// --upstream, each marked with where it came from.
+func (c *codeFlags) sources() ([]app.OpenAPISource, []app.UpstreamSource, error) {
+	var specs []app.OpenAPISource
+	var ups []app.UpstreamSource
+	if c.sourcesFile != "" {
+		f, err := app.LoadSourcesFile(c.sourcesFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: --sources: %v", errUsage, err)
+		}
+		for i := range f.OpenAPI {
+			f.OpenAPI[i].From = "--sources " + c.sourcesFile
+		}
+		for i := range f.MCP {
+			f.MCP[i].From = "--sources " + c.sourcesFile
+		}
+		specs, ups = f.OpenAPI, f.MCP
+	}
+	for _, v := range c.openapi {
+		src, err := parseOpenAPIFlag(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		specs = append(specs, src)
+	}
+	for _, v := range c.upstream {
+		name, u, ok := strings.Cut(v, "=")
+		if !ok || name == "" || u == "" {
+			return nil, nil, fmt.Errorf("%w: --upstream %q: want NAME=URL", errUsage, v)
+		}
+		ups = append(ups, app.UpstreamSource{Name: name, URL: u, From: "--upstream"})
+	}
+	return specs, ups, nil
+}
+
+// parseOpenAPIFlag parses one --openapi NAME=SPEC[@BASE_URL].
+func parseOpenAPIFlag(v string) (app.OpenAPISource, error) {
+	name, spec, ok := strings.Cut(v, "=")
+	if !ok || name == "" || spec == "" {
+		return app.OpenAPISource{}, fmt.Errorf("%w: --openapi %q: want NAME=SPEC[@BASE_URL]", errUsage, v)
+	}
+	src := app.OpenAPISource{Name: name, Spec: spec, From: "--openapi"}
+	if i := strings.LastIndex(spec, "@http"); i > 0 {
+		src.Spec, src.BaseURL = spec[:i], spec[i+1:]
+	}
+	return src, nil
 }
 
 func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault bool) {
@@ -171,99 +218,50 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.IntVar(&m.burst, "rate-burst", 100, "burst size of the per-principal rate limit")
 	fs.Float64Var(&m.failRate, "auth-failure-rate", auth.DefaultFailureRate, "failed sign-ins (unknown or malformed tokens, on every surface) per second a client address earns back; out of them, it gets 429 with Retry-After (0: not limited; behind a proxy every client shares its address)")
 	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
-	fs.DurationVar(&m.bodyTimeout, "body-timeout", 30*time.Second, "longest a client may take to send a request body (slow clients get 408)")
+	fs.DurationVar(&m.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a client may take to send a request body (slow clients get 408)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call the node's routes (/mcp, /api/…) cross-origin (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
 	fs.DurationVar(&m.policy.MaxPausedIdle, "max-paused-idle", d.MaxPausedIdle, "idle time after which a session with paused executions is passivated anyway")
 	fs.DurationVar(&m.policy.RunningLease, "running-lease", d.RunningLease, "longest single extension while work runs or a response streams")
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
-	fs.DurationVar(&m.ttl, "session-ttl", 30*24*time.Hour, "idle time after which a session ends for good (404 afterwards)")
-	fs.DurationVar(&m.taskTTL, "task-ttl", time.Hour, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
+	fs.DurationVar(&m.ttl, "session-ttl", session.DefaultSessionTTL, "idle time after which a session ends for good (404 afterwards)")
+	fs.DurationVar(&m.taskTTL, "task-ttl", tasks.DefaultTTL, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
-	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default 32)")
+	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default "+strconv.Itoa(residency.DefaultSoftCap)+")")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
 	fs.IntVar(&m.eventMax, "event-max-bytes", mcpruntime.DefaultMaxEventBytes, "largest SSE event kept for resumability (a larger one is delivered, not kept: its stream cannot be resumed from before it)")
 	fs.Int64Var(&m.eventSession, "event-session-bytes", mcpruntime.DefaultSessionEventBytes, "SSE event bytes stored per session for resumability (an hour at most); the oldest are dropped first")
 	fs.Int64Var(&m.eventPrincipal, "event-principal-bytes", mcpruntime.DefaultPrincipalEventBytes, "SSE event bytes stored for all the sessions of one principal together; the oldest are dropped first, whichever session they belong to")
 	fs.Int64Var(&m.eventStored, "event-store-bytes", mcpruntime.DefaultStoredEventBytes, "SSE event bytes the store keeps in all, every session of every node that shares it (give every node the same); the oldest are dropped first, whoever owns them")
-	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least 32 bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
+	fs.StringVar(&m.stateKey, "state-key", "", "hex key (at least "+strconv.Itoa(requeststate.MinKeyLen)+" bytes) that signs 2026-07-28 requestState tokens and approval forms; every node of a cluster needs the same. Prefer --state-key-file or MCPGRAIN_STATE_KEY: whoever has it can forge requestState for any principal")
 }
 
+// config translates the MCP flags into the app's configuration: each
+// concern (lifetimes, limits, tokens, choices, the state key, code mode,
+// OAuth) is checked by its own step, then the parts are put together.
 func (m *mcpFlags) config() (app.MCPConfig, error) {
 	packs := splitList(m.tools)
 	if err := toolpacks.Validate(packs); err != nil {
 		return app.MCPConfig{}, fmt.Errorf("%w: --tools: %v", errUsage, err)
 	}
-	for name, d := range map[string]time.Duration{"--session-timeout": m.policy.SessionTimeout, "--paused-lease": m.policy.PausedLease,
-		"--max-paused-idle": m.policy.MaxPausedIdle, "--running-lease": m.policy.RunningLease, "--max-running-idle": m.policy.MaxRunningIdle, "--session-ttl": m.ttl, "--task-ttl": m.taskTTL} {
-		if d <= 0 {
-			return app.MCPConfig{}, fmt.Errorf("%w: %s must be positive", errUsage, name)
-		}
+	if err := m.checkLifetimes(); err != nil {
+		return app.MCPConfig{}, err
 	}
-	if m.softCap < 0 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --resident-soft-cap must not be negative", errUsage)
-	}
-	budget, err := m.memoryBudget()
+	budget, err := m.checkLimits()
 	if err != nil {
 		return app.MCPConfig{}, err
 	}
-	if m.bodyTimeout <= 0 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
-	}
-	if m.eventMax < 1024 || m.eventSession < int64(m.eventMax) || m.eventPrincipal < m.eventSession || m.eventStored < m.eventPrincipal {
-		return app.MCPConfig{}, fmt.Errorf("%w: --event-max-bytes must be at least 1024, --event-session-bytes at least --event-max-bytes, --event-principal-bytes at least --event-session-bytes, and --event-store-bytes at least --event-principal-bytes", errUsage)
-	}
-	if m.failRate < 0 || m.failBurst < 1 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
-	}
-	if m.rate < 0 || m.burst < 1 {
-		return app.MCPConfig{}, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
-	}
-	keys, err := auth.NewKeys()
+	keys, err := m.keys()
 	if err != nil {
 		return app.MCPConfig{}, err
 	}
-	if m.keysFile != "" {
-		fk, err := auth.LoadKeysFile(m.keysFile)
-		if err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --keys-file: %v", errUsage, err)
-		}
-		if keys, err = keys.Merge(fk); err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --keys-file: %v", errUsage, err)
-		}
+	if err := m.checkChoices(); err != nil {
+		return app.MCPConfig{}, err
 	}
-	if v := os.Getenv(auth.EnvVar); v != "" {
-		ek, err := auth.ParseKeysEnv(v)
-		if err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		if keys, err = keys.Merge(ek); err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: %s: %v", errUsage, auth.EnvVar, err)
-		}
-	}
-	if m.token != "" {
-		tk, err := auth.NewKeys(auth.Entry{Token: m.token, User: "dev", Org: "local", Role: auth.RoleAdmin})
-		if err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
-		}
-		if keys, err = keys.Merge(tk); err != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --token: %v", errUsage, err)
-		}
-	}
-	if a := policy.Approvers(m.approvers); a != policy.ApproversMember && a != policy.ApproversAdmin {
-		return app.MCPConfig{}, fmt.Errorf("%w: --approvers must be member or admin", errUsage)
-	}
-	if m.placement != "local" && m.placement != "hash" {
-		return app.MCPConfig{}, fmt.Errorf("%w: --session-placement must be local or hash", errUsage)
-	}
-	var stateKey []byte
-	if m.stateKey != "" {
-		k, err := hex.DecodeString(m.stateKey)
-		if err != nil || requeststate.CheckKey(k) != nil {
-			return app.MCPConfig{}, fmt.Errorf("%w: --state-key must be hex for at least %d bytes (e.g. openssl rand -hex 32)", errUsage, requeststate.MinKeyLen)
-		}
-		stateKey = k
+	stateKey, err := m.stateKeyBytes()
+	if err != nil {
+		return app.MCPConfig{}, err
 	}
 	code, err := m.code.config()
 	if err != nil {
@@ -285,6 +283,141 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
 		Approvers: policy.Approvers(m.approvers),
 	}, nil
+}
+
+// checkLifetimes checks that the idle policy's thresholds and the
+// session and task lifetimes are positive.
+func (m *mcpFlags) checkLifetimes() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--session-timeout", m.policy.SessionTimeout},
+		{"--paused-lease", m.policy.PausedLease},
+		{"--max-paused-idle", m.policy.MaxPausedIdle},
+		{"--running-lease", m.policy.RunningLease},
+		{"--max-running-idle", m.policy.MaxRunningIdle},
+		{"--session-ttl", m.ttl},
+		{"--task-ttl", m.taskTTL},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%w: %s must be positive", errUsage, d.flag)
+		}
+	}
+	return nil
+}
+
+// checkLimits checks the residency, body, event and rate limits, and
+// returns the resident memory budget in bytes.
+func (m *mcpFlags) checkLimits() (uint64, error) {
+	if m.softCap < 0 {
+		return 0, fmt.Errorf("%w: --resident-soft-cap must not be negative", errUsage)
+	}
+	budget, err := m.memoryBudget()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case m.bodyTimeout <= 0:
+		return 0, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+	case m.eventMax < 1024 || m.eventSession < int64(m.eventMax) || m.eventPrincipal < m.eventSession || m.eventStored < m.eventPrincipal:
+		return 0, fmt.Errorf("%w: --event-max-bytes must be at least 1024, --event-session-bytes at least --event-max-bytes, --event-principal-bytes at least --event-session-bytes, and --event-store-bytes at least --event-principal-bytes", errUsage)
+	case m.failRate < 0 || m.failBurst < 1:
+		return 0, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
+	case m.rate < 0 || m.burst < 1:
+		return 0, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
+	}
+	return budget, nil
+}
+
+// keys are the static bearer tokens: --keys-file, then MCPGRAIN_KEYS,
+// then --token, merged (a token given twice is refused).
+func (m *mcpFlags) keys() (*auth.Keys, error) {
+	keys, err := auth.NewKeys()
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range []struct {
+		name string
+		load func() (*auth.Keys, error)
+	}{
+		{"--keys-file", m.fileKeys},
+		{auth.EnvVar, envKeys},
+		{"--token", m.tokenKeys},
+	} {
+		k, err := src.load()
+		if err != nil {
+			return nil, err
+		}
+		if k == nil {
+			continue
+		}
+		if keys, err = keys.Merge(k); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errUsage, src.name, err)
+		}
+	}
+	return keys, nil
+}
+
+// fileKeys are the keys of --keys-file (nil without it).
+func (m *mcpFlags) fileKeys() (*auth.Keys, error) {
+	if m.keysFile == "" {
+		return nil, nil
+	}
+	k, err := auth.LoadKeysFile(m.keysFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --keys-file: %v", errUsage, err)
+	}
+	return k, nil
+}
+
+// envKeys are the keys of MCPGRAIN_KEYS (nil when it is unset).
+func envKeys() (*auth.Keys, error) {
+	v := os.Getenv(auth.EnvVar)
+	if v == "" {
+		return nil, nil
+	}
+	k, err := auth.ParseKeysEnv(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return k, nil
+}
+
+// tokenKeys is --token as user dev of org local, an admin (nil without
+// it).
+func (m *mcpFlags) tokenKeys() (*auth.Keys, error) {
+	if m.token == "" {
+		return nil, nil
+	}
+	k, err := auth.NewKeys(auth.Entry{Token: m.token, User: "dev", Org: "local", Role: auth.RoleAdmin})
+	if err != nil {
+		return nil, fmt.Errorf("%w: --token: %v", errUsage, err)
+	}
+	return k, nil
+}
+
+// checkChoices checks the flags that name one of a few choices.
+func (m *mcpFlags) checkChoices() error {
+	if a := policy.Approvers(m.approvers); a != policy.ApproversMember && a != policy.ApproversAdmin {
+		return fmt.Errorf("%w: --approvers must be member or admin", errUsage)
+	}
+	if m.placement != "local" && m.placement != "hash" {
+		return fmt.Errorf("%w: --session-placement must be local or hash", errUsage)
+	}
+	return nil
+}
+
+// stateKeyBytes decodes --state-key (nil without it).
+func (m *mcpFlags) stateKeyBytes() ([]byte, error) {
+	if m.stateKey == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(m.stateKey)
+	if err != nil || requeststate.CheckKey(k) != nil {
+		return nil, fmt.Errorf("%w: --state-key must be hex for at least %d bytes (e.g. openssl rand -hex 32)", errUsage, requeststate.MinKeyLen)
+	}
+	return k, nil
 }
 
 // memoryBudget is --resident-memory in bytes (0: a fixed soft cap). An

@@ -63,27 +63,12 @@ func (o *oauthFlags) config(publicURL string) (app.OAuthConfig, error) {
 			return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-local-issuer %q is not one of the --oauth-issuer values", errUsage, iss)
 		}
 	}
-	resource := o.resource
-	if resource == "" && publicURL != "" {
-		resource = strings.TrimRight(publicURL, "/") + "/mcp"
+	resource, err := o.resourceURI(publicURL)
+	if err != nil {
+		return app.OAuthConfig{}, err
 	}
-	if resource == "" {
-		return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-issuer needs --oauth-resource (the URL clients reach /mcp at, e.g. https://mcp.example.com/mcp) or --public-url", errUsage)
-	}
-	if u, err := url.Parse(resource); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
-		return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-resource %q: want an absolute http(s) URL without fragment", errUsage, resource)
-	}
-	if o.leeway < 0 || o.leeway > 5*time.Minute {
-		return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-leeway must be between 0 and 5m", errUsage)
-	}
-	if o.keysMaxAge < time.Second || o.keysMinRefresh < time.Second {
-		return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-jwks-max-age and --oauth-jwks-min-refresh must be at least 1s", errUsage)
-	}
-	if (o.introClient == "") != (o.introSecret == "") {
-		return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-introspection-client-id and --oauth-introspection-secret go together", errUsage)
-	}
-	if o.introClient != "" && o.introURL == "" {
-		return app.OAuthConfig{}, fmt.Errorf("%w: --oauth-introspection-client-id needs --oauth-introspection-url", errUsage)
+	if err := o.checkTimesAndIntrospection(); err != nil {
+		return app.OAuthConfig{}, err
 	}
 	scopes := auth.RoleScopes{Admin: o.adminScope, Member: o.memberScope, Viewer: o.viewerScope}
 	if l := scopes.List(); l[0] == l[1] || l[1] == l[2] || l[0] == l[2] {
@@ -101,4 +86,36 @@ func (o *oauthFlags) config(publicURL string) (app.OAuthConfig, error) {
 		Claims:             auth.ClaimMapping{UserClaim: o.userClaim, OrgClaim: o.orgClaim, RoleClaim: o.roleClaim, DefaultOrg: o.defaultOrg, Scopes: scopes},
 		LocalIssuers:       o.localIssuers,
 	}, nil
+}
+
+// resourceURI is --oauth-resource, or else --public-url + /mcp: an
+// absolute http(s) URL without fragment.
+func (o *oauthFlags) resourceURI(publicURL string) (string, error) {
+	resource := o.resource
+	if resource == "" && publicURL != "" {
+		resource = strings.TrimRight(publicURL, "/") + "/mcp"
+	}
+	if resource == "" {
+		return "", fmt.Errorf("%w: --oauth-issuer needs --oauth-resource (the URL clients reach /mcp at, e.g. https://mcp.example.com/mcp) or --public-url", errUsage)
+	}
+	if u, err := url.Parse(resource); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+		return "", fmt.Errorf("%w: --oauth-resource %q: want an absolute http(s) URL without fragment", errUsage, resource)
+	}
+	return resource, nil
+}
+
+// checkTimesAndIntrospection checks the token and key times, and that the
+// introspection flags go together.
+func (o *oauthFlags) checkTimesAndIntrospection() error {
+	switch {
+	case o.leeway < 0 || o.leeway > 5*time.Minute:
+		return fmt.Errorf("%w: --oauth-leeway must be between 0 and 5m", errUsage)
+	case o.keysMaxAge < time.Second || o.keysMinRefresh < time.Second:
+		return fmt.Errorf("%w: --oauth-jwks-max-age and --oauth-jwks-min-refresh must be at least 1s", errUsage)
+	case (o.introClient == "") != (o.introSecret == ""):
+		return fmt.Errorf("%w: --oauth-introspection-client-id and --oauth-introspection-secret go together", errUsage)
+	case o.introClient != "" && o.introURL == "":
+		return fmt.Errorf("%w: --oauth-introspection-client-id needs --oauth-introspection-url", errUsage)
+	}
+	return nil
 }

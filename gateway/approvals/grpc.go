@@ -26,7 +26,7 @@ type GRPCOptions struct {
 	// Limiter rate-limits callers per principal (nil: unlimited).
 	Limiter *auth.Limiter
 	// WatchInterval is how often WatchPausedExecutions looks for new
-	// pauses. Default 500ms.
+	// pauses (zero: [DefaultWatchInterval]).
 	WatchInterval time.Duration
 	// Logger logs failures. Default slog.Default().
 	Logger *slog.Logger
@@ -45,7 +45,7 @@ func NewGRPCServer(svc *Service, o GRPCOptions) (*GRPCServer, error) {
 		return nil, errors.New("approvals: Service and GRPCOptions.Auth are required")
 	}
 	if o.WatchInterval <= 0 {
-		o.WatchInterval = 500 * time.Millisecond
+		o.WatchInterval = DefaultWatchInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -25,8 +25,8 @@ type HTTPOptions struct {
 	PageKey []byte
 	// Logger logs failures. Default slog.Default().
 	Logger *slog.Logger
-	// InboxInterval is how often a live inbox looks at the directory.
-	// Default 500ms.
+	// InboxInterval is how often a live inbox looks at the directory
+	// (zero: [DefaultWatchInterval]).
 	InboxInterval time.Duration
 	// InboxStreamAge ends a live inbox stream (its browser reconnects and
 	// is authenticated again). Default 5 min.
@@ -76,7 +76,7 @@ func Register(mux *http.ServeMux, svc *Service, o HTTPOptions) error {
 		o.Logger = slog.Default()
 	}
 	if o.InboxInterval <= 0 {
-		o.InboxInterval = defaultInboxInterval
+		o.InboxInterval = DefaultWatchInterval
 	}
 	if o.InboxStreamAge <= 0 {
 		o.InboxStreamAge = defaultStreamAge

@@ -12,10 +12,14 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
+// DefaultWatchInterval is how often a watcher of paused executions (a
+// live inbox, a gRPC WatchPausedExecutions) looks for new ones, where its
+// options leave it zero.
+const DefaultWatchInterval = 500 * time.Millisecond
+
 // Defaults of the inbox's live stream.
 const (
-	defaultInboxInterval = 500 * time.Millisecond
-	defaultStreamAge     = 5 * time.Minute
+	defaultStreamAge = 5 * time.Minute
 	// redrawEvery redraws an unchanged inbox (times left, and a heartbeat
 	// through proxies).
 	redrawEvery = 30 * time.Second

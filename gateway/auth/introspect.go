@@ -51,7 +51,8 @@ type IntrospectionOptions struct {
 	CacheSize int
 	// Leeway is the clock skew tolerated on exp. Default [DefaultLeeway].
 	Leeway time.Duration
-	// HTTPClient calls the endpoint. Default: a client with a 10s timeout.
+	// HTTPClient calls the endpoint. Default: a client with a
+	// [DefaultHTTPTimeout] timeout.
 	HTTPClient *http.Client
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -88,7 +89,7 @@ func NewIntrospector(o IntrospectionOptions) (*Introspector, error) {
 	}
 	o.Leeway = max(o.Leeway, 0)
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		o.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -160,7 +160,7 @@ func fetchTimeout(c *http.Client) time.Duration {
 	if c.Timeout > 0 {
 		return c.Timeout
 	}
-	return 10 * time.Second
+	return DefaultHTTPTimeout
 }
 
 // fetch discovers the JWKS URL if need be and reads the key set.

@@ -25,6 +25,10 @@ const (
 	// issuer's key set, past a first few (for tokens naming a key id the
 	// set lacks).
 	DefaultKeysMinRefresh = 10 * time.Second
+	// DefaultHTTPTimeout bounds one call to an authorization server
+	// (metadata, keys, introspection) when no HTTPClient of the options
+	// sets a timeout.
+	DefaultHTTPTimeout = 10 * time.Second
 )
 
 // DefaultAlgorithms are the signature algorithms a [JWTVerifier] accepts
@@ -64,8 +68,8 @@ type JWTOptions struct {
 	// rotated its keys) — three times in a row at most, then once per
 	// KeysMinRefresh. Default [DefaultKeysMinRefresh].
 	KeysMinRefresh time.Duration
-	// HTTPClient fetches metadata and keys. Default: a client with a 10s
-	// timeout.
+	// HTTPClient fetches metadata and keys. Default: a client with a
+	// [DefaultHTTPTimeout] timeout.
 	HTTPClient *http.Client
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -125,7 +129,7 @@ func NewJWTVerifier(o JWTOptions) (*JWTVerifier, error) {
 	}
 	client := o.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
 	for _, iss := range o.Issuers {
 		if _, dup := v.issuers[iss]; dup {

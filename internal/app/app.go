@@ -36,7 +36,7 @@ type Config struct {
 	// with embedded membership.
 	Consul string
 	// ConsulTTL is the membership TTL: a node that stops refreshing is
-	// dropped after about this long.
+	// dropped after about this long (zero: consul.DefaultTTL).
 	ConsulTTL time.Duration
 	// Bind is the host:port of the cluster (actor remote) listener.
 	Bind string
@@ -70,13 +70,16 @@ type Config struct {
 	ProbeRateLimit float64
 	// ProbeIdle passivates idle probe grains after this long (0: never).
 	ProbeIdle time.Duration
-	// ReminderPoll is the reminder scan interval (default 1s).
+	// ReminderPoll is the reminder scan interval (zero:
+	// reminders.DefaultPollInterval).
 	ReminderPoll time.Duration
-	// JoinTimeout bounds joining the cluster at startup (default 30s).
+	// JoinTimeout bounds joining the cluster at startup (zero:
+	// cluster.DefaultJoinTimeout).
 	JoinTimeout time.Duration
-	// ShutdownTimeout bounds a graceful stop (default 30s): leaving the
-	// membership, draining activations and closing the HTTP server share it,
-	// and Run returns when it runs out.
+	// ShutdownTimeout bounds a graceful stop (zero:
+	// [DefaultShutdownTimeout]): leaving the membership, draining
+	// activations and closing the HTTP server share it, and Run returns
+	// when it runs out.
 	ShutdownTimeout time.Duration
 	// Logger is the process logger.
 	Logger *slog.Logger
@@ -110,7 +113,8 @@ type MCPConfig struct {
 	// attempt with credentials (every surface).
 	AuthFailureRate  float64
 	AuthFailureBurst int
-	// BodyTimeout bounds reading one request body (zero: 30s).
+	// BodyTimeout bounds reading one request body (zero:
+	// gateway.DefaultBodyTimeout).
 	BodyTimeout time.Duration
 	// TrustedOrigins are browser origins that may call the node's routes
 	// (/mcp, /api/, …) cross-origin; every route refuses other cross-origin
@@ -118,13 +122,14 @@ type MCPConfig struct {
 	TrustedOrigins []string
 	// Policy is the idle policy (zero: executor's defaults).
 	Policy alarm.Policy
-	// SessionTTL ends sessions idle this long (zero: 30 days).
+	// SessionTTL ends sessions idle this long (zero:
+	// session.DefaultSessionTTL).
 	SessionTTL time.Duration
 	// TaskTTL is how long a task (tasks extension) is kept after its
-	// creation (zero: 1 hour).
+	// creation (zero: tasks.DefaultTTL).
 	TaskTTL time.Duration
-	// SoftCap is the resident runtime soft cap (zero: 32, or derived from
-	// ResidentMemory).
+	// SoftCap is the resident runtime soft cap (zero:
+	// residency.DefaultSoftCap, or derived from ResidentMemory).
 	SoftCap int
 	// ResidentMemory is the memory budget of resident session runtimes in
 	// bytes; the soft cap is derived from it (residency.Memory). Zero: the

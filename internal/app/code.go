@@ -40,7 +40,7 @@ type CodeConfig struct {
 	// read-only need approval).
 	Policy *policy.Set
 	// Window is how long a paused execution waits for a decision before
-	// it is declined (zero: 4 minutes).
+	// it is declined (zero: engine.DefaultApprovalWindow).
 	Window time.Duration
 	// Limits bound each execution (zero fields: sandbox defaults).
 	Limits sandbox.Limits

@@ -82,7 +82,7 @@ func newProcess(cfg Config) *process {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	return &process{cfg: cfg, log: cfg.Logger, errc: make(chan error, 2)}
 }

@@ -136,42 +136,12 @@ func writeScale(b *strings.Builder, r Report) {
 	if sr == nil {
 		sr = &ScaleReport{}
 	}
-	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "creation\tsessions\terrors\tsessions/s\tp50\tp90\tp99\tmax\tcpu/session\t")
-	row := func(name string, x Result, errs string) {
-		if errs == "" {
-			errs = fmt.Sprint(x.Errors)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", name, x.Requests, errs, x.Throughput,
-			FormatDuration(x.P50), FormatDuration(x.P90), FormatDuration(x.P99), FormatDuration(x.Max), FormatDuration(x.CPUPerRequest))
-	}
-	row("mcpgrain", r.Mcpgrain, "")
-	if r.Baseline != nil {
-		row("plain go-sdk", *r.Baseline, "")
-	}
-	if x := r.Ratios; x != nil {
-		fmt.Fprintf(tw, "ratio\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\n", FormatRatio(x.Throughput), FormatRatio(x.P50), FormatRatio(x.P90), FormatRatio(x.P99), FormatRatio(x.Max), FormatRatio(x.CPU))
-	}
-	_ = tw.Flush()
-	if r.Ratios != nil {
-		b.WriteString("(ratio = mcpgrain / plain go-sdk: latency or cpu/session above 1× costs more, sessions/s below 1× creates fewer; cpu/session is this whole process, client included)\n")
-	}
+	writeScaleCreation(b, r)
 	if sr.CreateRestores > 0 {
 		fmt.Fprintf(b, "%d sessions were passivated between initialize and notifications/initialized, which restored them cold (included above)\n", sr.CreateRestores)
 	}
 	if sr.Revisits.Requests > 0 {
-		what := "tools/call echo"
-		if sr.Revisit == RevisitPing {
-			what = "ping"
-		}
-		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "revisits (%s)\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\tcpu/req\t\n", what)
-		row("all", sr.Revisits, "")
-		row("warm", sr.Warm, "-")
-		row("cold", sr.Cold, "-")
-		_ = tw.Flush()
-		fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); a revisit goes to a random session (of %d) through a random URL (of %d)\n",
-			100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, sr.Created, len(sr.URLs))
+		writeScaleRevisits(b, sr)
 	}
 	if r.External {
 		b.WriteString(externalNote)
@@ -182,41 +152,91 @@ func writeScale(b *strings.Builder, r Report) {
 		writeKinds(b, "create, plain go-sdk", sr.BaselineCreateErrors, r.Baseline.ErrorSamples)
 	}
 	if len(sr.Snapshots) > 0 {
-		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "node\twhen\trss\tresident\tsoft cap\tper runtime\tbudget\tinitialize 200\tactivations\tcap evictions\tidle passivations\t")
-		var failed []string
-		for _, snap := range sr.Snapshots {
-			for _, n := range snap.Nodes {
-				if n.Error != "" {
-					failed = append(failed, fmt.Sprintf("node %s %s: %s\n", n.Node, snap.Phase, n.Error))
-					continue
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", n.Node, snap.Phase, formatBytes(n.RSS), n.Resident, n.SoftCap,
-					formatBytes(n.RuntimeBytes), formatBytes(n.MemoryBudget), n.Initializes, n.Activations, n.CapEvictions, n.IdleDisposals)
-			}
-		}
-		_ = tw.Flush()
-		b.WriteString(strings.Join(failed, ""))
-		if !r.External {
-			b.WriteString("(in-process node: rss is this whole process, client included)\n")
-		}
-		last := sr.Snapshots[len(sr.Snapshots)-1]
-		unseen := 0
-		for _, n := range last.Nodes {
-			if n.Error != "" {
-				unseen++
-			}
-		}
-		fmt.Fprintf(b, "resident sessions at the end: %.0f across %s", sr.Resident, plural(len(last.Nodes)-unseen, "node"))
-		if unseen > 0 {
-			fmt.Fprintf(b, " (%s not scraped)", plural(unseen, "node"))
-		}
-		b.WriteString("\n")
+		writeScaleNodes(b, sr, r.External)
 		writeStore(b, sr)
 	}
 	if sr.BaselineHeapPerSession > 0 {
 		fmt.Fprintf(b, "plain go-sdk keeps every session in memory: live heap +%s per session created (this process after a GC)\n", formatBytes(sr.BaselineHeapPerSession))
 	}
+}
+
+// scaleRow writes one row of a scale table (errs: the errors column,
+// empty for x's count).
+func scaleRow(tw *tabwriter.Writer, name string, x Result, errs string) {
+	if errs == "" {
+		errs = fmt.Sprint(x.Errors)
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", name, x.Requests, errs, x.Throughput,
+		FormatDuration(x.P50), FormatDuration(x.P90), FormatDuration(x.P99), FormatDuration(x.Max), FormatDuration(x.CPUPerRequest))
+}
+
+// writeScaleCreation writes the creation table, with the baseline and
+// the ratios.
+func writeScaleCreation(b *strings.Builder, r Report) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "creation\tsessions\terrors\tsessions/s\tp50\tp90\tp99\tmax\tcpu/session\t")
+	scaleRow(tw, "mcpgrain", r.Mcpgrain, "")
+	if r.Baseline != nil {
+		scaleRow(tw, "plain go-sdk", *r.Baseline, "")
+	}
+	if x := r.Ratios; x != nil {
+		fmt.Fprintf(tw, "ratio\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\n", FormatRatio(x.Throughput), FormatRatio(x.P50), FormatRatio(x.P90), FormatRatio(x.P99), FormatRatio(x.Max), FormatRatio(x.CPU))
+	}
+	_ = tw.Flush()
+	if r.Ratios != nil {
+		b.WriteString("(ratio = mcpgrain / plain go-sdk: latency or cpu/session above 1× costs more, sessions/s below 1× creates fewer; cpu/session is this whole process, client included)\n")
+	}
+}
+
+// writeScaleRevisits writes the revisits table, all, warm and cold.
+func writeScaleRevisits(b *strings.Builder, sr *ScaleReport) {
+	what := "tools/call echo"
+	if sr.Revisit == RevisitPing {
+		what = "ping"
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "revisits (%s)\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\tcpu/req\t\n", what)
+	scaleRow(tw, "all", sr.Revisits, "")
+	scaleRow(tw, "warm", sr.Warm, "-")
+	scaleRow(tw, "cold", sr.Cold, "-")
+	_ = tw.Flush()
+	fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); a revisit goes to a random session (of %d) through a random URL (of %d)\n",
+		100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, sr.Created, len(sr.URLs))
+}
+
+// writeScaleNodes writes the nodes' snapshots (external: the nodes run
+// in other processes), then the resident sessions at the end.
+func writeScaleNodes(b *strings.Builder, sr *ScaleReport, external bool) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "node\twhen\trss\tresident\tsoft cap\tper runtime\tbudget\tinitialize 200\tactivations\tcap evictions\tidle passivations\t")
+	var failed []string
+	for _, snap := range sr.Snapshots {
+		for _, n := range snap.Nodes {
+			if n.Error != "" {
+				failed = append(failed, fmt.Sprintf("node %s %s: %s\n", n.Node, snap.Phase, n.Error))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", n.Node, snap.Phase, formatBytes(n.RSS), n.Resident, n.SoftCap,
+				formatBytes(n.RuntimeBytes), formatBytes(n.MemoryBudget), n.Initializes, n.Activations, n.CapEvictions, n.IdleDisposals)
+		}
+	}
+	_ = tw.Flush()
+	b.WriteString(strings.Join(failed, ""))
+	if !external {
+		b.WriteString("(in-process node: rss is this whole process, client included)\n")
+	}
+	last := sr.Snapshots[len(sr.Snapshots)-1]
+	unseen := 0
+	for _, n := range last.Nodes {
+		if n.Error != "" {
+			unseen++
+		}
+	}
+	fmt.Fprintf(b, "resident sessions at the end: %.0f across %s", sr.Resident, plural(len(last.Nodes)-unseen, "node"))
+	if unseen > 0 {
+		fmt.Fprintf(b, " (%s not scraped)", plural(unseen, "node"))
+	}
+	b.WriteString("\n")
 }
 
 // writeKinds writes the errors of one phase by kind, most frequent first,

@@ -18,6 +18,21 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// Defaults of [Options], used where a field is zero; `mcpgrain bench`
+// flags default to them.
+const (
+	// DefaultSessions is Options.Sessions when unset.
+	DefaultSessions = 10
+	// DefaultConcurrency is Options.Concurrency when unset.
+	DefaultConcurrency = 4
+	// DefaultRestoreCap is Options.RestoreCap when unset.
+	DefaultRestoreCap = 4
+	// DefaultRequestTimeout is Options.RequestTimeout when unset.
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultProgressEvery is Options.ProgressEvery when unset.
+	DefaultProgressEvery = time.Second
+)
+
 // Options configure [Run]. Zero values get the defaults noted.
 type Options struct {
 	// URL is the MCP endpoint under load. Empty: Run starts a single node
@@ -29,10 +44,11 @@ type Options struct {
 	Token string
 	// Scenarios run in this order (default: call).
 	Scenarios []Scenario
-	// Sessions is how many MCP sessions to open up front (default 10;
-	// churn opens its own).
+	// Sessions is how many MCP sessions to open up front (default
+	// [DefaultSessions]; churn opens its own).
 	Sessions int
-	// Concurrency is how many workers issue requests at once (default 4).
+	// Concurrency is how many workers issue requests at once (default
+	// [DefaultConcurrency]).
 	Concurrency int
 	// Duration bounds each measured phase (0: only Requests does).
 	Duration time.Duration
@@ -45,17 +61,18 @@ type Options struct {
 	// this process and reports ratios.
 	Baseline bool
 	// RestoreCap is the soft cap of the in-process node in the restore
-	// scenario (default 4); Sessions must exceed it.
+	// scenario (default [DefaultRestoreCap]); Sessions must exceed it.
 	RestoreCap int
 	// Scale configures the scale scenario, whose revisit phase Duration
 	// and Requests bound (it has no warm-up).
 	Scale ScaleOptions
-	// RequestTimeout bounds one request (default 30s).
+	// RequestTimeout bounds one request (default [DefaultRequestTimeout]).
 	RequestTimeout time.Duration
-	// Progress, if set, is called about every ProgressEvery (default 1s)
-	// during each phase, and once at its end with Final set.
+	// Progress, if set, is called about every ProgressEvery during each
+	// phase, and once at its end with Final set.
 	Progress func(Progress)
-	// ProgressEvery is the interval of Progress calls (default 1s).
+	// ProgressEvery is the interval of Progress calls (default
+	// [DefaultProgressEvery]).
 	ProgressEvery time.Duration
 	// NodeLogger receives the in-process node's log (nil: discarded).
 	NodeLogger *slog.Logger
@@ -63,24 +80,35 @@ type Options struct {
 
 // Validate fills zero fields with their defaults, then checks o.
 func (o *Options) Validate() error {
+	o.fillDefaults()
+	if err := o.checkCounts(); err != nil {
+		return err
+	}
+	return o.checkScenarios()
+}
+
+// fillDefaults sets the zero fields of o to their defaults.
+func (o *Options) fillDefaults() {
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []Scenario{Call}
 	}
-	if o.Sessions == 0 {
-		o.Sessions = 10
+	setDefault(&o.Sessions, DefaultSessions)
+	setDefault(&o.Concurrency, DefaultConcurrency)
+	setDefault(&o.RestoreCap, DefaultRestoreCap)
+	setDefault(&o.RequestTimeout, DefaultRequestTimeout)
+	setDefault(&o.ProgressEvery, DefaultProgressEvery)
+}
+
+// setDefault sets *v to def if it is zero.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 4
-	}
-	if o.RestoreCap == 0 {
-		o.RestoreCap = 4
-	}
-	if o.RequestTimeout == 0 {
-		o.RequestTimeout = 30 * time.Second
-	}
-	if o.ProgressEvery == 0 {
-		o.ProgressEvery = time.Second
-	}
+}
+
+// checkCounts checks the sizes and lengths of the run.
+func (o *Options) checkCounts() error {
 	switch {
 	case o.Sessions < 1:
 		return errors.New("sessions must be at least 1")
@@ -93,6 +121,11 @@ func (o *Options) Validate() error {
 	case o.RestoreCap < 1:
 		return errors.New("the restore soft cap must be at least 1")
 	}
+	return nil
+}
+
+// checkScenarios checks each scenario against the rest of o.
+func (o *Options) checkScenarios() error {
 	urls := len(Endpoints(o.URL))
 	for _, sc := range o.Scenarios {
 		switch {

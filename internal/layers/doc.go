@@ -1,6 +1,8 @@
 // Package layers checks mcpgrain's import graph: its test fails when a
 // package imports one from a higher layer, or when the HTTP gateway links
-// the sandbox. The layers, bottom up, are listed in [Order].
+// the sandbox. The layers, bottom up, are listed in [Order]. It also
+// checks the code's shape: no function outside tests and generated code
+// is longer than 80 lines, its data literals aside.
 package layers
 
 // Order is mcpgrain's layers, bottom up, by package path prefix (the

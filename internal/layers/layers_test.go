@@ -14,6 +14,8 @@ const module = "github.com/mcpgrain/mcpgrain/"
 
 type listed struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Imports    []string
 	Deps       []string
 }

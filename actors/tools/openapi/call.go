@@ -131,53 +131,93 @@ func decodeResponse(contentType string, data []byte) any {
 
 // buildRequest maps args onto the operation's parameters and body.
 func (s *Source) buildRequest(ctx context.Context, op *operation, args map[string]any) (*http.Request, error) {
-	argErr := func(format string, a ...any) error {
-		return &ArgumentError{Tool: op.tool.Path, Msg: fmt.Sprintf(format, a...)}
+	parts, err := op.bindParams(args)
+	if err != nil {
+		return nil, err
 	}
-	var (
-		pathVals = map[string]string{}
-		query    []string // encoded k=v pairs
-		headers  = http.Header{}
-		cookies  []string
-		used     = make(map[string]bool, len(op.params))
-	)
+	bodyReader, contentType, err := op.bindBody(args, unusedArgs(args, parts.used))
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.requestURL(op, parts)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, op.method, u, bodyReader)
+	if err != nil {
+		return nil, op.argErr("cannot build request: %v", err)
+	}
+	s.setHeaders(req, parts, contentType)
+	return req, nil
+}
+
+// argErr is an [ArgumentError] of op's tool.
+func (op *operation) argErr(format string, a ...any) error {
+	return &ArgumentError{Tool: op.tool.Path, Msg: fmt.Sprintf(format, a...)}
+}
+
+// requestParts are the operation's parameters, encoded where they go.
+type requestParts struct {
+	pathVals map[string]string
+	query    []string // encoded k=v pairs
+	headers  http.Header
+	cookies  []string
+	used     map[string]bool // the parameters' names
+}
+
+// bindParams encodes the arguments that are op's parameters.
+func (op *operation) bindParams(args map[string]any) (*requestParts, error) {
+	parts := &requestParts{pathVals: map[string]string{}, headers: http.Header{}, used: make(map[string]bool, len(op.params))}
 	for _, p := range op.params {
-		used[p.name] = true
+		parts.used[p.name] = true
 		v, ok := args[p.name]
 		if !ok || v == nil {
 			if p.required {
-				return nil, argErr("missing required %s parameter %q", p.in, p.name)
+				return nil, op.argErr("missing required %s parameter %q", p.in, p.name)
 			}
 			continue
 		}
-		switch p.in {
-		case "path":
-			str, err := p.pathValue(v)
-			if err != nil {
-				return nil, argErr("parameter %q: %v", p.name, err)
-			}
-			pathVals[p.name] = str
-		case "query":
-			pairs, err := p.queryPairs(v)
-			if err != nil {
-				return nil, argErr("parameter %q: %v", p.name, err)
-			}
-			query = append(query, pairs...)
-		case "header":
-			str, err := p.simple(v)
-			if err != nil {
-				return nil, argErr("parameter %q: %v", p.name, err)
-			}
-			headers.Set(p.name, str)
-		case "cookie":
-			str, err := p.simple(v)
-			if err != nil {
-				return nil, argErr("parameter %q: %v", p.name, err)
-			}
-			cookies = append(cookies, p.name+"="+url.QueryEscape(str))
+		if err := parts.bind(p, v); err != nil {
+			return nil, op.argErr("parameter %q: %v", p.name, err)
 		}
 	}
+	return parts, nil
+}
 
+// bind encodes v as parameter p.
+func (parts *requestParts) bind(p *param, v any) error {
+	switch p.in {
+	case "path":
+		str, err := p.pathValue(v)
+		if err != nil {
+			return err
+		}
+		parts.pathVals[p.name] = str
+	case "query":
+		pairs, err := p.queryPairs(v)
+		if err != nil {
+			return err
+		}
+		parts.query = append(parts.query, pairs...)
+	case "header":
+		str, err := p.simple(v)
+		if err != nil {
+			return err
+		}
+		parts.headers.Set(p.name, str)
+	case "cookie":
+		str, err := p.simple(v)
+		if err != nil {
+			return err
+		}
+		parts.cookies = append(parts.cookies, p.name+"="+url.QueryEscape(str))
+	}
+	return nil
+}
+
+// unusedArgs are the names of the arguments that are no parameter,
+// sorted.
+func unusedArgs(args map[string]any, used map[string]bool) []string {
 	var rest []string
 	for k := range args {
 		if !used[k] {
@@ -185,48 +225,65 @@ func (s *Source) buildRequest(ctx context.Context, op *operation, args map[strin
 		}
 	}
 	slices.Sort(rest)
-	var (
-		bodyReader  io.Reader
-		contentType string
-	)
-	if bd := op.body; bd != nil {
-		var bodyVal any
-		hasBody := false
-		switch {
-		case !bd.bodyProp && slices.Contains(rest, "body"):
-			if len(rest) > 1 {
-				return nil, argErr("pass either body or the body's fields, not both (got body and %s)", strings.Join(slices.DeleteFunc(rest, func(k string) bool { return k == "body" }), ", "))
-			}
-			bodyVal, hasBody = args["body"], args["body"] != nil
-		case len(rest) > 0:
-			fields := make(map[string]any, len(rest))
-			for _, k := range rest {
-				fields[k] = args[k]
-			}
-			bodyVal, hasBody = fields, true
-		case bd.required && bd.flatten:
-			bodyVal, hasBody = map[string]any{}, true
-		case bd.required:
-			return nil, argErr("missing required request body (pass it as body)")
-		}
-		if hasBody {
-			r, ct, err := encodeBody(bd, bodyVal)
-			if err != nil {
-				return nil, argErr("request body: %v", err)
-			}
-			bodyReader, contentType = r, ct
-		}
-	} else if len(rest) > 0 {
-		known := make([]string, 0, len(op.params))
-		for _, p := range op.params {
-			known = append(known, p.name)
-		}
-		if len(known) == 0 {
-			return nil, argErr("unknown argument(s) %s: this operation takes no arguments", strings.Join(rest, ", "))
-		}
-		return nil, argErr("unknown argument(s) %s (parameters: %s)", strings.Join(rest, ", "), strings.Join(known, ", "))
-	}
+	return rest
+}
 
+// bindBody encodes the request body from args: the body argument, or the
+// arguments that are no parameter (rest) as the body's fields. An
+// operation without a body takes no such arguments.
+func (op *operation) bindBody(args map[string]any, rest []string) (io.Reader, string, error) {
+	bd := op.body
+	if bd == nil {
+		return nil, "", op.unknownArgs(rest)
+	}
+	var bodyVal any
+	hasBody := false
+	switch {
+	case !bd.bodyProp && slices.Contains(rest, "body"):
+		if len(rest) > 1 {
+			return nil, "", op.argErr("pass either body or the body's fields, not both (got body and %s)", strings.Join(slices.DeleteFunc(rest, func(k string) bool { return k == "body" }), ", "))
+		}
+		bodyVal, hasBody = args["body"], args["body"] != nil
+	case len(rest) > 0:
+		fields := make(map[string]any, len(rest))
+		for _, k := range rest {
+			fields[k] = args[k]
+		}
+		bodyVal, hasBody = fields, true
+	case bd.required && bd.flatten:
+		bodyVal, hasBody = map[string]any{}, true
+	case bd.required:
+		return nil, "", op.argErr("missing required request body (pass it as body)")
+	}
+	if !hasBody {
+		return nil, "", nil
+	}
+	r, ct, err := encodeBody(bd, bodyVal)
+	if err != nil {
+		return nil, "", op.argErr("request body: %v", err)
+	}
+	return r, ct, nil
+}
+
+// unknownArgs refuses the arguments rest of an operation without a body
+// (nil if there are none).
+func (op *operation) unknownArgs(rest []string) error {
+	if len(rest) == 0 {
+		return nil
+	}
+	known := make([]string, 0, len(op.params))
+	for _, p := range op.params {
+		known = append(known, p.name)
+	}
+	if len(known) == 0 {
+		return op.argErr("unknown argument(s) %s: this operation takes no arguments", strings.Join(rest, ", "))
+	}
+	return op.argErr("unknown argument(s) %s (parameters: %s)", strings.Join(rest, ", "), strings.Join(known, ", "))
+}
+
+// requestURL is the operation's URL: the base URL, the path with its
+// parameters filled in, the query.
+func (s *Source) requestURL(op *operation, parts *requestParts) (string, error) {
 	base := s.baseURL
 	if op.baseURL != "" {
 		base = op.baseURL
@@ -238,25 +295,28 @@ func (s *Source) buildRequest(ctx context.Context, op *operation, args map[strin
 			u.WriteString(seg.lit)
 			continue
 		}
-		v, ok := pathVals[seg.param]
+		v, ok := parts.pathVals[seg.param]
 		if !ok {
-			return nil, argErr("missing path parameter %q", seg.param)
+			return "", op.argErr("missing path parameter %q", seg.param)
 		}
 		u.WriteString(v)
 	}
-	if len(query) > 0 {
+	if len(parts.query) > 0 {
 		u.WriteByte('?')
-		u.WriteString(strings.Join(query, "&"))
+		u.WriteString(strings.Join(parts.query, "&"))
 	}
-	req, err := http.NewRequestWithContext(ctx, op.method, u.String(), bodyReader)
-	if err != nil {
-		return nil, argErr("cannot build request: %v", err)
-	}
-	for k, v := range headers {
+	return u.String(), nil
+}
+
+// setHeaders sets the request's headers: the header and cookie
+// parameters, the body's content type, a default Accept, then the
+// source's own headers (which win).
+func (s *Source) setHeaders(req *http.Request, parts *requestParts, contentType string) {
+	for k, v := range parts.headers {
 		req.Header[k] = v
 	}
-	if len(cookies) > 0 {
-		req.Header.Set("Cookie", strings.Join(cookies, "; "))
+	if len(parts.cookies) > 0 {
+		req.Header.Set("Cookie", strings.Join(parts.cookies, "; "))
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -267,7 +327,6 @@ func (s *Source) buildRequest(ctx context.Context, op *operation, args map[strin
 	for k, v := range s.headers {
 		req.Header[k] = slices.Clone(v)
 	}
-	return req, nil
 }
 
 // encodeBody encodes v for the body's media type.

@@ -383,43 +383,35 @@ func (p *Provider) resetWatch() {
 	}
 }
 
+// watchState is what the watch carries from one query to the next.
+type watchState struct {
+	index     uint64
+	bo        backoff
+	fl        failureLog
+	hold      holdDown
+	published membership.View
+	delivered bool // the first event (a view with self) was emitted
+	lastHeld  []string
+	forced    bool // a reset was requested; the next answer is a discontinuity
+}
+
 // watchLoop follows the passing instances of the service with blocking
 // queries and publishes changed views.
 func (p *Provider) watchLoop(ctx context.Context) {
-	var (
-		index     uint64
-		bo        = backoff{base: backoffMin, max: backoffMax}
-		fl        = failureLog{log: p.log, what: "consul watch"}
-		hold      = holdDown{period: p.cfg.RemovalHoldDown}
-		published membership.View
-		delivered bool // the first event (a view with self) was emitted
-		lastHeld  []string
-	)
-	selfID := p.self.ID
+	w := &watchState{
+		bo:   backoff{base: backoffMin, max: backoffMax},
+		fl:   failureLog{log: p.log, what: "consul watch"},
+		hold: holdDown{period: p.cfg.RemovalHoldDown},
+	}
 	health := p.client.Health()
-	forced := false // a reset was requested; the next answer is a discontinuity
 	for {
 		wait := p.cfg.WatchWait
-		if rem := hold.remaining(p.cfg.Now()); rem > 0 && rem < wait {
+		if rem := w.hold.remaining(p.cfg.Now()); rem > 0 && rem < wait {
 			// Wake up when the hold-down ends to drop members still missing.
 			wait = max(rem, minQueryGap)
 		}
 		begin := time.Now()
-		p.resetMu.Lock()
-		if p.watchReset {
-			p.watchReset, forced, index = false, true, 0
-		}
-		// Consul may add wait/16 of jitter; beyond that plus a margin the
-		// agent is hung (e.g. stopped), and we give up on the request.
-		qctx, cancel := context.WithTimeout(ctx, wait+wait/16+p.cfg.requestTimeout())
-		p.watchCancel = cancel
-		p.resetMu.Unlock()
-		entries, meta, err := health.Service(p.cfg.ClusterName, "", true, (&api.QueryOptions{WaitIndex: index, WaitTime: wait}).WithContext(qctx))
-		p.resetMu.Lock()
-		p.watchCancel = nil
-		reset := p.watchReset
-		p.resetMu.Unlock()
-		cancel()
+		entries, meta, reset, err := p.watchQuery(ctx, health, w, wait)
 		if ctx.Err() != nil {
 			return
 		}
@@ -427,65 +419,109 @@ func (p *Provider) watchLoop(ctx context.Context) {
 			continue // start over at once with a fresh read
 		}
 		if err != nil {
-			fl.fail(err)
-			// Keep the last good view: an unreachable agent says nothing
-			// about the members. Once it answers again it may be another
-			// agent (restarted, its index lower than ours, which would
-			// block until WatchWait), so start over with a fresh read.
-			index = 0
-			t := time.NewTimer(bo.next())
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !p.watchFailed(ctx, w, err) {
 				return
-			case <-p.watchKick: // the refresher reached the agent again
-			case <-t.C:
 			}
-			t.Stop()
 			continue
 		}
-		bo.reset()
 		now := p.cfg.Now()
-		discontinuity := fl.ok() || forced
-		forced = false
-		next := max(meta.LastIndex, 1) // an index of 0 would never block
-		unchanged := next == index
-		if next < index {
-			// The index went backwards (agent restart, state reset):
-			// start over with a fresh non-blocking query.
-			p.log.Info("consul index went backwards; resetting the watch", "from", index, "to", next)
-			next, discontinuity = 0, true
-		}
-		index = next
-		if discontinuity {
-			hold.open(now)
-		}
-
-		fresh, skipped := viewFromEntries(entries)
-		if skipped > 0 {
-			p.log.Debug("ignored consul entries that are not members", "count", skipped)
-		}
-		v, held := mergeHeld(published, fresh, hold.remaining(now) > 0)
-		if !slices.Equal(held, lastHeld) {
-			if len(held) > 0 {
-				p.log.Info("members missing from consul after a discontinuity are held in the view",
-					"held", held, "hold_down_left", hold.remaining(now).Round(time.Millisecond))
-			}
-			lastHeld = held
-		}
-		if (!delivered && v.Contains(selfID)) || (delivered && !v.Equal(published)) {
-			delivered = true
-			published = v
-			p.emit(membership.Event{View: v})
-		}
-
+		unchanged := p.watchAdvance(w, meta.LastIndex, now)
+		p.watchPublish(w, entries, now)
 		gap := minChangedQueryGap
-		if unchanged || index == 0 {
+		if unchanged || w.index == 0 {
 			gap = minQueryGap
 		}
 		if !sleep(ctx, gap-time.Since(begin)) {
 			return
 		}
+	}
+}
+
+// watchQuery asks Consul for the passing instances, blocking up to wait
+// for a change since w.index; reset reports that a reset was requested
+// meanwhile (the answer is to be dropped).
+func (p *Provider) watchQuery(ctx context.Context, health *api.Health, w *watchState, wait time.Duration) (entries []*api.ServiceEntry, meta *api.QueryMeta, reset bool, err error) {
+	p.resetMu.Lock()
+	if p.watchReset {
+		p.watchReset, w.forced, w.index = false, true, 0
+	}
+	// Consul may add wait/16 of jitter; beyond that plus a margin the
+	// agent is hung (e.g. stopped), and we give up on the request.
+	qctx, cancel := context.WithTimeout(ctx, wait+wait/16+p.cfg.requestTimeout())
+	p.watchCancel = cancel
+	p.resetMu.Unlock()
+	entries, meta, err = health.Service(p.cfg.ClusterName, "", true, (&api.QueryOptions{WaitIndex: w.index, WaitTime: wait}).WithContext(qctx))
+	p.resetMu.Lock()
+	p.watchCancel = nil
+	reset = p.watchReset
+	p.resetMu.Unlock()
+	cancel()
+	return entries, meta, reset, err
+}
+
+// watchFailed handles a failed query: it keeps the last good view (an
+// unreachable agent says nothing about the members) and waits out the
+// backoff, or until the refresher reaches the agent again. Once it
+// answers again it may be another agent (restarted, its index lower than
+// ours, which would block until WatchWait), so the watch starts over with
+// a fresh read. It returns false when ctx ends.
+func (p *Provider) watchFailed(ctx context.Context, w *watchState, err error) bool {
+	w.fl.fail(err)
+	w.index = 0
+	t := time.NewTimer(w.bo.next())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-p.watchKick: // the refresher reached the agent again
+	case <-t.C:
+	}
+	return true
+}
+
+// watchAdvance moves the watch to Consul's index last after a good
+// answer, opening the hold-down on a discontinuity (the first answer
+// after failures, a reset, an index that went backwards). It reports
+// whether the index is unchanged.
+func (p *Provider) watchAdvance(w *watchState, last uint64, now time.Time) (unchanged bool) {
+	w.bo.reset()
+	discontinuity := w.fl.ok() || w.forced
+	w.forced = false
+	next := max(last, 1) // an index of 0 would never block
+	unchanged = next == w.index
+	if next < w.index {
+		// The index went backwards (agent restart, state reset):
+		// start over with a fresh non-blocking query.
+		p.log.Info("consul index went backwards; resetting the watch", "from", w.index, "to", next)
+		next, discontinuity = 0, true
+	}
+	w.index = next
+	if discontinuity {
+		w.hold.open(now)
+	}
+	return unchanged
+}
+
+// watchPublish emits the view of entries, with members held during the
+// hold-down, when it is the first with this node or differs from the last
+// one emitted.
+func (p *Provider) watchPublish(w *watchState, entries []*api.ServiceEntry, now time.Time) {
+	fresh, skipped := viewFromEntries(entries)
+	if skipped > 0 {
+		p.log.Debug("ignored consul entries that are not members", "count", skipped)
+	}
+	v, held := mergeHeld(w.published, fresh, w.hold.remaining(now) > 0)
+	if !slices.Equal(held, w.lastHeld) {
+		if len(held) > 0 {
+			p.log.Info("members missing from consul after a discontinuity are held in the view",
+				"held", held, "hold_down_left", w.hold.remaining(now).Round(time.Millisecond))
+		}
+		w.lastHeld = held
+	}
+	if (!w.delivered && v.Contains(p.self.ID)) || (w.delivered && !v.Equal(w.published)) {
+		w.delivered = true
+		w.published = v
+		p.emit(membership.Event{View: v})
 	}
 }
 
