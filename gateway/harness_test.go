@@ -86,11 +86,6 @@ func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]
 	return testcluster.CallTool(t, cs, tool, args)
 }
 
-func echo(t *testing.T, cs *mcp.ClientSession, text string) {
-	t.Helper()
-	testcluster.Echo(t, cs, text)
-}
-
 // pause runs createCode and returns the paused execution's id.
 func pause(t testing.TB, cs *mcp.ClientSession, wantStatus string) string {
 	t.Helper()
@@ -188,5 +183,3 @@ func mcpgrainCLI(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
 	return testcluster.CLI(t, bin, args...)
 }
-
-func decision(id string) string { return testcluster.InboxDecision(id) }

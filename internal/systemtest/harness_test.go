@@ -180,8 +180,6 @@ func (p metricsProbe) get(name string, labels map[string]string) float64 {
 	return p.probe().Get(name, labels)
 }
 
-func (p metricsProbe) residency() string { return p.probe().Residency() }
-
 func (p metricsProbe) handshakesEnded(labels map[string]string, n int) {
 	p.t.Helper()
 	p.probe().HandshakesEnded(labels, n)
