@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the session's log level (SEP-2577 deprecates logging) is part of what a restore replays.
+
 package mcpruntime_test
 
 import (
@@ -33,9 +35,8 @@ func loggingBuilder(t *testing.T) (*mcpruntime.Builder, *mcp.Server) {
 		NewServer: func(opts *mcp.ServerOptions, _ func(*mcp.Server)) (*mcp.Server, func(), error) {
 			srv = mcp.NewServer(&mcp.Implementation{Name: "t"}, opts)
 			mcp.AddTool(srv, &mcp.Tool{Name: "say"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				for _, level := range []mcp.LoggingLevel{"info", "error"} {
-					//lint:ignore SA1019 the session's log level is what a restore replays
-					_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Data: "said at " + string(level)})
+				for _, level := range []string{"info", "error"} {
+					_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(level), Data: "said at " + level})
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "said"}}}, nil, nil
 			})
