@@ -7,7 +7,6 @@ package gateway_test
 import (
 	"context"
 	"net/http"
-
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"

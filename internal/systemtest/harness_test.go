@@ -7,7 +7,6 @@ package systemtest
 import (
 	"context"
 	"net/http"
-
 	"testing"
 	"time"
 
