@@ -518,8 +518,6 @@ func TestFailedSignInsAreLimitedPerAddress(t *testing.T) {
 	})
 }
 
-const veraToken = "mcpg_vera_token_0123456789ab" // org "acme", viewer
-
 // TestViewersSeeButNeverDecide: roles meant nothing (any key of the
 // organization decided; the role was only recorded as org_write_access).
 // A viewer now lists and shows on every surface and is refused every

@@ -2,147 +2,19 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
-
-const (
-	aliceToken = "mcpg_alice_token_0123456789"
-	bobToken   = "mcpg_bob_token_0123456789ab"
-)
-
-// startNode runs a real single-node mcpgrain (the app, as `mcpgrain dev`
-// runs it) and returns its HTTP address.
-// testStateKey is the state key of the test nodes.
-var testStateKey = []byte("0123456789abcdef0123456789abcdef")
-
-func startNode(t testing.TB, tweak func(*app.Config)) string {
-	t.Helper()
-	return startNodeInfo(t, tweak).HTTPAddr
-}
-
-// startNodeInfo is startNode, returning everything the node reports.
-func startNodeInfo(t testing.TB, tweak func(*app.Config)) app.Info {
-	t.Helper()
-	info, _ := startNodeStoppable(t, tweak)
-	return info
-}
-
-// startNodeStoppable is startNodeInfo with a stop function: it stops the
-// node gracefully (as on SIGTERM) and returns what app.Run returned. The
-// test's cleanup stops it too, once.
-func startNodeStoppable(t testing.TB, tweak func(*app.Config)) (app.Info, func() error) {
-	t.Helper()
-	keys, err := auth.NewKeys(
-		auth.Entry{Token: aliceToken, User: "alice", Org: "acme", Role: "admin"},
-		auth.Entry{Token: bobToken, User: "bob", Org: "acme", Role: "member"},
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("MCPGRAIN_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	cfg := app.Config{
-		NodeID: "t1", Bind: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-		Store:  "sqlite:" + filepath.Join(t.TempDir(), "g.db"),
-		Logger: logger,
-		MCP: app.MCPConfig{Packs: []string{"demo", "conformance"}, Keys: keys, RateLimit: 1000, RateBurst: 1000,
-			StateKey: testStateKey},
-	}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan app.Info, 1)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, cfg, func(i app.Info) { ready <- i }) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	select {
-	case i := <-ready:
-		return i, stop
-	case err := <-done:
-		t.Fatalf("node did not start: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("node did not start in 20s")
-	}
-	return app.Info{}, nil
-}
-
-func connect(t testing.TB, addr, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + addr + "/mcp",
-		HTTPClient: &http.Client{Transport: mcpclient.Bearer(token, http.DefaultTransport)},
-	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
-
-type rawResponse struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func raw(t *testing.T, method, addr string, headers map[string]string, body string) rawResponse {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://"+addr+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return rawResponse{resp.StatusCode, resp.Header, b}
-}
-
-func rpcCode(t *testing.T, body []byte) int {
-	t.Helper()
-	var r struct {
-		Error struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatalf("not a JSON-RPC error body: %q", body)
-	}
-	return r.Error.Code
-}
 
 func TestStatefulSessionRoundTrip(t *testing.T) {
 	addr := startNode(t, nil)

@@ -3,147 +3,15 @@ package gateway_test
 import (
 	"bufio"
 	"context"
-	"fmt"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
-
-// scrape is one parsed GET /metrics of a running node.
-type scrape map[string]*dto.MetricFamily
-
-func scrapeMetrics(t testing.TB, addr string) scrape {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape: status %d", resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("scrape: parse: %v", err)
-	}
-	return fams
-}
-
-// value sums the series of name whose labels include want: counter and
-// gauge values, histogram sample counts.
-func (s scrape) value(name string, want map[string]string) float64 {
-	f := s[name]
-	if f == nil {
-		return 0
-	}
-	var sum float64
-next:
-	for _, m := range f.GetMetric() {
-		have := labelMap(m)
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		case m.Untyped != nil:
-			sum += m.GetUntyped().GetValue()
-		}
-	}
-	return sum
-}
-
-// metricsProbe reads one metric of a node and waits for it to move.
-type metricsProbe struct {
-	t    *testing.T
-	addr string
-}
-
-func (p metricsProbe) get(name string, labels map[string]string) float64 {
-	return scrapeMetrics(p.t, p.addr).value(name, labels)
-}
-
-// residency is what the node's residency metrics read, for a failure's
-// message: why a runtime was or was not evicted.
-func (p metricsProbe) residency() string {
-	s := scrapeMetrics(p.t, p.addr)
-	var b strings.Builder
-	for _, name := range []string{"mcpgrain_resident_runtimes", "mcpgrain_resident_evictable", "mcpgrain_resident_pinned",
-		"mcpgrain_resident_eviction_pending", "mcpgrain_active_streams", "mcpgrain_cap_overflow_total", "mcpgrain_cap_eviction_requests_total", "mcpgrain_runtime_disposals_total"} {
-		for _, m := range s[name].GetMetric() {
-			fmt.Fprintf(&b, "  %s%v = %v\n", name, m.GetLabel(), s.value(name, labelMap(m)))
-		}
-	}
-	return b.String()
-}
-
-func labelMap(m *dto.Metric) map[string]string {
-	have := map[string]string{}
-	for _, l := range m.GetLabel() {
-		have[l.GetName()] = l.GetValue()
-	}
-	return have
-}
-
-// handshakesEnded waits until n runtimes are resident and evictable: a
-// go-sdk client's call returns once it read its answer, which can be
-// before the handler that wrote it returned, and an exchange in flight
-// pins its runtime (a cold build then overflows the cap instead of
-// evicting it).
-func (p metricsProbe) handshakesEnded(labels map[string]string, n int) {
-	p.t.Helper()
-	p.waitFor("resident runtimes", "mcpgrain_resident_runtimes", labels, exactly(float64(n)))
-	p.waitFor("their exchanges ended", "mcpgrain_resident_evictable", labels, exactly(float64(n)))
-}
-
-// waitForBound is how long waitFor waits for a metric: generous, since a
-// node on an oversubscribed machine (CI runs packages in parallel, and
-// users run the suite on busy machines) can take seconds for what takes
-// milliseconds on a quiet one; a wait longer than waitForSlow is logged
-// with its figure.
-const (
-	waitForBound = 60 * time.Second
-	waitForSlow  = 5 * time.Second
-)
-
-// waitFor polls until name{labels} satisfies ok (within waitForBound).
-func (p metricsProbe) waitFor(what, name string, labels map[string]string, ok func(float64) bool) float64 {
-	p.t.Helper()
-	start := time.Now()
-	for {
-		v := p.get(name, labels)
-		if ok(v) {
-			if took := time.Since(start); took > waitForSlow {
-				p.t.Logf("%s: %s%v took %v (a loaded machine)", what, name, labels, took.Round(time.Millisecond))
-			}
-			return v
-		}
-		if time.Since(start) > waitForBound {
-			p.t.Fatalf("%s: %s%v = %v after %v; the node's residency then:\n%s", what, name, labels, v, waitForBound, p.residency())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
-func exactly(n float64) func(float64) bool { return func(v float64) bool { return v == n } }
 
 // TestMetricsMoveWithTheEventsTheyCount drives one running node through
 // every event a documented metric counts and checks the scraped /metrics

@@ -7,11 +7,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-func mrtrClient(t *testing.T, addr, token string) *mcp.ClientSession {
-	t.Helper()
-	return connect(t, addr, token, "", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-}
-
 func TestSessionlessClientWorksWithoutASession(t *testing.T) {
 	addr := startNode(t, nil)
 	cs := connect(t, addr, aliceToken, "", nil) // go-sdk's default: 2026-07-28
@@ -27,14 +22,6 @@ func TestSessionlessClientWorksWithoutASession(t *testing.T) {
 	}
 	if tc := res.Content[0].(*mcp.TextContent); tc.Text != "modern" {
 		t.Fatalf("echo: %q", tc.Text)
-	}
-}
-
-func confirmRetry(state string) *mcp.CallToolParams {
-	return &mcp.CallToolParams{
-		Name:           "test_input_required_result_request_state",
-		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}},
-		RequestState:   state,
 	}
 }
 

@@ -157,7 +157,7 @@ type forwardCall struct {
 // fake and the fault-injection point for cross-session resumes: it records
 // its calls and answers what the test set. The real forward path (directory
 // lookup, owner session, identity check) is covered by the multi-node
-// gateway tests.
+// system tests (internal/systemtest).
 type testRuntime struct {
 	eng       *engine.Engine
 	decisions chan decision

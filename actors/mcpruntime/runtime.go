@@ -26,10 +26,14 @@
 // state into its fresh handler as the client once sent it — initialize,
 // notifications/initialized, logging/setLevel — so the client continues
 // without re-initializing.
-// (go-sdk's ServerSessionOptions.State cannot be used here: only the
-// StreamableHTTPHandler sets up the per-request protocol-version context that
-// the transport needs, and the handler creates sessions only from an
-// initialize request.)
+// The replay calls the handler directly, in process: no network, no test
+// recorder; the answers go to a small in-memory writer. (go-sdk v1.8.0's
+// ServerSessionOptions.State cannot be used here: only the
+// StreamableHTTPHandler sets up the per-request protocol-version context
+// that the transport needs, through an unexported context key, and the
+// handler creates sessions only from an initialize request; Server.Connect
+// with a state, or an in-memory transport, would give a session the
+// handler does not know.)
 //
 //lint:file-ignore SA1019 restoring a legacy-era session replays its logging level (SEP-2577 deprecates, still serves it).
 package mcpruntime
@@ -42,7 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -424,7 +428,10 @@ func (r *Runtime) replay(ctx context.Context, s replayStep, inSession bool, vers
 		body += `,"id":` + s.id
 	}
 	body += "}"
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader([]byte(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("mcpruntime: restore %s: %w", s.method, err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set(exchange.HeaderSession, r.id)
@@ -432,15 +439,60 @@ func (r *Runtime) replay(ctx context.Context, s replayStep, inSession bool, vers
 		req.Header.Set("Mcp-Session-Id", r.id)
 		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	rec := httptest.NewRecorder()
-	r.serve(rec, req)
-	if rec.Code != s.want {
-		return fmt.Errorf("mcpruntime: restore %s: status %d: %s", s.method, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
+	var w answer
+	r.serve(&w, req)
+	if w.code() != s.want {
+		return fmt.Errorf("mcpruntime: restore %s: status %d: %s", s.method, w.code(), bytes.TrimSpace(w.body.Bytes()))
 	}
-	if !inSession && rec.Header().Get("Mcp-Session-Id") != r.id {
-		return fmt.Errorf("mcpruntime: restore initialize: session id %q, want %q", rec.Header().Get("Mcp-Session-Id"), r.id)
+	if !inSession && w.Header().Get("Mcp-Session-Id") != r.id {
+		return fmt.Errorf("mcpruntime: restore initialize: session id %q, want %q", w.Header().Get("Mcp-Session-Id"), r.id)
 	}
 	return nil
+}
+
+// answer is what go-sdk's handler wrote to a request the runtime makes
+// itself, in process (a replayed handshake step, the closing DELETE): its
+// status, headers and the start of its body, for an error message.
+type answer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+// answerBodyLimit is how much of an answer's body is kept.
+const answerBodyLimit = 4 << 10
+
+func (w *answer) Header() http.Header {
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	return w.header
+}
+
+func (w *answer) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *answer) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if room := answerBodyLimit - w.body.Len(); room > 0 {
+		w.body.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Flush implements http.Flusher (go-sdk flushes SSE answers): nothing to
+// flush in memory.
+func (w *answer) Flush() {}
+
+// code is the answer's status (200 if the handler wrote none).
+func (w *answer) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // serve hands one request to go-sdk's handler with the session id
@@ -638,9 +690,10 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	if id != "" {
 		// Closing the handler's session is only possible through DELETE.
-		req := httptest.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil)
-		req.Header.Set("Mcp-Session-Id", id)
-		r.handler.ServeHTTP(httptest.NewRecorder(), req)
+		if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "/mcp", nil); err == nil {
+			req.Header.Set("Mcp-Session-Id", id)
+			r.handler.ServeHTTP(&answer{}, req)
+		}
 	}
 	return r.events.close(ctx)
 }

@@ -7,6 +7,13 @@
 // Set MCPGRAIN_TEST_RACE=1 to build the node binary with -race: the test
 // then fails if any node reports a data race.
 //
+// It is also the harness the system tests (internal/systemtest) and the
+// gateway's tests share: a single node in the test process ([StartLocal],
+// [StartCodeNode]), MCP clients ([Connect], [ConnectMode], [MRTRClient],
+// [ConnectOwnedBy]), code mode and HTTP API calls ([CallTool], [Pause],
+// [API], [Todos], [Raw]), the approval service and CLI ([ApprovalClient],
+// [CLI]) and a node's metrics ([ScrapeMetrics], [MetricsProbe]).
+//
 //	c := testcluster.Start(t, testcluster.Options{Nodes: 3})
 //	res := c.Node(0).Probe(t, "grain-1", 1)
 //	c.Kill(1)

@@ -1,10 +1,8 @@
-package gateway_test
+package systemtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,158 +10,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
-const (
-	carolToken = "mcpg_carol_token_0123456789" // org "globex"
-	createCode = `const t = await tools.demo.createTodo({title: "ship it"}); return t;`
-)
-
-// startCodeNode runs a node with code mode and the demo API.
-func startCodeNode(t testing.TB, tweak func(*app.Config)) app.Info {
-	t.Helper()
-	return startNodeInfo(t, codeNode(t, tweak))
-}
-
-// codeNode is the configuration tweak of startCodeNode.
-func codeNode(t testing.TB, tweak func(*app.Config)) func(*app.Config) {
-	return func(c *app.Config) {
-		c.GRPC = "127.0.0.1:0"
-		c.MCP.Packs = []string{"code"}
-		c.MCP.Code.DemoAPI = true
-		k, err := c.MCP.Keys.Merge(mustKeys(t, carolToken, "carol", "globex", "admin"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.MCP.Keys = k
-		if tweak != nil {
-			tweak(c)
-		}
-	}
-}
-
-// connectMode connects with ?elicitation_mode=mode ("" for the default).
-func connectMode(t testing.TB, addr, token, mode string) *mcp.ClientSession {
-	t.Helper()
-	endpoint := "http://" + addr + "/mcp"
-	if mode != "" {
-		endpoint += "?elicitation_mode=" + mode
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: endpoint, HTTPClient: &http.Client{Transport: mcpclient.Bearer(token, http.DefaultTransport)},
-	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
-
-// call calls a tool and returns its result with the structured content
-// decoded.
-func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
-	t.Helper()
-	return callToolWithin(t, cs, tool, args, 60*time.Second)
-}
-
-// callToolWithin is callTool with a deadline of its own, for a call that
-// may legitimately run longer than a minute on a loaded machine.
-func callToolWithin(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any, within time.Duration) (*mcp.CallToolResult, map[string]any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("call %s: %v", tool, err)
-	}
-	return res, structured(t, res)
-}
-
-func structured(t testing.TB, res *mcp.CallToolResult) map[string]any {
-	t.Helper()
-	var m map[string]any
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("structured content %s: %v", b, err)
-	}
-	return m
-}
-
-// pause runs createCode and returns the paused execution's id.
-func pause(t testing.TB, cs *mcp.ClientSession, wantStatus string) string {
-	t.Helper()
-	res, sc := callTool(t, cs, "execute", map[string]any{"code": createCode})
-	if res.IsError || sc["status"] != wantStatus {
-		t.Fatalf("execute: want %s, got %s / %v", wantStatus, mcpclient.Text(res), sc)
-	}
-	id, _ := sc["executionId"].(string)
-	if !strings.HasPrefix(id, "exec_") {
-		t.Fatalf("executionId %q", id)
-	}
-	return id
-}
-
-type apiResponse struct {
-	status int
-	body   map[string]any
-}
-
-func api(t testing.TB, method, url, token, body string) apiResponse {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if len(b) > 0 {
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("%s %s: %d %q is not JSON", method, url, resp.StatusCode, b)
-		}
-	}
-	return apiResponse{resp.StatusCode, m}
-}
-
-// todos reads the demo API's items over HTTP: the list of the
-// organization of token's principal.
-func todos(t testing.TB, addr, token string) []map[string]any {
-	t.Helper()
-	req, err := http.NewRequest("GET", "http://"+addr+"/demo/todos", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET /demo/todos: %d %s", resp.StatusCode, b)
-	}
-	var out []map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
+// Code mode runs code that only reads: the execution completes at once,
+// with its result, logs and emitted values, and nothing asks for approval.
 func TestExecuteReadCompletesWithoutApproval(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
@@ -200,6 +52,9 @@ func TestExecuteReadCompletesWithoutApproval(t *testing.T) {
 	}
 }
 
+// Code that writes pauses before the write; the owner's organization sees
+// the pause over the HTTP API (other organizations do not), approves it
+// there, and the write runs once.
 func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	info := startCodeNode(t, nil)
 	base := "http://" + info.HTTPAddr
@@ -280,6 +135,9 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	}
 }
 
+// The model declines a paused write through the resume tool: the execution
+// fails with the decline, the write never runs, and a later resume answers
+// the same outcome.
 func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
@@ -301,6 +159,8 @@ func TestModelDeclineFailsWithoutSideEffect(t *testing.T) {
 	}
 }
 
+// Code that catches a declined write goes on: the resume answers the code's
+// own result for the decline.
 func TestCodeCatchesDeclineAndGoesOn(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
@@ -317,6 +177,8 @@ func TestCodeCatchesDeclineAndGoesOn(t *testing.T) {
 	}
 }
 
+// A browser-mode client gets an approval URL for a paused write; its resume
+// waits until someone decides over HTTP, then answers the outcome.
 func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "browser")
@@ -351,6 +213,9 @@ func TestBrowserModeResumeWaitsForTheHTTPDecision(t *testing.T) {
 	}
 }
 
+// Nobody decides a paused write: when its approval window ends, the
+// approval reminder declines it, the execution settles and the write never
+// runs.
 func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 	info := startCodeNode(t, func(c *app.Config) {
 		c.MCP.Code.Window = 1500 * time.Millisecond
@@ -378,15 +243,6 @@ func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 0 {
 		t.Fatalf("timed-out call ran: %d todos", n)
 	}
-}
-
-func mustKeys(t testing.TB, token, user, org, role string) *auth.Keys {
-	t.Helper()
-	k, err := auth.NewKeys(auth.Entry{Token: token, User: user, Org: org, Role: role})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
 }
 
 // A 2026-07-28 client gets the pause as an MRTR input request; the SDK
@@ -438,6 +294,9 @@ func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
 	}
 }
 
+// A client sends the approval API malformed, oversized and mistyped
+// decisions: each is refused with a defined status and the pause is still
+// there to decide.
 func TestApprovalAPIRejectsBadInputAndLosesNothing(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")

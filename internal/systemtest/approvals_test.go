@@ -1,14 +1,11 @@
-package gateway_test
+package systemtest
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +13,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
@@ -28,22 +22,9 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-func approvalClient(t testing.TB, addr string) pb.ApprovalServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewApprovalServiceClient(conn)
-}
-
-// withToken is a request context carrying a bearer token; it ends with
-// the test.
-func withToken(t testing.TB, token string) context.Context {
-	return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
-}
-
+// A browser-mode client pauses a write; a member watching the gRPC
+// ApprovalService sees the pause arrive, decides it over gRPC, and the
+// waiting resume completes.
 func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	info := startCodeNode(t, nil)
 	client := approvalClient(t, info.GRPCAddr)
@@ -120,30 +101,9 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 	}
 }
 
-// tokenFile writes token to a file (mode 600) for --token-file: the CLI
-// warns about a token on its command line.
-func tokenFile(t *testing.T, token string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// mcpgrain runs the CLI binary.
-func mcpgrainCLI(t *testing.T, bin string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "MCPGRAIN_TOKEN=")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
-
+// An approver drives the `mcpgrain approve` CLI against a node: list
+// (empty, then two pauses), show, accept one and decline the other; each
+// outcome reaches the client's execution.
 func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 	bin := testcluster.Binary(t)
 	info := startCodeNode(t, nil)
@@ -236,6 +196,9 @@ func browse(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp
 	}
 }
 
+// A browser-mode client pauses a write and follows its approval URL in
+// headless Chromium: the link signs in, the page shows the call, and its
+// buttons decide it for the waiting resume.
 func TestApprovalPageInHeadlessChromium(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "browser")
@@ -309,6 +272,9 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 	}
 }
 
+// Someone posts to a pause's approval page without the page's CSRF token,
+// with a forged one or from another site: every form is refused and the
+// execution stays paused.
 func TestApprovalPageRefusesForgedAndCrossSiteForms(t *testing.T) {
 	info := startCodeNode(t, nil)
 	cs := connectMode(t, info.HTTPAddr, aliceToken, "")

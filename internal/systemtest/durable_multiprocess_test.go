@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"context"
@@ -100,6 +100,9 @@ func completed(t *testing.T, res *mcp.CallToolResult, sc map[string]any) map[str
 	return r
 }
 
+// On a three-node cluster a durable pause outlives its session's
+// passivation (its runtime is gone); an approval over gRPC restores the
+// execution and runs the write once.
 func TestDurablePauseSurvivesPassivationApprovedOverGRPC(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GRPC: true, ExtraArgs: []string{
@@ -219,6 +222,9 @@ func decideHTTP(t *testing.T, n *testcluster.Node, execID string) {
 	}
 }
 
+// The node holding a durable pause is killed; a decision over HTTP on
+// another node restores the execution on the new owner, which runs the
+// write once.
 func TestDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
@@ -263,6 +269,9 @@ func TestDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 	}
 }
 
+// Every node of the cluster stops and starts again; the durable pause is
+// still listed, and approving it restores the execution and runs the write
+// once.
 func TestDurablePauseSurvivesWholeClusterRestart(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GRPC: true, ExtraArgs: []string{

@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 // after a GC while they are resident and again once every one passivated
 // (docs/benchmarks.md):
 //
-//	go test ./gateway -run '^$' -bench DurablePausePassivation -benchtime 1x
+//	go test ./internal/systemtest -run '^$' -bench DurablePausePassivation -benchtime 1x
 func BenchmarkDurablePausePassivation(b *testing.B) {
 	const n = 30 // below the default soft cap (32): none is cap-evicted while pausing
 	info := startCodeNode(b, func(c *app.Config) {

@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"context"
@@ -116,6 +116,10 @@ var dsSurfaces = []dsSurface{
 	{"CLI", []string{dsSession, dsTask, dsSessionless}, false, dsCLI},
 }
 
+// For each --approvers setting, every decision surface (in-band resume,
+// elicitation, retry, tasks, page, inbox, HTTP API, gRPC, CLI) is tried on
+// every kind of pause by every role: only approvers decide, and a refused
+// decision leaves the pause for an approver.
 func TestEverySurfaceLetsOnlyApproversDecide(t *testing.T) {
 	bin := testcluster.Binary(t)
 	for _, approvers := range []policy.Approvers{policy.ApproversMember, policy.ApproversAdmin} {

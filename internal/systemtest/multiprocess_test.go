@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 // MCP across real processes: Consul, Postgres, three `mcpgrain node`
 // processes (internal/testcluster), the official go-sdk client.
@@ -28,28 +28,9 @@ func sessionTable(c *testcluster.Cluster, running ...int) *placement.Table {
 	return c.Placement(session.KindName, running...)
 }
 
-// connectOwnedBy connects through gateway node via until the minted
-// session is owned by node owner (each try has a 1/3 chance).
-func connectOwnedBy(t testing.TB, c *testcluster.Cluster, via, owner int, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	return connectOwnedByAs(t, c, via, owner, testcluster.Token, opts)
-}
-
-// connectOwnedByAs is connectOwnedBy with the given bearer token.
-func connectOwnedByAs(t testing.TB, c *testcluster.Cluster, via, owner int, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	table := sessionTable(c, 0, 1, 2)
-	for range 40 {
-		cs := connect(t, c.Node(via).HTTP, token, "2025-11-25", opts)
-		if o, _ := table.Owner(session.KindName, cs.ID()); o.ID == c.Node(owner).ID {
-			return cs
-		}
-		_ = cs.Close()
-	}
-	t.Fatal("could not get a session owned by the wanted node")
-	return nil
-}
-
+// A client talks to one node while its session lives on another: tool
+// calls, progress, elicitation, resource subscriptions and DELETE all work
+// through the remote hop.
 func TestStatefulSessionAcrossNodes(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "demo,conformance"}})
 	var progress, updates atomic.Int32
@@ -119,19 +100,6 @@ func waitMetric(t *testing.T, n *testcluster.Node, prefix string, min float64) {
 			t.Fatalf("%s on %s is %v, want >= %v", prefix, n.ID, v, min)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func echo(t *testing.T, cs *mcp.ClientSession, text string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
-	if err != nil || res.IsError {
-		t.Fatalf("echo %q: %+v %v", text, res, err)
-	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != text {
-		t.Fatalf("echo %q: %+v", text, res.Content)
 	}
 }
 

@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"crypto/ecdsa"
@@ -53,6 +53,9 @@ func selfSigned(t *testing.T) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
+// A node serves the ApprovalService over TLS: the CLI trusting its
+// certificate approves a pause; a plaintext client and one that does not
+// trust the certificate are refused.
 func TestApprovalServiceOverTLS(t *testing.T) {
 	bin := testcluster.Binary(t)
 	cert, key := selfSigned(t)

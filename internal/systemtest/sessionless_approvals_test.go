@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"fmt"
@@ -42,6 +42,9 @@ func sessionlessPause(t *testing.T, addr, token, action string) (*mcp.ClientSess
 		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: action, Content: map[string]any{}}}}, claims.Inner
 }
 
+// A sessionless client's pause appears on the approval surfaces of its
+// organization (not of another one), and can be decided there like a
+// session's.
 func TestSessionlessPausesAreOnTheApprovalSurfaces(t *testing.T) {
 	info := startCodeNode(t, func(c *app.Config) {
 		k, err := c.MCP.Keys.Merge(mustKeys(t, veraToken, "vera", "acme", "viewer"))

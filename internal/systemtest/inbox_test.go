@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"context"
@@ -56,8 +56,7 @@ func pageMarked(t *testing.T, ctx context.Context) bool {
 
 // entry is the selector of an execution's inbox entry, decision the one
 // of its history row.
-func entry(id string) string    { return "#exec-" + id }
-func decision(id string) string { return `tr.decision[data-id="` + id + `"]` }
+func entry(id string) string { return "#exec-" + id }
 
 // TestApprovalsInboxInHeadlessChromium: two browsers of one organization
 // see a pause appear without reloading; one approves it, the other sees

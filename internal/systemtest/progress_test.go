@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// A tool reports progress during a call: every notification reaches the
+// calling client's stream.
 func TestProgressNotificationsReachTheCallersStream(t *testing.T) {
 	addr := startNode(t, nil)
 	var progress atomic.Int32

@@ -1,4 +1,4 @@
-package gateway_test
+package systemtest
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 //	approve   execute that pauses on a POST, the decision over the HTTP
 //	          approval route, then the model's resume: three requests
 //
-//	go test ./gateway -run '^$' -bench CodeMode -benchtime 300x
+//	go test ./internal/systemtest -run '^$' -bench CodeMode -benchtime 300x
 func BenchmarkCodeMode(b *testing.B) {
 	info := startCodeNode(b, func(c *app.Config) {
 		c.MCP.RateLimit = 0
