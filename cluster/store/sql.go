@@ -264,6 +264,8 @@ func (s *sqlStore) Load(ctx context.Context, grain string) (Ownership, error) {
 	return o, nil
 }
 
+func (s *sqlStore) DB() *DB { return &DB{s: s} }
+
 func (s *sqlStore) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("store: %s unreachable: %w", s.d.name, err)

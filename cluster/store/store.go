@@ -315,26 +315,11 @@ type Store interface {
 	// PausedRuns lists the unsettled runs of session that paused at least
 	// once, oldest first.
 	PausedRuns(ctx context.Context, session string) ([]Run, error)
-	// PutTask creates or replaces a task of the tasks extension, fenced by
-	// the epoch of grain (its task grain; [ErrFenced] if not current). A
-	// task's creator (user, organization, role) is set when it is created
-	// and never replaced.
-	PutTask(ctx context.Context, grain string, epoch uint64, t Task) error
-	// SwapTask replaces task t.ID's status and run state (status message,
-	// result, error, input requests and responses with their responder's
-	// role, request state, attempts, updated time, lease) with t's if its row is still in status status
-	// and attempt attempts; else it returns [ErrTaskChanged]. It is fenced
-	// by the task's own state, not by its grain's epoch: the run of an
-	// attempt records its outcome even after its grain moved to another
-	// node, and only if no other outcome (or a next attempt) came first.
-	SwapTask(ctx context.Context, status string, attempts int, t Task) error
-	// GetTask returns a task, or [ErrNotFound] (also once it expired).
-	GetTask(ctx context.Context, taskID string, now time.Time) (Task, error)
-	// PruneTasks drops tasks that expired before before and returns how
-	// many.
-	PruneTasks(ctx context.Context, before time.Time) (int64, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
+	// DB is the SQL database under the store, for the domain packages that
+	// keep their own tables in it (see [DB]).
+	DB() *DB
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store's connections.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -278,7 +279,7 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 		} else if n > 0 {
 			log.Debug("pruned sse event log", "events", n)
 		}
-		n, err = st.PruneTasks(pctx, time.Now())
+		n, err = taskstore.New(st).PruneTasks(pctx, time.Now())
 		cancel()
 		if err != nil {
 			log.Warn("prune expired tasks", "err", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tasks"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
@@ -235,7 +236,7 @@ func (p *process) taskGrains(newServer func(*mcp.ServerOptions, func(*mcp.Server
 		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
 			return newServer(&mcp.ServerOptions{}, codeMode)
 		},
-		CodeMode: codeMode, RunStore: p.st, Store: p.st, Requester: func() tasks.Requester { return p.node },
+		CodeMode: codeMode, RunStore: p.st, Store: taskstore.New(p.st), Requester: func() tasks.Requester { return p.node },
 		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
