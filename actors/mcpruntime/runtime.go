@@ -53,6 +53,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -66,7 +67,8 @@ type Config struct {
 	Packs []string
 	// Implementation names the server. Default {Name: "mcpgrain"}.
 	Implementation *mcp.Implementation
-	// Store keeps the SSE event log for resumability (required).
+	// Store keeps the SSE event log for resumability and the durable
+	// executions' runs (required).
 	Store store.Store
 	// Logger logs runtime problems. Default slog.Default().
 	Logger *slog.Logger
@@ -249,7 +251,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
-			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
+			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
@@ -279,7 +281,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 		}
 	}
 	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" && len(in.State) > 0 {
-		r.code.restore(ctx, cfg.Store) // a session being created has nothing to restore
+		r.code.restore(ctx, runstore.New(cfg.Store)) // a session being created has nothing to restore
 	}
 	return r, nil
 }

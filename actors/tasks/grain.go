@@ -248,7 +248,7 @@ const outageBound = 15 * time.Second
 
 // write records next (at the current time, without a lease) and makes it
 // the task in memory. A working task is swapped by its status and attempt
-// (store.Store.SwapTask), not fenced by the grain's epoch: the outcome of
+// (taskstore.Store.SwapTask), not fenced by the grain's epoch: the outcome of
 // a run lands even after the grain moved to another node, unless the task
 // was cancelled or its next attempt started first. Any other write is
 // fenced by the epoch. With ride > 0, the write rides out a store outage

@@ -78,78 +78,6 @@ type EventUsage struct {
 	LargestPrincipal int64
 }
 
-// Execution is a paused execution's directory row: where it lives and
-// what it waits for. A settled row stays (Settled set) until pruned, so a
-// late resume from another session still reaches the owner, which replays
-// the outcome or answers "already settled".
-type Execution struct {
-	ID           string
-	Session      string
-	User, Org    string
-	Address      string
-	Message      string
-	ApprovalText string
-	ArgsJSON     string
-	Deadline     time.Time
-	// Settled is when the execution stopped waiting (zero: still paused).
-	Settled time.Time
-	// DecidedBy is the user who decided it on an approval surface, and
-	// Decision the action ("accept", "decline", "cancel"); both empty if
-	// none was recorded (it timed out, or its session's client answered).
-	// [Store.PutExecution] leaves them as they are.
-	DecidedBy, Decision string
-}
-
-// Run is a durable execution (a code-mode execution whose pauses survive
-// passivation, restarts and node loss): what replay needs to re-run it.
-// The engine defines Spec and Outcome (JSON); the store keeps them
-// opaque.
-type Run struct {
-	// ID is the run's id (not an execution id clients see: every pause of
-	// the run has its own).
-	ID string
-	// Session is the identity of the session grain that owns the run.
-	Session string
-	// Code is the TypeScript the run executes.
-	Code string
-	// Spec is the engine's JSON of everything else replay needs: the
-	// principal, the sandbox limits, the Math.random seed, the start time.
-	Spec string
-	// PauseID is the execution id of the run's latest pause ("" if it
-	// never paused).
-	PauseID string
-	// Outcome is the engine's JSON of the final outcome ("" until settled).
-	Outcome string
-	// Created is when the run started.
-	Created time.Time
-	// Settled is when the run finished (zero: not yet).
-	Settled time.Time
-}
-
-// Journal entry states.
-const (
-	// JournalInFlight: the call was sent to the outside world; no outcome
-	// was recorded yet.
-	JournalInFlight = "in_flight"
-	// JournalDone: the call's outcome (result or error) is recorded.
-	JournalDone = "done"
-	// JournalAwaiting: the call waits for an approval decision.
-	JournalAwaiting = "awaiting"
-)
-
-// JournalEntry is one tool call of a run, at its position Seq (0-based,
-// in call order). A call's entry is replaced as it moves from awaiting or
-// in flight to done.
-type JournalEntry struct {
-	Seq   int
-	State string
-	// PauseID is the execution id of the pause the call waited in ("" if
-	// it needed no approval).
-	PauseID string
-	// Data is the engine's JSON of the call: request hash, outcome, time.
-	Data string
-}
-
 // Writes are changes to one grain's durable state that are applied
 // together: one transaction, fenced by the grain's epoch (see
 // [Store.Apply]). A lifecycle step of a grain (a session created, ended,
@@ -169,22 +97,6 @@ type Writes struct {
 	// Release clears the grain's owner as [Store.Release] does: the
 	// activation's last step before it passivates.
 	Release bool
-}
-
-// RunWrite is one step of a durable execution, written in one transaction
-// fenced by its grain's epoch: journal entries of run RunID (in order),
-// then the run itself, and the directory rows the step publishes (a new
-// pause) or settles (the pause it resumed past).
-type RunWrite struct {
-	RunID   string
-	Entries []JournalEntry
-	// Run, if not nil, is the run's new record.
-	Run *Run
-	// Publish, if not nil, is put in the execution directory.
-	Publish *Execution
-	// Settle are directory rows marked settled at SettledAt.
-	Settle    []string
-	SettledAt time.Time
 }
 
 // Store is mcpgrain's durable state. Two implementations share one schema and
@@ -272,49 +184,6 @@ type Store interface {
 	TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error)
 	// EventUsage reports what the event log keeps in the store.
 	EventUsage(ctx context.Context) (EventUsage, error)
-	// PutExecution records (or replaces) a paused execution in the
-	// directory that approval surfaces and cross-session resumes use.
-	PutExecution(ctx context.Context, e Execution) error
-	// GetExecution returns a paused execution, or [ErrNotFound].
-	GetExecution(ctx context.Context, execID string) (Execution, error)
-	// ListExecutions lists the unsettled executions of org whose deadline
-	// is after now, soonest first (at most limit).
-	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error)
-	// SettleExecutions marks rows settled at at (rows settled before keep
-	// their time).
-	SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error
-	// RecordDecision records that user decided execID with action (the
-	// first recorded decision sticks) and marks the row settled at at
-	// unless it already is. A missing row is not an error.
-	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
-	// ListDecided lists the settled executions of org, most recently
-	// settled first (at most limit, which is capped at [MaxDecidedLimit]).
-	ListDecided(ctx context.Context, org string, limit int) ([]Execution, error)
-	// DeleteExecutions drops directory rows by id.
-	DeleteExecutions(ctx context.Context, execIDs ...string) error
-	// PruneExecutions drops rows whose deadline is before before and
-	// returns how many. It also drops runs (with their journals) settled
-	// before before, and unsettled runs created before it that never paused
-	// (their caller is gone) or whose pause is no longer in the directory.
-	PruneExecutions(ctx context.Context, before time.Time) (int64, error)
-	// PutRun creates or replaces a durable execution run of the session
-	// grain (key grain), fenced by the grain's epoch ([ErrFenced] if it is
-	// not current).
-	PutRun(ctx context.Context, grain string, epoch uint64, r Run) error
-	// WriteRun writes one durable-execution step atomically, fenced like
-	// PutRun.
-	WriteRun(ctx context.Context, grain string, epoch uint64, w RunWrite) error
-	// PutJournalEntry creates or replaces the entry at e.Seq of run runID,
-	// fenced like PutRun.
-	PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e JournalEntry) error
-	// GetRun returns a run and its journal in call order, or [ErrNotFound].
-	GetRun(ctx context.Context, runID string) (Run, []JournalEntry, error)
-	// RunByPause returns the id of the run that paused with execution id
-	// pauseID, or [ErrNotFound].
-	RunByPause(ctx context.Context, pauseID string) (string, error)
-	// PausedRuns lists the unsettled runs of session that paused at least
-	// once, oldest first.
-	PausedRuns(ctx context.Context, session string) ([]Run, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// DB is the SQL database under the store, for the domain packages that

@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -62,11 +63,11 @@ type Requester interface {
 
 // Directory is the store's execution directory.
 type Directory interface {
-	GetExecution(ctx context.Context, execID string) (store.Execution, error)
-	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]store.Execution, error)
+	GetExecution(ctx context.Context, execID string) (directory.Execution, error)
+	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]directory.Execution, error)
 	// RecordDecision and ListDecided keep the inbox's history.
 	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
-	ListDecided(ctx context.Context, org string, limit int) ([]store.Execution, error)
+	ListDecided(ctx context.Context, org string, limit int) ([]directory.Execution, error)
 }
 
 // Service is the approval logic shared by every surface. It is safe for
@@ -157,7 +158,7 @@ func (s *Service) List(ctx context.Context, who *pb.Principal) ([]*pb.PausedExec
 	return out, nil
 }
 
-func fromRow(r store.Execution) *pb.PausedExecution {
+func fromRow(r directory.Execution) *pb.PausedExecution {
 	return &pb.PausedExecution{
 		ExecutionId: r.ID, SessionId: r.Session, Address: r.Address, ArgumentsJson: r.ArgsJSON,
 		Message: r.Message, ApprovalText: r.ApprovalText, DeadlineMs: r.Deadline.UnixMilli(),

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster"
@@ -267,7 +268,7 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		n, err := st.PruneExecutions(pctx, time.Now().Add(-executionRetention))
+		n, err := runstore.New(st).PruneExecutions(pctx, time.Now().Add(-executionRetention))
 		if err != nil {
 			log.Warn("prune execution directory", "err", err)
 		} else if n > 0 {

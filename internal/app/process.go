@@ -22,6 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
+	"github.com/mcpgrain/mcpgrain/actors/directory"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
@@ -199,7 +201,7 @@ func (p *process) grains(ctx context.Context) error {
 	sessions, err := session.NewHost(session.Config{
 		Builder: builder, Policy: cfg.MCP.Policy, SessionTTL: cfg.MCP.SessionTTL,
 		Residency: residency.Config{SoftCap: cfg.MCP.SoftCap}, Memory: residency.Memory{Budget: cfg.MCP.ResidentMemory},
-		Evict: session.EvictThrough(p.requester), Directory: p.st, Approvers: cfg.MCP.Approvers,
+		Evict: session.EvictThrough(p.requester), Directory: directory.New(p.st), Approvers: cfg.MCP.Approvers,
 		Logger: p.log.With("component", "session"), Registerer: p.nodeReg,
 	})
 	if err != nil {
@@ -210,7 +212,7 @@ func (p *process) grains(ctx context.Context) error {
 		return err
 	}
 	continuations, err := continuation.NewHost(continuation.Config{
-		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
+		NewServer: newServer, CodeMode: codeMode, Store: runstore.New(p.st), Key: cfg.MCP.StateKey,
 		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
 		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
 	})
@@ -236,7 +238,7 @@ func (p *process) taskGrains(newServer func(*mcp.ServerOptions, func(*mcp.Server
 		NewServer: func(codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
 			return newServer(&mcp.ServerOptions{}, codeMode)
 		},
-		CodeMode: codeMode, RunStore: p.st, Store: taskstore.New(p.st), Requester: func() tasks.Requester { return p.node },
+		CodeMode: codeMode, RunStore: runstore.New(p.st), Store: taskstore.New(p.st), Requester: func() tasks.Requester { return p.node },
 		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
@@ -296,7 +298,7 @@ func (p *process) codeMode(ctx context.Context) (*mcpruntime.CodeMode, error) {
 	}
 	return &mcpruntime.CodeMode{
 		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
-		Lookup: p.st.GetExecution, Directory: p.st, Logger: log, Durable: true,
+		Lookup: directory.New(p.st).GetExecution, Directory: directory.New(p.st), Logger: log, Durable: true,
 		Approvers: cfg.MCP.Approvers, Forward: forward,
 	}, nil
 }
@@ -351,7 +353,7 @@ func (p *process) surfaces(context.Context) error {
 	p.surf = surfaces{
 		authn:     auth.NewAuthenticator(cfg.Keys, auth.AuthOptions{NoAuth: cfg.NoAuth, Realm: "mcpgrain", Failures: failures, OAuth: p.oauth}),
 		limiter:   auth.NewLimiter(auth.LimiterOptions{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
-		approvals: approvals.NewService(p.node, p.st, approvals.ServiceOptions{Approvers: cfg.Approvers}),
+		approvals: approvals.NewService(p.node, directory.New(p.st), approvals.ServiceOptions{Approvers: cfg.Approvers}),
 	}
 	return nil
 }
