@@ -2,7 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"github.com/mcpgrain/mcpgrain/actors/directory"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"sync"
 	"sync/atomic"
 	"testing"

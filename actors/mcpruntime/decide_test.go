@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
@@ -18,6 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

@@ -54,6 +54,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -163,7 +164,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if cfg.StoredEventBytes <= 0 {
 		cfg.StoredEventBytes = DefaultStoredEventBytes
 	}
-	m, err := newEventMetrics(cfg.Registerer, cfg.Store, cfg.Logger)
+	m, err := newEventMetrics(cfg.Registerer, eventstore.New(cfg.Store), cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	}
 	srv.AddReceivingMiddleware(b.recordState)
 	b.server, b.closeSrv = srv, closeSrv
-	b.events = newEventWriter(cfg.Store, cfg.Logger, cfg.EventFlushInterval,
+	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
 			principal: cfg.PrincipalEventBytes, stored: cfg.StoredEventBytes}, m)
 	return b, nil

@@ -28,7 +28,7 @@ type Migration struct {
 // package owns the tables, so a database migrated by an earlier build
 // (where every step lived here) keeps its history: 1–2 are the cluster's
 // (below); 3, 7 and 12 the SSE event log's (actors/mcpruntime/eventstore);
-// 4, 5 and 8 the execution directory's (actors/directory); 6 the journal
+// 4, 5 and 8 the execution directory's (exchange/directory); 6 the journal
 // runs' (actors/engine/runstore); 9–11 the tasks' (actors/tasks/taskstore).
 // A new step takes the next free version.
 var clusterMigrations = []Migration{

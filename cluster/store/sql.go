@@ -18,9 +18,6 @@ type dialect struct {
 	blob string
 	// lockMigrations serialises migration runs across processes inside tx.
 	lockMigrations func(ctx context.Context, tx *sql.Tx) error
-	// lockEventDeletes, if set, serialises the writes that delete events
-	// across processes inside the transaction q (see deleteEventsIn).
-	lockEventDeletes func(ctx context.Context, q querier) error
 }
 
 // sqlStore implements [Store] over database/sql.

@@ -48,36 +48,6 @@ type Reminder struct {
 	Version int64
 }
 
-// Event is one SSE event of an MCP session's stream, kept so a client can
-// resume a dropped stream with Last-Event-ID on any node. Org and User
-// name the principal that owns the session: its events count against the
-// principal's budget ([Store.TrimPrincipalEvents]).
-type Event struct {
-	Session   string
-	Stream    string
-	Index     int
-	Data      []byte
-	Org, User string
-}
-
-// EventBytes is the data one principal's stored events hold, all its
-// sessions together, as the store counts it.
-type EventBytes struct {
-	Org, User string
-	Bytes     int64
-}
-
-// EventUsage is what the event log keeps in the store, every session of
-// every node that shares it.
-type EventUsage struct {
-	// Bytes is the data of every stored event.
-	Bytes int64
-	// Principals is how many principals have stored events, and
-	// LargestPrincipal the most bytes one of them keeps.
-	Principals       int64
-	LargestPrincipal int64
-}
-
 // Writes are changes to one grain's durable state that are applied
 // together: one transaction, fenced by the grain's epoch (see
 // [Store.Apply]). A lifecycle step of a grain (a session created, ended,
@@ -99,9 +69,11 @@ type Writes struct {
 	Release bool
 }
 
-// Store is mcpgrain's durable state. Two implementations share one schema and
-// one set of migrations: SQLite (embedded, single node) and Postgres
-// (clusters). Every method is safe for concurrent use.
+// Store is the cluster's durable state: grain ownership, records and
+// reminders. Two implementations share one schema and one history of
+// migrations: SQLite (embedded, single node) and Postgres (clusters). The
+// application's domains keep their tables in the same database through
+// [Store.DB]. Every method is safe for concurrent use.
 type Store interface {
 	// Acquire makes node the owner of grain: it atomically increments the
 	// grain's epoch (creating the row at epoch 1) and returns the new epoch
@@ -150,40 +122,6 @@ type Store interface {
 	// with a new version. It does nothing and returns false if the reminder
 	// was replaced or cancelled since (version differs).
 	CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error)
-	// AppendEvents stores SSE events of MCP sessions (the resumability log).
-	// Indices are per (session, stream) and assigned by the caller; an event
-	// already stored at its index is left as is. It returns the bytes each
-	// principal whose events it stored keeps now, counted in the same
-	// transaction (the store counts every principal's bytes as events are
-	// stored and deleted, whichever node writes them).
-	AppendEvents(ctx context.Context, events []Event) ([]EventBytes, error)
-	// Events returns the data of the events of (session, stream) with
-	// index > after, in order, and the stream's highest stored index (-1
-	// if none).
-	Events(ctx context.Context, session, stream string, after int) (data [][]byte, last int, err error)
-	// DeleteEvents drops every event of session (the session ended).
-	DeleteEvents(ctx context.Context, session string) error
-	// PruneEvents drops events stored before before (past the window in
-	// which a client resumes a dropped stream) and returns how many.
-	PruneEvents(ctx context.Context, before time.Time) (int64, error)
-	// TrimEvents drops the oldest events of session (by storage time, then
-	// index) until the data of those left totals at most keepBytes, and
-	// returns how many it dropped. A stream whose older events were dropped
-	// can no longer be resumed from before them ([Store.Events] reports
-	// the gap).
-	TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error)
-	// TrimPrincipalEvents drops the oldest events of the principal's
-	// sessions, whichever session they belong to (by storage time), until
-	// the principal keeps at most keepBytes, and returns how many it
-	// dropped. It drops in steps of a bounded number of events, each its
-	// own transaction, so it never holds the store long.
-	TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error)
-	// TrimStoredEvents is TrimPrincipalEvents over every stored event: the
-	// oldest go, whoever owns them, until the store keeps at most
-	// keepBytes.
-	TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error)
-	// EventUsage reports what the event log keeps in the store.
-	EventUsage(ctx context.Context) (EventUsage, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
 	// DB is the SQL database under the store, for the domain packages that

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

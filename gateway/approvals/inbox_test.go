@@ -16,10 +16,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster"
@@ -274,7 +275,7 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 		} else if n > 0 {
 			log.Debug("pruned execution directory", "rows", n)
 		}
-		n, err = st.PruneEvents(pctx, time.Now().Add(-eventRetention))
+		n, err = eventstore.New(st).PruneEvents(pctx, time.Now().Add(-eventRetention))
 		if err != nil {
 			log.Warn("prune sse event log", "err", err)
 		} else if n > 0 {

@@ -22,7 +22,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/residency"
@@ -39,6 +38,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
 	"github.com/mcpgrain/mcpgrain/cluster/probe"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/approvals"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"

@@ -22,11 +22,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"

@@ -1,9 +1,9 @@
 package runstore_test
 
 import (
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 )
 
 // The embedded names of a fixture's domains.

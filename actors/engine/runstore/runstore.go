@@ -3,7 +3,7 @@
 // each run and its tool-call journal, written fenced by the epoch of the
 // grain that owns the run. Its tables (execution_runs, execution_journal)
 // and migration are this package's; a step that pauses or resumes also
-// publishes or settles rows of the execution directory (actors/directory)
+// publishes or settles rows of the execution directory (exchange/directory)
 // in the same transaction ([Store.WriteRun]). Its contract tests run on
 // SQLite and Postgres.
 package runstore
@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 )
 
 func init() { store.RegisterMigrations("actors/engine/runstore", migrations...) }

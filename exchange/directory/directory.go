@@ -18,7 +18,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
-func init() { store.RegisterMigrations("actors/directory", migrations...) }
+func init() { store.RegisterMigrations("exchange/directory", migrations...) }
 
 // migrations are the directory's steps (versions of the store's one
 // sequence; see store.RegisterMigrations).

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/actors/directory"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
