@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -72,10 +73,14 @@ func init() { RegisterMigrations("cluster/store", clusterMigrations...) }
 func RegisterMigrations(owner string, ms ...Migration) {
 	registry.Lock()
 	defer registry.Unlock()
+	seen := map[int]bool{}
 	for _, m := range ms {
-		if prev, ok := registry.owner[m.Version]; ok {
-			panic(fmt.Sprintf("store: migration %d of %s is already registered by %s", m.Version, owner, prev))
+		if prev, ok := registry.owner[m.Version]; ok || seen[m.Version] {
+			panic(fmt.Sprintf("store: migration %d of %s is already registered (by %s)", m.Version, owner, cmp.Or(prev, owner)))
 		}
+		seen[m.Version] = true
+	}
+	for _, m := range ms {
 		registry.steps[m.Version], registry.owner[m.Version] = m, owner
 	}
 }
