@@ -54,6 +54,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
@@ -539,7 +540,7 @@ func TestExecutionFencedByASessionMoveAnswersRestarting(t *testing.T) {
 	if _, err := st.Acquire(context.Background(), "session/s1", "n2"); err != nil { // the session moved on
 		t.Fatal(err)
 	}
-	h := newHarness(t, harnessOptions{journal: engine.StoreJournal{Store: st, Grain: "session/s1", Epoch: stale.Epoch}})
+	h := newHarness(t, harnessOptions{journal: engine.StoreJournal{Store: runstore.New(st), Grain: "session/s1", Epoch: stale.Epoch}})
 	cs := h.connect(t, clientOptions{})
 	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
 		"code": `return await tools.shop.order({item: "pear"})`}})
@@ -554,7 +555,7 @@ func TestExecutionFencedByASessionMoveAnswersRestarting(t *testing.T) {
 	// A fresh execute whose store stays unreachable past the journal's
 	// deadline is retryable too. (The outage is injected: a unit test
 	// cannot line a journal write up with a real database restart.)
-	h = newHarness(t, harnessOptions{journal: engine.StoreJournal{Store: downStore{st}, Grain: "session/s1", Epoch: stale.Epoch + 1}})
+	h = newHarness(t, harnessOptions{journal: engine.StoreJournal{Store: downStore{runstore.New(st)}, Grain: "session/s1", Epoch: stale.Epoch + 1}})
 	cs = h.connect(t, clientOptions{})
 	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
 		"code": `return await tools.shop.order({item: "pear"})`}})
@@ -566,7 +567,7 @@ func TestExecutionFencedByASessionMoveAnswersRestarting(t *testing.T) {
 // downStore is a store whose journal writes fail as an unreachable one's do.
 type downStore struct{ engine.RunStore }
 
-func (downStore) WriteRun(context.Context, string, uint64, store.RunWrite) error {
+func (downStore) WriteRun(context.Context, string, uint64, runstore.RunWrite) error {
 	return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 }
 

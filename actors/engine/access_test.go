@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"testing"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
@@ -131,7 +132,7 @@ func TestASettledRunIsReadBackInAnotherGrainByItsOwnerOnly(t *testing.T) {
 	id := out.Pause.ID
 	set, _ := policy.New(nil)
 	other := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, Session: "s2",
-		Journal: engine.StoreJournal{Store: f.st, Grain: "session/s2", Epoch: 1}})
+		Journal: engine.StoreJournal{Store: runstore.New(f.st), Grain: "session/s2", Epoch: 1}})
 	t.Cleanup(other.Shutdown)
 
 	// Paused in s1: s2 neither decides nor restores it, even for alice.

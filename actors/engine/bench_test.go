@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"runtime"
 	"testing"
 	"time"
@@ -75,11 +76,11 @@ func BenchmarkReplay1000Calls(b *testing.B) {
 		b.Fatalf("%+v", out)
 	}
 	e.Shutdown()
-	runs, err := f.st.PausedRuns(context.Background(), "s1")
+	runs, err := runstore.New(f.st).PausedRuns(context.Background(), "s1")
 	if err != nil || len(runs) != 1 {
 		b.Fatalf("%v %v", runs, err)
 	}
-	run, entries, err := f.st.GetRun(context.Background(), runs[0].ID)
+	run, entries, err := runstore.New(f.st).GetRun(context.Background(), runs[0].ID)
 	if err != nil || len(entries) != 1001 {
 		b.Fatalf("%d entries %v", len(entries), err)
 	}

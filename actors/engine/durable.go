@@ -11,10 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 )
 
 // Journal is where durable executions are written (the session's store,
@@ -33,15 +35,15 @@ type Journal interface {
 	// RunOf returns the run that paused with execution id pauseID and its
 	// journal, settled or not: a late resume replays a settled run's
 	// outcome; an unsettled one can be restored ([Engine.RestorePaused]).
-	RunOf(ctx context.Context, pauseID string) (store.Run, []store.JournalEntry, bool)
+	RunOf(ctx context.Context, pauseID string) (runstore.Run, []runstore.JournalEntry, bool)
 }
 
 // JournalWrite is one atomic step of a run's journal.
 type JournalWrite struct {
 	RunID   string
-	Entries []store.JournalEntry
+	Entries []runstore.JournalEntry
 	// Run, if not nil, is the run's new record.
-	Run *store.Run
+	Run *runstore.Run
 	// Paused is the pause this step makes resumable (nil: none), and
 	// Settled the pause ids it resumed past: a journal that publishes
 	// pauses in a directory (StoreJournal.Publish) updates it in the same
@@ -54,7 +56,7 @@ type JournalWrite struct {
 // ride them out: a database restart under load takes several seconds).
 const journalTimeout = 10 * time.Second
 
-// runSpec is store.Run.Spec: everything but the code that replay needs.
+// runSpec is runstore.Run.Spec: everything but the code that replay needs.
 type runSpec struct {
 	User          string `json:"user"`
 	Org           string `json:"org"`
@@ -67,7 +69,7 @@ type runSpec struct {
 	MaxHeapGrowth uint64 `json:"maxHeapGrowth,omitempty"`
 }
 
-// outcomeRecord is store.Run.Outcome.
+// outcomeRecord is runstore.Run.Outcome.
 type outcomeRecord struct {
 	Status    Status   `json:"status"`
 	Value     any      `json:"value,omitempty"`
@@ -82,7 +84,7 @@ type outcomeRecord struct {
 // durable is the journal state of one run.
 type durable struct {
 	j    Journal
-	run  store.Run
+	run  runstore.Run
 	spec runSpec
 	// replay is the journal the run is restored from (nil for a fresh run);
 	// the code's calls are answered from it, in order.
@@ -100,13 +102,13 @@ type durable struct {
 	// is flushed (in order, then the run) before the pause is published.
 	// A run that never pauses costs no store write.
 	deferred bool
-	pending  []store.JournalEntry
+	pending  []runstore.JournalEntry
 	// held is a call outcome not written yet: it goes with the run's next
 	// write (the next call's, a pause's or the settle), since nothing the
 	// code does before that is visible outside the sandbox. A node lost
 	// in between leaves the call in flight, as a node lost just after the
 	// call would.
-	held []store.JournalEntry
+	held []runstore.JournalEntry
 
 	mu    sync.Mutex
 	fatal error // why the run must stop (divergence, a journal write failed)
@@ -160,7 +162,7 @@ func writeCtx() (context.Context, context.CancelFunc) {
 // write writes one step: the held outcomes first, then entries, then the
 // run if withRun (a deferred run writes nothing until its first pause:
 // flush).
-func (d *durable) write(entries []store.JournalEntry, withRun bool, paused *Pause, settled []string) error {
+func (d *durable) write(entries []runstore.JournalEntry, withRun bool, paused *Pause, settled []string) error {
 	if d.deferred {
 		return nil
 	}
@@ -199,10 +201,10 @@ func (d *durable) flush(paused *Pause) error {
 }
 
 // entry encodes the journal entry of call c at seq.
-func (d *durable) entry(seq int, state string, c Call) (store.JournalEntry, error) {
+func (d *durable) entry(seq int, state string, c Call) (runstore.JournalEntry, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
-		return store.JournalEntry{}, fmt.Errorf("engine: encode journal entry: %w", err)
+		return runstore.JournalEntry{}, fmt.Errorf("engine: encode journal entry: %w", err)
 	}
 	pauseID := d.pauseAt[seq]
 	if c.Pause != nil {
@@ -212,7 +214,7 @@ func (d *durable) entry(seq int, state string, c Call) (store.JournalEntry, erro
 		}
 		d.pauseAt[seq] = pauseID
 	}
-	return store.JournalEntry{Seq: seq, State: state, PauseID: pauseID, Data: string(b)}, nil
+	return runstore.JournalEntry{Seq: seq, State: state, PauseID: pauseID, Data: string(b)}, nil
 }
 
 // putEntry journals call c at seq now (with anything held).
@@ -225,7 +227,7 @@ func (d *durable) putEntry(seq int, state string, c Call) error {
 		d.keep(e)
 		return nil
 	}
-	return d.write([]store.JournalEntry{e}, false, nil, nil)
+	return d.write([]runstore.JournalEntry{e}, false, nil, nil)
 }
 
 // hold keeps call c's outcome at seq for the run's next write.
@@ -248,7 +250,7 @@ func (d *durable) hold(seq int, state string, c Call) error {
 
 // keep adds e to a deferred run's in-memory journal (replacing its entry
 // at the same position).
-func (d *durable) keep(e store.JournalEntry) {
+func (d *durable) keep(e runstore.JournalEntry) {
 	if n := len(d.pending); n > 0 && d.pending[n-1].Seq == e.Seq {
 		d.pending[n-1] = e
 	} else {
@@ -267,7 +269,7 @@ func (e *Engine) newRun(code string, who Principal) (*durable, error) {
 		return nil, fmt.Errorf("engine: encode run spec: %w", err)
 	}
 	d := &durable{j: e.cfg.Journal, spec: spec, deferred: true,
-		run: store.Run{ID: "run_" + NewExecutionID()[len("exec_"):], Session: e.cfg.Session, Code: code, Spec: string(b), Created: now}}
+		run: runstore.Run{ID: "run_" + NewExecutionID()[len("exec_"):], Session: e.cfg.Session, Code: code, Spec: string(b), Created: now}}
 	d.clock.Store(spec.StartMs)
 	return d, nil
 }
@@ -280,7 +282,7 @@ func (e *Engine) newRun(code string, who Principal) (*durable, error) {
 // that pause, or the outcome if the run ended during replay (a divergence,
 // or an interrupted call the code got past), which is then recorded as the
 // outcome of the run's last pause.
-func (e *Engine) Restore(run store.Run, entries []store.JournalEntry) Outcome {
+func (e *Engine) Restore(run runstore.Run, entries []runstore.JournalEntry) Outcome {
 	var spec runSpec
 	if err := json.Unmarshal([]byte(run.Spec), &spec); err != nil {
 		return e.restoreFailed(run, Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: decode run %s: %w", run.ID, err)})
@@ -320,7 +322,7 @@ func (e *Engine) Restore(run store.Run, entries []store.JournalEntry) Outcome {
 // replay of pauses nobody decides. A run in any other state (a call in
 // flight when its node died) is restored by [Engine.Restore] at once. It
 // returns the pause, or the outcome of the immediate restore.
-func (e *Engine) RestoreDormant(run store.Run, entries []store.JournalEntry) Outcome {
+func (e *Engine) RestoreDormant(run runstore.Run, entries []runstore.JournalEntry) Outcome {
 	p, ok := dormantPause(run, entries)
 	if !ok {
 		return e.Restore(run, entries)
@@ -343,12 +345,12 @@ func (e *Engine) RestoreDormant(run store.Run, entries []store.JournalEntry) Out
 
 // dormantPause is the pause a run's journal ends with, if it ends with the
 // run's current pause awaiting a decision.
-func dormantPause(run store.Run, entries []store.JournalEntry) (Pause, bool) {
+func dormantPause(run runstore.Run, entries []runstore.JournalEntry) (Pause, bool) {
 	if len(entries) == 0 || run.PauseID == "" {
 		return Pause{}, false
 	}
 	last := entries[len(entries)-1]
-	if last.State != store.JournalAwaiting || last.PauseID != run.PauseID || last.Seq != len(entries)-1 {
+	if last.State != runstore.JournalAwaiting || last.PauseID != run.PauseID || last.Seq != len(entries)-1 {
 		return Pause{}, false
 	}
 	var c Call
@@ -365,7 +367,7 @@ func dormantPause(run store.Run, entries []store.JournalEntry) (Pause, bool) {
 }
 
 // restoreFailed settles a run that ended while it was being restored.
-func (e *Engine) restoreFailed(run store.Run, out Outcome) Outcome {
+func (e *Engine) restoreFailed(run runstore.Run, out Outcome) Outcome {
 	if out.Status == StatusInternal {
 		e.cfg.Logger.Error("engine: restoring a durable execution failed", "run", run.ID, "err", out.Internal)
 	}
@@ -417,7 +419,7 @@ func (e *Engine) settle(d *durable, out Outcome) {
 // runOwner is the principal that ran r; if its spec cannot be read, a
 // principal no caller can be (only the owning grain's System access
 // allows it).
-func runOwner(r store.Run) Principal {
+func runOwner(r runstore.Run) Principal {
 	var spec runSpec
 	if json.Unmarshal([]byte(r.Spec), &spec) != nil {
 		return Principal{User: "\x00unreadable", Org: "\x00unreadable"}
@@ -426,7 +428,7 @@ func runOwner(r store.Run) Principal {
 }
 
 // settledOutcome decodes a settled run's outcome.
-func settledOutcome(r store.Run) (Outcome, bool) {
+func settledOutcome(r runstore.Run) (Outcome, bool) {
 	var rec outcomeRecord
 	if r.Settled.IsZero() || json.Unmarshal([]byte(r.Outcome), &rec) != nil {
 		return Outcome{}, false
@@ -586,7 +588,7 @@ func (h *host) journalPause(ctx context.Context, c durableStep, dec policy.Decis
 		d.keep(e)
 		err = d.flush(&p)
 	} else {
-		err = d.write([]store.JournalEntry{e}, true, &p, settled)
+		err = d.write([]runstore.JournalEntry{e}, true, &p, settled)
 	}
 	if err != nil {
 		return nil, d.stopWith(fmt.Errorf("engine: journal a pause: %w", err))
@@ -657,10 +659,11 @@ func (c Call) answer() (any, error) {
 	return c.Result, nil
 }
 
-// RunStore is the part of store.Store a [StoreJournal] uses.
+// RunStore is the part of runstore.Store (the durable runs, with the
+// execution directory their steps publish to) a [StoreJournal] uses.
 type RunStore interface {
-	WriteRun(ctx context.Context, grain string, epoch uint64, w store.RunWrite) error
-	GetRun(ctx context.Context, runID string) (store.Run, []store.JournalEntry, error)
+	WriteRun(ctx context.Context, grain string, epoch uint64, w runstore.RunWrite) error
+	GetRun(ctx context.Context, runID string) (runstore.Run, []runstore.JournalEntry, error)
 	RunByPause(ctx context.Context, pauseID string) (string, error)
 }
 
@@ -695,11 +698,11 @@ func (j StoreJournal) epoch() uint64 {
 // Write implements [Journal]. A store outage (e.g. a database restart) is
 // ridden out until ctx ends: every write in it is an idempotent upsert.
 func (j StoreJournal) Write(ctx context.Context, w JournalWrite) error {
-	rw := store.RunWrite{RunID: w.RunID, Entries: w.Entries, Run: w.Run}
+	rw := runstore.RunWrite{RunID: w.RunID, Entries: w.Entries, Run: w.Run}
 	if j.Publish {
 		if p := w.Paused; p != nil && w.Run != nil {
 			args, _ := json.Marshal(p.Args)
-			rw.Publish = &store.Execution{ID: p.ID, Session: w.Run.Session, User: p.Principal.User, Org: p.Principal.Org,
+			rw.Publish = &directory.Execution{ID: p.ID, Session: w.Run.Session, User: p.Principal.User, Org: p.Principal.Org,
 				Address: p.Address, Message: p.Message, ApprovalText: p.ApprovalText, ArgsJSON: string(args), Deadline: p.Deadline}
 		}
 		rw.Settle, rw.SettledAt = w.Settled, time.Now()
@@ -708,14 +711,14 @@ func (j StoreJournal) Write(ctx context.Context, w JournalWrite) error {
 }
 
 // RunOf implements [Journal].
-func (j StoreJournal) RunOf(ctx context.Context, pauseID string) (store.Run, []store.JournalEntry, bool) {
+func (j StoreJournal) RunOf(ctx context.Context, pauseID string) (runstore.Run, []runstore.JournalEntry, bool) {
 	id, err := j.Store.RunByPause(ctx, pauseID)
 	if err != nil {
-		return store.Run{}, nil, false
+		return runstore.Run{}, nil, false
 	}
 	r, entries, err := j.Store.GetRun(ctx, id)
 	if err != nil {
-		return store.Run{}, nil, false
+		return runstore.Run{}, nil, false
 	}
 	return r, entries, true
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
@@ -105,7 +106,7 @@ func (f *durableFixture) activateWith(hooks engine.Hooks, lim sandbox.Limits) *e
 	set, _ := policy.New(nil)
 	e := engine.New(engine.Config{Tools: f.reg, Policy: set, Hooks: hooks, Clock: f.clk, ApprovalWindow: time.Minute,
 		Limits: lim, Session: "s1",
-		Journal: engine.StoreJournal{Store: f.st, Grain: own.Grain, Epoch: own.Epoch}})
+		Journal: engine.StoreJournal{Store: runstore.New(f.st), Grain: own.Grain, Epoch: own.Epoch}})
 	t.Cleanup(e.Shutdown)
 	return e
 }
@@ -129,13 +130,13 @@ func (f *durableFixture) pausedThenShutDown() string {
 func (f *durableFixture) restoreAll(e *engine.Engine) []engine.Outcome {
 	t := f.testingTB
 	t.Helper()
-	runs, err := f.st.PausedRuns(context.Background(), "s1")
+	runs, err := runstore.New(f.st).PausedRuns(context.Background(), "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var outs []engine.Outcome
 	for _, r := range runs {
-		run, entries, err := f.st.GetRun(context.Background(), r.ID)
+		run, entries, err := runstore.New(f.st).GetRun(context.Background(), r.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +223,7 @@ func TestRestorePausedOnDemand(t *testing.T) {
 	// Another owner's engine on the same store does not restore it.
 	set, _ := policy.New(nil)
 	stranger := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, Session: "s2",
-		Journal: engine.StoreJournal{Store: f.st, Grain: "session/s2", Epoch: 1}})
+		Journal: engine.StoreJournal{Store: runstore.New(f.st), Grain: "session/s2", Epoch: 1}})
 	t.Cleanup(stranger.Shutdown)
 	if stranger.RestorePaused(context.Background(), id, engine.System) || stranger.PausedCount() != 0 {
 		t.Fatal("another owner restored the execution")
@@ -285,18 +286,18 @@ func TestDurableDeclineAfterRestoreContinuesLikeInMemory(t *testing.T) {
 func (f *durableFixture) tamper(edit func(c map[string]any)) {
 	t := f.testingTB
 	ctx := context.Background()
-	runs, _ := f.st.PausedRuns(ctx, "s1")
+	runs, _ := runstore.New(f.st).PausedRuns(ctx, "s1")
 	if len(runs) != 1 {
 		t.Fatalf("%d paused runs", len(runs))
 	}
-	_, entries, _ := f.st.GetRun(ctx, runs[0].ID)
+	_, entries, _ := runstore.New(f.st).GetRun(ctx, runs[0].ID)
 	var c map[string]any
 	_ = json.Unmarshal([]byte(entries[0].Data), &c)
 	edit(c)
 	b, _ := json.Marshal(c)
 	entries[0].Data = string(b)
 	own, _ := f.st.Load(ctx, "session/s1")
-	if err := f.st.PutJournalEntry(ctx, "session/s1", own.Epoch, runs[0].ID, entries[0]); err != nil {
+	if err := runstore.New(f.st).PutJournalEntry(ctx, "session/s1", own.Epoch, runs[0].ID, entries[0]); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -328,23 +329,23 @@ func TestReplayThatSeesAnotherCallDiverges(t *testing.T) {
 
 // seedInFlight stores a run whose only journal entry is call path(args)
 // in flight, as a node that died while sending it leaves it.
-func (f *durableFixture) seedInFlight(code, path string, args map[string]any) (store.Run, []store.JournalEntry) {
+func (f *durableFixture) seedInFlight(code, path string, args map[string]any) (runstore.Run, []runstore.JournalEntry) {
 	t := f.testingTB
 	ctx := context.Background()
 	own, err := f.st.Acquire(ctx, "session/s1", "n0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := store.Run{ID: "run_seeded", Session: "s1", Code: code, PauseID: "exec_seeded", Created: f.clk.Now(),
+	run := runstore.Run{ID: "run_seeded", Session: "s1", Code: code, PauseID: "exec_seeded", Created: f.clk.Now(),
 		Spec: fmt.Sprintf(`{"user":"alice","org":"acme","seed":42,"startMs":%d}`, f.clk.Now().UnixMilli())}
 	b, _ := json.Marshal(map[string]any{"path": path, "hash": engine.CallHash(path, args)})
-	if err := f.st.PutRun(ctx, own.Grain, own.Epoch, run); err != nil {
+	if err := runstore.New(f.st).PutRun(ctx, own.Grain, own.Epoch, run); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.PutJournalEntry(ctx, own.Grain, own.Epoch, run.ID, store.JournalEntry{Seq: 0, State: store.JournalInFlight, Data: string(b)}); err != nil {
+	if err := runstore.New(f.st).PutJournalEntry(ctx, own.Grain, own.Epoch, run.ID, runstore.JournalEntry{Seq: 0, State: runstore.JournalInFlight, Data: string(b)}); err != nil {
 		t.Fatal(err)
 	}
-	r, entries, err := f.st.GetRun(ctx, run.ID)
+	r, entries, err := runstore.New(f.st).GetRun(ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,8 +365,8 @@ func TestInFlightWriteIsInterruptedNotResent(t *testing.T) {
 		t.Fatal("the in-flight POST was sent again")
 	}
 	// The interruption is journaled: the run settled with it.
-	r, journal, _ := f.st.GetRun(context.Background(), run.ID)
-	if r.Settled.IsZero() || len(journal) != 1 || journal[0].State != store.JournalDone {
+	r, journal, _ := runstore.New(f.st).GetRun(context.Background(), run.ID)
+	if r.Settled.IsZero() || len(journal) != 1 || journal[0].State != runstore.JournalDone {
 		t.Fatalf("run %+v journal %+v", r, journal)
 	}
 }
@@ -393,17 +394,17 @@ func TestCallCutByShutdownStaysInFlight(t *testing.T) {
 	// millisecond. Give it far longer before reading.
 	deadline := time.Now().Add(500 * time.Millisecond)
 	var (
-		run     store.Run
-		entries []store.JournalEntry
+		run     runstore.Run
+		entries []runstore.JournalEntry
 	)
 	for {
 		run, entries = f.runOf(out.Pause.ID)
-		if len(entries) != 1 || entries[0].State != store.JournalInFlight || time.Now().After(deadline) {
+		if len(entries) != 1 || entries[0].State != runstore.JournalInFlight || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !run.Settled.IsZero() || len(entries) != 1 || entries[0].State != store.JournalInFlight {
+	if !run.Settled.IsZero() || len(entries) != 1 || entries[0].State != runstore.JournalInFlight {
 		t.Fatalf("after the shutdown: run %+v journal %+v, want unsettled with the call in flight", run, entries)
 	}
 	close(f.postGate)
@@ -427,14 +428,14 @@ func TestCallCutByShutdownStaysInFlight(t *testing.T) {
 }
 
 // runOf reads the run that paused with pauseID.
-func (f *durableFixture) runOf(pauseID string) (store.Run, []store.JournalEntry) {
+func (f *durableFixture) runOf(pauseID string) (runstore.Run, []runstore.JournalEntry) {
 	t := f.testingTB
 	t.Helper()
-	id, err := f.st.RunByPause(context.Background(), pauseID)
+	id, err := runstore.New(f.st).RunByPause(context.Background(), pauseID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, entries, err := f.st.GetRun(context.Background(), id)
+	run, entries, err := runstore.New(f.st).GetRun(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,8 +467,8 @@ func TestReplayWithUnrecordedRandomnessDiverges(t *testing.T) {
 	}
 	first.Shutdown()
 	ctx := context.Background()
-	runs, _ := f.st.PausedRuns(ctx, "s1")
-	run, entries, _ := f.st.GetRun(ctx, runs[0].ID)
+	runs, _ := runstore.New(f.st).PausedRuns(ctx, "s1")
+	run, entries, _ := runstore.New(f.st).GetRun(ctx, runs[0].ID)
 	// Decode numbers exactly: the seed is a random int64, and as a float64 "seed + 1" is often the
 	// same seed (above 2^53 a float64 cannot hold every integer), which made this test flaky.
 	var spec map[string]any

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
@@ -26,7 +27,7 @@ type outageStore struct {
 	calls int
 }
 
-func (s *outageStore) WriteRun(ctx context.Context, grain string, epoch uint64, w store.RunWrite) error {
+func (s *outageStore) WriteRun(ctx context.Context, grain string, epoch uint64, w runstore.RunWrite) error {
 	s.calls++
 	if s.hang {
 		<-ctx.Done()
@@ -49,27 +50,27 @@ func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := store.Run{ID: "run-1", Session: "s1", Code: "return 1", Spec: `{}`, Created: time.UnixMilli(1)}
+	run := runstore.Run{ID: "run-1", Session: "s1", Code: "return 1", Spec: `{}`, Created: time.UnixMilli(1)}
 
 	// Unavailable three times, then back: the write lands.
-	s := &outageStore{RunStore: st, fail: 3, with: driver.ErrBadConn}
+	s := &outageStore{RunStore: runstore.New(st), fail: 3, with: driver.ErrBadConn}
 	j := engine.StoreJournal{Store: s, Grain: own.Grain, Epoch: own.Epoch}
 	if err := j.Write(context.Background(), engine.JournalWrite{RunID: run.ID, Run: &run}); err != nil || s.calls != 4 {
 		t.Fatalf("through a short outage: %v after %d attempts, want success after 4", err, s.calls)
 	}
-	if got, _, err := st.GetRun(context.Background(), "run-1"); err != nil || got.Code != "return 1" {
+	if got, _, err := runstore.New(st).GetRun(context.Background(), "run-1"); err != nil || got.Code != "return 1" {
 		t.Fatalf("run not written: %+v %v", got, err)
 	}
 
 	// An error that is not an outage is not retried.
-	s = &outageStore{RunStore: st, fail: 1, with: store.ErrFenced}
+	s = &outageStore{RunStore: runstore.New(st), fail: 1, with: store.ErrFenced}
 	j.Store = s
 	if err := j.Write(context.Background(), engine.JournalWrite{RunID: run.ID, Run: &run}); !errors.Is(err, store.ErrFenced) || s.calls != 1 {
 		t.Fatalf("fenced write: %v after %d attempts, want ErrFenced at once", err, s.calls)
 	}
 
 	// An outage that outlasts the caller's deadline returns its error.
-	s = &outageStore{RunStore: st, fail: 1 << 30, with: driver.ErrBadConn}
+	s = &outageStore{RunStore: runstore.New(st), fail: 1 << 30, with: driver.ErrBadConn}
 	j.Store = s
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -80,7 +81,7 @@ func TestStoreJournalRidesOutAStoreOutage(t *testing.T) {
 	// A store that does not answer before the journal's deadline is
 	// unavailable too (a plain deadline error read as an internal failure,
 	// and the client was not told to retry: CI chaos, Postgres round).
-	s = &outageStore{RunStore: st, hang: true}
+	s = &outageStore{RunStore: runstore.New(st), hang: true}
 	j.Store = s
 	hctx, hcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer hcancel()

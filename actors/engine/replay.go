@@ -26,7 +26,7 @@ var ErrDiverged = errors.New(KindDiverged)
 // Call is one journaled tool call, decoded: what replay compares with the
 // code's call at the same position and answers it with.
 type Call struct {
-	// State is store.JournalInFlight, JournalDone or JournalAwaiting.
+	// State is runstore.JournalInFlight, JournalDone or JournalAwaiting.
 	State string `json:"-"`
 	// Path is the tool path ("demo.createTodo", "search").
 	Path string `json:"path"`

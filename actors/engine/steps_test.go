@@ -2,15 +2,16 @@ package engine_test
 
 import (
 	"context"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
-	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
 // stepLog records the durable-execution steps (transactions) a journal
@@ -18,10 +19,10 @@ import (
 type stepLog struct {
 	engine.RunStore
 	mu    sync.Mutex
-	steps []store.RunWrite
+	steps []runstore.RunWrite
 }
 
-func (l *stepLog) WriteRun(ctx context.Context, grain string, epoch uint64, w store.RunWrite) error {
+func (l *stepLog) WriteRun(ctx context.Context, grain string, epoch uint64, w runstore.RunWrite) error {
 	l.mu.Lock()
 	l.steps = append(l.steps, w)
 	l.mu.Unlock()
@@ -38,7 +39,7 @@ func TestAnApprovalCycleIsThreeJournalSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &stepLog{RunStore: f.st}
+	log := &stepLog{RunStore: runstore.New(f.st)}
 	set, _ := policy.New(nil)
 	e := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, ApprovalWindow: time.Minute, Session: "s1",
 		Limits:  sandbox.Limits{WallTime: 10 * time.Second},
@@ -55,7 +56,7 @@ func TestAnApprovalCycleIsThreeJournalSteps(t *testing.T) {
 		t.Fatalf("resume: %v %+v", found, done)
 	}
 	log.mu.Lock()
-	steps := append([]store.RunWrite(nil), log.steps...)
+	steps := append([]runstore.RunWrite(nil), log.steps...)
 	log.mu.Unlock()
 	if len(steps) != 3 {
 		t.Fatalf("%d journal steps, want 3: %+v", len(steps), steps)
@@ -64,14 +65,14 @@ func TestAnApprovalCycleIsThreeJournalSteps(t *testing.T) {
 	if len(pause.Entries) != 2 || pause.Run == nil || pause.Run.PauseID != id || pause.Publish == nil || pause.Publish.ID != id || pause.Publish.Org != "acme" {
 		t.Fatalf("the pause step: %+v", pause)
 	}
-	if len(send.Entries) != 1 || send.Entries[0].State != store.JournalInFlight || send.Run != nil {
+	if len(send.Entries) != 1 || send.Entries[0].State != runstore.JournalInFlight || send.Run != nil {
 		t.Fatalf("the send step: %+v", send)
 	}
-	if len(settle.Entries) != 1 || settle.Entries[0].State != store.JournalDone || settle.Run == nil || settle.Run.Settled.IsZero() ||
+	if len(settle.Entries) != 1 || settle.Entries[0].State != runstore.JournalDone || settle.Run == nil || settle.Run.Settled.IsZero() ||
 		len(settle.Settle) != 1 || settle.Settle[0] != id {
 		t.Fatalf("the settle step (the last outcomes, the run, the directory row): %+v", settle)
 	}
-	if row, err := f.st.GetExecution(context.Background(), id); err != nil || row.Settled.IsZero() {
+	if row, err := directory.New(f.st).GetExecution(context.Background(), id); err != nil || row.Settled.IsZero() {
 		t.Fatalf("directory row after the cycle: %+v %v", row, err)
 	}
 }
@@ -202,7 +203,7 @@ func TestADecisionClaimsADormantPauseDuringItsReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := &gatedRuns{RunStore: f.st, arrived: make(chan struct{}), gate: make(chan struct{})}
+	runs := &gatedRuns{RunStore: runstore.New(f.st), arrived: make(chan struct{}), gate: make(chan struct{})}
 	set, _ := policy.New(nil)
 	e := engine.New(engine.Config{Tools: f.reg, Policy: set, Clock: f.clk, ApprovalWindow: time.Minute, Session: "s1",
 		Limits: sandbox.Limits{WallTime: 10 * time.Second}, Journal: engine.StoreJournal{Store: runs, Grain: own.Grain, Epoch: own.Epoch}})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -40,7 +42,7 @@ type CodeMode struct {
 	// Clock tells time. Default the system clock.
 	Clock clock.Clock
 	// Lookup finds the session that owns an execution (the directory).
-	Lookup func(ctx context.Context, execID string) (store.Execution, error)
+	Lookup func(ctx context.Context, execID string) (directory.Execution, error)
 	// Directory, when set, is where sessions publish their pauses (and mark
 	// them settled) before the paused result reaches the client, so an
 	// approver who acts at once finds the execution.
@@ -59,10 +61,10 @@ type CodeMode struct {
 	Durable bool
 }
 
-// Directory is the part of the store's execution directory a session's
+// Directory is the part of the execution directory (directory.Store) a session's
 // code runtime writes.
 type Directory interface {
-	PutExecution(ctx context.Context, e store.Execution) error
+	PutExecution(ctx context.Context, e directory.Execution) error
 	SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error
 }
 
@@ -152,7 +154,7 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish
 // passivation, a restart or the loss of its node) by replaying their
 // journals. A run that cannot be read is logged and left for the next
 // activation.
-func (c *codeRuntime) restore(ctx context.Context, st store.Store) {
+func (c *codeRuntime) restore(ctx context.Context, st *runstore.Store) {
 	runs, err := st.PausedRuns(ctx, c.id)
 	if err != nil {
 		c.log().Warn("mcpruntime: list paused executions to restore", "session", c.id, "err", err)
@@ -260,7 +262,7 @@ func (w wakeHooks) Paused(execID string, deadline time.Time) {
 		if p, ok := c.eng.Paused(execID, engine.System); ok {
 			args, _ := json.Marshal(p.Args)
 			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
-			row := store.Execution{
+			row := directory.Execution{
 				ID: execID, Session: c.id, User: p.Principal.User, Org: p.Principal.Org, Address: p.Address,
 				Message: p.Message, ApprovalText: p.ApprovalText, ArgsJSON: string(args), Deadline: deadline,
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools/openapi"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -64,7 +66,7 @@ func (f *decideFixture) activate(t *testing.T) *mcpruntime.CodeRuntime {
 		t.Fatal(err)
 	}
 	c := mcpruntime.NewCodeRuntime(f.cfg, decideGrain, nil,
-		engine.StoreJournal{Store: f.st, Grain: own.Grain, Epoch: own.Epoch, Publish: true})
+		engine.StoreJournal{Store: runstore.New(f.st), Grain: own.Grain, Epoch: own.Epoch, Publish: true})
 	t.Cleanup(c.Shutdown)
 	return c
 }
@@ -92,7 +94,7 @@ func TestDecideRestoresChecksAndAppliesASurfaceDecision(t *testing.T) {
 		t.Fatalf("outcome %+v, want a pause", out)
 	}
 	id := out.Pause.ID
-	if row, err := f.st.GetExecution(ctx, id); err != nil || row.Session != decideGrain || row.Org != "acme" || !row.Settled.IsZero() {
+	if row, err := directory.New(f.st).GetExecution(ctx, id); err != nil || row.Session != decideGrain || row.Org != "acme" || !row.Settled.IsZero() {
 		t.Fatalf("directory row %+v %v: want the published pause", row, err)
 	}
 	first.Shutdown()
@@ -127,7 +129,7 @@ func TestDecideRestoresChecksAndAppliesASurfaceDecision(t *testing.T) {
 	if !found || done.Status != engine.StatusCompleted || done.Result.Value != "ship it" || len(f.api.Todos()) != 1 {
 		t.Fatalf("outcome %v %+v, %d to-dos", found, done, len(f.api.Todos()))
 	}
-	if row, err := f.st.GetExecution(ctx, id); err != nil || row.Settled.IsZero() {
+	if row, err := directory.New(f.st).GetExecution(ctx, id); err != nil || row.Settled.IsZero() {
 		t.Fatalf("directory row %+v %v: want it settled", row, err)
 	}
 }

@@ -12,25 +12,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 func TestOverBudget(t *testing.T) {
-	a := store.EventBytes{Org: "acme", User: "alice", Bytes: 101}
-	b := store.EventBytes{Org: "acme", User: "bob", Bytes: 100}
+	a := eventstore.EventBytes{Org: "acme", User: "alice", Bytes: 101}
+	b := eventstore.EventBytes{Org: "acme", User: "bob", Bytes: 100}
 	for _, c := range []struct {
 		name   string
 		budget int64
-		want   []store.EventBytes
+		want   []eventstore.EventBytes
 	}{
-		{"over the budget, and at it", 100, []store.EventBytes{a}},
+		{"over the budget, and at it", 100, []eventstore.EventBytes{a}},
 		{"within it", 101, nil},
-		{"both over", 99, []store.EventBytes{a, b}},
+		{"both over", 99, []eventstore.EventBytes{a, b}},
 		{"no bound", 0, nil},
 	} {
-		if got := overBudget([]store.EventBytes{a, b}, c.budget); fmt.Sprint(got) != fmt.Sprint(c.want) {
+		if got := overBudget([]eventstore.EventBytes{a, b}, c.budget); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -55,20 +56,20 @@ func TestTrimTargetAndStoreCheck(t *testing.T) {
 }
 
 // testStoreDSN opens a fresh SQLite store and returns its DSN as well.
-func testStoreDSN(t *testing.T) (store.Store, string) {
+func testStoreDSN(t *testing.T) (*eventstore.Store, string) {
 	t.Helper()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "e.db")
 	return openStore(t, dsn), dsn
 }
 
-func openStore(t *testing.T, dsn string) store.Store {
+func openStore(t *testing.T, dsn string) *eventstore.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return st
+	return eventstore.New(st)
 }
 
 // keptBytes measures, with SQL of its own on the store's database (not the

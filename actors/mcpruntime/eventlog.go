@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -50,7 +50,7 @@ import (
 //     with its retryable restart error), a resume after it works;
 //   - the session's stored events are kept within budget bytes: once the
 //     events written since the last trim reach a quarter of it, the
-//     oldest are dropped (store.TrimEvents). Clients resume within
+//     oldest are dropped (eventstore.Store.TrimEvents). Clients resume within
 //     seconds, so old streams are the ones nobody asks for. The count
 //     goes on across restores (session.EventCounter: the session record
 //     carries it), so the store holds at most budget + budget/4 +
@@ -136,7 +136,18 @@ const (
 	budgetStore     = "store"
 )
 
-func newEventMetrics(reg prometheus.Registerer, st store.Store, log *slog.Logger) (*eventMetrics, error) {
+// eventStore is the part of the event log (eventstore.Store) the
+// runtimes of a node use.
+type eventStore interface {
+	AppendEvents(ctx context.Context, events []eventstore.Event) ([]eventstore.EventBytes, error)
+	Events(ctx context.Context, session, stream string, after int) (data [][]byte, last int, err error)
+	TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error)
+	TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error)
+	TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error)
+	EventUsage(ctx context.Context) (eventstore.EventUsage, error)
+}
+
+func newEventMetrics(reg prometheus.Registerer, st eventStore, log *slog.Logger) (*eventMetrics, error) {
 	m := &eventMetrics{
 		unlogged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgrain_event_log_unlogged_total",
@@ -172,12 +183,12 @@ func (m *eventMetrics) trimmedBy(budget string, n int64) {
 // principal's bytes). No label names a principal: the largest one's bytes
 // stand for all of them.
 type usageCollector struct {
-	st                         store.Store
+	st                         eventStore
 	log                        *slog.Logger
 	bytes, principals, largest *prometheus.Desc
 }
 
-func newUsageCollector(st store.Store, log *slog.Logger) *usageCollector {
+func newUsageCollector(st eventStore, log *slog.Logger) *usageCollector {
 	return &usageCollector{st: st, log: log,
 		bytes: prometheus.NewDesc("mcpgrain_event_log_stored_bytes",
 			"Bytes of SSE event data the store keeps for resumability: every session of every node that shares the store.", nil, nil),
@@ -256,7 +267,7 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		return nil
 	}
 	l.mu.Unlock()
-	l.w.add(l, store.Event{Session: l.session, Stream: stream, Index: idx, Data: d, Org: l.org, User: l.user})
+	l.w.add(l, eventstore.Event{Session: l.session, Stream: stream, Index: idx, Data: d, Org: l.org, User: l.user})
 	return nil
 }
 
@@ -316,7 +327,7 @@ func (l *eventLog) SessionClosed(context.Context, string) error { return nil }
 // flushed records that ev is in the store: memory beyond the bound can
 // go, and it reports whether the session wrote a quarter of its budget
 // since its last trim.
-func (l *eventLog) flushed(ev store.Event) (trim bool) {
+func (l *eventLog) flushed(ev eventstore.Event) (trim bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ms, ok := l.streams[ev.Stream]; ok && ev.Index+1 > ms.flushed {
@@ -416,7 +427,7 @@ func (l *eventLog) close(ctx context.Context) error {
 //     trims (each trims right after its flush);
 //   - each time this node has written a thirty-second of the store budget
 //     since it last looked, it reads what the store keeps
-//     (store.EventUsage) and, if that is over the budget, trims the
+//     (eventstore.EventUsage) and, if that is over the budget, trims the
 //     oldest events of the store, whoever owns them, to seven eighths of
 //     it (store.TrimStoredEvents). The store keeps at most its budget plus
 //     a thirty-second of it per node (and one flush).
@@ -428,7 +439,7 @@ func (l *eventLog) close(ctx context.Context) error {
 // the stream's request with its retryable error (as for the per-session
 // budget).
 type eventWriter struct {
-	st      store.Store
+	st      eventStore
 	log     *slog.Logger
 	every   time.Duration
 	lim     eventLimits
@@ -446,10 +457,10 @@ type eventWriter struct {
 
 type pendingEvent struct {
 	log *eventLog
-	ev  store.Event
+	ev  eventstore.Event
 }
 
-func newEventWriter(st store.Store, log *slog.Logger, every time.Duration, lim eventLimits, m *eventMetrics) *eventWriter {
+func newEventWriter(st eventStore, log *slog.Logger, every time.Duration, lim eventLimits, m *eventMetrics) *eventWriter {
 	w := &eventWriter{st: st, log: log, every: every, lim: lim, metrics: m,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go w.run()
@@ -457,7 +468,7 @@ func newEventWriter(st store.Store, log *slog.Logger, every time.Duration, lim e
 }
 
 // add queues an event for the next flush.
-func (w *eventWriter) add(l *eventLog, ev store.Event) {
+func (w *eventWriter) add(l *eventLog, ev eventstore.Event) {
 	w.mu.Lock()
 	w.pending = append(w.pending, pendingEvent{l, ev})
 	w.mu.Unlock()
@@ -510,7 +521,7 @@ func (w *eventWriter) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	events := make([]store.Event, len(batch))
+	events := make([]eventstore.Event, len(batch))
 	var written int64
 	for i, p := range batch {
 		events[i] = p.ev
@@ -564,8 +575,8 @@ func (w *eventWriter) trimStore(ctx context.Context) error {
 
 // overBudget returns the principals of totals that keep more than budget
 // (none if budget is 0: no bound).
-func overBudget(totals []store.EventBytes, budget int64) []store.EventBytes {
-	var over []store.EventBytes
+func overBudget(totals []eventstore.EventBytes, budget int64) []eventstore.EventBytes {
+	var over []eventstore.EventBytes
 	for _, t := range totals {
 		if budget > 0 && t.Bytes > budget {
 			over = append(over, t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -20,26 +21,26 @@ import (
 // alice owns the test's sessions.
 var alice = &pb.Principal{User: "alice", Org: "acme"}
 
-// testStore opens a fresh SQLite store for the test.
-func testStore(t *testing.T) store.Store {
+// testStore opens a fresh SQLite store for the test: its event log.
+func testStore(t *testing.T) *eventstore.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "e.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return st
+	return eventstore.New(st)
 }
 
 // testWriter is a node's event writer on st (it flushes when told to).
-func testWriter(t *testing.T, st store.Store, lim eventLimits) *eventWriter {
+func testWriter(t *testing.T, st eventStore, lim eventLimits) *eventWriter {
 	t.Helper()
 	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, lim, nil)
 	t.Cleanup(func() { _ = w.close(context.Background()) })
 	return w
 }
 
-func newTestLog(t *testing.T, lim eventLimits) (*eventLog, store.Store) {
+func newTestLog(t *testing.T, lim eventLimits) (*eventLog, *eventstore.Store) {
 	t.Helper()
 	st := testStore(t)
 	l := testWriter(t, st, lim).newLog("s", alice)
@@ -121,7 +122,7 @@ func TestEventLogTrimsTheStoreToTheSessionBudget(t *testing.T) {
 	}
 }
 
-func storedBytes(t *testing.T, st store.Store) int {
+func storedBytes(t *testing.T, st *eventstore.Store) int {
 	t.Helper()
 	data, _, err := st.Events(context.Background(), "s", "x", -1)
 	if err == nil {
@@ -173,7 +174,7 @@ func TestEventWriterFlushesEveryRuntimeTogether(t *testing.T) {
 
 // trimCounter counts the store's trims.
 type trimCounter struct {
-	store.Store
+	*eventstore.Store
 	trims int
 }
 

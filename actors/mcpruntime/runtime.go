@@ -57,6 +57,8 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -78,7 +80,8 @@ type Config struct {
 	Packs []string
 	// Implementation names the server. Default {Name: "mcpgrain"}.
 	Implementation *mcp.Implementation
-	// Store keeps the SSE event log for resumability (required).
+	// Store keeps the SSE event log for resumability and the durable
+	// executions' runs (required).
 	Store store.Store
 	// Logger logs runtime problems. Default slog.Default().
 	Logger *slog.Logger
@@ -173,7 +176,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if cfg.StoredEventBytes <= 0 {
 		cfg.StoredEventBytes = DefaultStoredEventBytes
 	}
-	m, err := newEventMetrics(cfg.Registerer, cfg.Store, cfg.Logger)
+	m, err := newEventMetrics(cfg.Registerer, eventstore.New(cfg.Store), cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +191,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	}
 	srv.AddReceivingMiddleware(b.recordState)
 	b.server, b.closeSrv = srv, closeSrv
-	b.events = newEventWriter(cfg.Store, cfg.Logger, cfg.EventFlushInterval,
+	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
 			principal: cfg.PrincipalEventBytes, stored: cfg.StoredEventBytes}, m)
 	return b, nil
@@ -261,7 +264,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
-			journal = engine.StoreJournal{Store: cfg.Store, Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
+			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
@@ -291,7 +294,7 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 		}
 	}
 	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" && len(in.State) > 0 {
-		r.code.restore(ctx, cfg.Store) // a session being created has nothing to restore
+		r.code.restore(ctx, runstore.New(cfg.Store)) // a session being created has nothing to restore
 	}
 	return r, nil
 }

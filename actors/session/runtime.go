@@ -64,7 +64,7 @@ type ModelResumer interface {
 	ResumeForModel(ctx context.Context, execID string, resp *pb.ExecutionResumeForModel) (resultJSON string, status pb.ExecutionReply_Status)
 }
 
-// Directory is the execution directory (store.Store): the runtime publishes
+// Directory is the execution directory (directory.Store): the runtime publishes
 // pauses; the session drops those lost with a disposed runtime.
 type Directory interface {
 	DeleteExecutions(ctx context.Context, execIDs ...string) error

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -30,7 +31,7 @@ const lostMessage = "the node running this task was lost (or its grain stopped) 
 type taskGrain struct {
 	h    *Host
 	id   string
-	task *store.Task // nil: no such task
+	task *taskstore.Task // nil: no such task
 	// cancel stops the work this activation runs (nil: none runs).
 	cancel context.CancelFunc
 	// round numbers the runs, so a late outcome of a cancelled run is
@@ -94,7 +95,7 @@ func (t *taskGrain) start(ctx context.Context, g grain.Context, m *pb.TaskStart)
 		RequestState string `json:"requestState"`
 	}
 	_ = json.Unmarshal(m.GetParams(), &params)
-	task := store.Task{
+	task := taskstore.Task{
 		ID: t.id, User: m.GetPrincipal().GetUser(), Org: m.GetPrincipal().GetOrg(), Role: m.GetPrincipal().GetRole(), Status: string(Working),
 		Params: string(m.GetParams()), RequestState: params.RequestState, Attempts: 1,
 		TTL: t.h.cfg.TTL, PollInterval: t.h.cfg.PollInterval, Created: now, Updated: now, Expires: now.Add(t.h.cfg.TTL),
@@ -126,7 +127,7 @@ func inputResponsesOf(params []byte) json.RawMessage {
 	return p.InputResponses
 }
 
-func startedReply(task store.Task) (proto.Message, error) {
+func startedReply(task taskstore.Task) (proto.Message, error) {
 	b, err := json.Marshal(created(task))
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func startedReply(task store.Task) (proto.Message, error) {
 // principal whose input responses it carries (a decision on a paused
 // execution is its decider's, checked when it was given), or the
 // creator's role for a round that carries none of those (the first).
-func roundPrincipal(task store.Task) *pb.Principal {
+func roundPrincipal(task taskstore.Task) *pb.Principal {
 	role := task.Role
 	if task.InputResponses != "" {
 		role = task.ResponderRole
@@ -198,7 +199,7 @@ func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	}
 	err := t.transition(ctx, g, next, e, outageBound)
 	switch {
-	case errors.Is(err, store.ErrTaskChanged):
+	case errors.Is(err, taskstore.ErrTaskChanged):
 		// Another activation cancelled the task, or found the work lost
 		// and started its next attempt, before this run ended.
 		g.Logger().Info("tasks: the outcome of a run came after the task moved on; dropped", "task", t.id, "err", err)
@@ -211,7 +212,7 @@ func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 // transition moves the task by e to next's content and records it (see
 // write; ride: how long the write rides out a store outage): the lease
 // reminder is dropped once no work runs.
-func (t *taskGrain) transition(ctx context.Context, g grain.Context, next store.Task, e Event, ride time.Duration) error {
+func (t *taskGrain) transition(ctx context.Context, g grain.Context, next taskstore.Task, e Event, ride time.Duration) error {
 	to, changed, err := Step(Status(t.task.Status), e)
 	if err != nil || !changed {
 		return err
@@ -247,12 +248,12 @@ const outageBound = 15 * time.Second
 
 // write records next (at the current time, without a lease) and makes it
 // the task in memory. A working task is swapped by its status and attempt
-// (store.Store.SwapTask), not fenced by the grain's epoch: the outcome of
+// (taskstore.Store.SwapTask), not fenced by the grain's epoch: the outcome of
 // a run lands even after the grain moved to another node, unless the task
 // was cancelled or its next attempt started first. Any other write is
 // fenced by the epoch. With ride > 0, the write rides out a store outage
 // that long.
-func (t *taskGrain) write(ctx context.Context, g grain.Context, next store.Task, ride time.Duration) error {
+func (t *taskGrain) write(ctx context.Context, g grain.Context, next taskstore.Task, ride time.Duration) error {
 	next.Updated, next.LeaseUntil = t.h.cfg.Now(), time.Time{}
 	from, attempts := t.task.Status, t.task.Attempts
 	key, epoch := grain.Key(g.Kind(), g.Identity()), g.Epoch()
@@ -277,11 +278,11 @@ func (t *taskGrain) write(ctx context.Context, g grain.Context, next store.Task,
 // for ride at most. A swap that finds the task changed may be its own
 // earlier attempt, applied although its answer was lost: the task as
 // stored says.
-func (t *taskGrain) rideOut(ctx context.Context, next store.Task, ride time.Duration, once func(context.Context) error) error {
+func (t *taskGrain) rideOut(ctx context.Context, next taskstore.Task, ride time.Duration, once func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, ride)
 	defer cancel()
 	err := store.ThroughOutage(ctx, func() error { return once(ctx) })
-	if !errors.Is(err, store.ErrTaskChanged) {
+	if !errors.Is(err, taskstore.ErrTaskChanged) {
 		return err
 	}
 	if got, gerr := t.h.cfg.Store.GetTask(ctx, t.id, t.h.cfg.Now()); gerr == nil &&
@@ -459,7 +460,7 @@ func (t *taskGrain) claim(ctx context.Context) bool {
 	next := *t.task
 	next.LeaseUntil = t.h.cfg.Now().Add(drainWork + leaseGrace)
 	err := t.h.cfg.Store.SwapTask(ctx, string(Working), next.Attempts, next)
-	if errors.Is(err, store.ErrTaskChanged) {
+	if errors.Is(err, taskstore.ErrTaskChanged) {
 		t.h.cfg.Logger.Info("tasks: a stopping activation found its task moved on; its run stops", "task", t.id)
 		return false
 	}

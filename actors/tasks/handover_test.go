@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -50,10 +51,11 @@ func (j *job) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func()
 // swaps can be watched.
 type hookStore struct {
 	store.Store
+	tasks *taskstore.Store
 	mu    sync.Mutex
 	fail  int   // the next fail task writes fail with err
 	err   error // what they fail with
-	swaps chan store.Task
+	swaps chan taskstore.Task
 }
 
 // failing reports whether this write fails (and counts it).
@@ -67,22 +69,26 @@ func (s *hookStore) failing() bool {
 	return true
 }
 
-func (s *hookStore) PutTask(ctx context.Context, grain string, epoch uint64, t store.Task) error {
+func (s *hookStore) PutTask(ctx context.Context, grain string, epoch uint64, t taskstore.Task) error {
 	if s.failing() {
 		return s.err
 	}
-	return s.Store.PutTask(ctx, grain, epoch, t)
+	return s.tasks.PutTask(ctx, grain, epoch, t)
 }
 
-func (s *hookStore) SwapTask(ctx context.Context, status string, attempts int, t store.Task) error {
+func (s *hookStore) SwapTask(ctx context.Context, status string, attempts int, t taskstore.Task) error {
 	if s.failing() {
 		return s.err
 	}
-	err := s.Store.SwapTask(ctx, status, attempts, t)
+	err := s.tasks.SwapTask(ctx, status, attempts, t)
 	if err == nil && s.swaps != nil {
 		s.swaps <- t
 	}
 	return err
+}
+
+func (s *hookStore) GetTask(ctx context.Context, taskID string, now time.Time) (taskstore.Task, error) {
+	return s.tasks.GetTask(ctx, taskID, now)
 }
 
 // fakeGrain is the grain.Context of one activation of a task grain: its
@@ -159,7 +165,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	hs := &harness{st: &hookStore{Store: st}, clk: clock.NewFake(time.Now()), job: newJob(), system: actor.NewActorSystem()}
+	hs := &harness{st: &hookStore{Store: st, tasks: taskstore.New(st)}, clk: clock.NewFake(time.Now()), job: newJob(), system: actor.NewActorSystem()}
 	t.Cleanup(hs.system.Shutdown)
 	hs.h, err = NewHost(Config{NewServer: hs.job.server, Store: hs.st, Cluster: noCluster, Now: hs.clk.Now})
 	if err != nil {
@@ -185,7 +191,7 @@ func (hs *harness) start(t *testing.T, id string) (*taskGrain, *fakeGrain) {
 	return a, g
 }
 
-func (hs *harness) stored(t *testing.T, id string) store.Task {
+func (hs *harness) stored(t *testing.T, id string) taskstore.Task {
 	t.Helper()
 	task, err := hs.st.GetTask(context.Background(), id, hs.clk.Now())
 	if err != nil {
@@ -201,7 +207,7 @@ func (hs *harness) stored(t *testing.T, id string) store.Task {
 // owner finished").
 func TestHandoverLeavesTheTaskToTheDrainingRun(t *testing.T) {
 	hs := newHarness(t)
-	hs.st.swaps = make(chan store.Task, 4)
+	hs.st.swaps = make(chan taskstore.Task, 4)
 	old, og := hs.start(t, "t1")
 
 	stopped := make(chan struct{})
@@ -311,7 +317,7 @@ type lostAnswer struct {
 	calls int
 }
 
-func (s *lostAnswer) SwapTask(ctx context.Context, status string, attempts int, t store.Task) error {
+func (s *lostAnswer) SwapTask(ctx context.Context, status string, attempts int, t taskstore.Task) error {
 	s.calls++
 	err := s.hookStore.SwapTask(ctx, status, attempts, t)
 	if s.calls == 1 && err == nil {

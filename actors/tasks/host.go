@@ -11,8 +11,8 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
-	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 )
 
@@ -21,9 +21,9 @@ const KindName = exchange.KindTask
 
 // Store is what tasks need of the store.
 type Store interface {
-	PutTask(ctx context.Context, grain string, epoch uint64, t store.Task) error
-	SwapTask(ctx context.Context, status string, attempts int, t store.Task) error
-	GetTask(ctx context.Context, taskID string, now time.Time) (store.Task, error)
+	PutTask(ctx context.Context, grain string, epoch uint64, t taskstore.Task) error
+	SwapTask(ctx context.Context, status string, attempts int, t taskstore.Task) error
+	GetTask(ctx context.Context, taskID string, now time.Time) (taskstore.Task, error)
 }
 
 // DefaultTTL is how long a task is kept after its creation when

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -23,14 +24,14 @@ import (
 func TestRoundPrincipal(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		task     store.Task
+		task     taskstore.Task
 		wantRole string
 	}{
-		{"first round: the creator's role", store.Task{Role: "viewer"}, "viewer"},
-		{"a decision's round: the decider's role", store.Task{Role: "viewer", InputResponses: `{"approval":{}}`, ResponderRole: "admin"}, "admin"},
-		{"the creator's own decision", store.Task{Role: "member", InputResponses: `{"approval":{}}`, ResponderRole: "member"}, "member"},
-		{"responses without a recorded role", store.Task{Role: "admin", InputResponses: `{"approval":{}}`}, ""},
-		{"a row of an earlier version", store.Task{}, ""},
+		{"first round: the creator's role", taskstore.Task{Role: "viewer"}, "viewer"},
+		{"a decision's round: the decider's role", taskstore.Task{Role: "viewer", InputResponses: `{"approval":{}}`, ResponderRole: "admin"}, "admin"},
+		{"the creator's own decision", taskstore.Task{Role: "member", InputResponses: `{"approval":{}}`, ResponderRole: "member"}, "member"},
+		{"responses without a recorded role", taskstore.Task{Role: "admin", InputResponses: `{"approval":{}}`}, ""},
+		{"a row of an earlier version", taskstore.Task{}, ""},
 	} {
 		tc.task.User, tc.task.Org = "vic", "acme"
 		p := roundPrincipal(tc.task)
@@ -81,7 +82,7 @@ func TestARoundRunsWithTheRoleOfWhoeverGaveItsInputAfterANodeLossToo(t *testing.
 	t.Cleanup(system.Shutdown)
 	tool := &asker{roles: make(chan string, 8), release: make(chan struct{})}
 	t.Cleanup(func() { close(tool.release) })
-	h, err := NewHost(Config{NewServer: tool.server, Store: st, Cluster: noCluster, Now: time.Now})
+	h, err := NewHost(Config{NewServer: tool.server, Store: taskstore.New(st), Cluster: noCluster, Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestARoundRunsWithTheRoleOfWhoeverGaveItsInputAfterANodeLossToo(t *testing.
 	if role := <-tool.roles; role != "admin" {
 		t.Fatalf("the re-run after the loss ran with role %q, want the decider's (admin)", role)
 	}
-	if got, _ := st.GetTask(ctx, "t1", time.Now()); got.Role != "viewer" || got.ResponderRole != "admin" || got.User != "vic" {
+	if got, _ := taskstore.New(st).GetTask(ctx, "t1", time.Now()); got.Role != "viewer" || got.ResponderRole != "admin" || got.User != "vic" {
 		t.Fatalf("stored: %+v, want vic's task (viewer) with the admin's responses", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -235,14 +236,14 @@ func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[stri
 }
 
 // save records the task without a status change.
-func (t *taskGrain) save(ctx context.Context, g grain.Context, next store.Task) error {
+func (t *taskGrain) save(ctx context.Context, g grain.Context, next taskstore.Task) error {
 	return t.write(ctx, g, next, 0)
 }
 
 // storeError answers a request whose write failed.
 func (t *taskGrain) storeError(id json.RawMessage, err error) reply {
 	msg := "tasks: the task could not be recorded; retry"
-	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrTaskChanged) {
+	if errors.Is(err, store.ErrFenced) || errors.Is(err, taskstore.ErrTaskChanged) {
 		msg = "tasks: the task moved to another node; retry"
 	}
 	return errorReply(http.StatusServiceUnavailable, id, &rpcError{Code: exchange.CodeServerError, Message: msg})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 )
 
 // Extension is the extension's identifier in capabilities.extensions.
@@ -110,7 +110,7 @@ type wireTask struct {
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // created is the CreateTaskResult of t.
-func created(t store.Task) wireTask {
+func created(t taskstore.Task) wireTask {
 	return wireTask{
 		ResultType: "task", TaskID: t.ID, Status: Status(t.Status), StatusMessage: t.StatusMessage,
 		CreatedAt: isoTime(t.Created), LastUpdatedAt: isoTime(t.Updated),
@@ -120,7 +120,7 @@ func created(t store.Task) wireTask {
 
 // detailed is the tasks/get answer for t: the result of a completed task,
 // the error of a failed one, the pending input requests of one waiting.
-func detailed(t store.Task) wireTask {
+func detailed(t taskstore.Task) wireTask {
 	w := created(t)
 	w.ResultType = "complete"
 	switch Status(t.Status) {

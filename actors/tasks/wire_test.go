@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 )
 
 func TestDeclaredReadsThePerRequestClientCapabilities(t *testing.T) {
@@ -30,7 +30,7 @@ func TestDeclaredReadsThePerRequestClientCapabilities(t *testing.T) {
 
 func TestWireShapesOfCreateAndDetailedTask(t *testing.T) {
 	at := time.UnixMilli(1_900_000_000_123)
-	task := store.Task{ID: "task-1", Status: string(Completed), Result: `{"content":[{"type":"text","text":"ok"}]}`,
+	task := taskstore.Task{ID: "task-1", Status: string(Completed), Result: `{"content":[{"type":"text","text":"ok"}]}`,
 		TTL: time.Hour, PollInterval: 500 * time.Millisecond, Created: at, Updated: at, RequestState: "secret"}
 	b, _ := json.Marshal(created(task))
 	var c map[string]any

@@ -10,15 +10,6 @@ import (
 	"sync/atomic"
 )
 
-// querier runs statements: the read pool, a database handle, or a write
-// transaction. *sql.DB and *sql.Tx are queriers; so are the statement-
-// caching wrappers below.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // stmtCache prepares each statement text once per database handle and
 // keeps it. SQLite (modernc) parses a statement on every unprepared
 // execution; that was a tenth of the CPU of a session's lifecycle.
@@ -139,7 +130,7 @@ func (c *connQ) close() {
 
 // writeFunc is one write: its statements, run on q inside a transaction
 // (see sqlStore.write).
-type writeFunc func(ctx context.Context, q querier) error
+type writeFunc = WriteFunc
 
 // maxGroup bounds how many writes one group commit carries.
 const maxGroup = 128

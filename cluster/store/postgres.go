@@ -14,10 +14,6 @@ import (
 // migrations ("mcpgrain" in ASCII, truncated to 63 bits).
 const migrationLockKey = 0x6d6370677261696e
 
-// eventDeletesLockKey is the Postgres advisory lock id that serialises
-// the deletes of the event log ("mcpevdl" in ASCII).
-const eventDeletesLockKey = 0x6d63706576646c
-
 // OpenPostgres connects to the Postgres database at dsn (a postgres:// URL;
 // extra query parameters such as search_path become session settings) and
 // migrates it.
@@ -42,10 +38,6 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		blob: "BYTEA",
 		lockMigrations: func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLockKey))
-			return err
-		},
-		lockEventDeletes: func(ctx context.Context, q querier) error {
-			_, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventDeletesLockKey))
 			return err
 		},
 	}

@@ -18,9 +18,6 @@ type dialect struct {
 	blob string
 	// lockMigrations serialises migration runs across processes inside tx.
 	lockMigrations func(ctx context.Context, tx *sql.Tx) error
-	// lockEventDeletes, if set, serialises the writes that delete events
-	// across processes inside the transaction q (see deleteEventsIn).
-	lockEventDeletes func(ctx context.Context, q querier) error
 }
 
 // sqlStore implements [Store] over database/sql.
@@ -263,6 +260,8 @@ func (s *sqlStore) Load(ctx context.Context, grain string) (Ownership, error) {
 	}
 	return o, nil
 }
+
+func (s *sqlStore) DB() *DB { return &DB{s: s} }
 
 func (s *sqlStore) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {

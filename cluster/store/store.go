@@ -48,108 +48,6 @@ type Reminder struct {
 	Version int64
 }
 
-// Event is one SSE event of an MCP session's stream, kept so a client can
-// resume a dropped stream with Last-Event-ID on any node. Org and User
-// name the principal that owns the session: its events count against the
-// principal's budget ([Store.TrimPrincipalEvents]).
-type Event struct {
-	Session   string
-	Stream    string
-	Index     int
-	Data      []byte
-	Org, User string
-}
-
-// EventBytes is the data one principal's stored events hold, all its
-// sessions together, as the store counts it.
-type EventBytes struct {
-	Org, User string
-	Bytes     int64
-}
-
-// EventUsage is what the event log keeps in the store, every session of
-// every node that shares it.
-type EventUsage struct {
-	// Bytes is the data of every stored event.
-	Bytes int64
-	// Principals is how many principals have stored events, and
-	// LargestPrincipal the most bytes one of them keeps.
-	Principals       int64
-	LargestPrincipal int64
-}
-
-// Execution is a paused execution's directory row: where it lives and
-// what it waits for. A settled row stays (Settled set) until pruned, so a
-// late resume from another session still reaches the owner, which replays
-// the outcome or answers "already settled".
-type Execution struct {
-	ID           string
-	Session      string
-	User, Org    string
-	Address      string
-	Message      string
-	ApprovalText string
-	ArgsJSON     string
-	Deadline     time.Time
-	// Settled is when the execution stopped waiting (zero: still paused).
-	Settled time.Time
-	// DecidedBy is the user who decided it on an approval surface, and
-	// Decision the action ("accept", "decline", "cancel"); both empty if
-	// none was recorded (it timed out, or its session's client answered).
-	// [Store.PutExecution] leaves them as they are.
-	DecidedBy, Decision string
-}
-
-// Run is a durable execution (a code-mode execution whose pauses survive
-// passivation, restarts and node loss): what replay needs to re-run it.
-// The engine defines Spec and Outcome (JSON); the store keeps them
-// opaque.
-type Run struct {
-	// ID is the run's id (not an execution id clients see: every pause of
-	// the run has its own).
-	ID string
-	// Session is the identity of the session grain that owns the run.
-	Session string
-	// Code is the TypeScript the run executes.
-	Code string
-	// Spec is the engine's JSON of everything else replay needs: the
-	// principal, the sandbox limits, the Math.random seed, the start time.
-	Spec string
-	// PauseID is the execution id of the run's latest pause ("" if it
-	// never paused).
-	PauseID string
-	// Outcome is the engine's JSON of the final outcome ("" until settled).
-	Outcome string
-	// Created is when the run started.
-	Created time.Time
-	// Settled is when the run finished (zero: not yet).
-	Settled time.Time
-}
-
-// Journal entry states.
-const (
-	// JournalInFlight: the call was sent to the outside world; no outcome
-	// was recorded yet.
-	JournalInFlight = "in_flight"
-	// JournalDone: the call's outcome (result or error) is recorded.
-	JournalDone = "done"
-	// JournalAwaiting: the call waits for an approval decision.
-	JournalAwaiting = "awaiting"
-)
-
-// JournalEntry is one tool call of a run, at its position Seq (0-based,
-// in call order). A call's entry is replaced as it moves from awaiting or
-// in flight to done.
-type JournalEntry struct {
-	Seq   int
-	State string
-	// PauseID is the execution id of the pause the call waited in ("" if
-	// it needed no approval).
-	PauseID string
-	// Data is the engine's JSON of the call: request hash, outcome, time.
-	Data string
-}
-
 // Writes are changes to one grain's durable state that are applied
 // together: one transaction, fenced by the grain's epoch (see
 // [Store.Apply]). A lifecycle step of a grain (a session created, ended,
@@ -171,25 +69,11 @@ type Writes struct {
 	Release bool
 }
 
-// RunWrite is one step of a durable execution, written in one transaction
-// fenced by its grain's epoch: journal entries of run RunID (in order),
-// then the run itself, and the directory rows the step publishes (a new
-// pause) or settles (the pause it resumed past).
-type RunWrite struct {
-	RunID   string
-	Entries []JournalEntry
-	// Run, if not nil, is the run's new record.
-	Run *Run
-	// Publish, if not nil, is put in the execution directory.
-	Publish *Execution
-	// Settle are directory rows marked settled at SettledAt.
-	Settle    []string
-	SettledAt time.Time
-}
-
-// Store is mcpgrain's durable state. Two implementations share one schema and
-// one set of migrations: SQLite (embedded, single node) and Postgres
-// (clusters). Every method is safe for concurrent use.
+// Store is the cluster's durable state: grain ownership, records and
+// reminders. Two implementations share one schema and one history of
+// migrations: SQLite (embedded, single node) and Postgres (clusters). The
+// application's domains keep their tables in the same database through
+// [Store.DB]. Every method is safe for concurrent use.
 type Store interface {
 	// Acquire makes node the owner of grain: it atomically increments the
 	// grain's epoch (creating the row at epoch 1) and returns the new epoch
@@ -238,103 +122,11 @@ type Store interface {
 	// with a new version. It does nothing and returns false if the reminder
 	// was replaced or cancelled since (version differs).
 	CompleteReminder(ctx context.Context, grain, name string, version int64, next time.Time) (bool, error)
-	// AppendEvents stores SSE events of MCP sessions (the resumability log).
-	// Indices are per (session, stream) and assigned by the caller; an event
-	// already stored at its index is left as is. It returns the bytes each
-	// principal whose events it stored keeps now, counted in the same
-	// transaction (the store counts every principal's bytes as events are
-	// stored and deleted, whichever node writes them).
-	AppendEvents(ctx context.Context, events []Event) ([]EventBytes, error)
-	// Events returns the data of the events of (session, stream) with
-	// index > after, in order, and the stream's highest stored index (-1
-	// if none).
-	Events(ctx context.Context, session, stream string, after int) (data [][]byte, last int, err error)
-	// DeleteEvents drops every event of session (the session ended).
-	DeleteEvents(ctx context.Context, session string) error
-	// PruneEvents drops events stored before before (past the window in
-	// which a client resumes a dropped stream) and returns how many.
-	PruneEvents(ctx context.Context, before time.Time) (int64, error)
-	// TrimEvents drops the oldest events of session (by storage time, then
-	// index) until the data of those left totals at most keepBytes, and
-	// returns how many it dropped. A stream whose older events were dropped
-	// can no longer be resumed from before them ([Store.Events] reports
-	// the gap).
-	TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error)
-	// TrimPrincipalEvents drops the oldest events of the principal's
-	// sessions, whichever session they belong to (by storage time), until
-	// the principal keeps at most keepBytes, and returns how many it
-	// dropped. It drops in steps of a bounded number of events, each its
-	// own transaction, so it never holds the store long.
-	TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error)
-	// TrimStoredEvents is TrimPrincipalEvents over every stored event: the
-	// oldest go, whoever owns them, until the store keeps at most
-	// keepBytes.
-	TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error)
-	// EventUsage reports what the event log keeps in the store.
-	EventUsage(ctx context.Context) (EventUsage, error)
-	// PutExecution records (or replaces) a paused execution in the
-	// directory that approval surfaces and cross-session resumes use.
-	PutExecution(ctx context.Context, e Execution) error
-	// GetExecution returns a paused execution, or [ErrNotFound].
-	GetExecution(ctx context.Context, execID string) (Execution, error)
-	// ListExecutions lists the unsettled executions of org whose deadline
-	// is after now, soonest first (at most limit).
-	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]Execution, error)
-	// SettleExecutions marks rows settled at at (rows settled before keep
-	// their time).
-	SettleExecutions(ctx context.Context, at time.Time, execIDs ...string) error
-	// RecordDecision records that user decided execID with action (the
-	// first recorded decision sticks) and marks the row settled at at
-	// unless it already is. A missing row is not an error.
-	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
-	// ListDecided lists the settled executions of org, most recently
-	// settled first (at most limit, which is capped at [MaxDecidedLimit]).
-	ListDecided(ctx context.Context, org string, limit int) ([]Execution, error)
-	// DeleteExecutions drops directory rows by id.
-	DeleteExecutions(ctx context.Context, execIDs ...string) error
-	// PruneExecutions drops rows whose deadline is before before and
-	// returns how many. It also drops runs (with their journals) settled
-	// before before, and unsettled runs created before it that never paused
-	// (their caller is gone) or whose pause is no longer in the directory.
-	PruneExecutions(ctx context.Context, before time.Time) (int64, error)
-	// PutRun creates or replaces a durable execution run of the session
-	// grain (key grain), fenced by the grain's epoch ([ErrFenced] if it is
-	// not current).
-	PutRun(ctx context.Context, grain string, epoch uint64, r Run) error
-	// WriteRun writes one durable-execution step atomically, fenced like
-	// PutRun.
-	WriteRun(ctx context.Context, grain string, epoch uint64, w RunWrite) error
-	// PutJournalEntry creates or replaces the entry at e.Seq of run runID,
-	// fenced like PutRun.
-	PutJournalEntry(ctx context.Context, grain string, epoch uint64, runID string, e JournalEntry) error
-	// GetRun returns a run and its journal in call order, or [ErrNotFound].
-	GetRun(ctx context.Context, runID string) (Run, []JournalEntry, error)
-	// RunByPause returns the id of the run that paused with execution id
-	// pauseID, or [ErrNotFound].
-	RunByPause(ctx context.Context, pauseID string) (string, error)
-	// PausedRuns lists the unsettled runs of session that paused at least
-	// once, oldest first.
-	PausedRuns(ctx context.Context, session string) ([]Run, error)
-	// PutTask creates or replaces a task of the tasks extension, fenced by
-	// the epoch of grain (its task grain; [ErrFenced] if not current). A
-	// task's creator (user, organization, role) is set when it is created
-	// and never replaced.
-	PutTask(ctx context.Context, grain string, epoch uint64, t Task) error
-	// SwapTask replaces task t.ID's status and run state (status message,
-	// result, error, input requests and responses with their responder's
-	// role, request state, attempts, updated time, lease) with t's if its row is still in status status
-	// and attempt attempts; else it returns [ErrTaskChanged]. It is fenced
-	// by the task's own state, not by its grain's epoch: the run of an
-	// attempt records its outcome even after its grain moved to another
-	// node, and only if no other outcome (or a next attempt) came first.
-	SwapTask(ctx context.Context, status string, attempts int, t Task) error
-	// GetTask returns a task, or [ErrNotFound] (also once it expired).
-	GetTask(ctx context.Context, taskID string, now time.Time) (Task, error)
-	// PruneTasks drops tasks that expired before before and returns how
-	// many.
-	PruneTasks(ctx context.Context, before time.Time) (int64, error)
 	// Load returns grain's ownership row, or [ErrNotFound].
 	Load(ctx context.Context, grain string) (Ownership, error)
+	// DB is the SQL database under the store, for the domain packages that
+	// keep their own tables in it (see [DB]).
+	DB() *DB
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store's connections.

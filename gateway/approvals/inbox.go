@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -85,7 +85,7 @@ func newestFirst(list []*pb.PausedExecution, limit int) []*pb.PausedExecution {
 }
 
 // outcome names how a settled directory row settled.
-func outcome(r store.Execution) string {
+func outcome(r directory.Execution) string {
 	switch r.Decision {
 	case "accept":
 		return "approved"

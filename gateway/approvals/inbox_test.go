@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -60,7 +61,7 @@ func TestOutcome(t *testing.T) {
 		{"", at, "timed out"},
 		{"", at.Add(-time.Second), "answered in its session"},
 	} {
-		r := store.Execution{Decision: tc.decision, Deadline: at, Settled: tc.settled}
+		r := directory.Execution{Decision: tc.decision, Deadline: at, Settled: tc.settled}
 		if got := outcome(r); got != tc.want {
 			t.Errorf("outcome(%q, settled %v) = %q, want %q", tc.decision, tc.settled.Sub(at), got, tc.want)
 		}
@@ -133,23 +134,23 @@ func TestWriteEventKeepsDataInDataFields(t *testing.T) {
 // memDirectory is an execution directory in memory; it records decisions.
 type memDirectory struct {
 	mu   sync.Mutex
-	rows map[string]store.Execution
+	rows map[string]directory.Execution
 }
 
-func (d *memDirectory) GetExecution(_ context.Context, id string) (store.Execution, error) {
+func (d *memDirectory) GetExecution(_ context.Context, id string) (directory.Execution, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, ok := d.rows[id]
 	if !ok {
-		return store.Execution{}, store.ErrNotFound
+		return directory.Execution{}, store.ErrNotFound
 	}
 	return r, nil
 }
 
-func (d *memDirectory) ListExecutions(_ context.Context, org string, _ time.Time, _ int) ([]store.Execution, error) {
+func (d *memDirectory) ListExecutions(_ context.Context, org string, _ time.Time, _ int) ([]directory.Execution, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []store.Execution
+	var out []directory.Execution
 	for _, r := range d.rows {
 		if r.Org == org && r.Settled.IsZero() {
 			out = append(out, r)
@@ -167,10 +168,10 @@ func (d *memDirectory) RecordDecision(_ context.Context, id, user, action string
 	return nil
 }
 
-func (d *memDirectory) ListDecided(_ context.Context, org string, _ int) ([]store.Execution, error) {
+func (d *memDirectory) ListDecided(_ context.Context, org string, _ int) ([]directory.Execution, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []store.Execution
+	var out []directory.Execution
 	for _, r := range d.rows {
 		if r.Org == org && !r.Settled.IsZero() {
 			out = append(out, r)
@@ -222,7 +223,7 @@ func newInboxFixture(t *testing.T, approvers policy.Approvers, tweak ...func(*HT
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(4 * time.Minute)
-	dir := &memDirectory{rows: map[string]store.Execution{
+	dir := &memDirectory{rows: map[string]directory.Execution{
 		"exec_acme": {ID: "exec_acme", Session: "S1", User: "alice", Org: "acme", Address: "demo.createTodo",
 			ArgsJSON: `{"title":"<script>alert(1)</script>"}`, Deadline: deadline},
 		"exec_globex": {ID: "exec_globex", Session: "S2", User: "carol", Org: "globex", Address: "demo.deleteTodo",
@@ -539,7 +540,7 @@ func TestInboxStreamsEnd(t *testing.T) {
 // brokenDirectory fails every read.
 type brokenDirectory struct{ *memDirectory }
 
-func (*brokenDirectory) ListExecutions(context.Context, string, time.Time, int) ([]store.Execution, error) {
+func (*brokenDirectory) ListExecutions(context.Context, string, time.Time, int) ([]directory.Execution, error) {
 	return nil, errors.New("connection refused")
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -55,11 +56,11 @@ var actions = map[string]string{"accept": "approved", "decline": "denied", "canc
 
 // Directory is the store's execution directory.
 type Directory interface {
-	GetExecution(ctx context.Context, execID string) (store.Execution, error)
-	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]store.Execution, error)
+	GetExecution(ctx context.Context, execID string) (directory.Execution, error)
+	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]directory.Execution, error)
 	// RecordDecision and ListDecided keep the inbox's history.
 	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
-	ListDecided(ctx context.Context, org string, limit int) ([]store.Execution, error)
+	ListDecided(ctx context.Context, org string, limit int) ([]directory.Execution, error)
 }
 
 // Service is the approval logic shared by every surface. It is safe for
@@ -150,7 +151,7 @@ func (s *Service) List(ctx context.Context, who *pb.Principal) ([]*pb.PausedExec
 	return out, nil
 }
 
-func fromRow(r store.Execution) *pb.PausedExecution {
+func fromRow(r directory.Execution) *pb.PausedExecution {
 	return &pb.PausedExecution{
 		ExecutionId: r.ID, SessionId: r.Session, Address: r.Address, ArgumentsJson: r.ArgsJSON,
 		Message: r.Message, ApprovalText: r.ApprovalText, DeadlineMs: r.Deadline.UnixMilli(),

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster"
-	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -21,16 +21,16 @@ type settlingDirectory struct {
 	settles bool
 }
 
-func (d *settlingDirectory) GetExecution(_ context.Context, id string) (store.Execution, error) {
+func (d *settlingDirectory) GetExecution(_ context.Context, id string) (directory.Execution, error) {
 	d.reads++
-	row := store.Execution{ID: id, Session: "S1", User: "u", Org: "acme"}
+	row := directory.Execution{ID: id, Session: "S1", User: "u", Org: "acme"}
 	if d.settles && d.reads > 1 {
 		row.Settled = time.Unix(1, 0)
 	}
 	return row, nil
 }
 
-func (d *settlingDirectory) ListExecutions(context.Context, string, time.Time, int) ([]store.Execution, error) {
+func (d *settlingDirectory) ListExecutions(context.Context, string, time.Time, int) ([]directory.Execution, error) {
 	return nil, nil
 }
 
@@ -38,7 +38,7 @@ func (d *settlingDirectory) RecordDecision(context.Context, string, string, stri
 	return nil
 }
 
-func (d *settlingDirectory) ListDecided(context.Context, string, int) ([]store.Execution, error) {
+func (d *settlingDirectory) ListDecided(context.Context, string, int) ([]directory.Execution, error) {
 	return nil, nil
 }
 

@@ -19,7 +19,10 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -273,19 +276,19 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		n, err := st.PruneExecutions(pctx, time.Now().Add(-executionRetention))
+		n, err := runstore.New(st).PruneExecutions(pctx, time.Now().Add(-executionRetention))
 		if err != nil {
 			log.Warn("prune execution directory", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned execution directory", "rows", n)
 		}
-		n, err = st.PruneEvents(pctx, time.Now().Add(-eventRetention))
+		n, err = eventstore.New(st).PruneEvents(pctx, time.Now().Add(-eventRetention))
 		if err != nil {
 			log.Warn("prune sse event log", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned sse event log", "events", n)
 		}
-		n, err = st.PruneTasks(pctx, time.Now())
+		n, err = taskstore.New(st).PruneTasks(pctx, time.Now())
 		cancel()
 		if err != nil {
 			log.Warn("prune expired tasks", "err", err)

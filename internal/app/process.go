@@ -22,11 +22,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tasks"
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
@@ -36,6 +38,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
 	"github.com/mcpgrain/mcpgrain/cluster/probe"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/approvals"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -206,7 +209,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	sessions, err := session.NewHost(session.Config{
 		Builder: builder, Policy: cfg.MCP.Policy, SessionTTL: cfg.MCP.SessionTTL,
 		Residency: residency.Config{SoftCap: cfg.MCP.SoftCap}, Memory: residency.Memory{Budget: cfg.MCP.ResidentMemory},
-		Evict: session.EvictThrough(c), Directory: p.st, Approvers: cfg.MCP.Approvers,
+		Evict: session.EvictThrough(c), Directory: directory.New(p.st), Approvers: cfg.MCP.Approvers,
 		Logger: p.log.With("component", "session"), Registerer: p.nodeReg,
 	})
 	if err != nil {
@@ -217,7 +220,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		return nil, err
 	}
 	continuations, err := continuation.NewHost(continuation.Config{
-		NewServer: newServer, CodeMode: codeMode, Store: p.st, Key: cfg.MCP.StateKey,
+		NewServer: newServer, CodeMode: codeMode, Store: runstore.New(p.st), Key: cfg.MCP.StateKey,
 		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
 		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
 	})
@@ -240,7 +243,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode) (*tasks.Host, error) {
 	cfg := p.cfg
 	h, err := tasks.NewHost(tasks.Config{
-		NewServer: newServer, CodeMode: codeMode, RunStore: p.st, Store: p.st, Cluster: c,
+		NewServer: newServer, CodeMode: codeMode, RunStore: runstore.New(p.st), Store: taskstore.New(p.st), Cluster: c,
 		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
@@ -296,7 +299,7 @@ func (p *process) codeMode(ctx context.Context, c grain.Cluster) (*mcpruntime.Co
 	}
 	return &mcpruntime.CodeMode{
 		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
-		Lookup: p.st.GetExecution, Directory: p.st, Logger: log, Durable: true,
+		Lookup: directory.New(p.st).GetExecution, Directory: directory.New(p.st), Logger: log, Durable: true,
 		Approvers: cfg.MCP.Approvers, Forward: forward,
 	}, nil
 }
@@ -352,7 +355,7 @@ func (p *process) surfaces(context.Context) error {
 	p.surf = surfaces{
 		authn:     auth.NewAuthenticator(cfg.Keys, auth.AuthOptions{NoAuth: cfg.NoAuth, Realm: "mcpgrain", Failures: failures, OAuth: p.oauth}),
 		limiter:   auth.NewLimiter(auth.LimiterOptions{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
-		approvals: approvals.NewService(p.node, p.st, approvals.ServiceOptions{Approvers: cfg.Approvers}),
+		approvals: approvals.NewService(p.node, directory.New(p.st), approvals.ServiceOptions{Approvers: cfg.Approvers}),
 	}
 	return nil
 }

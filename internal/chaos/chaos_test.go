@@ -23,8 +23,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/tools/demo"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
@@ -936,7 +938,7 @@ func (a *approvals) postMortem(t *testing.T, c *testcluster.Cluster, st store.St
 			t.Logf("  %s: %s %s → result %d %s, answered %s", id, op.Call.Format("15:04:05.000"), op.Action, op.Result, op.Saw, op.Return.Format("15:04:05.000"))
 		}
 		sess := ""
-		if row, err := st.GetExecution(context.Background(), id); err == nil {
+		if row, err := directory.New(st).GetExecution(context.Background(), id); err == nil {
 			sess = row.Session
 		}
 		for _, n := range c.Nodes() {
@@ -1181,7 +1183,7 @@ func (a *approvals) trace(st store.Store, title string) string {
 	id := a.ids[title]
 	var b strings.Builder
 	fmt.Fprintf(&b, "execution %s", id)
-	if row, err := st.GetExecution(ctx, id); err == nil {
+	if row, err := directory.New(st).GetExecution(ctx, id); err == nil {
 		fmt.Fprintf(&b, "; directory: session %s settled %v", row.Session, !row.Settled.IsZero())
 		if own, err := st.Load(ctx, "session/"+row.Session); err == nil {
 			var rec pb.SessionRecord
@@ -1191,12 +1193,12 @@ func (a *approvals) trace(st store.Store, title string) string {
 	} else {
 		fmt.Fprintf(&b, "; directory: %v", err)
 	}
-	runID, err := st.RunByPause(ctx, id)
+	runID, err := runstore.New(st).RunByPause(ctx, id)
 	if err != nil {
 		fmt.Fprintf(&b, "; run: %v", err)
 		return b.String()
 	}
-	r, entries, err := st.GetRun(ctx, runID)
+	r, entries, err := runstore.New(st).GetRun(ctx, runID)
 	if err != nil {
 		fmt.Fprintf(&b, "; run %s: %v", runID, err)
 		return b.String()
@@ -1229,11 +1231,11 @@ func (a *approvals) check(t *testing.T, api *demo.API, st store.Store, winners m
 	interrupted := func(title string) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		runID, err := st.RunByPause(ctx, a.ids[title])
+		runID, err := runstore.New(st).RunByPause(ctx, a.ids[title])
 		if err != nil {
 			return false
 		}
-		r, _, err := st.GetRun(ctx, runID)
+		r, _, err := runstore.New(st).GetRun(ctx, runID)
 		return err == nil && strings.Contains(r.Outcome, engine.KindInterrupted)
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
@@ -392,7 +393,7 @@ func (w *tasks) postMortem(t *testing.T, c *testcluster.Cluster, st store.Store,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if row, err := st.GetTask(ctx, h.ID, time.Now()); err == nil {
+	if row, err := taskstore.New(st).GetTask(ctx, h.ID, time.Now()); err == nil {
 		t.Logf("  %s in the store: %s (%s), %d attempts, result %.200s error %.200s", h.ID, row.Status, row.StatusMessage, row.Attempts, row.Result, row.Error)
 	} else {
 		t.Logf("  %s in the store: %v", h.ID, err)

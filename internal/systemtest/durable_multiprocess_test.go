@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
@@ -183,11 +184,11 @@ func tamperFirstCall(t *testing.T, dsn, execID string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	runID, err := st.RunByPause(ctx, execID)
+	runID, err := runstore.New(st).RunByPause(ctx, execID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, entries, err := st.GetRun(ctx, runID)
+	run, entries, err := runstore.New(st).GetRun(ctx, runID)
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("run %v entries %v: %v", run, entries, err)
 	}
@@ -200,7 +201,7 @@ func tamperFirstCall(t *testing.T, dsn, execID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutJournalEntry(ctx, own.Grain, own.Epoch, runID, entries[0]); err != nil {
+	if err := runstore.New(st).PutJournalEntry(ctx, own.Grain, own.Epoch, runID, entries[0]); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/placement"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -227,7 +228,7 @@ func awaitEventStored(t *testing.T, dsn, sid, eventID string) {
 	defer st.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, last, err := st.Events(t.Context(), sid, base[:i], idx-1); err == nil && last >= idx {
+		if _, last, err := eventstore.New(st).Events(t.Context(), sid, base[:i], idx-1); err == nil && last >= idx {
 			return
 		}
 		if time.Now().After(deadline) {

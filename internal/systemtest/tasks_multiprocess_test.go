@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
@@ -101,7 +102,7 @@ func TestTaskOutlivesKillOfItsNode(t *testing.T) {
 	defer st.Close()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		task, err := st.GetTask(context.Background(), unasked, time.Now())
+		task, err := taskstore.New(st).GetTask(context.Background(), unasked, time.Now())
 		if err == nil && task.Status == "completed" {
 			if task.Attempts != 2 || !strings.Contains(task.StatusMessage, "resumed") {
 				t.Fatalf("unasked task completed after %d runs (%q), want 2 (resumed once)", task.Attempts, task.StatusMessage)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 )
@@ -340,7 +341,7 @@ func TestGracefulStopLetsRunningTaskWorkFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	task, err := st.GetTask(t.Context(), id, time.Now())
+	task, err := taskstore.New(st).GetTask(t.Context(), id, time.Now())
 	if err != nil || task.Status != "completed" || !strings.Contains(task.Result, `"isError":true`) {
 		t.Fatalf("after the graceful stop: %+v %v, want completed with the tool error", task, err)
 	}

@@ -1,12 +1,12 @@
-package store
+package taskstore
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/mcpgrain/mcpgrain/internal/testenv"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
 // Migration 11 only expands the tasks table: while a rolling upgrade runs,
@@ -16,19 +16,7 @@ import (
 // nothing), and its updates leave the roles a newer node recorded as they
 // are.
 func TestTaskWritesOfTheEarlierSchemaKeepWorking(t *testing.T) {
-	for name, dsn := range map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "compat.db") },
-		"postgres": func(t *testing.T) string { return testenv.Postgres(t) },
-	} {
-		t.Run(name, func(t *testing.T) {
-			st, err := Open(context.Background(), dsn(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			checkEarlierTaskWrites(t, st.(*sqlStore))
-		})
-	}
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) { checkEarlierTaskWrites(t, st) })
 }
 
 // v10PutTask and v10SwapTask are PutTask's and SwapTask's statements at
@@ -37,7 +25,7 @@ const (
 	v10PutTask = `
 INSERT INTO tasks (grain, task_id, user_id, org, status, status_message, params, result, error, input_requests,
 	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms)
-SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 WHERE ` + fencedBy + `
+SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 WHERE ` + store.FencedBy + `
 ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message,
 	params = excluded.params, result = excluded.result, error = excluded.error,
 	input_requests = excluded.input_requests, input_responses = excluded.input_responses,
@@ -50,16 +38,17 @@ UPDATE tasks SET status = $3, status_message = $4, result = $5, error = $6, inpu
 WHERE task_id = $1 AND status = $2 AND attempts = $13`
 )
 
-func checkEarlierTaskWrites(t *testing.T, s *sqlStore) {
+func checkEarlierTaskWrites(t *testing.T, st store.Store) {
 	ctx := context.Background()
+	s, db := New(st), st.DB().Reader()
 	now := time.UnixMilli(1_900_000_000_000)
-	own, err := s.Acquire(ctx, "task/c1", "n1")
+	own, err := st.Acquire(ctx, "task/c1", "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	v10Put := func(id, status string, responses string) {
 		t.Helper()
-		if _, err := s.db.ExecContext(ctx, v10PutTask, own.Grain, int64(own.Epoch), id, "u", "o", status, "", `{"name":"execute"}`,
+		if _, err := db.ExecContext(ctx, v10PutTask, own.Grain, int64(own.Epoch), id, "u", "o", status, "", `{"name":"execute"}`,
 			"", "", "", responses, "", 1, int64(3600000), int64(500), now.UnixMilli(), now.UnixMilli(), now.Add(time.Hour).UnixMilli(), int64(0)); err != nil {
 			t.Fatalf("the earlier schema's insert: %v", err)
 		}
@@ -78,7 +67,7 @@ func checkEarlierTaskWrites(t *testing.T, s *sqlStore) {
 		t.Fatal(err)
 	}
 	v10Put("new", "working", task.InputResponses)
-	if _, err := s.db.ExecContext(ctx, v10SwapTask, "new", "working", "completed", "", `{"content":[]}`, "", "",
+	if _, err := db.ExecContext(ctx, v10SwapTask, "new", "working", "completed", "", `{"content":[]}`, "", "",
 		task.InputResponses, "", 1, now.Add(time.Second).UnixMilli(), int64(0), 1); err != nil {
 		t.Fatalf("the earlier schema's swap: %v", err)
 	}

@@ -1,4 +1,10 @@
-package store
+// Package eventstore is the SSE event log of MCP sessions in the store's
+// database: the events a client resumes a dropped stream from
+// (Last-Event-ID) on any node, and the bytes each principal's events hold,
+// counted as they are stored and dropped whichever node writes them. Its
+// tables (mcp_events, mcp_event_bytes) and migrations are this package's,
+// run through store.DB. Its contract tests run on SQLite and Postgres.
+package eventstore
 
 import (
 	"cmp"
@@ -8,15 +14,107 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
-func (s *sqlStore) AppendEvents(ctx context.Context, events []Event) ([]EventBytes, error) {
+func init() { store.RegisterMigrations("actors/mcpruntime/eventstore", migrations...) }
+
+// migrations are the event log's steps (versions of the store's one
+// sequence; see store.RegisterMigrations).
+var migrations = []store.Migration{
+	{Version: 3, Name: "mcp sse event log", Stmts: []string{
+		`CREATE TABLE mcp_events (
+			session TEXT NOT NULL,
+			stream TEXT NOT NULL,
+			idx BIGINT NOT NULL,
+			data {{blob}},
+			created_at_ms BIGINT NOT NULL,
+			PRIMARY KEY (session, stream, idx)
+		)`,
+	}},
+
+	{Version: 7, Name: "the sse event log is pruned by age", Stmts: []string{
+		`CREATE INDEX mcp_events_created ON mcp_events (created_at_ms)`,
+	}},
+
+	{Version: 12, Name: "the sse event log is kept within a budget per principal and for the store", Stmts: []string{
+		`ALTER TABLE mcp_events ADD COLUMN org TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE mcp_events ADD COLUMN user_id TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX mcp_events_principal ON mcp_events (org, user_id, created_at_ms)`,
+		// The bytes of data each principal's events hold, kept by every
+		// write of the log in its own transaction. Events stored before
+		// are not counted (they are pruned within the hour).
+		`CREATE TABLE mcp_event_bytes (
+			org TEXT NOT NULL,
+			user_id TEXT NOT NULL,
+			bytes BIGINT NOT NULL,
+			PRIMARY KEY (org, user_id)
+		)`,
+	}},
+}
+
+// deletesLockKey is the cross-process lock (a Postgres advisory lock id)
+// that serialises the deletes of the event log ("mcpevdl" in ASCII; see
+// deleteEventsIn).
+const deletesLockKey = 0x6d63706576646c
+
+// Store is the event log in a store's database. Its methods are safe for
+// concurrent use.
+type Store struct {
+	db  *store.DB
+	now func() time.Time // stamps stored events (the store's clock)
+}
+
+// New returns the event log kept in st's database.
+func New(st store.Store) *Store {
+	db := st.DB()
+	return &Store{db: db, now: db.Now}
+}
+
+// Event is one SSE event of an MCP session's stream, kept so a client can
+// resume a dropped stream with Last-Event-ID on any node. Org and User
+// name the principal that owns the session: its events count against the
+// principal's budget ([Store.TrimPrincipalEvents]).
+type Event struct {
+	Session   string
+	Stream    string
+	Index     int
+	Data      []byte
+	Org, User string
+}
+
+// EventBytes is the data one principal's stored events hold, all its
+// sessions together, as the store counts it.
+type EventBytes struct {
+	Org, User string
+	Bytes     int64
+}
+
+// EventUsage is what the event log keeps in the store, every session of
+// every node that shares it.
+type EventUsage struct {
+	// Bytes is the data of every stored event.
+	Bytes int64
+	// Principals is how many principals have stored events, and
+	// LargestPrincipal the most bytes one of them keeps.
+	Principals       int64
+	LargestPrincipal int64
+}
+
+// AppendEvents stores SSE events of MCP sessions (the resumability log).
+// Indices are per (session, stream) and assigned by the caller; an event
+// already stored at its index is left as is. It returns the bytes each
+// principal whose events it stored keeps now, counted in the same
+// transaction (the store counts every principal's bytes as events are
+// stored and deleted, whichever node writes them).
+func (s *Store) AppendEvents(ctx context.Context, events []Event) ([]EventBytes, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
 	now := s.now().UnixMilli()
 	var totals []EventBytes
-	err := s.write(ctx, func(ctx context.Context, tx querier) error {
+	err := s.db.Write(ctx, func(ctx context.Context, tx store.Querier) error {
 		added := principalBytes{}
 		for rest := events; len(rest) > 0; {
 			chunk := rest[:min(len(rest), eventsPerInsert)]
@@ -90,8 +188,11 @@ func writeParams(b *strings.Builder, n, cols int) {
 	}
 }
 
-func (s *sqlStore) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
-	rows, err := s.rd.QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)
+// Events returns the data of the events of (session, stream) with
+// index > after, in order, and the stream's highest stored index (-1
+// if none).
+func (s *Store) Events(ctx context.Context, session, stream string, after int) ([][]byte, int, error) {
+	rows, err := s.db.Reader().QueryContext(ctx, `SELECT idx, data FROM mcp_events WHERE session = $1 AND stream = $2 AND idx > $3 ORDER BY idx`, session, stream, after)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: read events of %s/%s: %w", session, stream, err)
 	}
@@ -122,7 +223,7 @@ func (s *sqlStore) Events(ctx context.Context, session, stream string, after int
 	if len(out) == 0 {
 		// Distinguish "nothing after" from "no such stream".
 		var max sql.NullInt64
-		if err := s.rd.QueryRowContext(ctx, `SELECT MAX(idx) FROM mcp_events WHERE session = $1 AND stream = $2`, session, stream).Scan(&max); err != nil {
+		if err := s.db.Reader().QueryRowContext(ctx, `SELECT MAX(idx) FROM mcp_events WHERE session = $1 AND stream = $2`, session, stream).Scan(&max); err != nil {
 			return nil, 0, fmt.Errorf("store: read events: %w", err)
 		}
 		if !max.Valid {
@@ -133,8 +234,9 @@ func (s *sqlStore) Events(ctx context.Context, session, stream string, after int
 	return out, last, nil
 }
 
-func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
-	return s.write(ctx, func(ctx context.Context, q querier) error {
+// DeleteEvents drops every event of session (the session ended).
+func (s *Store) DeleteEvents(ctx context.Context, session string) error {
+	return s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
 		if _, err := s.deleteEventsIn(ctx, q, `DELETE FROM mcp_events WHERE session = $1`+deletedEvents, session); err != nil {
 			return fmt.Errorf("store: delete events of %s: %w", session, err)
 		}
@@ -142,9 +244,11 @@ func (s *sqlStore) DeleteEvents(ctx context.Context, session string) error {
 	})
 }
 
-func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
+// PruneEvents drops events stored before before (past the window in
+// which a client resumes a dropped stream) and returns how many.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(ctx context.Context, q querier) error {
+	err := s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
 		var err error
 		if n, err = s.pruneEventsIn(ctx, q, before.UnixMilli()); err != nil {
 			return fmt.Errorf("store: prune events: %w", err)
@@ -166,7 +270,7 @@ func (s *sqlStore) PruneEvents(ctx context.Context, before time.Time) (int64, er
 // a node's events at once, so it sums them by principal first rather than
 // returning every row; under the lock of event deletes nothing else drops
 // them meanwhile, and no write adds an event that old.
-func (s *sqlStore) pruneEventsIn(ctx context.Context, q querier, before int64) (int64, error) {
+func (s *Store) pruneEventsIn(ctx context.Context, q store.Querier, before int64) (int64, error) {
 	if err := s.lockEventDeletes(ctx, q); err != nil {
 		return 0, err
 	}
@@ -189,12 +293,17 @@ func (s *sqlStore) pruneEventsIn(ctx context.Context, q querier, before int64) (
 	return n, freed.subtractIn(ctx, q)
 }
 
-func (s *sqlStore) TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error) {
+// TrimEvents drops the oldest events of session (by storage time, then
+// index) until the data of those left totals at most keepBytes, and
+// returns how many it dropped. A stream whose older events were dropped
+// can no longer be resumed from before them ([Store.Events] reports
+// the gap).
+func (s *Store) TrimEvents(ctx context.Context, session string, keepBytes int64) (int64, error) {
 	// Running total of the data of the session's events, newest first;
 	// everything past keepBytes goes. One statement, so concurrent trims
 	// and appends of the session's single writer cannot interleave with it.
 	var n int64
-	err := s.write(ctx, func(ctx context.Context, q querier) error {
+	err := s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
 		var err error
 		n, err = s.deleteEventsIn(ctx, q, `DELETE FROM mcp_events WHERE session = $1 AND (stream, idx) IN (
   SELECT stream, idx FROM (
@@ -209,7 +318,12 @@ func (s *sqlStore) TrimEvents(ctx context.Context, session string, keepBytes int
 	return n, err
 }
 
-func (s *sqlStore) TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error) {
+// TrimPrincipalEvents drops the oldest events of the principal's
+// sessions, whichever session they belong to (by storage time), until
+// the principal keeps at most keepBytes, and returns how many it
+// dropped. It drops in steps of a bounded number of events, each its
+// own transaction, so it never holds the store long.
+func (s *Store) TrimPrincipalEvents(ctx context.Context, org, user string, keepBytes int64) (int64, error) {
 	n, err := s.trimOldest(ctx, keepBytes, principalScope, org, user)
 	if err != nil {
 		return n, fmt.Errorf("store: trim the events of %s/%s to %d bytes: %w", org, user, keepBytes, err)
@@ -217,7 +331,10 @@ func (s *sqlStore) TrimPrincipalEvents(ctx context.Context, org, user string, ke
 	return n, nil
 }
 
-func (s *sqlStore) TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error) {
+// TrimStoredEvents is TrimPrincipalEvents over every stored event: the
+// oldest go, whoever owns them, until the store keeps at most
+// keepBytes.
+func (s *Store) TrimStoredEvents(ctx context.Context, keepBytes int64) (int64, error) {
 	n, err := s.trimOldest(ctx, keepBytes, storeScope)
 	if err != nil {
 		return n, fmt.Errorf("store: trim the stored events to %d bytes: %w", keepBytes, err)
@@ -225,9 +342,10 @@ func (s *sqlStore) TrimStoredEvents(ctx context.Context, keepBytes int64) (int64
 	return n, nil
 }
 
-func (s *sqlStore) EventUsage(ctx context.Context) (EventUsage, error) {
+// EventUsage reports what the event log keeps in the store.
+func (s *Store) EventUsage(ctx context.Context) (EventUsage, error) {
 	var u EventUsage
-	if err := s.rd.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0), COUNT(*), COALESCE(MAX(bytes), 0) FROM mcp_event_bytes WHERE bytes > 0`).
+	if err := s.db.Reader().QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0), COUNT(*), COALESCE(MAX(bytes), 0) FROM mcp_event_bytes WHERE bytes > 0`).
 		Scan(&u.Bytes, &u.Principals, &u.LargestPrincipal); err != nil {
 		return EventUsage{}, fmt.Errorf("store: read the event log's usage: %w", err)
 	}
@@ -282,12 +400,12 @@ func newTrimScope(where string, free int, total, recount string) trimScope {
 // write, while the bytes the store counts for it exceed keep. Each step
 // reads the count in its own write, after taking the lock of event
 // deletes, so trims by several nodes at once free what is over once.
-func (s *sqlStore) trimOldest(ctx context.Context, keep int64, scope trimScope, args ...any) (int64, error) {
+func (s *Store) trimOldest(ctx context.Context, keep int64, scope trimScope, args ...any) (int64, error) {
 	var dropped int64
 	for {
 		var n int64
 		var done bool
-		err := s.write(ctx, func(ctx context.Context, q querier) error {
+		err := s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
 			var err error
 			n, done, err = s.trimStepIn(ctx, q, keep, scope, args)
 			return err
@@ -309,7 +427,7 @@ func (s *sqlStore) trimOldest(ctx context.Context, keep int64, scope trimScope, 
 // all the scope has and holds less than the count says is over, the step
 // counts the scope again from its events first. (A principal's count also
 // ends when it has no events left: PruneEvents.)
-func (s *sqlStore) trimStepIn(ctx context.Context, q querier, keep int64, scope trimScope, args []any) (n int64, done bool, err error) {
+func (s *Store) trimStepIn(ctx context.Context, q store.Querier, keep int64, scope trimScope, args []any) (n int64, done bool, err error) {
 	if err := s.lockEventDeletes(ctx, q); err != nil {
 		return 0, false, err
 	}
@@ -351,7 +469,7 @@ const deletedEvents = ` RETURNING org, user_id, LENGTH(data)`
 // different orders and deadlock, and each delete then locks the counts of
 // the principals it freed, which appends lock too. Appends never wait for
 // a delete's events, so they are not serialised.
-func (s *sqlStore) deleteEventsIn(ctx context.Context, q querier, query string, args ...any) (int64, error) {
+func (s *Store) deleteEventsIn(ctx context.Context, q store.Querier, query string, args ...any) (int64, error) {
 	if err := s.lockEventDeletes(ctx, q); err != nil {
 		return 0, err
 	}
@@ -367,13 +485,10 @@ func (s *sqlStore) deleteEventsIn(ctx context.Context, q querier, query string, 
 	return n, freed.subtractIn(ctx, q)
 }
 
-// lockEventDeletes takes the dialect's lock of event deletes in q, a
+// lockEventDeletes takes the store's lock of event deletes in q, a
 // transaction (held until it ends; taking it again is a no-op).
-func (s *sqlStore) lockEventDeletes(ctx context.Context, q querier) error {
-	if s.d.lockEventDeletes == nil {
-		return nil
-	}
-	if err := s.d.lockEventDeletes(ctx, q); err != nil {
+func (s *Store) lockEventDeletes(ctx context.Context, q store.Querier) error {
+	if err := s.db.Lock(ctx, q, deletesLockKey); err != nil {
 		return fmt.Errorf("lock the event log's deletes: %w", err)
 	}
 	return nil
@@ -424,7 +539,7 @@ func (p principalBytes) keys() []principalKey {
 
 // addIn adds p to the principals' counts on q and returns their new
 // totals.
-func (p principalBytes) addIn(ctx context.Context, q querier) ([]EventBytes, error) {
+func (p principalBytes) addIn(ctx context.Context, q store.Querier) ([]EventBytes, error) {
 	keys := p.keys()
 	totals := make([]EventBytes, 0, len(keys))
 	for len(keys) > 0 {
@@ -465,7 +580,7 @@ var addEventBytesText = func() []string {
 // subtractIn subtracts p from the principals' counts on q (never below
 // zero: events stored before the counts, or by a node of an older
 // version during a rolling upgrade, were never added).
-func (p principalBytes) subtractIn(ctx context.Context, q querier) error {
+func (p principalBytes) subtractIn(ctx context.Context, q store.Querier) error {
 	for _, k := range p.keys() {
 		if _, err := q.ExecContext(ctx, `UPDATE mcp_event_bytes SET bytes = CASE WHEN bytes > $3 THEN bytes - $3 ELSE 0 END WHERE org = $1 AND user_id = $2`,
 			k.org, k.user, p[k]); err != nil {

@@ -1,4 +1,4 @@
-package store_test
+package eventstore_test
 
 import (
 	"context"
@@ -6,22 +6,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
 func TestEventLogAppendReplayAndDelete(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
-		var evs []store.Event
+		var evs []eventstore.Event
 		for i := range 5 {
-			evs = append(evs, store.Event{Session: "s1", Stream: "a", Index: i, Data: []byte{byte('0' + i)}})
+			evs = append(evs, eventstore.Event{Session: "s1", Stream: "a", Index: i, Data: []byte{byte('0' + i)}})
 		}
-		evs = append(evs, store.Event{Session: "s1", Stream: "b", Index: 0, Data: nil}, store.Event{Session: "s2", Stream: "a", Index: 0, Data: []byte("x")})
+		evs = append(evs, eventstore.Event{Session: "s1", Stream: "b", Index: 0, Data: nil}, eventstore.Event{Session: "s2", Stream: "a", Index: 0, Data: []byte("x")})
 		if _, err := s.AppendEvents(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
 		// Re-appending a stored index (a retried flush) changes nothing.
-		if _, err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 4, Data: []byte("other")}}); err != nil {
+		if _, err := s.AppendEvents(ctx, []eventstore.Event{{Session: "s1", Stream: "a", Index: 4, Data: []byte("other")}}); err != nil {
 			t.Fatal(err)
 		}
 		data, last, err := s.Events(ctx, "s1", "a", 1)
@@ -50,9 +53,10 @@ func TestEventLogAppendReplayAndDelete(t *testing.T) {
 }
 
 func TestEventLogPrunesByAge(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
-		if _, err := s.AppendEvents(ctx, []store.Event{{Session: "s1", Stream: "a", Index: 0, Data: []byte("x")}, {Session: "s2", Stream: "b", Index: 0}}); err != nil {
+		if _, err := s.AppendEvents(ctx, []eventstore.Event{{Session: "s1", Stream: "a", Index: 0, Data: []byte("x")}, {Session: "s2", Stream: "b", Index: 0}}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.PruneEvents(ctx, time.Now().Add(-time.Minute)); err != nil || n != 0 {
@@ -74,19 +78,20 @@ func TestEventLogPrunesByAge(t *testing.T) {
 // drops the oldest first; other sessions are untouched, and a resume from
 // before the dropped events sees the gap.
 func TestEventLogTrimsOldestFirstToABudget(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
 		ten := []byte("0123456789")
 		for batch := range 2 {
-			var evs []store.Event
+			var evs []eventstore.Event
 			for i := range 4 {
-				evs = append(evs, store.Event{Session: "s1", Stream: "a", Index: batch*4 + i, Data: ten})
+				evs = append(evs, eventstore.Event{Session: "s1", Stream: "a", Index: batch*4 + i, Data: ten})
 			}
 			if _, err := s.AppendEvents(ctx, evs); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.AppendEvents(ctx, []store.Event{{Session: "s2", Stream: "a", Index: 0, Data: ten}}); err != nil {
+		if _, err := s.AppendEvents(ctx, []eventstore.Event{{Session: "s2", Stream: "a", Index: 0, Data: ten}}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.TrimEvents(ctx, "s1", 80); err != nil || n != 0 {
@@ -112,12 +117,13 @@ func TestEventLogTrimsOldestFirstToABudget(t *testing.T) {
 // a retried flush that overlaps what is stored (duplicates within one
 // statement included) keeps the stored events and adds the rest.
 func TestEventLogAppendsLargeBatches(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
-		batch := func(from, to int, tag string) []store.Event {
-			var evs []store.Event
+		batch := func(from, to int, tag string) []eventstore.Event {
+			var evs []eventstore.Event
 			for i := from; i < to; i++ {
-				evs = append(evs, store.Event{Session: "s", Stream: "a", Index: i, Data: []byte(fmt.Sprintf("%s%d", tag, i))})
+				evs = append(evs, eventstore.Event{Session: "s", Stream: "a", Index: i, Data: []byte(fmt.Sprintf("%s%d", tag, i))})
 			}
 			return evs
 		}

@@ -1,4 +1,4 @@
-package store_test
+package runstore_test
 
 import (
 	"context"
@@ -6,11 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
 func TestDurableRunsAndJournal(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
 		ctx := context.Background()
 		now := time.UnixMilli(1_900_000_000_000)
 		own, err := s.Acquire(ctx, "session/s1", "n1")
@@ -18,13 +22,13 @@ func TestDurableRunsAndJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 		g, ep := own.Grain, own.Epoch
-		run := store.Run{ID: "run_1", Session: "s1", Code: "return 1", Spec: `{"seed":7}`, Created: now}
+		run := runstore.Run{ID: "run_1", Session: "s1", Code: "return 1", Spec: `{"seed":7}`, Created: now}
 		if err := s.PutRun(ctx, g, ep, run); err != nil {
 			t.Fatal(err)
 		}
-		entries := []store.JournalEntry{
-			{Seq: 0, State: store.JournalDone, Data: `{"r":1}`},
-			{Seq: 1, State: store.JournalInFlight, Data: `{"h":"x"}`},
+		entries := []runstore.JournalEntry{
+			{Seq: 0, State: runstore.JournalDone, Data: `{"r":1}`},
+			{Seq: 1, State: runstore.JournalInFlight, Data: `{"h":"x"}`},
 		}
 		for _, e := range entries {
 			if err := s.PutJournalEntry(ctx, g, ep, run.ID, e); err != nil {
@@ -32,9 +36,9 @@ func TestDurableRunsAndJournal(t *testing.T) {
 			}
 		}
 		// A call moves on: its entry is replaced in place.
-		entries[1] = store.JournalEntry{Seq: 1, State: store.JournalDone, Data: `{"r":2}`}
+		entries[1] = runstore.JournalEntry{Seq: 1, State: runstore.JournalDone, Data: `{"r":2}`}
 		_ = s.PutJournalEntry(ctx, g, ep, run.ID, entries[1])
-		entries = append(entries, store.JournalEntry{Seq: 2, State: store.JournalAwaiting, PauseID: "exec_p", Data: `{}`})
+		entries = append(entries, runstore.JournalEntry{Seq: 2, State: runstore.JournalAwaiting, PauseID: "exec_p", Data: `{}`})
 		_ = s.PutJournalEntry(ctx, g, ep, run.ID, entries[2])
 		run.PauseID = "exec_p"
 		if err := s.PutRun(ctx, g, ep, run); err != nil {
@@ -59,12 +63,12 @@ func TestDurableRunsAndJournal(t *testing.T) {
 			t.Fatalf("unknown run: %v", err)
 		}
 		// A run that never paused is not listed.
-		_ = s.PutRun(ctx, g, ep, store.Run{ID: "run_0", Session: "s1", Code: "x", Spec: "{}", Created: now.Add(-2 * time.Hour)})
+		_ = s.PutRun(ctx, g, ep, runstore.Run{ID: "run_0", Session: "s1", Code: "x", Spec: "{}", Created: now.Add(-2 * time.Hour)})
 		// An old unsettled pause: kept while the directory has it, pruned
 		// once it is gone from there.
-		_ = s.PutRun(ctx, g, ep, store.Run{ID: "run_orphan", Session: "s9", Code: "x", Spec: "{}", PauseID: "exec_orphan", Created: now.Add(-2 * time.Hour)})
-		_ = s.PutRun(ctx, g, ep, store.Run{ID: "run_listed", Session: "s9", Code: "x", Spec: "{}", PauseID: "exec_listed", Created: now.Add(-2 * time.Hour)})
-		_ = s.PutExecution(ctx, store.Execution{ID: "exec_listed", Session: "s9", Deadline: now.Add(time.Hour)})
+		_ = s.PutRun(ctx, g, ep, runstore.Run{ID: "run_orphan", Session: "s9", Code: "x", Spec: "{}", PauseID: "exec_orphan", Created: now.Add(-2 * time.Hour)})
+		_ = s.PutRun(ctx, g, ep, runstore.Run{ID: "run_listed", Session: "s9", Code: "x", Spec: "{}", PauseID: "exec_listed", Created: now.Add(-2 * time.Hour)})
+		_ = s.PutExecution(ctx, directory.Execution{ID: "exec_listed", Session: "s9", Deadline: now.Add(time.Hour)})
 		if rs, err := s.PausedRuns(ctx, "s1"); err != nil || len(rs) != 1 || rs[0].ID != run.ID {
 			t.Fatalf("paused runs: %+v %v", rs, err)
 		}
@@ -73,7 +77,7 @@ func TestDurableRunsAndJournal(t *testing.T) {
 		if _, err := s.Acquire(ctx, g, "n2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutJournalEntry(ctx, g, ep, run.ID, store.JournalEntry{Seq: 3, State: store.JournalDone, Data: "{}"}); !errors.Is(err, store.ErrFenced) {
+		if err := s.PutJournalEntry(ctx, g, ep, run.ID, runstore.JournalEntry{Seq: 3, State: runstore.JournalDone, Data: "{}"}); !errors.Is(err, store.ErrFenced) {
 			t.Fatalf("stale journal write: %v", err)
 		}
 		if err := s.PutRun(ctx, g, ep, run); !errors.Is(err, store.ErrFenced) {
@@ -113,18 +117,19 @@ func TestDurableRunsAndJournal(t *testing.T) {
 // A durable-execution step is one transaction: entries, run and directory
 // rows together, or nothing when the epoch moved on.
 func TestWriteRunIsOneFencedStep(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
 		ctx := context.Background()
 		now := time.UnixMilli(1_900_000_000_000)
 		own, err := s.Acquire(ctx, "session/w1", "n1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := store.Run{ID: "run_w", Session: "w1", Code: "x", Spec: `{}`, Created: now, PauseID: "exec_a"}
-		pub := store.Execution{ID: "exec_a", Session: "w1", User: "alice", Org: "acme", Address: "demo.createTodo", Deadline: now.Add(time.Minute)}
-		step := store.RunWrite{RunID: run.ID, Run: &run, Publish: &pub, Entries: []store.JournalEntry{
-			{Seq: 0, State: store.JournalDone, Data: `{"r":1}`},
-			{Seq: 1, State: store.JournalAwaiting, PauseID: "exec_a", Data: `{}`},
+		run := runstore.Run{ID: "run_w", Session: "w1", Code: "x", Spec: `{}`, Created: now, PauseID: "exec_a"}
+		pub := directory.Execution{ID: "exec_a", Session: "w1", User: "alice", Org: "acme", Address: "demo.createTodo", Deadline: now.Add(time.Minute)}
+		step := runstore.RunWrite{RunID: run.ID, Run: &run, Publish: &pub, Entries: []runstore.JournalEntry{
+			{Seq: 0, State: runstore.JournalDone, Data: `{"r":1}`},
+			{Seq: 1, State: runstore.JournalAwaiting, PauseID: "exec_a", Data: `{}`},
 		}}
 		if err := s.WriteRun(ctx, own.Grain, own.Epoch, step); err != nil {
 			t.Fatal(err)
@@ -139,8 +144,8 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 		// The settle step: the last outcome, the settled run and the
 		// directory row together.
 		run.Outcome, run.Settled = `{"status":"completed"}`, now.Add(time.Second)
-		settle := store.RunWrite{RunID: run.ID, Run: &run, Settle: []string{"exec_a"}, SettledAt: now.Add(time.Second),
-			Entries: []store.JournalEntry{{Seq: 1, State: store.JournalDone, PauseID: "exec_a", Data: `{"r":2}`}}}
+		settle := runstore.RunWrite{RunID: run.ID, Run: &run, Settle: []string{"exec_a"}, SettledAt: now.Add(time.Second),
+			Entries: []runstore.JournalEntry{{Seq: 1, State: runstore.JournalDone, PauseID: "exec_a", Data: `{"r":2}`}}}
 		// A stale epoch writes none of it.
 		if _, err := s.Acquire(ctx, "session/w1", "n2"); err != nil {
 			t.Fatal(err)
@@ -149,7 +154,7 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 			t.Fatalf("stale step: %v, want ErrFenced", err)
 		}
 		got, journal, _ = s.GetRun(ctx, run.ID)
-		if e, _ := s.GetExecution(ctx, "exec_a"); !got.Settled.IsZero() || journal[1].State != store.JournalAwaiting || !e.Settled.IsZero() {
+		if e, _ := s.GetExecution(ctx, "exec_a"); !got.Settled.IsZero() || journal[1].State != runstore.JournalAwaiting || !e.Settled.IsZero() {
 			t.Fatalf("a fenced step changed something: run %+v entry %+v row %+v", got, journal[1], e)
 		}
 		cur, _ := s.Load(ctx, "session/w1")
@@ -157,7 +162,7 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, journal, _ = s.GetRun(ctx, run.ID)
-		if e, _ := s.GetExecution(ctx, "exec_a"); got.Settled.IsZero() || journal[1].State != store.JournalDone || e.Settled.IsZero() {
+		if e, _ := s.GetExecution(ctx, "exec_a"); got.Settled.IsZero() || journal[1].State != runstore.JournalDone || e.Settled.IsZero() {
 			t.Fatalf("the settle step: run %+v entry %+v row %+v", got, journal[1], e)
 		}
 	})

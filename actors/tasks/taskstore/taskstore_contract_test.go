@@ -1,4 +1,4 @@
-package store_test
+package taskstore_test
 
 import (
 	"context"
@@ -6,18 +6,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
 func TestTasksArePutFencedReadAnywhereAndExpire(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
 		ctx := context.Background()
 		now := time.UnixMilli(1_900_000_000_000)
 		own, err := s.Acquire(ctx, "task/t1", "n1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		task := store.Task{
+		task := taskstore.Task{
 			ID: "t1", User: "u", Org: "o", Role: "viewer", Status: "working", Params: `{"name":"slow_compute"}`,
 			InputRequests: "", InputResponses: "", Attempts: 1, TTL: time.Hour, PollInterval: 500 * time.Millisecond,
 			Created: now, Updated: now, Expires: now.Add(time.Hour),
@@ -72,14 +75,15 @@ func TestTasksArePutFencedReadAnywhereAndExpire(t *testing.T) {
 }
 
 func TestSwapTaskWritesOnlyFromTheStatusAndAttemptItWasMeantFor(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
 		ctx := context.Background()
 		now := time.UnixMilli(1_900_000_000_000)
 		own, err := s.Acquire(ctx, "task/t2", "n1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		task := store.Task{
+		task := taskstore.Task{
 			ID: "t2", User: "u", Org: "o", Role: "member", Status: "working", Params: `{"name":"slow_compute"}`, Attempts: 1,
 			TTL: time.Hour, PollInterval: 500 * time.Millisecond, Created: now, Updated: now, Expires: now.Add(time.Hour),
 			LeaseUntil: now.Add(5 * time.Second),
@@ -108,15 +112,15 @@ func TestSwapTaskWritesOnlyFromTheStatusAndAttemptItWasMeantFor(t *testing.T) {
 		// from it, finds the task changed.
 		rerun := task
 		rerun.Attempts = 2
-		for _, w := range []store.Task{done, rerun} {
-			if err := s.SwapTask(ctx, "working", 1, w); !errors.Is(err, store.ErrTaskChanged) {
+		for _, w := range []taskstore.Task{done, rerun} {
+			if err := s.SwapTask(ctx, "working", 1, w); !errors.Is(err, taskstore.ErrTaskChanged) {
 				t.Fatalf("swap from a settled attempt: %v, want ErrTaskChanged", err)
 			}
 		}
 		if got, _ := s.GetTask(ctx, "t2", now); got != done {
 			t.Fatalf("a refused swap changed the task: %+v", got)
 		}
-		if err := s.SwapTask(ctx, "working", 1, store.Task{ID: "none"}); !errors.Is(err, store.ErrTaskChanged) {
+		if err := s.SwapTask(ctx, "working", 1, taskstore.Task{ID: "none"}); !errors.Is(err, taskstore.ErrTaskChanged) {
 			t.Fatalf("swap of an unknown task: %v, want ErrTaskChanged", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package store_test
+package eventstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
@@ -24,7 +25,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = s.Close() })
-			benchAppendEvents(b, s, n)
+			benchAppendEvents(b, eventstore.New(s), n)
 		})
 		b.Run(fmt.Sprintf("postgres/%d-events", n), func(b *testing.B) {
 			if os.Getenv("MCPGRAIN_TEST_POSTGRES_URL") == "" {
@@ -35,17 +36,17 @@ func BenchmarkAppendEvents(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = s.Close() })
-			benchAppendEvents(b, s, n)
+			benchAppendEvents(b, eventstore.New(s), n)
 		})
 	}
 }
 
-func benchAppendEvents(b *testing.B, s store.Store, n int) {
+func benchAppendEvents(b *testing.B, s *eventstore.Store, n int) {
 	ctx := context.Background()
 	data := make([]byte, 1<<10)
 	idx := 0
 	for b.Loop() {
-		evs := make([]store.Event, n)
+		evs := make([]eventstore.Event, n)
 		for i := range evs {
 			evs[i] = benchEvent(fmt.Sprintf("s%d", i), fmt.Sprintf("u%d", i/2), idx, data)
 		}
@@ -56,11 +57,11 @@ func benchAppendEvents(b *testing.B, s store.Store, n int) {
 	}
 }
 
-func benchEvent(session, user string, idx int, data []byte) store.Event {
-	return store.Event{Session: session, Stream: "a", Index: idx, Data: data, Org: "o", User: user}
+func benchEvent(session, user string, idx int, data []byte) eventstore.Event {
+	return eventstore.Event{Session: session, Stream: "a", Index: idx, Data: data, Org: "o", User: user}
 }
 
-func appendEvents(ctx context.Context, s store.Store, evs []store.Event) error {
+func appendEvents(ctx context.Context, s *eventstore.Store, evs []eventstore.Event) error {
 	_, err := s.AppendEvents(ctx, evs)
 	return err
 }

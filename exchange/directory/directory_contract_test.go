@@ -1,4 +1,4 @@
-package store_test
+package directory_test
 
 import (
 	"context"
@@ -7,17 +7,20 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
 func TestExecutionDirectory(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
 		ctx := context.Background()
 		now := time.UnixMilli(1_900_000_000_000)
-		mk := func(id, org string, in time.Duration) store.Execution {
-			return store.Execution{ID: id, Session: "s-" + id, User: "alice", Org: org, Address: "demo.createTodo",
+		mk := func(id, org string, in time.Duration) directory.Execution {
+			return directory.Execution{ID: id, Session: "s-" + id, User: "alice", Org: org, Address: "demo.createTodo",
 				Message: "Approve demo.createTodo?", ApprovalText: "POST /todos", ArgsJSON: `{"title":"x"}`, Deadline: now.Add(in)}
 		}
-		for _, e := range []store.Execution{mk("e1", "acme", 2*time.Minute), mk("e2", "acme", time.Minute), mk("e3", "other", time.Minute), mk("old", "acme", -time.Second)} {
+		for _, e := range []directory.Execution{mk("e1", "acme", 2*time.Minute), mk("e2", "acme", time.Minute), mk("e3", "other", time.Minute), mk("old", "acme", -time.Second)} {
 			if err := s.PutExecution(ctx, e); err != nil {
 				t.Fatal(err)
 			}
@@ -68,12 +71,13 @@ func TestExecutionDirectory(t *testing.T) {
 // settles the row, and sticks; the history lists one organization's
 // settled rows, most recent first, bounded.
 func TestDecisionHistory(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
 		ctx := context.Background()
 		now := time.UnixMilli(1_900_000_000_000)
 		put := func(id, org string) {
 			t.Helper()
-			e := store.Execution{ID: id, Session: "s", User: "alice", Org: org, Address: "demo.createTodo", ArgsJSON: `{}`, Deadline: now.Add(time.Hour)}
+			e := directory.Execution{ID: id, Session: "s", User: "alice", Org: org, Address: "demo.createTodo", ArgsJSON: `{}`, Deadline: now.Add(time.Hour)}
 			if err := s.PutExecution(ctx, e); err != nil {
 				t.Fatal(err)
 			}

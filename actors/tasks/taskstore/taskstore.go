@@ -1,4 +1,8 @@
-package store
+// Package taskstore keeps the tasks of the MCP tasks extension in the
+// store's database: the tasks table and its migrations are this package's,
+// run through store.DB next to the grains table their writes are fenced
+// by. Its contract tests run on SQLite and Postgres.
+package taskstore
 
 import (
 	"context"
@@ -6,7 +10,58 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
+
+func init() {
+	store.RegisterMigrations("actors/tasks/taskstore", migrations...)
+}
+
+// migrations are the tasks table's steps (versions of the store's one
+// sequence; see store.RegisterMigrations).
+var migrations = []store.Migration{
+	{Version: 9, Name: "tasks extension: durable tasks", Stmts: []string{
+		`CREATE TABLE tasks (
+			task_id TEXT PRIMARY KEY,
+			grain TEXT NOT NULL,
+			user_id TEXT NOT NULL,
+			org TEXT NOT NULL,
+			status TEXT NOT NULL,
+			status_message TEXT NOT NULL,
+			params TEXT NOT NULL,
+			result TEXT NOT NULL,
+			error TEXT NOT NULL,
+			input_requests TEXT NOT NULL,
+			input_responses TEXT NOT NULL,
+			request_state TEXT NOT NULL,
+			attempts BIGINT NOT NULL,
+			ttl_ms BIGINT NOT NULL,
+			poll_ms BIGINT NOT NULL,
+			created_at_ms BIGINT NOT NULL,
+			updated_at_ms BIGINT NOT NULL,
+			expires_at_ms BIGINT NOT NULL
+		)`,
+		`CREATE INDEX tasks_expires ON tasks (expires_at_ms)`,
+	}},
+	{Version: 10, Name: "tasks extension: the handover lease of a task's running work", Stmts: []string{
+		`ALTER TABLE tasks ADD COLUMN lease_until_ms BIGINT NOT NULL DEFAULT 0`,
+	}},
+	// Expand only: a node of the earlier version inserts without the
+	// columns (they default to "", a principal without a role, which
+	// decides nothing) and its updates leave them as they are.
+	{Version: 11, Name: "tasks extension: the roles a task's rounds run with", Stmts: []string{
+		`ALTER TABLE tasks ADD COLUMN role TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN responder_role TEXT NOT NULL DEFAULT ''`,
+	}},
+}
+
+// Store keeps tasks in a store's database. Its methods are safe for
+// concurrent use.
+type Store struct{ db *store.DB }
+
+// New returns the tasks kept in st's database.
+func New(st store.Store) *Store { return &Store{db: st.DB()} }
 
 // Task is one task of the MCP tasks extension (io.modelcontextprotocol/tasks,
 // SEP-2663): a tools/call that runs on after its request answered. Its task
@@ -68,11 +123,15 @@ const taskColumns = `task_id, user_id, org, status, status_message, params, resu
 	input_responses, request_state, attempts, ttl_ms, poll_ms, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms,
 	role, responder_role`
 
-func (s *sqlStore) PutTask(ctx context.Context, grain string, epoch uint64, t Task) error {
-	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+// PutTask creates or replaces a task of the tasks extension, fenced by
+// the epoch of grain (its task grain; [store.ErrFenced] if not current). A
+// task's creator (user, organization, role) is set when it is created
+// and never replaced.
+func (s *Store) PutTask(ctx context.Context, grain string, epoch uint64, t Task) error {
+	return s.db.WriteOne(ctx, func(ctx context.Context, q store.Querier) error {
 		res, err := q.ExecContext(ctx, `
 INSERT INTO tasks (grain, `+taskColumns+`)
-SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 WHERE `+fencedBy+`
+SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 WHERE `+store.FencedBy+`
 ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message,
 	params = excluded.params, result = excluded.result, error = excluded.error,
 	input_requests = excluded.input_requests, input_responses = excluded.input_responses,
@@ -86,22 +145,23 @@ ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, status_message = e
 		if err != nil {
 			return fmt.Errorf("store: put task %s: %w", t.ID, err)
 		}
-		return fencedResult(res, grain, epoch)
+		return store.CheckFenced(res, grain, epoch)
 	})
 }
 
-func (s *sqlStore) GetTask(ctx context.Context, taskID string, now time.Time) (Task, error) {
+// GetTask returns a task, or [store.ErrNotFound] (also once it expired).
+func (s *Store) GetTask(ctx context.Context, taskID string, now time.Time) (Task, error) {
 	var (
 		t                                 Task
 		ttl, poll, created, updated, exps int64
 		lease                             int64
 	)
-	err := s.rd.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = $1 AND expires_at_ms > $2`,
+	err := s.db.Reader().QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = $1 AND expires_at_ms > $2`,
 		taskID, now.UnixMilli()).Scan(&t.ID, &t.User, &t.Org, &t.Status, &t.StatusMessage, &t.Params, &t.Result,
 		&t.Error, &t.InputRequests, &t.InputResponses, &t.RequestState, &t.Attempts, &ttl, &poll, &created, &updated, &exps, &lease,
 		&t.Role, &t.ResponderRole)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Task{}, fmt.Errorf("%w: task %s", ErrNotFound, taskID)
+		return Task{}, fmt.Errorf("%w: task %s", store.ErrNotFound, taskID)
 	}
 	if err != nil {
 		return Task{}, fmt.Errorf("store: get task %s: %w", taskID, err)
@@ -122,8 +182,16 @@ func unixMilliOrZero(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func (s *sqlStore) SwapTask(ctx context.Context, status string, attempts int, t Task) error {
-	return s.writeOne(ctx, func(ctx context.Context, q querier) error {
+// SwapTask replaces task t.ID's status and run state (status message,
+// result, error, input requests and responses with their responder's
+// role, request state, attempts, updated time, lease) with t's if its row
+// is still in status status and attempt attempts; else it returns
+// [ErrTaskChanged]. It is fenced by the task's own state, not by its
+// grain's epoch: the run of an attempt records its outcome even after its
+// grain moved to another node, and only if no other outcome (or a next
+// attempt) came first.
+func (s *Store) SwapTask(ctx context.Context, status string, attempts int, t Task) error {
+	return s.db.WriteOne(ctx, func(ctx context.Context, q store.Querier) error {
 		res, err := q.ExecContext(ctx, `
 UPDATE tasks SET status = $3, status_message = $4, result = $5, error = $6, input_requests = $7,
 	input_responses = $8, request_state = $9, attempts = $10, updated_at_ms = $11, lease_until_ms = $12,
@@ -145,9 +213,11 @@ WHERE task_id = $1 AND status = $2 AND attempts = $13`,
 	})
 }
 
-func (s *sqlStore) PruneTasks(ctx context.Context, before time.Time) (int64, error) {
+// PruneTasks drops tasks that expired before before and returns how
+// many.
+func (s *Store) PruneTasks(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
-	err := s.writeOne(ctx, func(ctx context.Context, q querier) error {
+	err := s.db.WriteOne(ctx, func(ctx context.Context, q store.Querier) error {
 		res, err := q.ExecContext(ctx, `DELETE FROM tasks WHERE expires_at_ms <= $1`, before.UnixMilli())
 		if err != nil {
 			return fmt.Errorf("store: prune tasks: %w", err)

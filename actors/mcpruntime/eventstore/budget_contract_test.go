@@ -1,8 +1,7 @@
-package store_test
+package eventstore_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
 )
 
 // stepClock is a store clock that moves one second each time it is
@@ -21,41 +22,26 @@ func stepClock() func() time.Time {
 	return func() time.Time { return time.Unix(t.Add(1), 0) }
 }
 
-// rawDB opens the store's database for SQL of the test's own.
-func rawDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	driver, name := "pgx", dsn
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		driver, name = "sqlite", path
-	}
-	db, err := sql.Open(driver, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
 // rawEventBytes measures, with SQL of its own on the store's database, the
 // data the stored events matching where hold (not the store's counts).
 func rawEventBytes(t *testing.T, dsn, where string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	if err := rawDB(t, dsn).QueryRow(`SELECT COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events `+where, args...).Scan(&n); err != nil {
+	if err := storetest.RawDB(t, dsn).QueryRow(`SELECT COALESCE(SUM(LENGTH(data)), 0) FROM mcp_events `+where, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-func events(org, user, session string, from, n, size int) []store.Event {
-	var evs []store.Event
+func events(org, user, session string, from, n, size int) []eventstore.Event {
+	var evs []eventstore.Event
 	for i := from; i < from+n; i++ {
-		evs = append(evs, store.Event{Session: session, Stream: "a", Index: i, Data: []byte(strings.Repeat("x", size)), Org: org, User: user})
+		evs = append(evs, eventstore.Event{Session: session, Stream: "a", Index: i, Data: []byte(strings.Repeat("x", size)), Org: org, User: user})
 	}
 	return evs
 }
 
-func mustAppend(t *testing.T, s store.Store, evs []store.Event) []store.EventBytes {
+func mustAppend(t *testing.T, s *eventstore.Store, evs []eventstore.Event) []eventstore.EventBytes {
 	t.Helper()
 	totals, err := s.AppendEvents(context.Background(), evs)
 	if err != nil {
@@ -64,7 +50,7 @@ func mustAppend(t *testing.T, s store.Store, evs []store.Event) []store.EventByt
 	return totals
 }
 
-func usage(t *testing.T, s store.Store) store.EventUsage {
+func usage(t *testing.T, s *eventstore.Store) eventstore.EventUsage {
 	t.Helper()
 	u, err := s.EventUsage(context.Background())
 	if err != nil {
@@ -78,7 +64,8 @@ func usage(t *testing.T, s store.Store) store.EventUsage {
 // principals it wrote for, an event already stored adds nothing, and
 // trims, deletes and prunes take off what they drop.
 func TestEventLogCountsEachPrincipalsBytes(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, dsn string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
 		totals := mustAppend(t, s, append(events("acme", "alice", "s1", 0, 3, 10), events("acme", "bob", "s2", 0, 1, 7)...))
 		want := map[string]int64{"alice": 30, "bob": 7}
@@ -92,7 +79,7 @@ func TestEventLogCountsEachPrincipalsBytes(t *testing.T) {
 		if totals := mustAppend(t, s, events("acme", "alice", "s1", 3, 1, 5)); len(totals) != 1 || totals[0].Bytes != 35 {
 			t.Fatalf("totals after one more event: %+v, want alice 35", totals)
 		}
-		if u := usage(t, s); u != (store.EventUsage{Bytes: 42, Principals: 2, LargestPrincipal: 35}) {
+		if u := usage(t, s); u != (eventstore.EventUsage{Bytes: 42, Principals: 2, LargestPrincipal: 35}) {
 			t.Fatalf("usage %+v, want 42 bytes, 2 principals, largest 35", u)
 		}
 		if n, err := s.TrimEvents(ctx, "s1", 15); err != nil || n != 2 {
@@ -104,13 +91,13 @@ func TestEventLogCountsEachPrincipalsBytes(t *testing.T) {
 		if err := s.DeleteEvents(ctx, "s2"); err != nil {
 			t.Fatal(err)
 		}
-		if u := usage(t, s); u != (store.EventUsage{Bytes: 15, Principals: 1, LargestPrincipal: 15}) {
+		if u := usage(t, s); u != (eventstore.EventUsage{Bytes: 15, Principals: 1, LargestPrincipal: 15}) {
 			t.Fatalf("usage after deleting bob's session %+v, want alice's 15 bytes only", u)
 		}
 		if _, err := s.PruneEvents(ctx, time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if u := usage(t, s); u != (store.EventUsage{}) {
+		if u := usage(t, s); u != (eventstore.EventUsage{}) {
 			t.Fatalf("usage after pruning everything %+v, want none", u)
 		}
 		if totals := mustAppend(t, s, events("acme", "alice", "s1", 10, 1, 4)); len(totals) != 1 || totals[0].Bytes != 4 {
@@ -122,9 +109,10 @@ func TestEventLogCountsEachPrincipalsBytes(t *testing.T) {
 // TrimPrincipalEvents drops a principal's oldest events first, across its
 // sessions, until it keeps the budget; other principals' events stay.
 func TestEventLogTrimsAPrincipalOldestFirstAcrossSessions(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, dsn string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
-		store.SetClock(s, stepClock())
+		eventstore.SetClock(s, stepClock())
 		mustAppend(t, s, events("acme", "bob", "b1", 0, 1, 10)) // the oldest of all
 		mustAppend(t, s, events("acme", "alice", "a1", 0, 4, 10))
 		mustAppend(t, s, events("acme", "alice", "a2", 0, 4, 10))
@@ -154,7 +142,7 @@ func TestEventLogTrimsAPrincipalOldestFirstAcrossSessions(t *testing.T) {
 				t.Fatalf("trimming acme/alice touched %s: %d %v", other, len(data), err)
 			}
 		}
-		if u := usage(t, s); u != (store.EventUsage{Bytes: 70, Principals: 3, LargestPrincipal: 50}) {
+		if u := usage(t, s); u != (eventstore.EventUsage{Bytes: 70, Principals: 3, LargestPrincipal: 50}) {
 			t.Fatalf("usage %+v, want 70 bytes of 3 principals, alice's 50 the largest", u)
 		}
 	})
@@ -164,9 +152,10 @@ func TestEventLogTrimsAPrincipalOldestFirstAcrossSessions(t *testing.T) {
 // them, and takes each off its principal's count; a trim larger than one
 // step of the store takes several.
 func TestEventLogTrimsTheStoreOldestFirst(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, dsn string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
-		store.SetClock(s, stepClock())
+		eventstore.SetClock(s, stepClock())
 		mustAppend(t, s, events("acme", "alice", "a1", 0, 2, 10))
 		mustAppend(t, s, events("acme", "bob", "b1", 0, 2, 10))
 		mustAppend(t, s, events("acme", "alice", "a1", 2, 2, 10))
@@ -175,7 +164,7 @@ func TestEventLogTrimsTheStoreOldestFirst(t *testing.T) {
 		if n, err := s.TrimStoredEvents(ctx, 25); err != nil || n != 4 {
 			t.Fatalf("trim the store to 25 bytes: %d %v, want 4", n, err)
 		}
-		if u := usage(t, s); u != (store.EventUsage{Bytes: 20, Principals: 1, LargestPrincipal: 20}) || rawEventBytes(t, dsn, "") != 20 {
+		if u := usage(t, s); u != (eventstore.EventUsage{Bytes: 20, Principals: 1, LargestPrincipal: 20}) || rawEventBytes(t, dsn, "") != 20 {
 			t.Fatalf("usage %+v, want alice's newest 20 bytes", u)
 		}
 		if data, _, err := s.Events(ctx, "a1", "a", 1); err != nil || len(data) != 2 {
@@ -198,9 +187,10 @@ func TestEventLogTrimsTheStoreOldestFirst(t *testing.T) {
 // once: the store's count stays what the events hold, and the last trim
 // leaves the principal within its budget.
 func TestEventLogBudgetHoldsAcrossNodesSharingAStore(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, dsn string) {
+		s := eventstore.New(st)
 		const budget = 2000
-		nodes := []store.Store{s, open(t, dsn)}
+		nodes := []*eventstore.Store{s, eventstore.New(storetest.Open(t, dsn))}
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		for n, st := range nodes {
@@ -250,12 +240,13 @@ func TestEventLogBudgetHoldsAcrossNodesSharingAStore(t *testing.T) {
 // version during a rolling upgrade) leave a count higher than the events
 // hold. A trim then counts again rather than dropping every event left.
 func TestEventLogTrimsCountAgainWhatOthersDropped(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s store.Store, dsn string) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, dsn string) {
+		s := eventstore.New(st)
 		ctx := context.Background()
 		mustAppend(t, s, events("acme", "alice", "a1", 0, 10, 10))
 		mustAppend(t, s, events("acme", "bob", "b1", 0, 2, 10))
 		// As an older node's prune: no count changes.
-		if _, err := rawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'a1' AND idx < 6`); err != nil {
+		if _, err := storetest.RawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'a1' AND idx < 6`); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.TrimPrincipalEvents(ctx, "acme", "alice", 50); err != nil || n != 0 {
@@ -269,7 +260,7 @@ func TestEventLogTrimsCountAgainWhatOthersDropped(t *testing.T) {
 		}
 		// The store's count, likewise: it counts 60 (alice 40, bob 20),
 		// the events hold 40; trimmed to 15, the three oldest go.
-		if _, err := rawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'b1'`); err != nil {
+		if _, err := storetest.RawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'b1'`); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.TrimStoredEvents(ctx, 15); err != nil || n != 3 {
@@ -280,13 +271,13 @@ func TestEventLogTrimsCountAgainWhatOthersDropped(t *testing.T) {
 		}
 		// A principal without events keeps no count after a prune.
 		mustAppend(t, s, events("acme", "carol", "c1", 0, 1, 10))
-		if _, err := rawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'c1'`); err != nil {
+		if _, err := storetest.RawDB(t, dsn).Exec(`DELETE FROM mcp_events WHERE session = 'c1'`); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if u := usage(t, s); u != (store.EventUsage{Bytes: 10, Principals: 1, LargestPrincipal: 10}) {
+		if u := usage(t, s); u != (eventstore.EventUsage{Bytes: 10, Principals: 1, LargestPrincipal: 10}) {
 			t.Fatalf("usage after the prune %+v, want alice's 10 bytes only", u)
 		}
 	})
