@@ -63,7 +63,7 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 		looped <- mcpclient.Text(res)
 	}()
 	p.waitFor("the loop runs", "mcpgrain_sandbox_workers", with("state", "running"), exactly(1))
-	// b, its only resident runtime, is pinned by its running loop: a's
+	// b, the only resident runtime, is pinned by its running loop: a's
 	// restore cannot evict it.
 	p.waitFor("b pinned by its loop", "mcpgrain_resident_evictable", node, exactly(0))
 
