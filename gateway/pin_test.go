@@ -42,6 +42,14 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 	p.handshakesEnded(node, 1) // the execute's exchange too: a durable pause does not pin
 	b := connectMode(t, info.HTTPAddr, carolToken, "")
 	p.waitFor("a hibernated by b's build", "mcpgrain_runtime_disposals_total", with("reason", "cap"), exactly(1))
+	// a's execution, cancelled with its runtime, holds the slot until its
+	// worker has stopped it (unparked, so counted running): "the loop runs"
+	// below must not read it. Else the accept ran while b, its execute not
+	// arrived yet, was idle, evicted b instead of building over the cap,
+	// and b's execute rebuilt it: a second cap disposal that is no
+	// eviction of a.
+	p.waitFor("a's execution parked no more", "mcpgrain_sandbox_workers", with("state", "parked"), exactly(0))
+	p.waitFor("a's execution ended", "mcpgrain_sandbox_workers", with("state", "running"), exactly(0))
 
 	// Another organization's endless loop takes the only slot until its
 	// wall time ends it.
@@ -55,6 +63,9 @@ func TestDecidedPauseWaitingForASlotPinsItsRuntime(t *testing.T) {
 		looped <- mcpclient.Text(res)
 	}()
 	p.waitFor("the loop runs", "mcpgrain_sandbox_workers", with("state", "running"), exactly(1))
+	// b, the only resident runtime, is pinned by its running loop: a's
+	// restore cannot evict it.
+	p.waitFor("b pinned by its loop", "mcpgrain_resident_evictable", node, exactly(0))
 
 	// Accepted: a is restored (over the cap: b is running) with its pause
 	// dormant; the replay, which sends the approved write, waits for the slot.

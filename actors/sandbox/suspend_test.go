@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -36,4 +37,36 @@ func TestSuspendStopsTheWallClockWhileAHostWaits(t *testing.T) {
 	checkLimit(t, err, LimitWallTime, "timed out")
 	// Suspend on a context that is not an execution's does nothing.
 	Suspend(context.Background())()
+}
+
+// A parked execution whose wait ends — its decision came, or its context
+// was cancelled with the runtime that ran it — counts as running again,
+// and holds its slot, until its Run returned and released it: the node's
+// running count cannot tell it from a fresh execution. (gateway
+// TestDecidedPauseWaitingForASlotPinsItsRuntime once read a hibernated
+// session's cancelled execution, still unwinding, as the loop it had just
+// started; it now waits for the count to drop to zero first.)
+func TestAParkedExecutionWhoseWaitEndedHoldsItsSlotUntilReleased(t *testing.T) {
+	p, _ := newTestPool(t, PoolOptions{MaxRunning: 1, SlotWait: -1, Spares: -1})
+	check := func(what string, running, parked int) {
+		t.Helper()
+		if st := p.Stats(); st.Running != running || st.Parked != parked {
+			t.Fatalf("%s: running %d, parked %d; want %d, %d", what, st.Running, st.Parked, running, parked)
+		}
+	}
+	s, err := p.admit(t.Context(), claimOf(Limits{Tenant: "acme/alice", Org: "acme"}), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("admitted", 1, 0)
+	s.park()
+	check("parked", 0, 1)
+	s.unpark() // what Suspend's resume does when the host's wait ends, cancelled or not
+	check("its wait ended", 1, 0)
+	var busy *Error
+	if _, err := p.admit(t.Context(), claimOf(Limits{Tenant: "globex/carol", Org: "globex"}), false); !errors.As(err, &busy) || busy.Kind != KindBusy {
+		t.Fatalf("another organization's execution while the only slot is held: %v, want busy", err)
+	}
+	s.release() // its Run returned
+	check("its run returned", 0, 0)
 }
