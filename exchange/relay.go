@@ -39,7 +39,11 @@ import (
 //     exchanges while it drains, and a frozen one says nothing, so the
 //     exchange is abandoned only after departedSilence without a frame;
 //   - a terminated activation's last frames may still be in flight on
-//     another path, so its end is awaited for a short grace first.
+//     another path, so its end is awaited for a short grace first;
+//   - an SSE stream that stayed quiet for the keepalive interval gets a
+//     comment line (KeepaliveComment) between two events, so proxies
+//     that cut idle streams keep it open; comments are ignored by every
+//     SSE parser, carry no event id and never reach the grain's event log.
 
 // eventKind is what happened to an exchange in flight.
 type eventKind uint8
@@ -58,6 +62,9 @@ const (
 	evGraceOver
 	// evClientGone: the client went away.
 	evClientGone
+	// evQuiet: nothing was written to the client for the keepalive
+	// interval.
+	evQuiet
 )
 
 // event is one input of the relay.
@@ -139,6 +146,10 @@ type relay struct {
 	departed  bool // the activation's node left the membership view
 	grace     bool // the activation died; its end is awaited
 	done      bool // the exchange is over for the client
+
+	// tail is the last two bytes written to the client's body (after the
+	// tagger): "\n\n" between two SSE events.
+	tail [2]byte
 }
 
 // newRelay returns the relay of the response to the request with reqID
@@ -178,8 +189,32 @@ func (s *relay) step(ev event) (out actions) {
 	case evClientGone:
 		out.add(action{kind: actCancel})
 		s.done = true
+	case evQuiet:
+		if s.sse && s.tail == eventEnd {
+			out.add(action{kind: actWrite, data: KeepaliveComment}, action{kind: actFlush})
+		}
 	}
 	return out
+}
+
+// KeepaliveComment is the SSE comment line the gateway writes on an event
+// stream that stayed quiet for the keepalive interval. SSE parsers ignore
+// comments (lines starting with ':'), so it is invisible to clients; it
+// only keeps proxies and load balancers that cut idle streams from cutting
+// the stream.
+var KeepaliveComment = []byte(": keepalive\n\n")
+
+// eventEnd is how an SSE event ends (go-sdk's line endings).
+var eventEnd = [2]byte{'\n', '\n'}
+
+// wrote records that data went to the client's body.
+func (s *relay) wrote(data []byte) {
+	switch n := len(data); {
+	case n >= 2:
+		s.tail = [2]byte{data[n-2], data[n-1]}
+	case n == 1:
+		s.tail = [2]byte{s.tail[1], data[0]}
+	}
 }
 
 // frame relays one frame of the response.
@@ -196,6 +231,7 @@ func (s *relay) frame(out *actions, m *pb.ExchangeFrame) {
 		out.add(action{kind: actWriteHead, status: int(hd.GetStatus()), headers: hd.GetHeaders()})
 		s.wroteHead = true
 		s.sse = isEventStream(hd.GetHeaders())
+		s.tail = eventEnd // an empty body is between events
 	}
 	data := m.GetData()
 	if s.answerable && !s.responded {
@@ -206,6 +242,7 @@ func (s *relay) frame(out *actions, m *pb.ExchangeFrame) {
 	}
 	if len(data) > 0 {
 		out.add(action{kind: actWrite, data: data})
+		s.wrote(data)
 	}
 	if !m.GetEnd() {
 		out.add(action{kind: actFlush})
