@@ -130,8 +130,25 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
 		departed = f.node.Departed(dctx, started.GetGrainAddress())
 	}
 	s := newRelay(reqID, resume)
+	s.early = opensEarly(r, s.answerable)
 	loop := relayIO{f: f, w: w, r: r, t: t, exchangeID: x.GetExchangeId(), reqID: reqID}
 	loop.run(&s, started.GetFirst(), stream, departed)
+}
+
+// opensEarly reports whether the gateway may open the response to r as an
+// event stream itself, when the response is slow to start, so it can
+// carry keepalives: a POST of one call (answerable) whose client accepts
+// an event stream.
+func opensEarly(r *http.Request, answerable bool) bool {
+	if r.Method != http.MethodPost || !answerable {
+		return false
+	}
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "text/event-stream") {
+			return true
+		}
+	}
+	return false
 }
 
 // outbound is the exchange message for r, the JSON-RPC id of the request

@@ -2,8 +2,12 @@ package exchange
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // A quiet event stream gets a keepalive comment between two events, and
@@ -60,5 +64,75 @@ func TestRelayKeepalive(t *testing.T) {
 				t.Errorf("done = %v, want %v", s.done, tc.wantDone)
 			}
 		})
+	}
+}
+
+// A POST call slow to start (no priming event) is opened as an event
+// stream by the gateway at the first quiet interval, so it can carry
+// keepalives: the grain's events follow on it; a response that turns out
+// not to be an event stream goes out as one message event, or, if it is
+// not JSON, as the restart error for the call.
+func TestRelayOpensASlowCallsEventStream(t *testing.T) {
+	id := json.RawMessage(`7`)
+	tag := eventIDSuffix(id)
+	keepalive := "write " + string(KeepaliveComment)
+	restart := "write " + string(RestartingEvent(id))
+	answer := `{"jsonrpc":"2.0","id":7,"result":{}}`
+	response := "event: message\nid: s_1\ndata: " + answer + "\n\n"
+	quiet := ev(evQuiet)
+	for _, tc := range []struct {
+		name   string
+		events []event
+		want   []string
+	}{
+		{name: "the grain's event stream follows the gateway's head",
+			events: []event{quiet, quiet, frame(sseHead, response, true, "")},
+			want:   []string{"head 200", keepalive, "flush", keepalive, "flush", "write event: message\nid: s_1" + tag + "\ndata: " + answer + "\n\n"}},
+		{name: "a JSON answer becomes one message event",
+			events: []event{quiet, frame(jsonHead, "{\"jsonrpc\": \"2.0\",", false, ""), frame(nil, `"id":7,"result":{}}`, true, "")},
+			want:   []string{"head 200", keepalive, "flush", "flush", "write event: message\ndata: " + answer + "\n\n"}},
+		{name: "a plain-text error becomes the restart error for the call",
+			events: []event{quiet, frame(&pb.ExchangeHead{Status: 400}, "Bad Request", true, "")},
+			want:   []string{"head 200", keepalive, "flush", restart, "flush"}},
+		{name: "a handler failing after the gateway's head ends with the restart error",
+			events: []event{quiet, frame(nil, "", true, "handler panicked")},
+			want:   []string{"head 200", keepalive, "flush", "log WARN", restart, "flush"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rl := newRelay(id, false)
+			s := &rl
+			s.early = true
+			var got []string
+			for _, e := range tc.events {
+				got = append(got, render(stepList(s, e))...)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("actions:\n got %q\nwant %q", got, tc.want)
+			}
+			if !s.done {
+				t.Error("not done")
+			}
+		})
+	}
+}
+
+// Only a POST of one call whose client accepts an event stream is opened
+// early.
+func TestOpensEarly(t *testing.T) {
+	for _, tc := range []struct {
+		method, accept string
+		answerable     bool
+		want           bool
+	}{
+		{"POST", "application/json, text/event-stream", true, true},
+		{"POST", "application/json", true, false},
+		{"POST", "application/json, text/event-stream", false, false},
+		{"GET", "text/event-stream", true, false},
+	} {
+		r := httptest.NewRequest(tc.method, "/mcp", strings.NewReader(""))
+		r.Header.Set("Accept", tc.accept)
+		if got := opensEarly(r, tc.answerable); got != tc.want {
+			t.Errorf("%s %q answerable=%v: %v, want %v", tc.method, tc.accept, tc.answerable, got, tc.want)
+		}
 	}
 }

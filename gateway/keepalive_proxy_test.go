@@ -47,7 +47,7 @@ func TestKeepaliveCarriesQuietStreamsThroughAnIdleCuttingProxy(t *testing.T) {
 	up := newSlowUpstream(t)
 	info := startKeepaliveNode(t, keepaliveEvery, up.url)
 	proxy := newIdleCutProxy(t, "http://"+info.HTTPAddr, proxyIdle)
-	cs := connectThrough(t, proxy.url+"/mcp?elicitation_mode=browser")
+	cs := connectThrough(t, proxy.url+"/mcp?elicitation_mode=browser", "2025-11-25")
 	hold := 3 * proxyIdle
 
 	// A long execute: its tool call waits until released.
@@ -113,6 +113,55 @@ func TestKeepaliveCarriesQuietStreamsThroughAnIdleCuttingProxy(t *testing.T) {
 	}
 }
 
+// TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy: a
+// 2026-07-28 execute has no priming event, so its response does not start
+// until the call answers; the gateway opens its event stream at the
+// first quiet interval, and the long call survives the same proxy.
+// Without the keepalive the proxy cuts it (the control below).
+func TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		keepalive time.Duration
+	}{{"keepalive", keepaliveEvery}, {"no keepalive", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newSlowUpstream(t)
+			info := startKeepaliveNode(t, tc.keepalive, up.url)
+			proxy := newIdleCutProxy(t, "http://"+info.HTTPAddr, proxyIdle)
+			cs := connectThrough(t, proxy.url+"/mcp", "")
+			done := make(chan error, 1)
+			go func() {
+				res, err := callWithin(cs, "execute", map[string]any{"code": `const r = await tools.up.slow({}); return r;`})
+				if err == nil && res.IsError {
+					err = errors.New(mcpclient.Text(res))
+				}
+				done <- err
+			}()
+			up.awaitCall(t, done)
+			if tc.keepalive < 0 {
+				select {
+				case m := <-proxy.cuts:
+					if m != http.MethodPost {
+						t.Fatalf("the proxy cut a %s", m)
+					}
+				case <-time.After(60 * time.Second):
+					t.Fatal("without keepalive the proxy should cut the quiet execute")
+				}
+				return
+			}
+			time.Sleep(3 * proxyIdle) // the scenario: the call stays quiet for three idle timeouts
+			close(up.release)
+			if err := <-done; err != nil {
+				t.Fatalf("the long execute did not survive the proxy: %v", err)
+			}
+			for _, f := range proxy.snapshot() {
+				if f.cut {
+					t.Errorf("the proxy cut a %s stream", f.method)
+				}
+			}
+		})
+	}
+}
+
 // TestWithoutKeepaliveTheIdleCuttingProxyCutsQuietStreams is the control:
 // the same proxy, the keepalive off (--stream-keepalive 0): the quiet GET
 // stream and the long execute's POST stream are cut. (So the test above
@@ -121,7 +170,7 @@ func TestWithoutKeepaliveTheIdleCuttingProxyCutsQuietStreams(t *testing.T) {
 	up := newSlowUpstream(t)
 	info := startKeepaliveNode(t, -1, up.url)
 	proxy := newIdleCutProxy(t, "http://"+info.HTTPAddr, proxyIdle)
-	cs := connectThrough(t, proxy.url+"/mcp")
+	cs := connectThrough(t, proxy.url+"/mcp", "2025-11-25")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -226,16 +275,17 @@ func startKeepaliveNode(t *testing.T, keepalive time.Duration, upstream string) 
 	return app.Info{}
 }
 
-// connectThrough connects a go-sdk client (2025-11-25: sessions, a
-// standalone GET stream) to endpoint.
-func connectThrough(t *testing.T, endpoint string) *mcp.ClientSession {
+// connectThrough connects a go-sdk client to endpoint, speaking version
+// (2025-11-25: sessions, a standalone GET stream; "": the client's
+// latest, 2026-07-28, sessionless).
+func connectThrough(t *testing.T, endpoint, version string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "keepalive-test"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: endpoint, HTTPClient: &http.Client{Transport: mcpclient.Bearer(kaToken, http.DefaultTransport)},
-	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
