@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -106,19 +107,20 @@ func TestKeepaliveCarriesQuietStreamsThroughAnIdleCuttingProxy(t *testing.T) {
 			t.Errorf("the proxy cut a %s stream after %d keepalives", f.method, f.keepalives)
 		}
 		getKept = getKept || f.method == http.MethodGet && f.keepalives >= minGET
-		postKept = postKept || f.method == http.MethodPost && f.keepalives > 0
+		postKept = postKept || f.method == "POST tools/call" && f.keepalives > 0
 	}
 	if !getKept || !postKept {
 		t.Errorf("keepalives crossing the proxy: want ≥ %d on the GET stream and some on POST streams; flows %+v", minGET, flows)
 	}
 }
 
-// TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy: a
+// TestKeepaliveCarriesSessionlessStreamsThroughAnIdleCuttingProxy: a
 // 2026-07-28 execute has no priming event, so its response does not start
 // until the call answers; the gateway opens its event stream at the
-// first quiet interval, and the long call survives the same proxy.
-// Without the keepalive the proxy cuts it (the control below).
-func TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy(t *testing.T) {
+// first quiet interval, and the long call survives the same proxy, as
+// does the client's quiet subscriptions/listen stream. Without the
+// keepalive the proxy cuts both.
+func TestKeepaliveCarriesSessionlessStreamsThroughAnIdleCuttingProxy(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		keepalive time.Duration
@@ -128,6 +130,9 @@ func TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy(t *testing
 			info := startKeepaliveNode(t, tc.keepalive, up.url)
 			proxy := newIdleCutProxy(t, "http://"+info.HTTPAddr, proxyIdle)
 			cs := connectThrough(t, proxy.url+"/mcp", "")
+			if !proxy.saw("POST subscriptions/listen") {
+				t.Fatal("the client opened no subscriptions/listen stream")
+			}
 			done := make(chan error, 1)
 			go func() {
 				res, err := callWithin(cs, "execute", map[string]any{"code": `const r = await tools.up.slow({}); return r;`})
@@ -138,13 +143,15 @@ func TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy(t *testing
 			}()
 			up.awaitCall(t, done)
 			if tc.keepalive < 0 {
-				select {
-				case m := <-proxy.cuts:
-					if m != http.MethodPost {
-						t.Fatalf("the proxy cut a %s", m)
+				deadline := time.After(60 * time.Second)
+				for cutCall, cutListen := false, false; !cutCall || !cutListen; {
+					select {
+					case m := <-proxy.cuts:
+						cutCall = cutCall || m == "POST tools/call"
+						cutListen = cutListen || m == "POST subscriptions/listen"
+					case <-deadline:
+						t.Fatalf("without keepalive the proxy should cut the quiet execute (%v) and listen stream (%v)", cutCall, cutListen)
 					}
-				case <-time.After(60 * time.Second):
-					t.Fatal("without keepalive the proxy should cut the quiet execute")
 				}
 				return
 			}
@@ -153,10 +160,15 @@ func TestKeepaliveCarriesASessionlessExecuteThroughAnIdleCuttingProxy(t *testing
 			if err := <-done; err != nil {
 				t.Fatalf("the long execute did not survive the proxy: %v", err)
 			}
+			listened := false
 			for _, f := range proxy.snapshot() {
 				if f.cut {
 					t.Errorf("the proxy cut a %s stream", f.method)
 				}
+				listened = listened || f.method == "POST subscriptions/listen" && f.keepalives >= int64(2*proxyIdle/keepaliveEvery)
+			}
+			if !listened {
+				t.Errorf("the listen stream carried too few keepalives: %+v", proxy.snapshot())
 			}
 		})
 	}
@@ -185,7 +197,7 @@ func TestWithoutKeepaliveTheIdleCuttingProxyCutsQuietStreams(t *testing.T) {
 		select {
 		case m := <-proxy.cuts:
 			cutGET = cutGET || m == http.MethodGet
-			cutPOST = cutPOST || m == http.MethodPost
+			cutPOST = cutPOST || m == "POST tools/call"
 		case <-deadline:
 			t.Fatalf("without keepalive the proxy should cut the quiet streams (GET cut %v, POST cut %v)", cutGET, cutPOST)
 		}
@@ -280,7 +292,11 @@ func startKeepaliveNode(t *testing.T, keepalive time.Duration, upstream string) 
 // latest, 2026-07-28, sessionless).
 func connectThrough(t *testing.T, endpoint, version string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "keepalive-test"}, nil)
+	// A list-changed handler makes a 2026-07-28 client open a
+	// subscriptions/listen stream.
+	c := mcp.NewClient(&mcp.Implementation{Name: "keepalive-test"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
@@ -334,8 +350,8 @@ type idleCutProxy struct {
 	url    string
 	idle   time.Duration
 	base   http.RoundTripper
-	cuts   chan string // the method of each cut response
-	opened chan string // the method of each response whose head arrived
+	cuts   chan string // each cut response's request: "GET", "POST tools/call" …
+	opened chan string // each response whose head arrived, named as in cuts
 
 	mu    sync.Mutex
 	flows []*proxyFlow
@@ -344,7 +360,7 @@ type idleCutProxy struct {
 
 // proxyFlow is one relayed response.
 type proxyFlow struct {
-	method     string
+	method     string // and, for a POST, its JSON-RPC method
 	keepalives atomic.Int64
 	cut        atomic.Bool
 }
@@ -378,6 +394,16 @@ func newIdleCutProxy(t *testing.T, target string, idle time.Duration) *idleCutPr
 // idle.
 func (p *idleCutProxy) RoundTrip(r *http.Request) (*http.Response, error) {
 	f := &proxyFlow{method: r.Method}
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		var m struct{ Method string }
+		_ = json.Unmarshal(body, &m)
+		f.method += " " + m.Method
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	timer := time.AfterFunc(p.idle, func() {
 		f.cut.Store(true)
@@ -400,7 +426,7 @@ func (p *idleCutProxy) RoundTrip(r *http.Request) (*http.Response, error) {
 		p.posts++
 	}
 	p.mu.Unlock()
-	p.note(p.opened, r.Method)
+	p.note(p.opened, f.method)
 	resp.Body = &idleBody{ReadCloser: resp.Body, flow: f, timer: timer, idle: p.idle, cancel: cancel}
 	return resp, nil
 }
@@ -430,6 +456,16 @@ func (p *idleCutProxy) awaitPOSTOpened(t *testing.T, n int) {
 			t.Fatal("the proxy did not open the POST stream")
 		}
 	}
+}
+
+// saw reports whether the proxy relayed a response to method.
+func (p *idleCutProxy) saw(method string) bool {
+	for _, f := range p.snapshot() {
+		if f.method == method {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *idleCutProxy) snapshot() []flowRecord {
