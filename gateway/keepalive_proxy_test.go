@@ -11,7 +11,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +26,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
 // The proxy tests of issue 27: MCP streams that stay quiet while a call
@@ -171,6 +175,67 @@ func TestKeepaliveCarriesSessionlessStreamsThroughAnIdleCuttingProxy(t *testing.
 				t.Errorf("the listen stream carried too few keepalives: %+v", proxy.snapshot())
 			}
 		})
+	}
+}
+
+// TestKeepaliveCarriesATypeScriptClientsLongCallThroughAnIdleCuttingProxy:
+// the official TypeScript SDK's client (tools/tsclient, 2025-11-25) makes
+// a long execute through the same proxy; its SSE parser reads the
+// keepalive comments and the call returns its result.
+func TestKeepaliveCarriesATypeScriptClientsLongCallThroughAnIdleCuttingProxy(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tools", "tsclient", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		testenv.Unavailable(t, "the TypeScript SDK is not installed (run: npm ci --prefix tools/tsclient)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	up := newSlowUpstream(t)
+	info := startKeepaliveNode(t, keepaliveEvery, up.url)
+	proxy := newIdleCutProxy(t, "http://"+info.HTTPAddr, proxyIdle)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "tools", "tsclient", "keepalive-client.mjs"))
+	cmd.Env = append(os.Environ(), "MCP_URL="+proxy.url+"/mcp", "MCP_TOKEN="+kaToken, "MCP_TOOL=execute",
+		`MCP_ARGS={"code":"const r = await tools.up.slow({}); return r;"}`)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	up.awaitCall(t, done)
+	time.Sleep(3 * proxyIdle) // the scenario: the call stays quiet for three idle timeouts
+	close(up.release)
+	if err := <-done; err != nil {
+		t.Fatalf("TypeScript client: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	var out struct {
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || out.Result.IsError || len(out.Result.Content) == 0 || !strings.Contains(out.Result.Content[0].Text, "slow done") {
+		t.Fatalf("TypeScript client's result %q: %v", stdout.String(), err)
+	}
+	kept := false
+	for _, f := range proxy.snapshot() {
+		if f.cut {
+			t.Errorf("the proxy cut a %s stream", f.method)
+		}
+		kept = kept || f.method == "POST tools/call" && f.keepalives > 0
+	}
+	if !kept {
+		t.Errorf("no keepalive crossed the proxy on the call's stream: %+v", proxy.snapshot())
 	}
 }
 
