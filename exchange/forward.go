@@ -43,6 +43,13 @@ const departedSilence = 3 * time.Second
 // activation terminated: its last frames may still be in flight.
 const goneGrace = 250 * time.Millisecond
 
+// DefaultStreamKeepalive is how long an SSE response stream (a POST's, a
+// GET stream, a subscriptions/listen stream) may stay quiet before the
+// gateway writes a keepalive comment on it (KeepaliveComment): well under
+// the 60–125 s after which common proxies and platforms cut idle streams.
+// The node's --stream-keepalive defaults to it.
+const DefaultStreamKeepalive = 20 * time.Second
+
 // Forwarder is the gateway end of exchanges: it forwards an authenticated
 // HTTP request to the grain that serves it and relays the grain's response
 // to the client.
@@ -50,6 +57,7 @@ type Forwarder struct {
 	node         *cluster.Node
 	log          *slog.Logger
 	startTimeout time.Duration
+	keepalive    time.Duration // 0: none
 	replies      *replies
 }
 
@@ -57,9 +65,17 @@ type Forwarder struct {
 // startTimeout bounds how long a request waits for its grain to start
 // serving it (restore or move included) before the client gets the
 // restart envelope; a GET (open or resume a stream) waits three times as
-// long.
-func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout time.Duration) *Forwarder {
-	return &Forwarder{node: node, log: log, startTimeout: startTimeout, replies: newReplies(node.ActorSystem())}
+// long. keepalive is how long an SSE response may stay quiet before a
+// keepalive comment goes out on it (zero: DefaultStreamKeepalive;
+// negative: never).
+func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout, keepalive time.Duration) *Forwarder {
+	switch {
+	case keepalive == 0:
+		keepalive = DefaultStreamKeepalive
+	case keepalive < 0:
+		keepalive = 0
+	}
+	return &Forwarder{node: node, log: log, startTimeout: startTimeout, keepalive: keepalive, replies: newReplies(node.ActorSystem())}
 }
 
 // Target is the grain a request goes to and what the gateway knows about
@@ -114,8 +130,25 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
 		departed = f.node.Departed(dctx, started.GetGrainAddress())
 	}
 	s := newRelay(reqID, resume)
+	s.early = opensEarly(r, s.answerable)
 	loop := relayIO{f: f, w: w, r: r, t: t, exchangeID: x.GetExchangeId(), reqID: reqID}
 	loop.run(&s, started.GetFirst(), stream, departed)
+}
+
+// opensEarly reports whether the gateway may open the response to r as an
+// event stream itself, when the response is slow to start, so it can
+// carry keepalives: a POST of one call (answerable) whose client accepts
+// an event stream.
+func opensEarly(r *http.Request, answerable bool) bool {
+	if r.Method != http.MethodPost || !answerable {
+		return false
+	}
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "text/event-stream") {
+			return true
+		}
+	}
+	return false
 }
 
 // outbound is the exchange message for r, the JSON-RPC id of the request
@@ -254,12 +287,16 @@ type relayIO struct {
 	reqID      json.RawMessage
 
 	silence, grace *time.Timer
+	quiet          *time.Timer // the keepalive interval since the last write (nil: no keepalive)
 }
 
 // run feeds s the response's frames and failures until it is done.
 func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream, departed <-chan struct{}) {
 	defer l.stopTimers()
 	rc := http.NewResponseController(l.w)
+	if l.f.keepalive > 0 {
+		l.quiet = time.NewTimer(l.f.keepalive)
+	}
 	if first != nil {
 		acts := s.step(event{kind: evFrame, frame: first})
 		l.do(rc, acts.list())
@@ -276,6 +313,10 @@ func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream,
 			ev.kind = evGraceOver
 		case <-l.r.Context().Done():
 			ev.kind = evClientGone
+		case <-timerC(l.quiet):
+			// Rearmed first: a keepalive written now rearms it again.
+			l.quiet.Reset(l.f.keepalive)
+			ev.kind = evQuiet
 		case <-stream.ready:
 			l.deliver(s, rc, stream.take())
 			continue
@@ -320,6 +361,9 @@ func (l *relayIO) do(rc *http.ResponseController, as []action) {
 			l.w.WriteHeader(a.status)
 		case actWrite:
 			_, _ = l.w.Write(a.data)
+			if l.quiet != nil {
+				l.quiet.Reset(l.f.keepalive)
+			}
 		case actFlush:
 			_ = rc.Flush()
 		case actWriteLostStream:
@@ -343,7 +387,7 @@ func (l *relayIO) do(rc *http.ResponseController, as []action) {
 }
 
 func (l *relayIO) stopTimers() {
-	for _, t := range []*time.Timer{l.silence, l.grace} {
+	for _, t := range []*time.Timer{l.silence, l.grace, l.quiet} {
 		if t != nil {
 			t.Stop()
 		}

@@ -39,7 +39,17 @@ import (
 //     exchanges while it drains, and a frozen one says nothing, so the
 //     exchange is abandoned only after departedSilence without a frame;
 //   - a terminated activation's last frames may still be in flight on
-//     another path, so its end is awaited for a short grace first.
+//     another path, so its end is awaited for a short grace first;
+//   - an SSE stream that stayed quiet for the keepalive interval gets a
+//     comment line (KeepaliveComment) between two events, so proxies
+//     that cut idle streams keep it open; comments are ignored by every
+//     SSE parser, carry no event id and never reach the grain's event log;
+//   - a POST call that accepts an event stream and whose response has not
+//     started when the keepalive interval ends (no priming event: the
+//     2026-07-28 era, sessions before 2025-11-25) is opened as an event
+//     stream by the gateway, so it can carry keepalives; the grain's
+//     events follow, and a response that turns out not to be an event
+//     stream is sent as one message event (its JSON body) when it ends.
 
 // eventKind is what happened to an exchange in flight.
 type eventKind uint8
@@ -58,6 +68,9 @@ const (
 	evGraceOver
 	// evClientGone: the client went away.
 	evClientGone
+	// evQuiet: nothing was written to the client for the keepalive
+	// interval.
+	evQuiet
 )
 
 // event is one input of the relay.
@@ -139,6 +152,16 @@ type relay struct {
 	departed  bool // the activation's node left the membership view
 	grace     bool // the activation died; its end is awaited
 	done      bool // the exchange is over for the client
+
+	// tail is the last two bytes written to the client's body (after the
+	// tagger): "\n\n" between two SSE events.
+	tail [2]byte
+	// early: the request may be answered with an event stream the gateway
+	// opens itself when the response is slow to start (opensEarly).
+	early   bool
+	opened  bool   // the gateway opened the event stream (early)
+	foreign bool   // ... and the grain's head was not an event stream's
+	held    []byte // a foreign response's body, sent as one event at its end
 }
 
 // newRelay returns the relay of the response to the request with reqID
@@ -178,8 +201,44 @@ func (s *relay) step(ev event) (out actions) {
 	case evClientGone:
 		out.add(action{kind: actCancel})
 		s.done = true
+	case evQuiet:
+		switch {
+		case !s.wroteHead && s.early:
+			s.wroteHead, s.sse, s.opened = true, true, true
+			out.add(action{kind: actWriteHead, status: http.StatusOK, headers: earlyHead})
+			s.tail = eventEnd
+			fallthrough
+		case s.sse && s.tail == eventEnd:
+			out.add(action{kind: actWrite, data: KeepaliveComment}, action{kind: actFlush})
+		}
 	}
 	return out
+}
+
+// KeepaliveComment is the SSE comment line the gateway writes on an event
+// stream that stayed quiet for the keepalive interval. SSE parsers ignore
+// comments (lines starting with ':'), so it is invisible to clients; it
+// only keeps proxies and load balancers that cut idle streams from cutting
+// the stream.
+var KeepaliveComment = []byte(": keepalive\n\n")
+
+// earlyHead is the head of an event stream the gateway opens itself.
+var earlyHead = []*pb.HttpHeader{
+	{Name: "Content-Type", Values: []string{"text/event-stream"}},
+	{Name: "Cache-Control", Values: []string{"no-cache, no-transform"}},
+}
+
+// eventEnd is how an SSE event ends (go-sdk's line endings).
+var eventEnd = [2]byte{'\n', '\n'}
+
+// wrote records that data went to the client's body.
+func (s *relay) wrote(data []byte) {
+	switch n := len(data); {
+	case n >= 2:
+		s.tail = [2]byte{data[n-2], data[n-1]}
+	case n == 1:
+		s.tail = [2]byte{s.tail[1], data[0]}
+	}
 }
 
 // frame relays one frame of the response.
@@ -196,8 +255,18 @@ func (s *relay) frame(out *actions, m *pb.ExchangeFrame) {
 		out.add(action{kind: actWriteHead, status: int(hd.GetStatus()), headers: hd.GetHeaders()})
 		s.wroteHead = true
 		s.sse = isEventStream(hd.GetHeaders())
+		s.tail = eventEnd // an empty body is between events
+	} else if hd != nil && s.opened && (hd.GetStatus() != http.StatusOK || !isEventStream(hd.GetHeaders())) {
+		s.foreign = true
 	}
 	data := m.GetData()
+	if s.foreign {
+		s.held = append(s.held, data...)
+		data = nil
+		if m.GetEnd() && m.GetError() == "" {
+			data = messageEvent(s.held)
+		}
+	}
 	if s.answerable && !s.responded {
 		s.responded = carriesResponse(data, s.reqID)
 	}
@@ -206,6 +275,7 @@ func (s *relay) frame(out *actions, m *pb.ExchangeFrame) {
 	}
 	if len(data) > 0 {
 		out.add(action{kind: actWrite, data: data})
+		s.wrote(data)
 	}
 	if !m.GetEnd() {
 		out.add(action{kind: actFlush})
@@ -219,14 +289,27 @@ func (s *relay) frame(out *actions, m *pb.ExchangeFrame) {
 		}
 		out.add(logAction(level, "mcp exchange ended early in the grain", m.GetError()))
 		s.broken(out)
-	case s.resume:
+	case s.resume, s.foreign:
 		// A replay that ended without the response: the response died
-		// with the node that produced it.
+		// with the node that produced it. Or a response that was no
+		// event stream, and no JSON either, on a stream the gateway opened.
 		s.unanswered(out)
 	default:
 		s.writeRest(out)
 	}
 	s.done = true
+}
+
+// messageEvent is body, a JSON-RPC message, as an SSE message event (nil
+// if body is not JSON).
+func messageEvent(body []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: message\ndata: ")
+	if json.Compact(&b, body) != nil {
+		return nil
+	}
+	b.WriteString("\n\n")
+	return b.Bytes()
 }
 
 // broken ends a response that cannot go on.

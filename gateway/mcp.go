@@ -61,6 +61,11 @@ type MCPOptions struct {
 	// start serving an exchange (restore or move included) before answering
 	// with the 503 restart envelope (zero: [DefaultStartTimeout]).
 	StartTimeout time.Duration
+	// StreamKeepalive is how long an SSE response stream may stay quiet
+	// before the gateway writes a keepalive comment on it, so proxies that
+	// cut idle streams keep long calls, waits and listen streams open
+	// (zero: [exchange.DefaultStreamKeepalive], 20 s; negative: never).
+	StreamKeepalive time.Duration
 }
 
 type mcpHandler struct {
@@ -91,7 +96,7 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout), log: log, o: o, metrics: m}, nil
+	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout, o.StreamKeepalive), log: log, o: o, metrics: m}, nil
 }
 
 func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
 	"github.com/mcpgrain/mcpgrain/cluster/reminders"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
@@ -37,6 +38,7 @@ var packageDefaults = map[string]any{
 	// MCP
 	"approval-window":           engine.DefaultApprovalWindow,
 	"body-timeout":              gateway.DefaultBodyTimeout,
+	"stream-keepalive":          exchange.DefaultStreamKeepalive,
 	"session-ttl":               session.DefaultSessionTTL,
 	"task-ttl":                  tasks.DefaultTTL,
 	"session-timeout":           alarm.DefaultSessionTimeout,

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
@@ -48,6 +49,7 @@ type mcpFlags struct {
 	failBurst                       int
 	eventSession                    int64
 	eventPrincipal, eventStored     int64
+	keepalive                       time.Duration
 	bodyTimeout                     time.Duration
 	policy                          alarm.Policy
 	ttl                             time.Duration
@@ -219,6 +221,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.Float64Var(&m.failRate, "auth-failure-rate", auth.DefaultFailureRate, "failed sign-ins (unknown or malformed tokens, on every surface) per second a client address earns back; out of them, it gets 429 with Retry-After (0: not limited; behind a proxy every client shares its address)")
 	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
 	fs.DurationVar(&m.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a client may take to send a request body (slow clients get 408)")
+	fs.DurationVar(&m.keepalive, "stream-keepalive", exchange.DefaultStreamKeepalive, "longest an MCP SSE stream stays quiet before the gateway writes a keepalive comment on it, so proxies that cut idle streams keep long calls and listen streams open (0: none)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call the node's routes (/mcp, /api/…) cross-origin (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
@@ -276,7 +279,8 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Code:     code,
 		StateKey: stateKey,
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
-		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
+		StreamKeepalive: keepalive(m.keepalive),
+		TrustedOrigins:  splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
@@ -320,6 +324,8 @@ func (m *mcpFlags) checkLimits() (uint64, error) {
 	switch {
 	case m.bodyTimeout <= 0:
 		return 0, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+	case m.keepalive < 0:
+		return 0, fmt.Errorf("%w: --stream-keepalive must not be negative (0: none)", errUsage)
 	case m.eventMax < 1024 || m.eventSession < int64(m.eventMax) || m.eventPrincipal < m.eventSession || m.eventStored < m.eventPrincipal:
 		return 0, fmt.Errorf("%w: --event-max-bytes must be at least 1024, --event-session-bytes at least --event-max-bytes, --event-principal-bytes at least --event-session-bytes, and --event-store-bytes at least --event-principal-bytes", errUsage)
 	case m.failRate < 0 || m.failBurst < 1:
@@ -431,6 +437,15 @@ func (m *mcpFlags) memoryBudget() (uint64, error) {
 		return 0, fmt.Errorf("%w: --resident-memory %v", errUsage, err)
 	}
 	return n, nil
+}
+
+// keepalive maps --stream-keepalive (0: none) to app.MCPConfig's
+// StreamKeepalive (negative: none).
+func keepalive(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // failureRate maps --auth-failure-rate (0: off) to app.MCPConfig's

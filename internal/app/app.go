@@ -119,6 +119,10 @@ type MCPConfig struct {
 	// BodyTimeout bounds reading one request body (zero:
 	// gateway.DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// StreamKeepalive is how long an MCP SSE stream may stay quiet before
+	// the gateway writes a keepalive comment on it (zero:
+	// exchange.DefaultStreamKeepalive; negative: never).
+	StreamKeepalive time.Duration
 	// TrustedOrigins are browser origins that may call the node's routes
 	// (/mcp, /api/, …) cross-origin; every route refuses other cross-origin
 	// writes.

@@ -376,6 +376,7 @@ func (p *process) serveHTTP(context.Context) error {
 		MCP: &gateway.MCPOptions{
 			Auth: s.authn, Limiter: s.limiter, StateKey: cfg.MCP.StateKey,
 			BodyTimeout: cfg.MCP.BodyTimeout, LocalSessionIDs: cfg.MCP.LocalSessionIDs,
+			StreamKeepalive: cfg.MCP.StreamKeepalive,
 		},
 		Mount: func(mux *http.ServeMux) error {
 			if p.demoAPI != nil {
