@@ -165,6 +165,7 @@ func roll(t *testing.T, c *testcluster.Cluster, sw *switcher, bin string, rec *r
 		began := time.Now()
 		c.Stop(i)
 		drained := time.Since(began)
+		t.Logf("node %s: its stop, as it logged it:\n%s", n.ID, stopLog(n))
 		sw.set(t, i, bin)
 		c.Start(i)
 		n.WaitReady(60 * time.Second)
@@ -177,6 +178,25 @@ func roll(t *testing.T, c *testcluster.Cluster, sw *switcher, bin string, rec *r
 		t.Logf("node %s: drained and exited %s after SIGTERM; the new binary ready, every node seeing 3 members, %s after SIGTERM; traffic progressing %s after",
 			n.ID, drained.Round(time.Millisecond), back.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	}
+}
+
+// stopLog is what node n logged (above debug level) from "shutting down"
+// on: what its drain waited for.
+func stopLog(n *testcluster.Node) string {
+	lines := strings.Split(n.LogTail(2000), "\n")
+	from := len(lines)
+	for i, l := range lines {
+		if strings.Contains(l, "shutting down") {
+			from = i
+		}
+	}
+	var out []string
+	for _, l := range lines[from:] {
+		if !strings.Contains(l, "level=DEBUG") && len(out) < 20 {
+			out = append(out, "    "+trim(l, 300))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestRollingUpgradeFromThePreviousRelease upgrades a three-node cluster
