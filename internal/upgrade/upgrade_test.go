@@ -113,7 +113,7 @@ type held struct {
 // holdWork opens sessions, pauses executions, starts long tasks and
 // registers reminders due during and after the roll, all on the old
 // nodes.
-func holdWork(t *testing.T, ctx context.Context, c *testcluster.Cluster, lb *balancer, rec *recorder, tw *tasks) *held {
+func holdWork(ctx context.Context, t *testing.T, c *testcluster.Cluster, lb *balancer, rec *recorder, tw *tasks) *held {
 	t.Helper()
 	h := &held{pauses: map[string]string{}, reminders: map[string]int64{}}
 	var err error
@@ -228,7 +228,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	lb := newBalancer(ctx, c)
 	rec := newRecorder()
 	tw := newTasks(lb)
-	h := holdWork(t, ctx, c, lb, rec, tw)
+	h := holdWork(ctx, t, c, lb, rec, tw)
 	t.Logf("old cluster up with held work in %s", time.Since(began).Round(time.Millisecond))
 
 	traffic, stopTraffic := context.WithCancel(ctx)
@@ -253,12 +253,12 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	}
 	t.Logf("store schema version %d under the previous release, %d after the roll (migrations ran at the first new node's start, with two old nodes serving)", oldSchema, schemaVersion(t, db))
 
-	finish(t, ctx, lb, rec, tw, todos, db, h, accepted)
+	finish(ctx, t, lb, rec, tw, todos, db, h, accepted)
 	t.Logf("the whole test took %s", time.Since(began).Round(time.Millisecond))
 }
 
 // finish accepts the held pauses and checks every promise of the test.
-func finish(t *testing.T, ctx context.Context, lb *balancer, rec *recorder, tw *tasks, todos *demo.API, db *sql.DB, h *held, accepted <-chan string) {
+func finish(ctx context.Context, t *testing.T, lb *balancer, rec *recorder, tw *tasks, todos *demo.API, db *sql.DB, h *held, accepted <-chan string) {
 	t.Helper()
 	want := map[string]bool{}
 	for title, id := range h.pauses {
