@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,6 +106,8 @@ func schemaVersion(t *testing.T, db *sql.DB) int {
 type held struct {
 	sessions  []*session
 	pauses    map[string]string // execution id by to-do title
+	expiring  map[string]string // execution id by to-do title: never decided, their deadline fires
+	expireAt  time.Time         // when the last of them is due
 	tasks     []string          // long slow_compute tasks
 	reminders map[string]int64  // due time (ms) by probe grain/reminder name
 	lastDue   time.Time
@@ -115,7 +118,7 @@ type held struct {
 // nodes.
 func holdWork(ctx context.Context, t *testing.T, c *testcluster.Cluster, lb *balancer, rec *recorder, tw *tasks) *held {
 	t.Helper()
-	h := &held{pauses: map[string]string{}, reminders: map[string]int64{}}
+	h := &held{pauses: map[string]string{}, expiring: map[string]string{}, reminders: map[string]int64{}}
 	var err error
 	if h.sessions, err = openSessions(ctx, lb, 6); err != nil {
 		t.Fatal(err)
@@ -128,6 +131,15 @@ func holdWork(ctx context.Context, t *testing.T, c *testcluster.Cluster, lb *bal
 		}
 		h.pauses[title] = id
 	}
+	for i, s := range h.sessions[:3] {
+		title := fmt.Sprintf("expire-%d", i)
+		id, err := pause(ctx, s, title)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.expiring[title] = id
+	}
+	h.expireAt = time.Now().Add(approvalWindow)
 	for i := range 4 {
 		id, err := tw.create(ctx, rec, float64(15+10*i)) // 15-45 s: running while nodes are replaced
 		if err != nil {
@@ -206,8 +218,9 @@ func stopLog(n *testcluster.Node) string {
 // executions, long tasks and reminders made on the old nodes wait. After
 // the roll every held pause is accepted and must write its to-do exactly
 // once, every task must end exactly once (completed), every reminder must
-// have fired, every session must still answer, and the error rate of the
-// roll is logged and bounded (generously: the documented contract is
+// have fired, the pauses left undecided must time out at their deadline
+// without writing, every session must still answer, and the error rate of
+// the roll is logged and bounded (generously: the documented contract is
 // retryable errors, at most, during each step).
 func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	prev := previousBinary(t)
@@ -215,7 +228,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	todos, todoFlag := testcluster.TodoAPI(t)
 	sw := newSwitcher(t, prev, 3)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Wrap: sw.wrap, ExtraArgs: []string{
-		"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag,
+		"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--approval-window", approvalWindow.String(),
 		"--tools", "code,demo,conformance"}}) // conformance: slow_compute, a task tool
 	cur := testcluster.Binary(t)
 	for _, n := range c.Nodes() {
@@ -287,6 +300,7 @@ func finish(ctx context.Context, t *testing.T, lb *balancer, rec *recorder, tw *
 		}
 	}
 	checkReminders(t, db, h)
+	checkExpired(ctx, t, lb, rec, todos, h)
 	for i, s := range h.sessions {
 		if err := echoRetrying(ctx, s, fmt.Sprintf("after-%d", i)); err != nil {
 			t.Errorf("session %d (%s), opened on the previous release, after the roll: %v", i, s.cs.ID(), err)
@@ -303,6 +317,32 @@ func taskEnd(tw *tasks, id string) string {
 		}
 	}
 	return ""
+}
+
+// approvalWindow is the nodes' --approval-window: long enough for the held
+// pauses to be accepted after the roll (it took 14-36 s here), short
+// enough that the expiring ones' deadlines fire within the test.
+const approvalWindow = 2 * time.Minute
+
+// checkExpired waits until the expiring pauses' deadlines have passed (a
+// durable reminder registered by the previous release declines each with
+// approval_timeout, on whichever node owns its session by then) and checks
+// that each was decided so (an accept is refused with 409) and that its
+// write never ran.
+func checkExpired(ctx context.Context, t *testing.T, lb *balancer, rec *recorder, todos *demo.API, h *held) {
+	t.Helper()
+	time.Sleep(time.Until(h.expireAt.Add(5 * time.Second))) // the deadline is the event: nothing to poll before it
+	for title, id := range h.expiring {
+		if status, _ := decide(ctx, rec, lb, id); status != http.StatusConflict {
+			t.Errorf("pause %s (%s), made on the previous release, past its deadline: an accept answered %d, want 409 (timed out)", title, id, status)
+		}
+	}
+	for _, td := range todos.Todos() {
+		if _, ok := h.expiring[td.Title]; ok {
+			t.Errorf("pause %s timed out, but its write ran", td.Title)
+		}
+	}
+	t.Logf("approval deadlines: %d pauses made on the previous release timed out after the roll, none wrote", len(h.expiring))
 }
 
 // echoRetrying calls echo on s, retrying retryable errors for 30 s.
