@@ -25,12 +25,9 @@ func (s *session) sameOrg(p *pb.Principal) bool {
 	return s.rec != nil && p.GetOrg() != "" && p.GetOrg() == s.rec.GetPrincipal().GetOrg()
 }
 
-func (s *session) inspector() (PauseInspector, bool) {
-	if s.rt == nil {
-		return nil, false
-	}
-	pi, ok := s.rt.(PauseInspector)
-	return pi, ok
+// inspector is the runtime, if one is resident, to look at its pauses.
+func (s *session) inspector() (Runtime, bool) {
+	return s.rt, s.rt != nil
 }
 
 func (s *session) withSession(p *pb.PausedExecution) *pb.PausedExecution {
@@ -154,10 +151,7 @@ func (s *session) executionResume(ctx context.Context, g grain.Context, m *pb.Ex
 	if s.rt == nil {
 		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
 	}
-	mr, ok := s.rt.(ModelResumer)
-	if !ok {
-		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
-	}
+	mr := s.rt
 	s.markActivity()
 	answer := g.Defer()
 	go func() {

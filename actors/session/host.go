@@ -202,9 +202,7 @@ func (h *Host) counts() countsView {
 	for _, r := range h.residents {
 		c.Streams += r.rt.ActiveStreams()
 		c.Paused += r.rt.PausedExecutions()
-		if dp, ok := r.rt.(DurablePauses); ok {
-			c.Paused += dp.DurablePausedExecutions() // parked here, though they pin nothing
-		}
+		c.Paused += r.rt.DurablePausedExecutions() // parked here, though they pin nothing
 		c.Running += r.rt.RunningExecutions()
 		c.Leases += int(r.leases.Load())
 	}

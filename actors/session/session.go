@@ -473,8 +473,8 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (
 	}
 	clear(s.leases)
 	s.unpublish(ctx, published...)
-	if e, ok := rt.(Ender); ok && (reason == DisposeDelete || reason == DisposeExpired) {
-		e.Ended()
+	if reason == DisposeDelete || reason == DisposeExpired {
+		rt.Ended()
 	}
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
 	defer stop()
@@ -512,11 +512,10 @@ func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
 // moved; nil otherwise.
 func (s *session) retiredRecord(rt Runtime) *pb.SessionRecord {
 	rec := s.activityRecord()
-	ec, ok := rt.(EventCounter)
-	if !ok || s.rec == nil || s.ended {
+	if s.rec == nil || s.ended {
 		return rec
 	}
-	n := ec.UntrimmedEventBytes()
+	n := rt.UntrimmedEventBytes()
 	if n == s.rec.GetUntrimmedEventBytes() {
 		return rec
 	}
@@ -614,10 +613,7 @@ func (s *session) onIdle(ctx context.Context, g grain.Context) {
 	// count and moves its clock on must not move the now this alarm reads.
 	defer s.h.metrics.idleAlarms.Inc()
 	now := s.now()
-	durable := 0
-	if dp, ok := s.rt.(DurablePauses); ok {
-		durable = dp.DurablePausedExecutions()
-	}
+	durable := s.rt.DurablePausedExecutions()
 	d := s.h.cfg.Policy.Decide(alarm.Input{
 		Idle:          now.Sub(s.last),
 		Paused:        s.rt.PausedExecutions() + s.pendingLeases(),
@@ -713,9 +709,7 @@ func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 			return
 		}
 		l := &lease{deadline: m.deadline}
-		if dp, ok := s.rt.(DurablePauses); ok {
-			l.durable = dp.DurablePause(m.execID)
-		}
+		l.durable = s.rt.DurablePause(m.execID)
 		s.leases[m.execID] = l
 		if !l.durable {
 			s.res.leases.Add(1)
@@ -745,10 +739,6 @@ func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 // handOver gives the runtime a decision for execID and pins the runtime
 // until the execution settles.
 func (s *session) handOver(execID string, d *pb.ApprovalDecision) {
-	r, ok := s.rt.(ApprovalResolver)
-	if !ok {
-		return
-	}
 	if !s.handedOver[execID] {
 		if s.handedOver == nil {
 			s.handedOver = map[string]bool{}
@@ -756,7 +746,7 @@ func (s *session) handOver(execID string, d *pb.ApprovalDecision) {
 		s.handedOver[execID] = true
 		s.res.decided.Add(1)
 	}
-	r.ResolveApproval(execID, d)
+	s.rt.ResolveApproval(execID, d)
 }
 
 // settledHandOver unpins a settled execution.

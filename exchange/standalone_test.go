@@ -1,4 +1,4 @@
-package session
+package exchange
 
 import (
 	"net/http"
@@ -29,11 +29,11 @@ func TestStandaloneStreamRecognisesOnlyTheStandaloneGET(t *testing.T) {
 		{"POST", &pb.HttpExchange{Method: http.MethodPost}, false},
 		{"DELETE", &pb.HttpExchange{Method: http.MethodDelete}, false},
 	} {
-		if got := standaloneStream(tc.m); got != tc.want {
+		if got := StandaloneStream(tc.m); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	m := withoutLastEventID(get("_4"))
+	m := WithoutLastEventID(get("_4"))
 	if len(m.GetHeaders()) != 0 {
 		t.Errorf("withoutLastEventID kept %v", m.GetHeaders())
 	}
