@@ -75,13 +75,6 @@ type session struct {
 	handedOver map[string]bool
 }
 
-type lease struct {
-	deadline time.Time
-	resuming bool
-	// durable: the pause survives the runtime, so it does not pin it.
-	durable bool
-}
-
 // hooks is the LeaseHooks handed to one runtime; it forwards to the actor
 // and goes quiet once that runtime is disposed.
 type hooks struct {

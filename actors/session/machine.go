@@ -1,0 +1,421 @@
+package session
+
+import (
+	"slices"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+)
+
+// The session's lifecycle machine.
+//
+// What happens to a session's runtime — built, leased by paused
+// executions, handed decisions, idled out, evicted, disposed — is decided
+// by machine.step, which is pure: it takes one event (a build asked for or
+// done, a lease hook, an approval deadline, the idle alarm, a cap eviction
+// request, a disposal asked for or done), updates the machine's state and
+// returns the actions to carry out (build the runtime, hand a decision
+// over, arm the idle alarm or an approval deadline, write, dispose,
+// passivate). It does no I/O, starts nothing and reads no clock: times
+// come in with the events. machine_test.go walks it through tables of
+// events, among them every lifecycle race docs/design.md records. The
+// grain (session.go) is its executor: it turns what it receives into
+// events, carries out the actions in order, and feeds their results (a
+// build done or failed, a timeout recorded, a disposal done) back as
+// events.
+//
+// The machine holds the runtime's in-memory lifecycle state; the durable
+// record (decisions, activity, runtime state) stays the grain's, and the
+// facts the machine needs from it or from the runtime come with the
+// events.
+
+// LeaseKind is what a runtime reports about one paused execution
+// ([LeaseHooks]).
+type LeaseKind uint8
+
+const (
+	// LeasePaused: the execution waits for approval until a deadline.
+	LeasePaused LeaseKind = iota + 1
+	// LeaseResuming: a decision arrived and the execution resumes.
+	LeaseResuming
+	// LeaseSettled: the execution finished.
+	LeaseSettled
+)
+
+// String names the kind (for logs).
+func (k LeaseKind) String() string {
+	switch k {
+	case LeasePaused:
+		return "paused"
+	case LeaseResuming:
+		return "resuming"
+	case LeaseSettled:
+		return "settled"
+	}
+	return "unknown"
+}
+
+// ReasonApprovalTimeout is the reason recorded with the decline an approval
+// deadline makes. It is stored in session records: the value must not
+// change.
+const ReasonApprovalTimeout = "approval_timeout"
+
+// outcomeTimeout is the approvals metric's outcome of a deadline's decline.
+const outcomeTimeout = "timeout"
+
+// eventKind is what happened to the session.
+type eventKind uint8
+
+const (
+	// evBuildAsked: something needs the runtime (a request, an approval
+	// surface, a deadline). gone: the session does not exist or ended.
+	evBuildAsked eventKind = iota + 1
+	// evBuilt: the runtime was built (at now); reapply lists its restored
+	// pauses that have a recorded decision.
+	evBuilt
+	// evBuildFailed: building the runtime failed or was interrupted.
+	evBuildFailed
+	// evLease: the runtime reported lease about exec (stale: a runtime
+	// already disposed reported it).
+	evLease
+	// evDeadline: exec's approval deadline fired, the runtime asked for
+	// first; live: the runtime holds the pause; decided: a decision is
+	// recorded.
+	evDeadline
+	// evTimeoutRecorded: the deadline's decline of exec was recorded.
+	evTimeoutRecorded
+	// evDecided: a decision on exec was recorded (an approval surface).
+	evDecided
+	// evIdleFired: idle alarm gen fired at now; input has the runtime's
+	// counts and the idle time.
+	evIdleFired
+	// evCapEviction: the residency registry asks the runtime to go;
+	// evictable: the node's view of the runtime allows it.
+	evCapEviction
+	// evDispose: dispose the runtime for reason; retire: the activation's
+	// last step (its writes go with the ownership release).
+	evDispose
+	// evDisposeDone: the runtime's Close returned.
+	evDisposeDone
+)
+
+// event is one input of the machine.
+type event struct {
+	kind      eventKind
+	exec      string
+	lease     LeaseKind
+	deadline  time.Time // LeasePaused
+	durable   bool      // LeasePaused: the pause is journaled
+	action    string    // LeaseResuming: the decision handed to the code
+	timedOut  bool      // LeaseResuming: the recorded decision is the deadline's
+	stale     bool      // evLease
+	live      bool      // evDeadline
+	decided   bool      // evDeadline
+	gone      bool      // evBuildAsked
+	reapply   []string  // evBuilt
+	gen       uint64    // evIdleFired
+	now, last time.Time // evBuilt, evIdleFired: the time, the last activity
+	input     alarm.Input
+	evictable bool   // evCapEviction
+	reason    string // evDispose
+	retire    bool   // evDispose
+}
+
+// actionKind is one kind of output of the machine.
+type actionKind uint8
+
+const (
+	// actBuild builds the runtime (reporting evBuilt or evBuildFailed).
+	actBuild actionKind = iota + 1
+	// actArmIdle arms idle alarm gen at at (replacing the armed one).
+	actArmIdle
+	// actHandOver hands exec's recorded decision to the runtime.
+	actHandOver
+	// actSetDeadline arms exec's durable approval reminder at at.
+	actSetDeadline
+	// actMarkActivity records activity now (memory and the LRU).
+	actMarkActivity
+	// actCountApproval counts a decision handed to the code (outcome).
+	actCountApproval
+	// actRecordTimeout records the deadline's decline of exec (reporting
+	// evTimeoutRecorded).
+	actRecordTimeout
+	// actReleaseLease drops a settled exec's reminder and recorded
+	// decision, one transaction.
+	actReleaseLease
+	// actPersistActivity writes the last activity if it moved.
+	actPersistActivity
+	// actLogExtension logs an idle lease extension (outcome, lease).
+	actLogExtension
+	// actCountIdleAlarm counts a handled idle alarm.
+	actCountIdleAlarm
+	// actDispose closes the runtime for reason (reporting evDisposeDone);
+	// drop lists the executions whose pauses die with it (their directory
+	// rows go).
+	actDispose
+	// actRetireWrites writes, in one transaction, the last activity and
+	// the runtime's counters, cancels cancel and releases the ownership.
+	actRetireWrites
+	// actPassivate passivates the activation (reason).
+	actPassivate
+)
+
+// action is one output of the machine.
+type action struct {
+	kind    actionKind
+	exec    string
+	at      time.Time
+	gen     uint64
+	outcome string
+	lease   time.Duration
+	reason  string
+	drop    []string
+	cancel  []string
+}
+
+// lease is a paused execution the runtime reported.
+type lease struct {
+	deadline time.Time
+	resuming bool
+	// durable: the pause survives the runtime, so it does not pin it.
+	durable bool
+}
+
+// machine is the session's lifecycle state.
+type machine struct {
+	policy alarm.Policy
+	// resident: a runtime is built and not disposed; building: one is
+	// being built; disposing: one is being closed; rebuild: a build was
+	// asked for while it closed.
+	resident, building, disposing, rebuild bool
+	leases                                 map[string]*lease
+	// handedOver holds the executions the runtime was handed a decision
+	// for and that have not settled yet. They pin the runtime: a durable
+	// pause does not, but once decided it is about to run again, and
+	// disposing the runtime before it does would leave an acknowledged
+	// decision waiting for the next activation.
+	handedOver map[string]bool
+	idleGen    uint64
+	idleArmed  bool
+}
+
+func newMachine(policy alarm.Policy) machine {
+	return machine{policy: policy, leases: map[string]*lease{}, handedOver: map[string]bool{}}
+}
+
+// step applies e and returns the actions to carry out, in order.
+func (m *machine) step(e event) []action {
+	switch e.kind {
+	case evBuildAsked:
+		return m.buildAsked(e)
+	case evBuilt:
+		return m.built(e)
+	case evBuildFailed:
+		m.building = false
+	case evLease:
+		return m.onLease(e)
+	case evDeadline:
+		return m.deadline(e)
+	case evTimeoutRecorded:
+		acts := m.handOver(e.exec)
+		delete(m.leases, e.exec)
+		return acts
+	case evDecided:
+		return append(m.handOver(e.exec), action{kind: actMarkActivity})
+	case evIdleFired:
+		return m.idle(e)
+	case evCapEviction:
+		if !m.resident || m.disposing || !e.evictable {
+			return nil
+		}
+		return append(m.dispose(DisposeCap, true), action{kind: actPassivate, reason: DisposeCap})
+	case evDispose:
+		return m.dispose(e.reason, e.retire)
+	case evDisposeDone:
+		m.disposing = false
+		if m.rebuild {
+			m.rebuild, m.building = false, true
+			return []action{{kind: actBuild}}
+		}
+	}
+	return nil
+}
+
+func (m *machine) buildAsked(e event) []action {
+	switch {
+	case e.gone || m.resident || m.building:
+		return nil
+	case m.disposing:
+		m.rebuild = true // built once the close is done
+		return nil
+	}
+	m.building = true
+	return []action{{kind: actBuild}}
+}
+
+func (m *machine) built(e event) []action {
+	m.building, m.resident = false, true
+	acts := []action{{kind: actMarkActivity}, m.armIdle(e.now.Add(m.policy.SessionTimeout))}
+	for _, id := range e.reapply {
+		acts = append(acts, m.handOver(id)...)
+	}
+	return acts
+}
+
+func (m *machine) armIdle(at time.Time) action {
+	m.idleGen++
+	m.idleArmed = true
+	return action{kind: actArmIdle, at: at, gen: m.idleGen}
+}
+
+// handOver hands exec's decision to the runtime and pins the runtime until
+// exec settles.
+func (m *machine) handOver(exec string) []action {
+	if !m.resident {
+		return nil
+	}
+	m.handedOver[exec] = true
+	return []action{{kind: actHandOver, exec: exec}}
+}
+
+func (m *machine) onLease(e event) []action {
+	if e.stale || !m.resident {
+		return nil // a hook of a runtime already disposed
+	}
+	switch e.lease {
+	case LeasePaused:
+		if _, ok := m.leases[e.exec]; ok {
+			return nil
+		}
+		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable}
+		return []action{{kind: actMarkActivity}, {kind: actSetDeadline, exec: e.exec, at: e.deadline}}
+	case LeaseResuming:
+		if l, ok := m.leases[e.exec]; ok {
+			l.resuming = true
+		}
+		// Every decision passes here, whichever surface made it; the
+		// deadline's decline is counted as a timeout.
+		outcome := e.action
+		if e.timedOut {
+			outcome = outcomeTimeout
+		}
+		return []action{{kind: actCountApproval, outcome: outcome}}
+	case LeaseSettled:
+		delete(m.handedOver, e.exec)
+		if _, ok := m.leases[e.exec]; !ok {
+			return nil
+		}
+		delete(m.leases, e.exec)
+		return []action{{kind: actReleaseLease, exec: e.exec}}
+	}
+	return nil
+}
+
+// deadline is expirePendingApproval: unless a decision already exists (or
+// the execution is resuming), record a decline with reason
+// approval_timeout (then hand it over, evTimeoutRecorded), and release the
+// lease.
+func (m *machine) deadline(e event) []action {
+	if !m.resident {
+		return nil
+	}
+	l, ok := m.leases[e.exec]
+	switch {
+	case ok && l.resuming:
+		return nil
+	case !ok && !e.live:
+		return nil // gone; or restored just now, its lease on its way, and not live: nothing to decline
+	case !e.decided:
+		return []action{{kind: actRecordTimeout, exec: e.exec}}
+	}
+	delete(m.leases, e.exec)
+	return nil
+}
+
+// idle is executor's alarm(): ask the pure policy, then act.
+func (m *machine) idle(e event) []action {
+	if e.gen != m.idleGen || !m.idleArmed || !m.resident {
+		return nil // superseded, or disarmed by a disposal
+	}
+	m.idleArmed = false
+	in := e.input
+	in.Paused += m.pendingLeases()
+	in.Running += len(m.handedOver)
+	d := m.policy.Decide(in)
+	var acts []action
+	switch d.Outcome {
+	case alarm.IdleWithinTimeout:
+		acts = []action{{kind: actPersistActivity}, m.armIdle(e.last.Add(m.policy.SessionTimeout))}
+	case alarm.ExtendPausedLease, alarm.ExtendRunningLease:
+		acts = []action{{kind: actLogExtension, outcome: string(d.Outcome), lease: d.Lease},
+			{kind: actPersistActivity}, m.armIdle(e.now.Add(d.Lease))}
+	case alarm.DestroyIdleSession:
+		acts = append(m.dispose(DisposeIdle, true), action{kind: actPassivate, reason: DisposeIdle})
+	}
+	// Counted once handled, its next alarm armed: a test that sees the
+	// count and moves its clock on must not move the now this alarm reads.
+	return append(acts, action{kind: actCountIdleAlarm})
+}
+
+// dispose is executor's closeRuntime: single-flight (a second disposal
+// finds nothing to dispose and joins the first), the runtime marked not
+// initialized before it is closed, every approval lease released (a
+// durable pause's stays journaled, with its deadline and directory row,
+// unless the session ends) and the idle alarm disarmed. With retire, the
+// activation's last writes follow in one transaction.
+func (m *machine) dispose(reason string, retire bool) []action {
+	if !m.resident || m.disposing {
+		return nil
+	}
+	m.resident, m.disposing, m.idleArmed = false, true, false
+	clear(m.handedOver)
+	keepDurable := reason != DisposeDelete && reason != DisposeExpired
+	var drop, cancel []string
+	for id, l := range m.leases {
+		if l.durable && keepDurable {
+			continue
+		}
+		drop = append(drop, id)
+		cancel = append(cancel, reminderApproval+id)
+	}
+	slices.Sort(drop)
+	slices.Sort(cancel)
+	clear(m.leases)
+	acts := []action{{kind: actDispose, reason: reason, drop: drop}}
+	if retire {
+		acts = append(acts, action{kind: actRetireWrites, cancel: cancel})
+	}
+	return acts
+}
+
+// pendingLeases is the number of in-memory pauses waiting for a decision.
+func (m *machine) pendingLeases() int {
+	n := 0
+	for _, l := range m.leases {
+		if !l.resuming && !l.durable {
+			n++
+		}
+	}
+	return n
+}
+
+// pins is what keeps the runtime from a cap eviction: the leases of
+// in-memory pauses and the executions handed a decision.
+func (m *machine) pins() (leases, decided int) {
+	for _, l := range m.leases {
+		if !l.durable {
+			leases++
+		}
+	}
+	return leases, len(m.handedOver)
+}
+
+// leaseIDs lists the leased executions, sorted.
+func (m *machine) leaseIDs() []string {
+	ids := make([]string, 0, len(m.leases))
+	for id := range m.leases {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
