@@ -106,8 +106,9 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	if err := s.recordDecision(ctx, g, id, d); err != nil {
 		return nil, err
 	}
-	s.handOver(id, d)
-	s.markActivity()
+	if err := s.step(ctx, g, event{kind: evDecided, exec: id}); err != nil {
+		return nil, err
+	}
 	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0]}, nil
 }
 

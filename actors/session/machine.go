@@ -412,10 +412,13 @@ func (m *machine) pins() (leases, decided int) {
 
 // leaseIDs lists the leased executions, sorted.
 func (m *machine) leaseIDs() []string {
-	ids := make([]string, 0, len(m.leases))
+	var ids []string
 	for id := range m.leases {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids
 }
+
+// idleCurrent reports whether idle alarm gen is the armed one.
+func (m *machine) idleCurrent(gen uint64) bool { return m.idleArmed && gen == m.idleGen }
