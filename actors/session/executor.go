@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -18,22 +19,54 @@ import (
 // The grain as the lifecycle machine's executor (machine.go): it steps the
 // machine with what happened and carries out the actions, in order.
 
-// step applies e to the machine and carries out its actions.
+// step applies e to the machine and carries out the actions it decided.
 func (s *session) step(ctx context.Context, g grain.Context, e event) error {
-	return s.run(ctx, g, s.m.step(e))
+	s.decide(e)
+	return s.carryOut(ctx, g)
 }
 
-// run carries out acts, in order, up to the first that fails. The node's
-// view of the runtime's pins (residency, read by other goroutines) follows
-// the machine first.
-func (s *session) run(ctx context.Context, g grain.Context, acts []action) error {
+// actionQueue is a machine's queue of actions, recycled through
+// actionQueues: a session holds one only while it carries actions out, so
+// a resident session keeps none and a step allocates none.
+type actionQueue struct{ acts []action }
+
+var actionQueues = sync.Pool{New: func() any { return &actionQueue{acts: make([]action, 0, 8)} }}
+
+// decide applies e to the machine (with a queue from the pool, unless
+// actions are being carried out) and returns the actions it decided.
+func (s *session) decide(e event) []action {
+	if s.queue == nil {
+		s.queue = actionQueues.Get().(*actionQueue)
+		s.m.out = s.queue.acts[:0]
+	}
+	return s.m.step(e)
+}
+
+// carryOut carries out the machine's queued actions, in order, up to the
+// first that fails (the rest are dropped). A step taken while an action is
+// carried out (a build done, a disposal done, a timeout recorded) queues
+// its actions behind the current ones, and the outermost carryOut carries
+// them out. The node's view of the runtime's pins (residency, read by
+// other goroutines) follows the machine at every step.
+func (s *session) carryOut(ctx context.Context, g grain.Context) error {
 	if s.res != nil {
 		l, d := s.m.pins()
 		s.res.leases.Store(int32(l))
 		s.res.decided.Store(int32(d))
 	}
-	for _, a := range acts {
-		if err := s.do(ctx, g, a); err != nil {
+	if s.carrying || s.queue == nil {
+		return nil
+	}
+	s.carrying = true
+	defer func() {
+		s.carrying = false
+		clear(s.m.out) // the pool keeps no strings alive
+		s.queue.acts, s.m.out = s.m.out[:0], nil
+		actionQueues.Put(s.queue)
+		s.queue = nil
+	}()
+	for i := 0; i < len(s.m.out); i++ {
+		if err := s.do(ctx, g, s.m.out[i]); err != nil {
 			return err
 		}
 	}
@@ -56,7 +89,7 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actMarkActivity:
 		s.markActivity()
 	case actCountApproval:
-		s.h.metrics.approvals.WithLabelValues(a.outcome).Inc()
+		s.h.metrics.approvals.WithLabelValues(a.label).Inc()
 	case actRecordTimeout:
 		return s.recordTimeout(ctx, g, a.exec)
 	case actReleaseLease:
@@ -64,16 +97,16 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actPersistActivity:
 		s.persistActivity(ctx, g)
 	case actLogExtension:
-		s.h.log.Info("mcp_session_"+strings.TrimPrefix(a.outcome, "extend_")+"_extension", "session", s.id,
+		s.h.log.Info("mcp_session_"+strings.TrimPrefix(a.label, "extend_")+"_extension", "session", s.id,
 			"idle_ms", s.now().Sub(s.last).Milliseconds(), "lease_ms", a.lease.Milliseconds())
 	case actCountIdleAlarm:
 		s.h.metrics.idleAlarms.Inc()
 	case actDispose:
 		return s.closeRuntime(ctx, g, a)
 	case actRetireWrites:
-		s.retireWrites(ctx, g, a.cancel)
+		s.retireWrites(ctx, g, a.drop)
 	case actPassivate:
-		g.Passivate(grain.Reason(a.reason))
+		g.Passivate(grain.Reason(a.label))
 	}
 	return nil
 }
@@ -193,7 +226,7 @@ func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) e
 	s.h.removeResident(s.id)
 	s.stopIdle()
 	s.unpublish(ctx, a.drop...)
-	if a.reason == DisposeDelete || a.reason == DisposeExpired {
+	if a.label == DisposeDelete || a.label == DisposeExpired {
 		rt.Ended()
 	}
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
@@ -208,8 +241,8 @@ func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) e
 			s.h.log.Warn("session: runtime close", "session", s.id, "err", err)
 		}
 	}()
-	s.h.metrics.disposals.WithLabelValues(a.reason).Inc()
-	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", a.reason,
+	s.h.metrics.disposals.WithLabelValues(a.label).Inc()
+	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", a.label,
 		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", s.h.registry.Resident())
 	return s.step(ctx, g, event{kind: evDisposeDone})
 }
@@ -217,7 +250,11 @@ func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) e
 // retireWrites is the activation's last transaction after a disposal: the
 // last activity (if it moved) and the disposed runtime's counters, the
 // dropped leases' reminders cancelled, the ownership released.
-func (s *session) retireWrites(ctx context.Context, g grain.Context, cancel []string) {
+func (s *session) retireWrites(ctx context.Context, g grain.Context, dropped []string) {
+	var cancel []string
+	for _, id := range dropped {
+		cancel = append(cancel, reminderApproval+id)
+	}
 	rec := s.retiredRecord(s.retired)
 	s.retired = nil
 	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel, Release: true}); err != nil {

@@ -135,7 +135,8 @@ const (
 	actSetDeadline
 	// actMarkActivity records activity now (memory and the LRU).
 	actMarkActivity
-	// actCountApproval counts a decision handed to the code (outcome).
+	// actCountApproval counts a decision handed to the code (label: the
+	// outcome).
 	actCountApproval
 	// actRecordTimeout records the deadline's decline of exec (reporting
 	// evTimeoutRecorded).
@@ -145,32 +146,35 @@ const (
 	actReleaseLease
 	// actPersistActivity writes the last activity if it moved.
 	actPersistActivity
-	// actLogExtension logs an idle lease extension (outcome, lease).
+	// actLogExtension logs an idle lease extension (label: the outcome;
+	// lease).
 	actLogExtension
 	// actCountIdleAlarm counts a handled idle alarm.
 	actCountIdleAlarm
-	// actDispose closes the runtime for reason (reporting evDisposeDone);
+	// actDispose closes the runtime for reason label (reporting
+	// evDisposeDone);
 	// drop lists the executions whose pauses die with it (their directory
 	// rows go).
 	actDispose
 	// actRetireWrites writes, in one transaction, the last activity and
-	// the runtime's counters, cancels cancel and releases the ownership.
+	// the runtime's counters, cancels the approval reminders of drop and
+	// releases the ownership.
 	actRetireWrites
-	// actPassivate passivates the activation (reason).
+	// actPassivate passivates the activation (label: the reason).
 	actPassivate
 )
 
 // action is one output of the machine.
 type action struct {
-	kind    actionKind
-	exec    string
-	at      time.Time
-	gen     uint64
-	outcome string
-	lease   time.Duration
-	reason  string
-	drop    []string
-	cancel  []string
+	kind  actionKind
+	exec  string
+	at    time.Time
+	gen   uint64
+	lease time.Duration
+	// label is the disposal or passivation reason, the approval or
+	// extension outcome.
+	label string
+	drop  []string
 }
 
 // lease is a paused execution the runtime reported.
@@ -183,7 +187,7 @@ type lease struct {
 
 // machine is the session's lifecycle state.
 type machine struct {
-	policy alarm.Policy
+	policy *alarm.Policy
 	// resident: a runtime is built and not disposed; building: one is
 	// being built; disposing: one is being closed; rebuild: a build was
 	// asked for while it closed.
@@ -197,98 +201,119 @@ type machine struct {
 	handedOver map[string]bool
 	idleGen    uint64
 	idleArmed  bool
+	// out holds the actions decided and not yet carried out (the
+	// executor's queue; its capacity is reused, so a step allocates
+	// nothing once the queue grew).
+	out []action
 }
 
-func newMachine(policy alarm.Policy) machine {
-	return machine{policy: policy, leases: map[string]*lease{}, handedOver: map[string]bool{}}
+func newMachine(policy *alarm.Policy) machine {
+	return machine{policy: policy, leases: map[string]*lease{}}
 }
 
-// step applies e and returns the actions to carry out, in order.
+// step applies e and returns the actions it decided, in order. They are
+// also queued in out, after those of earlier steps not yet carried out;
+// the executor takes them from there (done).
 func (m *machine) step(e event) []action {
+	n := len(m.out)
 	switch e.kind {
 	case evBuildAsked:
-		return m.buildAsked(e)
+		m.buildAsked(e)
 	case evBuilt:
-		return m.built(e)
+		m.built(e)
 	case evBuildFailed:
 		m.building = false
 	case evLease:
-		return m.onLease(e)
+		m.onLease(e)
 	case evDeadline:
-		return m.deadline(e)
+		m.deadline(e)
 	case evTimeoutRecorded:
-		acts := m.handOver(e.exec)
+		m.handOver(e.exec)
 		delete(m.leases, e.exec)
-		return acts
 	case evDecided:
-		return append(m.handOver(e.exec), action{kind: actMarkActivity})
+		m.handOver(e.exec)
+		m.emit(action{kind: actMarkActivity})
 	case evIdleFired:
-		return m.idle(e)
+		m.idle(e)
 	case evCapEviction:
-		if !m.resident || m.disposing || !e.evictable {
-			return nil
+		if m.resident && !m.disposing && e.evictable {
+			m.dispose(DisposeCap, true)
+			m.emit(action{kind: actPassivate, label: DisposeCap})
 		}
-		return append(m.dispose(DisposeCap, true), action{kind: actPassivate, reason: DisposeCap})
 	case evDispose:
-		return m.dispose(e.reason, e.retire)
+		m.dispose(e.reason, e.retire)
 	case evDisposeDone:
 		m.disposing = false
 		if m.rebuild {
 			m.rebuild, m.building = false, true
-			return []action{{kind: actBuild}}
+			m.emit(action{kind: actBuild})
 		}
 	}
-	return nil
+	return m.out[n:]
 }
 
-func (m *machine) buildAsked(e event) []action {
+// emit queues actions.
+func (m *machine) emit(acts ...action) {
+	if m.out == nil {
+		m.out = make([]action, 0, 4)
+	}
+	m.out = append(m.out, acts...)
+}
+
+// done empties the queue of actions (keeping its capacity).
+func (m *machine) done() { m.out = m.out[:0] }
+
+func (m *machine) buildAsked(e event) {
 	switch {
 	case e.gone || m.resident || m.building:
-		return nil
+		return
 	case m.disposing:
 		m.rebuild = true // built once the close is done
-		return nil
+		return
 	}
 	m.building = true
-	return []action{{kind: actBuild}}
+	m.emit(action{kind: actBuild})
 }
 
-func (m *machine) built(e event) []action {
+func (m *machine) built(e event) {
 	m.building, m.resident = false, true
-	acts := []action{{kind: actMarkActivity}, m.armIdle(e.now.Add(m.policy.SessionTimeout))}
+	m.emit(action{kind: actMarkActivity})
+	m.armIdle(e.now.Add(m.policy.SessionTimeout))
 	for _, id := range e.reapply {
-		acts = append(acts, m.handOver(id)...)
+		m.handOver(id)
 	}
-	return acts
 }
 
-func (m *machine) armIdle(at time.Time) action {
+func (m *machine) armIdle(at time.Time) {
 	m.idleGen++
 	m.idleArmed = true
-	return action{kind: actArmIdle, at: at, gen: m.idleGen}
+	m.emit(action{kind: actArmIdle, at: at, gen: m.idleGen})
 }
 
 // handOver hands exec's decision to the runtime and pins the runtime until
 // exec settles.
-func (m *machine) handOver(exec string) []action {
+func (m *machine) handOver(exec string) {
 	if !m.resident {
-		return nil
+		return
+	}
+	if m.handedOver == nil {
+		m.handedOver = map[string]bool{}
 	}
 	m.handedOver[exec] = true
-	return []action{{kind: actHandOver, exec: exec}}
+	m.emit(action{kind: actHandOver, exec: exec})
 }
 
-func (m *machine) onLease(e event) []action {
+func (m *machine) onLease(e event) {
 	if e.stale || !m.resident {
-		return nil // a hook of a runtime already disposed
+		return // a hook of a runtime already disposed
 	}
 	switch e.lease {
 	case LeasePaused:
 		if _, ok := m.leases[e.exec]; ok {
-			return nil
+			return
 		}
 		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable}
-		return []action{{kind: actMarkActivity}, {kind: actSetDeadline, exec: e.exec, at: e.deadline}}
+		m.emit(action{kind: actMarkActivity}, action{kind: actSetDeadline, exec: e.exec, at: e.deadline})
 	case LeaseResuming:
 		if l, ok := m.leases[e.exec]; ok {
 			l.resuming = true
@@ -299,62 +324,61 @@ func (m *machine) onLease(e event) []action {
 		if e.timedOut {
 			outcome = outcomeTimeout
 		}
-		return []action{{kind: actCountApproval, outcome: outcome}}
+		m.emit(action{kind: actCountApproval, label: outcome})
 	case LeaseSettled:
 		delete(m.handedOver, e.exec)
-		if _, ok := m.leases[e.exec]; !ok {
-			return nil
+		if _, ok := m.leases[e.exec]; ok {
+			delete(m.leases, e.exec)
+			m.emit(action{kind: actReleaseLease, exec: e.exec})
 		}
-		delete(m.leases, e.exec)
-		return []action{{kind: actReleaseLease, exec: e.exec}}
 	}
-	return nil
 }
 
 // deadline is expirePendingApproval: unless a decision already exists (or
 // the execution is resuming), record a decline with reason
 // approval_timeout (then hand it over, evTimeoutRecorded), and release the
 // lease.
-func (m *machine) deadline(e event) []action {
+func (m *machine) deadline(e event) {
 	if !m.resident {
-		return nil
+		return
 	}
 	l, ok := m.leases[e.exec]
 	switch {
 	case ok && l.resuming:
-		return nil
 	case !ok && !e.live:
-		return nil // gone; or restored just now, its lease on its way, and not live: nothing to decline
+		// gone; or restored just now, its lease on its way, and not
+		// live: nothing to decline
 	case !e.decided:
-		return []action{{kind: actRecordTimeout, exec: e.exec}}
+		m.emit(action{kind: actRecordTimeout, exec: e.exec})
+	default:
+		delete(m.leases, e.exec)
 	}
-	delete(m.leases, e.exec)
-	return nil
 }
 
 // idle is executor's alarm(): ask the pure policy, then act.
-func (m *machine) idle(e event) []action {
+func (m *machine) idle(e event) {
 	if e.gen != m.idleGen || !m.idleArmed || !m.resident {
-		return nil // superseded, or disarmed by a disposal
+		return // superseded, or disarmed by a disposal
 	}
 	m.idleArmed = false
 	in := e.input
 	in.Paused += m.pendingLeases()
 	in.Running += len(m.handedOver)
 	d := m.policy.Decide(in)
-	var acts []action
 	switch d.Outcome {
 	case alarm.IdleWithinTimeout:
-		acts = []action{{kind: actPersistActivity}, m.armIdle(e.last.Add(m.policy.SessionTimeout))}
+		m.emit(action{kind: actPersistActivity})
+		m.armIdle(e.last.Add(m.policy.SessionTimeout))
 	case alarm.ExtendPausedLease, alarm.ExtendRunningLease:
-		acts = []action{{kind: actLogExtension, outcome: string(d.Outcome), lease: d.Lease},
-			{kind: actPersistActivity}, m.armIdle(e.now.Add(d.Lease))}
+		m.emit(action{kind: actLogExtension, label: string(d.Outcome), lease: d.Lease}, action{kind: actPersistActivity})
+		m.armIdle(e.now.Add(d.Lease))
 	case alarm.DestroyIdleSession:
-		acts = append(m.dispose(DisposeIdle, true), action{kind: actPassivate, reason: DisposeIdle})
+		m.dispose(DisposeIdle, true)
+		m.emit(action{kind: actPassivate, label: DisposeIdle})
 	}
 	// Counted once handled, its next alarm armed: a test that sees the
 	// count and moves its clock on must not move the now this alarm reads.
-	return append(acts, action{kind: actCountIdleAlarm})
+	m.emit(action{kind: actCountIdleAlarm})
 }
 
 // dispose is executor's closeRuntime: single-flight (a second disposal
@@ -363,29 +387,26 @@ func (m *machine) idle(e event) []action {
 // durable pause's stays journaled, with its deadline and directory row,
 // unless the session ends) and the idle alarm disarmed. With retire, the
 // activation's last writes follow in one transaction.
-func (m *machine) dispose(reason string, retire bool) []action {
+func (m *machine) dispose(reason string, retire bool) {
 	if !m.resident || m.disposing {
-		return nil
+		return
 	}
 	m.resident, m.disposing, m.idleArmed = false, true, false
 	clear(m.handedOver)
 	keepDurable := reason != DisposeDelete && reason != DisposeExpired
-	var drop, cancel []string
+	var drop []string
 	for id, l := range m.leases {
 		if l.durable && keepDurable {
 			continue
 		}
 		drop = append(drop, id)
-		cancel = append(cancel, reminderApproval+id)
 	}
 	slices.Sort(drop)
-	slices.Sort(cancel)
 	clear(m.leases)
-	acts := []action{{kind: actDispose, reason: reason, drop: drop}}
+	m.emit(action{kind: actDispose, label: reason, drop: drop})
 	if retire {
-		acts = append(acts, action{kind: actRetireWrites, cancel: cancel})
+		m.emit(action{kind: actRetireWrites, drop: drop})
 	}
-	return acts
 }
 
 // pendingLeases is the number of in-memory pauses waiting for a decision.

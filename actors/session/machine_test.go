@@ -28,7 +28,7 @@ func show(acts []action) string {
 		case actMarkActivity:
 			s = "mark"
 		case actCountApproval:
-			s = "count:" + a.outcome
+			s = "count:" + a.label
 		case actRecordTimeout:
 			s = "record-timeout:" + a.exec
 		case actReleaseLease:
@@ -36,15 +36,15 @@ func show(acts []action) string {
 		case actPersistActivity:
 			s = "persist"
 		case actLogExtension:
-			s = fmt.Sprintf("extend:%s+%s", a.outcome, a.lease)
+			s = fmt.Sprintf("extend:%s+%s", a.label, a.lease)
 		case actCountIdleAlarm:
 			s = "count-idle"
 		case actDispose:
-			s = fmt.Sprintf("dispose:%s%v", a.reason, a.drop)
+			s = fmt.Sprintf("dispose:%s%v", a.label, a.drop)
 		case actRetireWrites:
-			s = fmt.Sprintf("retire-writes%v", a.cancel)
+			s = fmt.Sprintf("retire-writes%v", a.drop)
 		case actPassivate:
-			s = "passivate:" + a.reason
+			s = "passivate:" + a.label
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}
@@ -174,7 +174,7 @@ func TestMachine(t *testing.T) {
 			steps: []mstep{{event{kind: evCapEviction, evictable: true}, ""}}},
 		{name: "a disposal keeps durable pauses (reminder, directory row) and drops in-memory ones",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
-				{retire(DisposeRebalance), "dispose:rebalance[b] retire-writes[approval:b]"}}},
+				{retire(DisposeRebalance), "dispose:rebalance[b] retire-writes[b]"}}},
 		{name: "delete drops durable pauses too",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
 				{dispose(DisposeDelete), "dispose:delete[a b]"}}},
@@ -198,9 +198,12 @@ func TestMachine(t *testing.T) {
 				{event{kind: evCapEviction, evictable: true}, ""}, {deadline("x", true, false), ""}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newMachine(alarm.DefaultPolicy())
+			policy := alarm.DefaultPolicy()
+			m := newMachine(&policy)
 			for i, s := range tc.steps {
-				if got := show(m.step(s.e)); got != s.want {
+				got := show(m.step(s.e))
+				m.done()
+				if got != s.want {
 					t.Fatalf("step %d (event %d %s): actions %q, want %q", i, s.e.kind, s.e.exec, got, s.want)
 				}
 			}

@@ -51,7 +51,10 @@ type session struct {
 	// retired is the runtime the last disposal closed, until the
 	// activation's last writes (actRetireWrites) read its counters.
 	retired Runtime
-	hooks   *hooks
+	// carrying: the machine\'s actions are being carried out (carryOut).
+	carrying bool
+	queue    *actionQueue // the machine's queue, while it has one
+	hooks    *hooks
 	// The idle alarm (executor's alarm) is a timer of this activation, not
 	// a durable reminder: it only ever disposes a resident runtime, and a
 	// runtime does not outlive its node. The machine tells the armed alarm
@@ -449,9 +452,9 @@ func (s *session) passivateIfIdle(g grain.Context) {
 // capEviction is requestCapEviction on the candidate: re-check liveness in
 // the session's own context, dispose with reason cap, or do nothing.
 func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
-	acts := s.m.step(event{kind: evCapEviction, evictable: s.rt != nil && s.res.canEvict()})
-	_ = s.run(ctx, g, acts)
-	return len(acts) > 0
+	evicted := len(s.decide(event{kind: evCapEviction, evictable: s.rt != nil && s.res.canEvict()})) > 0
+	_ = s.carryOut(ctx, g)
+	return evicted
 }
 
 // OnReminder handles the session's durable reminders.
