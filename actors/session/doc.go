@@ -5,7 +5,10 @@
 // state lives while it is in memory and where it is restored from the store
 // when it is not.
 //
-// What the grain holds and decides (session.go):
+// What the grain holds and decides (session.go; the runtime's lifecycle —
+// builds, approval leases, the idle alarm, cap evictions, disposal — is
+// decided by a pure machine, machine.go, whose actions the grain carries
+// out, executor.go):
 //   - the session record (owner principal, the go-sdk handshake state,
 //     last activity, idle lease), created in one store transaction before
 //     the initialize answer goes out, so a session the client knows of
@@ -22,7 +25,8 @@
 //   - the session's lifetime: idle past SessionTTL it ends (a tombstone,
 //     then the grain row is deleted); DELETE /mcp ends it at once;
 //   - exchanges (exchange.go): each forwarded HTTP request is started with
-//     exchange.Start and served by the runtime's handler;
+//     exchange.Start and served by the runtime's handler (the standalone
+//     stream's wire details are exchange's: exchange/standalone.go);
 //   - executions (executions.go): paused code-mode executions hold leases
 //     that keep the runtime resident; decisions forwarded from other
 //     sessions (remote.go) and approvals arrive as grain messages.

@@ -113,7 +113,7 @@ type resident struct {
 	// runtime under the request (which then answered 404).
 	posts atomic.Int32
 	// decided counts executions handed a decision and not settled yet
-	// (session.handedOver): they are about to run, so they pin.
+	// (the lifecycle machine's handedOver): they are about to run, so they pin.
 	decided atomic.Int32
 }
 

@@ -202,8 +202,7 @@ type machine struct {
 	idleGen    uint64
 	idleArmed  bool
 	// out holds the actions decided and not yet carried out (the
-	// executor's queue; its capacity is reused, so a step allocates
-	// nothing once the queue grew).
+	// executor's queue, from its pool; nil: a new one is made).
 	out []action
 }
 
@@ -260,7 +259,8 @@ func (m *machine) emit(acts ...action) {
 	m.out = append(m.out, acts...)
 }
 
-// done empties the queue of actions (keeping its capacity).
+// done empties the queue of actions (keeping its capacity; the executor
+// returns its queue to the pool instead).
 func (m *machine) done() { m.out = m.out[:0] }
 
 func (m *machine) buildAsked(e event) {
