@@ -51,7 +51,7 @@ type session struct {
 	// retired is the runtime the last disposal closed, until the
 	// activation's last writes (actRetireWrites) read its counters.
 	retired Runtime
-	// carrying: the machine\'s actions are being carried out (carryOut).
+	// carrying: the machine's actions are being carried out (carryOut).
 	carrying bool
 	queue    *actionQueue // the machine's queue, while it has one
 	hooks    *hooks
@@ -340,8 +340,13 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	if s.rt != nil {
 		return false, nil
 	}
-	err := s.step(ctx, g, event{kind: evBuildAsked, gone: s.record() == nil || s.ended})
-	return s.rt != nil && err == nil, err
+	if err := s.step(ctx, g, event{kind: evBuildAsked, gone: s.record() == nil || s.ended}); err != nil {
+		return false, err
+	}
+	if s.rt == nil { // the machine built nothing: the callers check the session first, so never
+		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime not built: the session is gone or its runtime is closing"}
+	}
+	return true, nil
 }
 
 // record is the session's record, or the one being created.
