@@ -3,7 +3,9 @@ package exchange
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -42,6 +44,14 @@ func WithoutLastEventID(m *pb.HttpExchange) *pb.HttpExchange {
 		return http.CanonicalHeaderKey(h.GetName()) == "Last-Event-Id"
 	})
 	return c
+}
+
+// PrimeID returns a fresh id for a standalone stream's priming event: "_"
+// (go-sdk's standalone stream, which StandaloneStream recognises) and a
+// value no earlier stream of any session on any node carried (the clock,
+// and n, a counter the caller advances, for ties).
+func PrimeID(n uint64) string {
+	return "_" + strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.FormatUint(n, 36)
 }
 
 // primingEvent is an SSE event with an id and no data (SEP-1699's priming

@@ -65,3 +65,13 @@ func TestPrimingWriterPrimesOnlySuccessfulEventStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestPrimeIDNamesTheStandaloneStream(t *testing.T) {
+	a, b := PrimeID(1), PrimeID(2)
+	if a == b {
+		t.Errorf("PrimeID gave %q twice", a)
+	}
+	if m := (&pb.HttpExchange{Method: http.MethodGet, Headers: []*pb.HttpHeader{{Name: "Last-Event-ID", Values: []string{a}}}}); !StandaloneStream(m) {
+		t.Errorf("a GET resuming from priming id %q is not the standalone stream", a)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,12 +94,9 @@ type Host struct {
 	sizing *sizing // nil: fixed soft cap
 }
 
-// primeID returns a fresh id for a standalone stream's priming event:
-// "_" (go-sdk's standalone stream) and a value no earlier stream of any
-// session on any node carried (the clock, and a counter for ties).
-func (h *Host) primeID() string {
-	return "_" + strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.FormatUint(h.primes.Add(1), 36)
-}
+// primeID returns a fresh id for a standalone stream's priming event
+// (exchange.PrimeID, with the node's counter for ties).
+func (h *Host) primeID() string { return exchange.PrimeID(h.primes.Add(1)) }
 
 // resident is what the node knows of one resident runtime.
 type resident struct {
