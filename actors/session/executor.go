@@ -107,9 +107,24 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		s.retireWrites(ctx, g, a.drop)
 	case actPassivate:
 		g.Passivate(grain.Reason(a.label))
+	case actSetExpiry:
+		err := g.SetReminder(ctx, ReminderExpiry, a.at, 0)
+		if err != nil && a.label != "" {
+			err = fmt.Errorf("session %s: %s: %w", s.id, a.label, err)
+		}
+		return err
+	case actEnd:
+		return s.end(ctx, g, tombstoneExpired, a.label)
+	case actDeleteGrain:
+		if err := g.Delete(ctx); err != nil {
+			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
+		}
 	}
 	return nil
 }
+
+// tombstoneExpired is the tombstone reason of a session that expired.
+const tombstoneExpired = "expired"
 
 // build builds the runtime (a cold build or a restore after passivation):
 // a residency admission first, whose build slot is released exactly once

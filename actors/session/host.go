@@ -168,7 +168,7 @@ func (h *Host) Kind() grain.Kind {
 	return grain.Kind{
 		Name: KindName,
 		New: func(id string) grain.Grain {
-			return &session{h: h, id: id, m: newMachine(&h.cfg.Policy), exchanges: map[string]context.CancelFunc{}, parked: map[string]parkedStream{}}
+			return &session{h: h, id: id, m: newMachine(&h.cfg), exchanges: map[string]context.CancelFunc{}, parked: map[string]parkedStream{}}
 		},
 		// Sessions passivate from their idle reminder, never on a timer.
 		// They exist once created: a request for an unknown (or guessed)

@@ -97,6 +97,13 @@ const (
 	evDispose
 	// evDisposeDone: the runtime's Close returned.
 	evDisposeDone
+	// evExpiry: the expiry reminder fired at now (gone: no such session;
+	// ended at endedAt; last activity last in memory, persisted in the
+	// record).
+	evExpiry
+	// evEnded: the session's end (tombstone) was written; reason is the
+	// disposal reason.
+	evEnded
 )
 
 // event is one input of the machine.
@@ -117,8 +124,11 @@ type event struct {
 	now, last time.Time // evBuilt, evIdleFired: the time, the last activity
 	input     alarm.Input
 	evictable bool   // evCapEviction
-	reason    string // evDispose
+	reason    string // evDispose, evEnded
 	retire    bool   // evDispose
+	ended     bool   // evExpiry
+	persisted time.Time
+	endedAt   time.Time
 }
 
 // actionKind is one kind of output of the machine.
@@ -162,6 +172,15 @@ const (
 	actRetireWrites
 	// actPassivate passivates the activation (label: the reason).
 	actPassivate
+	// actSetExpiry arms the expiry reminder at at (label: what for, for
+	// the error).
+	actSetExpiry
+	// actEnd ends the session (label: the disposal reason): its tombstone
+	// written (reporting evEnded).
+	actEnd
+	// actDeleteGrain deletes the ended session's grain (row and
+	// reminders).
+	actDeleteGrain
 )
 
 // action is one output of the machine.
@@ -187,7 +206,7 @@ type lease struct {
 
 // machine is the session's lifecycle state.
 type machine struct {
-	policy *alarm.Policy
+	cfg *Config // SessionTTL, TombstoneRetention and Policy are read
 	// resident: a runtime is built and not disposed; building: one is
 	// being built; disposing: one is being closed; rebuild: a build was
 	// asked for while it closed.
@@ -206,8 +225,8 @@ type machine struct {
 	out []action
 }
 
-func newMachine(policy *alarm.Policy) machine {
-	return machine{policy: policy, leases: map[string]*lease{}}
+func newMachine(cfg *Config) machine {
+	return machine{cfg: cfg, leases: map[string]*lease{}}
 }
 
 // step applies e and returns the actions it decided, in order. They are
@@ -247,6 +266,11 @@ func (m *machine) step(e event) []action {
 			m.rebuild, m.building = false, true
 			m.emit(action{kind: actBuild})
 		}
+	case evExpiry:
+		m.expiry(e)
+	case evEnded:
+		m.dispose(e.reason, false) // its reminders are gone already
+		m.emit(action{kind: actPassivate, label: e.reason})
 	}
 	return m.out[n:]
 }
@@ -278,7 +302,7 @@ func (m *machine) buildAsked(e event) {
 func (m *machine) built(e event) {
 	m.building, m.resident = false, true
 	m.emit(action{kind: actMarkActivity})
-	m.armIdle(e.now.Add(m.policy.SessionTimeout))
+	m.armIdle(e.now.Add(m.cfg.Policy.SessionTimeout))
 	for _, id := range e.reapply {
 		m.handOver(id)
 	}
@@ -364,11 +388,11 @@ func (m *machine) idle(e event) {
 	in := e.input
 	in.Paused += m.pendingLeases()
 	in.Running += len(m.handedOver)
-	d := m.policy.Decide(in)
+	d := m.cfg.Policy.Decide(in)
 	switch d.Outcome {
 	case alarm.IdleWithinTimeout:
 		m.emit(action{kind: actPersistActivity})
-		m.armIdle(e.last.Add(m.policy.SessionTimeout))
+		m.armIdle(e.last.Add(m.cfg.Policy.SessionTimeout))
 	case alarm.ExtendPausedLease, alarm.ExtendRunningLease:
 		m.emit(action{kind: actLogExtension, label: string(d.Outcome), lease: d.Lease}, action{kind: actPersistActivity})
 		m.armIdle(e.now.Add(d.Lease))
@@ -406,6 +430,32 @@ func (m *machine) dispose(reason string, retire bool) {
 	m.emit(action{kind: actDispose, label: reason, drop: drop})
 	if retire {
 		m.emit(action{kind: actRetireWrites, drop: drop})
+	}
+}
+
+// expiry ends a session idle past SessionTTL (its last activity in memory
+// or in the record, whichever is later), or re-arms the reminder; an ended
+// session's grain is deleted once its tombstone retention is over (the id
+// keeps answering 404: a grain with no row is no session).
+func (m *machine) expiry(e event) {
+	switch {
+	case e.gone:
+	case e.ended:
+		if due := e.endedAt.Add(m.cfg.TombstoneRetention); e.now.Before(due) {
+			m.emit(action{kind: actSetExpiry, at: due})
+			return
+		}
+		m.emit(action{kind: actDeleteGrain})
+	default:
+		last := e.last
+		if e.persisted.After(last) {
+			last = e.persisted
+		}
+		if expires := last.Add(m.cfg.SessionTTL); e.now.Before(expires) {
+			m.emit(action{kind: actSetExpiry, at: expires, label: "re-arm expiry"})
+			return
+		}
+		m.emit(action{kind: actEnd, label: DisposeExpired})
 	}
 }
 

@@ -45,6 +45,12 @@ func show(acts []action) string {
 			s = fmt.Sprintf("retire-writes%v", a.drop)
 		case actPassivate:
 			s = "passivate:" + a.label
+		case actSetExpiry:
+			s = fmt.Sprintf("set-expiry+%s", a.at.Sub(mt0))
+		case actEnd:
+			s = "end:" + a.label
+		case actDeleteGrain:
+			s = "delete-grain"
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}
@@ -196,10 +202,23 @@ func TestMachine(t *testing.T) {
 			steps: []mstep{built1, {paused("x"), "mark deadline:x"}, {dispose(DisposeIdle), "dispose:idle[x]"},
 				{idleAt(1, 6*time.Minute, alarm.Input{}), ""}, {settled("x"), ""}, {paused("y"), ""},
 				{event{kind: evCapEviction, evictable: true}, ""}, {deadline("x", true, false), ""}}},
+		{name: "the expiry reminder of an unknown session does nothing",
+			steps: []mstep{{event{kind: evExpiry, gone: true, now: mt0.Add(48 * time.Hour)}, ""}}},
+		{name: "the expiry reminder re-arms from the later of the in-memory and the persisted activity",
+			steps: []mstep{{event{kind: evExpiry, now: mt0.Add(24 * time.Hour), last: mt0, persisted: mt0.Add(time.Hour)}, "set-expiry+25h0m0s"},
+				{event{kind: evExpiry, now: mt0.Add(24 * time.Hour), last: mt0.Add(2 * time.Hour), persisted: mt0.Add(time.Hour)}, "set-expiry+26h0m0s"}}},
+		{name: "a session idle past its TTL ends: tombstone, then the runtime disposed (durable pauses too) and the grain passivated",
+			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"},
+				{event{kind: evExpiry, now: mt0.Add(25 * time.Hour), last: mt0, persisted: mt0}, "end:expired"},
+				{event{kind: evEnded, reason: DisposeExpired}, "dispose:expired[a] passivate:expired"}}},
+		{name: "a session that ends without a runtime passivates",
+			steps: []mstep{{event{kind: evEnded, reason: DisposeDelete}, "passivate:delete"}}},
+		{name: "an ended session's grain is deleted once its tombstone retention is over",
+			steps: []mstep{{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(30 * time.Minute)}, "set-expiry+1h0m0s"},
+				{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(time.Hour)}, "delete-grain"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			policy := alarm.DefaultPolicy()
-			m := newMachine(&policy)
+			m := newMachine(&Config{Policy: alarm.DefaultPolicy(), SessionTTL: 24 * time.Hour, TombstoneRetention: time.Hour})
 			for i, s := range tc.steps {
 				got := show(m.step(s.e))
 				m.done()

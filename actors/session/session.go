@@ -299,21 +299,7 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
 	s.ended = true
 	s.unpark()
-	s.dispose(ctx, g, reason) // its reminders are gone already
-	g.Passivate(grain.Reason(reason))
-	return nil
-}
-
-// purge deletes an ended session's grain once its tombstone retention is
-// over (the id keeps answering 404: a grain with no row is no session).
-func (s *session) purge(ctx context.Context, g grain.Context) error {
-	if due := time.UnixMilli(s.rec.GetTombstone().GetAtMs()).Add(s.h.cfg.TombstoneRetention); s.now().Before(due) {
-		return g.SetReminder(ctx, ReminderExpiry, due, 0)
-	}
-	if err := g.Delete(ctx); err != nil {
-		return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
-	}
-	return nil
+	return s.step(ctx, g, event{kind: evEnded, reason: reason})
 }
 
 func (s *session) save(ctx context.Context, g grain.Context, rec *pb.SessionRecord) error {
@@ -478,23 +464,8 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 }
 
 func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
-	if s.rec == nil {
-		return nil
-	}
-	if s.ended {
-		return s.purge(ctx, g)
-	}
-	last := s.last
-	if p := time.UnixMilli(s.rec.GetLastActivityMs()); p.After(last) {
-		last = p
-	}
-	if expires := last.Add(s.h.cfg.SessionTTL); s.now().Before(expires) {
-		if err := g.SetReminder(ctx, ReminderExpiry, expires, 0); err != nil {
-			return fmt.Errorf("session %s: re-arm expiry: %w", s.id, err)
-		}
-		return nil
-	}
-	return s.end(ctx, g, "expired", DisposeExpired)
+	return s.step(ctx, g, event{kind: evExpiry, now: s.now(), gone: s.rec == nil, ended: s.ended,
+		endedAt: time.UnixMilli(s.rec.GetTombstone().GetAtMs()), last: s.last, persisted: time.UnixMilli(s.rec.GetLastActivityMs())})
 }
 
 // HandleLocal receives lease hooks, state changes and exchange
