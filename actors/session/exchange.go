@@ -2,10 +2,7 @@ package session
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,41 +11,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
-
-// stateMsg carries new runtime state from the runtime to the grain, which
-// answers on done once the state is stored.
-type stateMsg struct {
-	h     *hooks
-	state []byte
-	done  chan error
-}
-
-// stateTimeout bounds how long a runtime waits for its state to be stored.
-const stateTimeout = 15 * time.Second
-
-// errRuntimeClosed answers state reports of a disposed runtime.
-var errRuntimeClosed = errors.New("session: runtime closed")
-
-// StateChanged implements BuildInput.StateChanged.
-func (h *hooks) StateChanged(state []byte) error {
-	m := &stateMsg{h: h, state: append([]byte(nil), state...), done: make(chan error, 1)}
-	select {
-	case <-h.closed:
-		return errRuntimeClosed
-	default:
-	}
-	h.system.Root.Send(h.self, m)
-	t := time.NewTimer(stateTimeout)
-	defer t.Stop()
-	select {
-	case err := <-m.done:
-		return err
-	case <-h.closed:
-		return errRuntimeClosed
-	case <-t.C:
-		return fmt.Errorf("session: storing the session's state took longer than %s", stateTimeout)
-	}
-}
 
 // saveState stores a runtime's new state: for a session being created, the
 // creation itself (record, expiry reminder, ownership: one transaction).

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
@@ -73,40 +72,6 @@ type session struct {
 	wake     chan struct{}
 	persists time.Time // last activity as persisted in the record
 }
-
-// hooks is the LeaseHooks handed to one runtime; it forwards to the actor
-// and goes quiet once that runtime is disposed.
-type hooks struct {
-	system *actor.ActorSystem
-	self   *actor.PID
-	closed chan struct{}
-}
-
-type leaseMsg struct {
-	h        *hooks
-	kind     LeaseKind
-	execID   string
-	deadline time.Time
-	action   string // resuming: the decision handed to the code
-}
-
-func (h *hooks) send(m *leaseMsg) {
-	select {
-	case <-h.closed:
-		return
-	default:
-	}
-	m.h = h
-	h.system.Root.Send(h.self, m)
-}
-
-func (h *hooks) Paused(execID string, deadline time.Time) {
-	h.send(&leaseMsg{kind: LeasePaused, execID: execID, deadline: deadline})
-}
-func (h *hooks) Resuming(execID, action string) {
-	h.send(&leaseMsg{kind: LeaseResuming, execID: execID, action: action})
-}
-func (h *hooks) Settled(execID string) { h.send(&leaseMsg{kind: LeaseSettled, execID: execID}) }
 
 func (s *session) now() time.Time { return s.h.cfg.Clock.Now() }
 
