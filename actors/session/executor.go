@@ -115,6 +115,9 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		return err
 	case actEnd:
 		return s.end(ctx, g, tombstoneExpired, a.label)
+	case actDrain:
+		s.drainExecutions()
+		return s.step(ctx, g, event{kind: evDispose, reason: a.label, retire: true})
 	case actDeleteGrain:
 		if err := g.Delete(ctx); err != nil {
 			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)

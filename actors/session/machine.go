@@ -104,6 +104,9 @@ const (
 	// evEnded: the session's end (tombstone) was written; reason is the
 	// disposal reason.
 	evEnded
+	// evDeactivate: the activation stops for reason (a disposal reason:
+	// ownership lost, rebalance, shutdown).
+	evDeactivate
 )
 
 // event is one input of the machine.
@@ -181,6 +184,9 @@ const (
 	// actDeleteGrain deletes the ended session's grain (row and
 	// reminders).
 	actDeleteGrain
+	// actDrain lets running executions finish before a graceful
+	// disposal (label: its reason), then asks for it (evDispose, retire).
+	actDrain
 )
 
 // action is one output of the machine.
@@ -271,6 +277,14 @@ func (m *machine) step(e event) []action {
 	case evEnded:
 		m.dispose(e.reason, false) // its reminders are gone already
 		m.emit(action{kind: actPassivate, label: e.reason})
+	case evDeactivate:
+		switch {
+		case !m.resident || m.disposing:
+		case e.reason == DisposeOwnershipLost:
+			m.dispose(e.reason, false) // its writes would be fenced
+		default:
+			m.emit(action{kind: actDrain, label: e.reason})
+		}
 	}
 	return m.out[n:]
 }

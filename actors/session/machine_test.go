@@ -51,6 +51,8 @@ func show(acts []action) string {
 			s = "end:" + a.label
 		case actDeleteGrain:
 			s = "delete-grain"
+		case actDrain:
+			s = "drain:" + a.label
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}
@@ -216,6 +218,14 @@ func TestMachine(t *testing.T) {
 		{name: "an ended session's grain is deleted once its tombstone retention is over",
 			steps: []mstep{{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(30 * time.Minute)}, "set-expiry+1h0m0s"},
 				{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(time.Hour)}, "delete-grain"}}},
+		{name: "an activation that lost its ownership disposes without writing (they would be fenced), keeping durable pauses",
+			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
+				{event{kind: evDeactivate, reason: DisposeOwnershipLost}, "dispose:ownership_lost[b]"}}},
+		{name: "a graceful deactivation drains running executions first, then retires",
+			steps: []mstep{built1, {event{kind: evDeactivate, reason: DisposeRebalance}, "drain:rebalance"},
+				{retire(DisposeRebalance), "dispose:rebalance[] retire-writes[]"}}},
+		{name: "an activation without a runtime deactivates without disposing",
+			steps: []mstep{{event{kind: evDeactivate, reason: DisposeShutdown}, ""}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine(&Config{Policy: alarm.DefaultPolicy(), SessionTTL: 24 * time.Hour, TombstoneRetention: time.Hour})

@@ -327,14 +327,6 @@ func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
 	_ = s.step(ctx, g, event{kind: evDispose, reason: reason})
 }
 
-// retire disposes the runtime and, in one transaction, persists the last
-// activity (if it moved), cancels the dropped leases' reminders and
-// releases the ownership: the activation's last step before it
-// passivates.
-func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
-	_ = s.step(ctx, g, event{kind: evDispose, reason: reason, retire: true})
-}
-
 // retiredRecord is the record to write once rt was disposed: with the
 // in-memory last activity and rt's untrimmed event bytes, if either
 // moved; nil otherwise.
@@ -463,19 +455,14 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 
 func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
 	s.unpark()
-	if s.rt == nil {
-		return
-	}
+	why := DisposeShutdown
 	switch reason {
 	case grain.ReasonOwnershipLost:
-		s.dispose(ctx, g, DisposeOwnershipLost) // its writes would be fenced
+		why = DisposeOwnershipLost
 	case grain.ReasonRebalance:
-		s.drainExecutions()
-		s.retire(ctx, g, DisposeRebalance)
-	default:
-		s.drainExecutions()
-		s.retire(ctx, g, DisposeShutdown)
+		why = DisposeRebalance
 	}
+	_ = s.step(ctx, g, event{kind: evDeactivate, reason: why})
 }
 
 // executionDrain bounds how long a graceful deactivation (node stop, move)
