@@ -118,6 +118,8 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actDrain:
 		s.drainExecutions()
 		return s.step(ctx, g, event{kind: evDispose, reason: a.label, retire: true})
+	case actAbandonCreate:
+		s.creating = nil
 	case actDeleteGrain:
 		if err := g.Delete(ctx); err != nil {
 			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)

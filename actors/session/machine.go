@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
 )
 
 // The session's lifecycle machine.
@@ -107,6 +108,11 @@ const (
 	// evDeactivate: the activation stops for reason (a disposal reason:
 	// ownership lost, rebalance, shutdown).
 	evDeactivate
+	// evExchangeDone: an exchange ended (parked: a parked standalone
+	// stream; known: one in flight; creating: the session is being
+	// created by its initialize; inFlight: exchanges still in flight;
+	// parkedLeft: parked streams left).
+	evExchangeDone
 )
 
 // event is one input of the machine.
@@ -130,8 +136,11 @@ type event struct {
 	reason    string // evDispose, evEnded
 	retire    bool   // evDispose
 	ended     bool   // evExpiry
-	persisted time.Time
-	endedAt   time.Time
+	// evExchangeDone
+	parked, known, creating bool
+	inFlight, parkedLeft    int
+	persisted               time.Time
+	endedAt                 time.Time
 }
 
 // actionKind is one kind of output of the machine.
@@ -187,6 +196,9 @@ const (
 	// actDrain lets running executions finish before a graceful
 	// disposal (label: its reason), then asks for it (evDispose, retire).
 	actDrain
+	// actAbandonCreate drops the record of a session being created whose
+	// initialize ended without creating it (nothing was written).
+	actAbandonCreate
 )
 
 // action is one output of the machine.
@@ -277,6 +289,8 @@ func (m *machine) step(e event) []action {
 	case evEnded:
 		m.dispose(e.reason, false) // its reminders are gone already
 		m.emit(action{kind: actPassivate, label: e.reason})
+	case evExchangeDone:
+		m.exchangeDone(e)
 	case evDeactivate:
 		switch {
 		case !m.resident || m.disposing:
@@ -444,6 +458,27 @@ func (m *machine) dispose(reason string, retire bool) {
 	m.emit(action{kind: actDispose, label: reason, drop: drop})
 	if retire {
 		m.emit(action{kind: actRetireWrites, drop: drop})
+	}
+}
+
+// exchangeDone: a parked stream's end may leave the activation with
+// nothing to hold (it passivates); an exchange's end is activity; an
+// initialize that ended without creating the session (go-sdk refused it)
+// leaves nothing: the runtime built for it goes and the grain passivates.
+func (m *machine) exchangeDone(e event) {
+	switch {
+	case e.parked:
+		if !m.resident && e.parkedLeft == 0 {
+			m.emit(action{kind: actPassivate, label: DisposeIdle})
+		}
+		return
+	case e.known && m.resident:
+		m.emit(action{kind: actMarkActivity})
+	}
+	if e.creating && e.inFlight == 0 {
+		m.emit(action{kind: actAbandonCreate})
+		m.dispose(DisposeDelete, false)
+		m.emit(action{kind: actPassivate, label: string(grain.ReasonRequested)})
 	}
 }
 

@@ -53,6 +53,8 @@ func show(acts []action) string {
 			s = "delete-grain"
 		case actDrain:
 			s = "drain:" + a.label
+		case actAbandonCreate:
+			s = "abandon-create"
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}
@@ -226,6 +228,18 @@ func TestMachine(t *testing.T) {
 				{retire(DisposeRebalance), "dispose:rebalance[] retire-writes[]"}}},
 		{name: "an activation without a runtime deactivates without disposing",
 			steps: []mstep{{event{kind: evDeactivate, reason: DisposeShutdown}, ""}}},
+		{name: "an exchange's end is activity",
+			steps:    []mstep{built1, {event{kind: evExchangeDone, known: true}, "mark"}},
+			resident: true},
+		{name: "the last parked stream's end passivates an activation without a runtime",
+			steps: []mstep{{event{kind: evExchangeDone, parked: true, parkedLeft: 1}, ""},
+				{event{kind: evExchangeDone, parked: true}, "passivate:idle"}}},
+		{name: "a parked stream's end leaves a resident runtime alone",
+			steps:    []mstep{built1, {event{kind: evExchangeDone, parked: true}, ""}},
+			resident: true},
+		{name: "an initialize that ended without creating the session drops the runtime built for it",
+			steps: []mstep{{asked(), "build"}, built1, {event{kind: evExchangeDone, known: true, creating: true, inFlight: 1}, "mark"},
+				{event{kind: evExchangeDone, known: true, creating: true}, "mark abandon-create dispose:delete[] passivate:requested"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine(&Config{Policy: alarm.DefaultPolicy(), SessionTTL: 24 * time.Hour, TombstoneRetention: time.Hour})

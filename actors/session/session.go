@@ -213,17 +213,6 @@ func (s *session) commitCreate(ctx context.Context, g grain.Context, rec *pb.Ses
 	return nil
 }
 
-// abandonCreate drops a session whose initialize ended without creating it
-// (go-sdk refused the initialize): nothing was written.
-func (s *session) abandonCreate(ctx context.Context, g grain.Context) {
-	if s.creating == nil || len(s.exchanges) > 0 {
-		return
-	}
-	s.creating = nil
-	s.dispose(ctx, g, DisposeDelete)
-	g.Passivate(grain.ReasonRequested)
-}
-
 func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
 	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
 		return s.reply(g, st, false), nil
@@ -430,19 +419,14 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	switch m := msg.(type) {
 	case *exchange.Done:
-		if _, ok := s.parked[m.ID]; ok {
+		e := event{kind: evExchangeDone, creating: s.creating != nil}
+		if _, e.parked = s.parked[m.ID]; e.parked {
 			delete(s.parked, m.ID)
-			s.passivateIfIdle(g)
-			return
-		}
-		if _, ok := s.exchanges[m.ID]; ok {
+		} else if _, e.known = s.exchanges[m.ID]; e.known {
 			delete(s.exchanges, m.ID)
-			if s.rt != nil {
-				s.markActivity()
-			}
 		}
-		s.abandonCreate(ctx, g)
-		return
+		e.inFlight, e.parkedLeft = len(s.exchanges), len(s.parked)
+		_ = s.step(ctx, g, e)
 	case *stateMsg:
 		m.done <- s.saveState(ctx, g, m)
 		return
