@@ -67,7 +67,7 @@ func startGrainNode(t *testing.T) *grainNode {
 		defer cancel()
 		_ = node.Stop(ctx)
 	})
-	return &grainNode{t: t, host: h, fwd: exchange.NewForwarder(node, logger, 10*time.Second)}
+	return &grainNode{t: t, host: h, fwd: exchange.NewForwarder(node, logger, 10*time.Second, 0)}
 }
 
 // rpcAnswer is the JSON-RPC answer to one call.

@@ -52,7 +52,7 @@ import (
 //     events written since the last trim reach a quarter of it, the
 //     oldest are dropped (eventstore.Store.TrimEvents). Clients resume within
 //     seconds, so old streams are the ones nobody asks for. The count
-//     goes on across restores (session.EventCounter: the session record
+//     goes on across restores (session.Runtime.UntrimmedEventBytes: the session record
 //     carries it), so the store holds at most budget + budget/4 +
 //     maxEvent bytes of the session's events, plus what runtimes that
 //     died without a clean close wrote since the last trim (at most that

@@ -593,7 +593,7 @@ func (g *closingGuard) Flush() {
 	}
 }
 
-// UntrimmedEventBytes implements session.EventCounter.
+// UntrimmedEventBytes implements session.Runtime.
 func (r *Runtime) UntrimmedEventBytes() int64 { return r.events.untrimmed() }
 
 // ActiveStreams implements session.Runtime: POST exchanges in flight. An
@@ -609,7 +609,7 @@ func (r *Runtime) PausedExecutions() int {
 	return r.code.eng.PausedCount() - r.code.eng.DurablePausedCount()
 }
 
-// DurablePausedExecutions implements session.DurablePauses.
+// DurablePausedExecutions implements session.Runtime.
 func (r *Runtime) DurablePausedExecutions() int {
 	if r.code == nil {
 		return 0
@@ -617,7 +617,7 @@ func (r *Runtime) DurablePausedExecutions() int {
 	return r.code.eng.DurablePausedCount()
 }
 
-// DurablePause implements session.DurablePauses.
+// DurablePause implements session.Runtime.
 func (r *Runtime) DurablePause(execID string) bool {
 	return r.code != nil && r.code.eng.IsDurable(execID)
 }
@@ -630,14 +630,14 @@ func (r *Runtime) RunningExecutions() int {
 	return r.code.eng.RunningCount()
 }
 
-// ResolveApproval implements session.ApprovalResolver.
+// ResolveApproval implements session.Runtime.
 func (r *Runtime) ResolveApproval(execID string, d *pb.ApprovalDecision) {
 	if r.code != nil {
 		r.code.resolve(execID, d)
 	}
 }
 
-// PausedExecution implements session.PauseInspector.
+// PausedExecution implements session.Runtime.
 func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
 	if r.code == nil {
 		return nil, false
@@ -649,7 +649,7 @@ func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
 	return pausedProto(p), true
 }
 
-// PausedExecutionList implements session.PauseInspector.
+// PausedExecutionList implements session.Runtime.
 func (r *Runtime) PausedExecutionList() []*pb.PausedExecution {
 	if r.code == nil {
 		return nil
@@ -661,7 +661,7 @@ func (r *Runtime) PausedExecutionList() []*pb.PausedExecution {
 	return out
 }
 
-// ResumeForModel implements session.ModelResumer.
+// ResumeForModel implements session.Runtime.
 func (r *Runtime) ResumeForModel(ctx context.Context, execID string, m *pb.ExecutionResumeForModel) (string, pb.ExecutionReply_Status) {
 	if r.code == nil {
 		return "", pb.ExecutionReply_STATUS_EXPIRED
@@ -669,7 +669,7 @@ func (r *Runtime) ResumeForModel(ctx context.Context, execID string, m *pb.Execu
 	return r.code.resumeForModel(ctx, execID, m)
 }
 
-// Ended implements session.Ender: the session ended (DELETE, expiry), so
+// Ended implements session.Runtime: the session ended (DELETE, expiry), so
 // closing does not trim its event log (what it stored is pruned with the
 // rest within the hour).
 func (r *Runtime) Ended() { r.events.ended.Store(true) }

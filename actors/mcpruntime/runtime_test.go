@@ -145,7 +145,7 @@ func TestCreatedRuntimeStoresNoEventsForItsHandshake(t *testing.T) {
 			t.Fatalf("after runtime %d: %d streams stored, want %d (the tools/list answers, not initialize's)", i, n, i+1)
 		}
 		// The count of untrimmed bytes goes on from what the record said.
-		if got, from := built.(session.EventCounter).UntrimmedEventBytes(), in().UntrimmedEventBytes; got <= from {
+		if got, from := built.UntrimmedEventBytes(), in().UntrimmedEventBytes; got <= from {
 			t.Fatalf("runtime %d: %d untrimmed event bytes after a stored answer, built with %d", i, got, from)
 		}
 	}

@@ -2,12 +2,7 @@ package session
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"slices"
-	"strings"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -16,41 +11,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
-
-// stateMsg carries new runtime state from the runtime to the grain, which
-// answers on done once the state is stored.
-type stateMsg struct {
-	h     *hooks
-	state []byte
-	done  chan error
-}
-
-// stateTimeout bounds how long a runtime waits for its state to be stored.
-const stateTimeout = 15 * time.Second
-
-// errRuntimeClosed answers state reports of a disposed runtime.
-var errRuntimeClosed = errors.New("session: runtime closed")
-
-// StateChanged implements BuildInput.StateChanged.
-func (h *hooks) StateChanged(state []byte) error {
-	m := &stateMsg{h: h, state: append([]byte(nil), state...), done: make(chan error, 1)}
-	select {
-	case <-h.closed:
-		return errRuntimeClosed
-	default:
-	}
-	h.system.Root.Send(h.self, m)
-	t := time.NewTimer(stateTimeout)
-	defer t.Stop()
-	select {
-	case err := <-m.done:
-		return err
-	case <-h.closed:
-		return errRuntimeClosed
-	case <-t.C:
-		return fmt.Errorf("session: storing the session's state took longer than %s", stateTimeout)
-	}
-}
 
 // saveState stores a runtime's new state: for a session being created, the
 // creation itself (record, expiry reminder, ownership: one transaction).
@@ -88,10 +48,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		return started(adm.status), nil
 	}
 	m = adm.m
-	es, ok := s.rt.(ExchangeServer)
-	if !ok {
-		return nil, grain.Reject("session: this node's runtime does not serve HTTP exchanges")
-	}
+	es := s.rt
 	post := m.GetMethod() == http.MethodPost
 	if post {
 		s.res.posts.Add(1) // in this turn: whatever the grain decides next sees it
@@ -135,8 +92,8 @@ func (s *session) admitExchange(ctx context.Context, g grain.Context, m *pb.Http
 	if adm.status = s.check(m.GetPrincipal()); adm.status != pb.SessionReply_STATUS_OK {
 		return adm, nil
 	}
-	if adm.standalone = standaloneStream(m); adm.standalone {
-		adm.m = withoutLastEventID(m)
+	if adm.standalone = exchange.StandaloneStream(m); adm.standalone {
+		adm.m = exchange.WithoutLastEventID(m)
 		if s.rt == nil {
 			adm.parked = true
 			return adm, s.park(g, adm.m)
@@ -150,12 +107,12 @@ func (s *session) admitExchange(ctx context.Context, g grain.Context, m *pb.Http
 // handler is the HTTP handler serving an admitted exchange: the runtime's,
 // with a fresh priming event id on a standalone stream, and for a POST the
 // in-flight count released and the restored header set.
-func (s *session) handler(es ExchangeServer, adm admission) http.HandlerFunc {
+func (s *session) handler(es Runtime, adm admission) http.HandlerFunc {
 	switch {
 	case adm.standalone:
 		id := s.h.primeID()
 		return func(w http.ResponseWriter, r *http.Request) {
-			es.ServeExchange(&primingWriter{ResponseWriter: w, id: id}, r)
+			es.ServeExchange(exchange.PrimingWriter(w, id), r)
 		}
 	case adm.m.GetMethod() == http.MethodPost:
 		res, restored := s.res, adm.restored
@@ -168,25 +125,6 @@ func (s *session) handler(es ExchangeServer, adm admission) http.HandlerFunc {
 		}
 	}
 	return es.ServeExchange
-}
-
-// standaloneStream reports whether m opens (or resumes) the session's
-// standalone GET stream: a GET without Last-Event-ID, or whose event id
-// names the standalone stream (go-sdk's "_<n>" or our priming "_<id>").
-func standaloneStream(m *pb.HttpExchange) bool {
-	if m.GetMethod() != http.MethodGet {
-		return false
-	}
-	for _, h := range m.GetHeaders() {
-		if http.CanonicalHeaderKey(h.GetName()) == "Last-Event-Id" {
-			for _, v := range h.GetValues() {
-				if !strings.HasPrefix(v, "_") {
-					return false
-				}
-			}
-		}
-	}
-	return true
 }
 
 // park holds a standalone GET stream open without restoring the runtime.
@@ -210,13 +148,7 @@ func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
 	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
 		gauge.Add(1)
 		defer gauge.Add(-1)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(primingEvent(id))
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
+		exchange.WriteParkedHead(w, id)
 		select {
 		case <-wake:
 		case <-r.Context().Done():
@@ -259,70 +191,6 @@ func (s *session) endOldestParked() {
 		delete(s.parked, oldest)
 	}
 }
-
-// withoutLastEventID returns m without its Last-Event-ID: the standalone
-// stream is not replayed (see mcpruntime's event log), and go-sdk's server
-// would refuse an id it did not hand out (our priming ids).
-func withoutLastEventID(m *pb.HttpExchange) *pb.HttpExchange {
-	c := proto.Clone(m).(*pb.HttpExchange)
-	c.Headers = slices.DeleteFunc(c.Headers, func(h *pb.HttpHeader) bool {
-		return http.CanonicalHeaderKey(h.GetName()) == "Last-Event-Id"
-	})
-	return c
-}
-
-// primingEvent is an SSE event with an id and no data (SEP-1699's priming
-// event), written first on every standalone stream. go-sdk's client counts
-// a stream that ended without a new event id as a reconnect "without
-// progress" and ends the whole session after five of them; a standalone
-// stream is idle for long stretches and ends at every passivation and
-// restore, so without a fresh id each time a long-lived session would be
-// dropped by its client after a few hibernations.
-func primingEvent(id string) []byte {
-	return []byte("event: prime\nid: " + id + "\ndata: \n\n")
-}
-
-// primingWriter writes a priming event before the first bytes of a
-// successful event-stream response (go-sdk's standalone stream).
-type primingWriter struct {
-	http.ResponseWriter
-	id     string
-	status int
-	primed bool
-}
-
-func (p *primingWriter) WriteHeader(code int) {
-	if p.status == 0 {
-		p.status = code
-	}
-	p.ResponseWriter.WriteHeader(code)
-}
-
-func (p *primingWriter) prime() {
-	if p.primed {
-		return
-	}
-	p.primed = true
-	if (p.status == 0 || p.status == http.StatusOK) && strings.HasPrefix(p.Header().Get("Content-Type"), "text/event-stream") {
-		_, _ = p.ResponseWriter.Write(primingEvent(p.id))
-	}
-}
-
-func (p *primingWriter) Write(b []byte) (int, error) {
-	p.prime()
-	return p.ResponseWriter.Write(b)
-}
-
-// Flush implements http.Flusher.
-func (p *primingWriter) Flush() {
-	p.prime()
-	if f, ok := p.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the tunnel's writer.
-func (p *primingWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 // unpark ends every parked stream (they end cleanly; their Done messages
 // remove them from s.parked).

@@ -25,12 +25,9 @@ func (s *session) sameOrg(p *pb.Principal) bool {
 	return s.rec != nil && p.GetOrg() != "" && p.GetOrg() == s.rec.GetPrincipal().GetOrg()
 }
 
-func (s *session) inspector() (PauseInspector, bool) {
-	if s.rt == nil {
-		return nil, false
-	}
-	pi, ok := s.rt.(PauseInspector)
-	return pi, ok
+// inspector is the runtime, if one is resident, to look at its pauses.
+func (s *session) inspector() (Runtime, bool) {
+	return s.rt, s.rt != nil
 }
 
 func (s *session) withSession(p *pb.PausedExecution) *pb.PausedExecution {
@@ -109,8 +106,9 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	if err := s.recordDecision(ctx, g, id, d); err != nil {
 		return nil, err
 	}
-	s.handOver(id, d)
-	s.markActivity()
+	if err := s.step(ctx, g, event{kind: evDecided, exec: id}); err != nil {
+		return nil, err
+	}
 	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0]}, nil
 }
 
@@ -154,10 +152,7 @@ func (s *session) executionResume(ctx context.Context, g grain.Context, m *pb.Ex
 	if s.rt == nil {
 		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
 	}
-	mr, ok := s.rt.(ModelResumer)
-	if !ok {
-		return execReply(pb.ExecutionReply_STATUS_EXPIRED)
-	}
+	mr := s.rt
 	s.markActivity()
 	answer := g.Defer()
 	go func() {

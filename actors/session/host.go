@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,12 +96,9 @@ type Host struct {
 	sizing *sizing // nil: fixed soft cap
 }
 
-// primeID returns a fresh id for a standalone stream's priming event:
-// "_" (go-sdk's standalone stream) and a value no earlier stream of any
-// session on any node carried (the clock, and a counter for ties).
-func (h *Host) primeID() string {
-	return "_" + strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.FormatUint(h.primes.Add(1), 36)
-}
+// primeID returns a fresh id for a standalone stream's priming event
+// (exchange.PrimeID, with the node's counter for ties).
+func (h *Host) primeID() string { return exchange.PrimeID(h.primes.Add(1)) }
 
 // resident is what the node knows of one resident runtime.
 type resident struct {
@@ -115,7 +111,7 @@ type resident struct {
 	// runtime under the request (which then answered 404).
 	posts atomic.Int32
 	// decided counts executions handed a decision and not settled yet
-	// (session.handedOver): they are about to run, so they pin.
+	// (the lifecycle machine's handedOver): they are about to run, so they pin.
 	decided atomic.Int32
 }
 
@@ -174,7 +170,7 @@ func (h *Host) Kind() grain.Kind {
 	return grain.Kind{
 		Name: KindName,
 		New: func(id string) grain.Grain {
-			return &session{h: h, id: id, leases: map[string]*lease{}, exchanges: map[string]context.CancelFunc{}, parked: map[string]parkedStream{}}
+			return &session{h: h, id: id, m: newMachine(&h.cfg), exchanges: map[string]context.CancelFunc{}, parked: map[string]parkedStream{}}
 		},
 		// Sessions passivate from their idle reminder, never on a timer.
 		// They exist once created: a request for an unknown (or guessed)
@@ -204,9 +200,7 @@ func (h *Host) counts() countsView {
 	for _, r := range h.residents {
 		c.Streams += r.rt.ActiveStreams()
 		c.Paused += r.rt.PausedExecutions()
-		if dp, ok := r.rt.(DurablePauses); ok {
-			c.Paused += dp.DurablePausedExecutions() // parked here, though they pin nothing
-		}
+		c.Paused += r.rt.DurablePausedExecutions() // parked here, though they pin nothing
 		c.Running += r.rt.RunningExecutions()
 		c.Leases += int(r.leases.Load())
 	}

@@ -9,59 +9,66 @@ import (
 )
 
 // Runtime is a session's in-memory, rebuildable part: for MCP sessions, the
-// go-sdk server and its transport; in tests, a fake. The session grain
-// builds it on demand from the durable record, counts what it has in flight
-// to decide when it may be disposed, and closes it on passivation.
+// go-sdk server and its transport (actors/mcpruntime); in tests, a fake.
+// The session grain builds it on demand from the durable record, counts
+// what it has in flight to decide when it may be disposed, and closes it on
+// passivation. It is the one interface between the grain and what it
+// hosts: every method is part of the contract.
 //
 // The count methods are called from other goroutines (the node's residency
 // registry, metrics scrapes); they must be cheap and safe for concurrent use.
 type Runtime interface {
 	// ActiveStreams is the number of open response streams.
 	ActiveStreams() int
-	// PausedExecutions is the number of executions paused for approval.
+	// PausedExecutions is the number of executions paused for approval
+	// whose pause lives only in memory (durable ones are not counted).
 	PausedExecutions() int
 	// RunningExecutions is the number of executions still running.
 	RunningExecutions() int
-	// Close releases the runtime. It is called at most once, after the
-	// session stopped counting the runtime as initialized; ctx bounds it.
-	Close(ctx context.Context) error
-}
 
-// ApprovalResolver is implemented by runtimes that can be told an approval
-// decision (the timeout's auto-decline, or a human's decision).
-type ApprovalResolver interface {
-	ResolveApproval(execID string, d *pb.ApprovalDecision)
-}
+	// ServeExchange serves one tunnelled HTTP exchange. It blocks until
+	// the response is complete; the request's context is cancelled if the
+	// client goes away.
+	ServeExchange(w http.ResponseWriter, r *http.Request)
 
-// PauseInspector is implemented by runtimes whose executions pause for
-// approval; the session publishes their pauses in the execution directory
-// and answers approval surfaces from it.
-type PauseInspector interface {
-	// PausedExecution describes one paused execution (SessionId unset).
+	// PausedExecution describes one paused execution (SessionId unset):
+	// the session publishes pauses in the execution directory and answers
+	// approval surfaces from them.
 	PausedExecution(execID string) (*pb.PausedExecution, bool)
 	// PausedExecutionList describes every paused execution.
 	PausedExecutionList() []*pb.PausedExecution
-}
-
-// DurablePauses is implemented by runtimes whose paused executions can be
-// durable (journaled in the store): such a pause survives the runtime — a
-// fresh runtime restores it by replay — so it takes no residency lease,
-// does not keep the session from passivating or being cap-evicted, and its
-// approval reminder and directory row stay when the runtime is disposed.
-type DurablePauses interface {
-	// DurablePause reports whether paused execution execID is durable.
+	// DurablePause reports whether paused execution execID is durable
+	// (journaled in the store): such a pause survives the runtime — a
+	// fresh runtime restores it by replay — so it takes no residency
+	// lease, does not keep the session from passivating or being
+	// cap-evicted, and its approval reminder and directory row stay when
+	// the runtime is disposed.
 	DurablePause(execID string) bool
 	// DurablePausedExecutions is the number of durable paused executions
-	// (not counted in Runtime.PausedExecutions).
+	// (not counted in PausedExecutions).
 	DurablePausedExecutions() int
-}
-
-// ModelResumer is implemented by runtimes that can resume an execution for
-// a `resume` call forwarded from another session of the same principal.
-type ModelResumer interface {
-	// ResumeForModel resumes execID and returns the MCP tool result as
-	// JSON, or a non-OK status (not found, already settled, expired).
+	// ResolveApproval tells the runtime an approval decision (the
+	// deadline's auto-decline, or a human's decision).
+	ResolveApproval(execID string, d *pb.ApprovalDecision)
+	// ResumeForModel resumes execID for a `resume` call forwarded from
+	// another session of the same principal, and returns the MCP tool
+	// result as JSON, or a non-OK status (not found, already settled,
+	// expired).
 	ResumeForModel(ctx context.Context, execID string, resp *pb.ExecutionResumeForModel) (resultJSON string, status pb.ExecutionReply_Status)
+
+	// UntrimmedEventBytes is, after Close, what the runtime and its
+	// predecessors wrote to the session's event log since it was last
+	// trimmed: the log is kept within a byte budget across restores,
+	// trimmed each time a quarter of the budget was written, which a
+	// runtime cannot see alone. The session stores it in its record for
+	// the next runtime's [BuildInput].
+	UntrimmedEventBytes() int64
+	// Ended is called just before a Close that ends the session for good
+	// (DELETE, expiry) rather than passivating it.
+	Ended()
+	// Close releases the runtime. It is called at most once, after the
+	// session stopped counting the runtime as initialized; ctx bounds it.
+	Close(ctx context.Context) error
 }
 
 // Directory is the execution directory (directory.Store): the runtime publishes
@@ -106,32 +113,8 @@ type BuildInput struct {
 	StateChanged func(state []byte) error
 	// UntrimmedEventBytes is what the session's earlier runtimes stored in
 	// its event log since it was last trimmed (from the record; see
-	// [EventCounter]).
+	// [Runtime.UntrimmedEventBytes]).
 	UntrimmedEventBytes int64
-}
-
-// EventCounter is implemented by runtimes whose event log is kept within a
-// byte budget across restores (the MCP runtime): it is trimmed each time a
-// quarter of the budget was written, which a runtime cannot see alone.
-// After Close, UntrimmedEventBytes is what the runtime and its
-// predecessors wrote since the last trim; the session stores it in its
-// record for the next runtime's [BuildInput].
-type EventCounter interface {
-	UntrimmedEventBytes() int64
-}
-
-// Ender is implemented by runtimes that care whether their Close ends the
-// session for good (DELETE, expiry) rather than passivating it: Ended is
-// called just before such a Close.
-type Ender interface {
-	Ended()
-}
-
-// ExchangeServer is implemented by runtimes that serve tunnelled HTTP
-// exchanges (the MCP runtime). ServeExchange blocks until the response is
-// complete; the request's context is cancelled if the client goes away.
-type ExchangeServer interface {
-	ServeExchange(w http.ResponseWriter, r *http.Request)
 }
 
 // LeaseHooks are executor's PausedExecutionHooks: the runtime reports

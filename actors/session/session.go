@@ -3,15 +3,12 @@ package session
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -46,15 +43,22 @@ type session struct {
 	rt       Runtime // nil: not initialized (passivated or never built)
 	res      *resident
 	last     time.Time // in-memory last activity
-	leases   map[string]*lease
 	ended    bool
+	// m is the lifecycle machine (machine.go); the grain carries out
+	// what it decides (executor.go).
+	m machine
+	// retired is the runtime the last disposal closed, until the
+	// activation's last writes (actRetireWrites) read its counters.
+	retired Runtime
+	// carrying: the machine's actions are being carried out (carryOut).
+	carrying bool
+	queue    *actionQueue // the machine's queue, while it has one
 	hooks    *hooks
 	// The idle alarm (executor's alarm) is a timer of this activation, not
 	// a durable reminder: it only ever disposes a resident runtime, and a
-	// runtime does not outlive its node. idleGen tells the armed alarm
+	// runtime does not outlive its node. The machine tells the armed alarm
 	// from superseded ones.
 	idleTimer clock.Timer
-	idleGen   uint64
 	idleDue   time.Time // when the armed idle alarm fires (zero: none)
 	// epoch is the activation's ownership epoch, for the runtime's journal
 	// (read from its goroutines; set once the session exists).
@@ -67,54 +71,7 @@ type session struct {
 	parkSeq  uint64
 	wake     chan struct{}
 	persists time.Time // last activity as persisted in the record
-	// handedOver holds the executions this runtime was handed a decision
-	// for and that have not settled yet. They pin the runtime: a durable
-	// pause does not, but once decided it is about to run again, and
-	// disposing the runtime before it does would leave an acknowledged
-	// decision waiting for the next activation.
-	handedOver map[string]bool
 }
-
-type lease struct {
-	deadline time.Time
-	resuming bool
-	// durable: the pause survives the runtime, so it does not pin it.
-	durable bool
-}
-
-// hooks is the LeaseHooks handed to one runtime; it forwards to the actor
-// and goes quiet once that runtime is disposed.
-type hooks struct {
-	system *actor.ActorSystem
-	self   *actor.PID
-	closed chan struct{}
-}
-
-type leaseMsg struct {
-	h        *hooks
-	op       string // paused | resuming | settled
-	execID   string
-	deadline time.Time
-	action   string // resuming: the decision handed to the code
-}
-
-func (h *hooks) send(m *leaseMsg) {
-	select {
-	case <-h.closed:
-		return
-	default:
-	}
-	m.h = h
-	h.system.Root.Send(h.self, m)
-}
-
-func (h *hooks) Paused(execID string, deadline time.Time) {
-	h.send(&leaseMsg{op: "paused", execID: execID, deadline: deadline})
-}
-func (h *hooks) Resuming(execID, action string) {
-	h.send(&leaseMsg{op: "resuming", execID: execID, action: action})
-}
-func (h *hooks) Settled(execID string) { h.send(&leaseMsg{op: "settled", execID: execID}) }
 
 func (s *session) now() time.Time { return s.h.cfg.Clock.Now() }
 
@@ -256,17 +213,6 @@ func (s *session) commitCreate(ctx context.Context, g grain.Context, rec *pb.Ses
 	return nil
 }
 
-// abandonCreate drops a session whose initialize ended without creating it
-// (go-sdk refused the initialize): nothing was written.
-func (s *session) abandonCreate(ctx context.Context, g grain.Context) {
-	if s.creating == nil || len(s.exchanges) > 0 {
-		return
-	}
-	s.creating = nil
-	s.dispose(ctx, g, DisposeDelete)
-	g.Passivate(grain.ReasonRequested)
-}
-
 func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
 	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
 		return s.reply(g, st, false), nil
@@ -307,21 +253,7 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
 	s.ended = true
 	s.unpark()
-	s.dispose(ctx, g, reason) // its reminders are gone already
-	g.Passivate(grain.Reason(reason))
-	return nil
-}
-
-// purge deletes an ended session's grain once its tombstone retention is
-// over (the id keeps answering 404: a grain with no row is no session).
-func (s *session) purge(ctx context.Context, g grain.Context) error {
-	if due := time.UnixMilli(s.rec.GetTombstone().GetAtMs()).Add(s.h.cfg.TombstoneRetention); s.now().Before(due) {
-		return g.SetReminder(ctx, ReminderExpiry, due, 0)
-	}
-	if err := g.Delete(ctx); err != nil {
-		return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
-	}
-	return nil
+	return s.step(ctx, g, event{kind: evEnded, reason: reason})
 }
 
 func (s *session) save(ctx context.Context, g grain.Context, rec *pb.SessionRecord) error {
@@ -348,38 +280,12 @@ func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, err
 	if s.rt != nil {
 		return false, nil
 	}
-	now := s.now()
-	if s.h.sizing != nil {
-		s.h.sizing.resize(s.h.registry, now)
+	if err := s.step(ctx, g, event{kind: evBuildAsked, gone: s.record() == nil || s.ended}); err != nil {
+		return false, err
 	}
-	adm := s.h.registry.Admit(now)
-	defer adm.Slot.Release() // exactly once: success, failure, panic, cancellation
-	if adm.Evict != "" {
-		s.h.requestEviction(adm.Evict)
+	if s.rt == nil { // the machine built nothing: the callers check the session first, so never
+		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime not built: the session is gone or its runtime is closing"}
 	}
-	if adm.Overflow {
-		s.h.metrics.overflow.Inc()
-		s.h.log.Info("session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
-	}
-	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
-	began := time.Now()
-	rec := s.record()
-	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
-		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
-		UntrimmedEventBytes: rec.GetUntrimmedEventBytes()})
-	if err != nil {
-		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
-	}
-	s.h.metrics.restore.Observe(time.Since(began).Seconds())
-	s.h.metrics.activations.Inc()
-	s.rt, s.hooks = rt, hk
-	s.res = &resident{rt: rt}
-	s.h.registry.Register(residencyEntry(s.id, s.res), s.now())
-	s.h.addResident(s.id, s.res)
-	s.unpark()
-	s.markActivity()
-	s.armIdle(g, s.last.Add(s.h.cfg.Policy.SessionTimeout))
-	s.reapplyDecisions()
 	return true, nil
 }
 
@@ -389,21 +295,6 @@ func (s *session) record() *pb.SessionRecord {
 		return s.rec
 	}
 	return s.creating
-}
-
-// reapplyDecisions hands a freshly built runtime the decisions recorded for
-// pauses it restored (a decision that arrived just before the runtime was
-// lost, before the execution could journal it).
-func (s *session) reapplyDecisions() {
-	pi, ok := s.inspector()
-	if !ok {
-		return
-	}
-	for id, d := range s.rec.GetDecisions() {
-		if _, live := pi.PausedExecution(id); live {
-			s.handOver(id, d)
-		}
-	}
 }
 
 // restoreForExecutions builds the runtime, if the session has none, so
@@ -417,94 +308,12 @@ func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) err
 	return err
 }
 
-// armIdle arms the idle alarm at due (replacing the armed one).
-func (s *session) armIdle(g grain.Context, due time.Time) {
-	s.stopIdle()
-	s.idleGen++
-	gen, self, system := s.idleGen, g.Self(), g.ActorSystem()
-	s.idleDue = due
-	s.idleTimer = s.h.cfg.Clock.AfterFunc(due.Sub(s.now()), func() { system.Root.Send(self, idleAlarm{gen: gen}) })
-}
-
-// stopIdle disarms the idle alarm.
-func (s *session) stopIdle() {
-	if s.idleTimer != nil {
-		s.idleTimer.Stop()
-		s.idleTimer = nil
-	}
-	s.idleDue = time.Time{}
-}
-
-// idleAlarm is the idle alarm firing (a local message to the activation).
-type idleAlarm struct{ gen uint64 }
-
-// dispose is executor's closeRuntime: single-flight by construction (the
-// grain handles one message at a time, so a second trigger finds nothing to
-// dispose and a request that arrives meanwhile waits in the mailbox and
-// rebuilds), marks the runtime not initialized before closing it, releases
-// every approval lease and cancels the idle reminder (expiry stays), and
-// closes the runtime uninterruptibly (the close ignores the caller's
-// cancellation; only CloseTimeout bounds it). It writes nothing to the
-// grain's state: it returns the approval reminders of the leases it
-// dropped, for the caller's one transaction (retire), and unpublishes
-// their directory rows.
-func (s *session) dispose(ctx context.Context, g grain.Context, reason string) (cancel []string) {
-	rt := s.rt
-	if rt == nil {
-		return nil
-	}
-	s.rt, s.res = nil, nil
-	clear(s.handedOver)
-	s.cancelExchanges()
-	close(s.hooks.closed)
-	s.hooks = nil
-	s.h.registry.Release(s.id)
-	s.h.removeResident(s.id)
-	s.stopIdle()
-	var names []string
-	var published []string
-	keepDurable := reason != DisposeDelete && reason != DisposeExpired
-	for id, l := range s.leases {
-		if l.durable && keepDurable {
-			continue // journaled: the next runtime restores it; its deadline and directory row stay
-		}
-		names = append(names, reminderApproval+id)
-		published = append(published, id)
-	}
-	clear(s.leases)
-	s.unpublish(ctx, published...)
-	if e, ok := rt.(Ender); ok && (reason == DisposeDelete || reason == DisposeExpired) {
-		e.Ended()
-	}
-	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
-	defer stop()
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				s.h.log.Error("session: runtime close panicked", "session", s.id, "panic", r)
-			}
-		}()
-		if err := rt.Close(cctx); err != nil {
-			s.h.log.Warn("session: runtime close", "session", s.id, "err", err)
-		}
-	}()
-	s.h.metrics.disposals.WithLabelValues(reason).Inc()
-	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", reason,
-		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", s.h.registry.Resident())
-	return names
-}
-
-// retire disposes the runtime and, in one transaction, persists the last
-// activity (if it moved), cancels the dropped leases' reminders and
-// releases the ownership: the activation's last step before it
-// passivates.
-func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
-	rt := s.rt
-	cancel := s.dispose(ctx, g, reason)
-	rec := s.retiredRecord(rt)
-	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel, Release: true}); err != nil {
-		s.h.log.Warn("session: persist activity and cancel reminders on disposal", "session", s.id, "err", err)
-	}
+// dispose disposes the runtime for reason (the machine decides what goes
+// with it; closeRuntime carries it out). A second disposal finds nothing to
+// dispose: the grain handles one message at a time, so a request that
+// arrives meanwhile waits in the mailbox and rebuilds.
+func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
+	_ = s.step(ctx, g, event{kind: evDispose, reason: reason})
 }
 
 // retiredRecord is the record to write once rt was disposed: with the
@@ -512,11 +321,10 @@ func (s *session) retire(ctx context.Context, g grain.Context, reason string) {
 // moved; nil otherwise.
 func (s *session) retiredRecord(rt Runtime) *pb.SessionRecord {
 	rec := s.activityRecord()
-	ec, ok := rt.(EventCounter)
-	if !ok || s.rec == nil || s.ended {
+	if rt == nil || s.rec == nil || s.ended {
 		return rec
 	}
-	n := ec.UntrimmedEventBytes()
+	n := rt.UntrimmedEventBytes()
 	if n == s.rec.GetUntrimmedEventBytes() {
 		return rec
 	}
@@ -581,12 +389,9 @@ func (s *session) passivateIfIdle(g grain.Context) {
 // capEviction is requestCapEviction on the candidate: re-check liveness in
 // the session's own context, dispose with reason cap, or do nothing.
 func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
-	if s.rt == nil || !s.res.canEvict() {
-		return false
-	}
-	s.retire(ctx, g, DisposeCap)
-	g.Passivate(grain.Reason(DisposeCap))
-	return true
+	evicted := len(s.decide(event{kind: evCapEviction, evictable: s.rt != nil && s.res.canEvict()})) > 0
+	_ = s.carryOut(ctx, g)
+	return evicted
 }
 
 // OnReminder handles the session's durable reminders.
@@ -604,70 +409,9 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 	return nil
 }
 
-// onIdle is executor's alarm(): ask the pure policy, then act.
-func (s *session) onIdle(ctx context.Context, g grain.Context) {
-	s.idleTimer, s.idleDue = nil, time.Time{} // it fired
-	if s.rt == nil {
-		return
-	}
-	// Counted once handled, its next alarm armed: a test that sees the
-	// count and moves its clock on must not move the now this alarm reads.
-	defer s.h.metrics.idleAlarms.Inc()
-	now := s.now()
-	durable := 0
-	if dp, ok := s.rt.(DurablePauses); ok {
-		durable = dp.DurablePausedExecutions()
-	}
-	d := s.h.cfg.Policy.Decide(alarm.Input{
-		Idle:          now.Sub(s.last),
-		Paused:        s.rt.PausedExecutions() + s.pendingLeases(),
-		DurablePaused: durable,
-		Running:       s.rt.RunningExecutions() + len(s.handedOver),
-		Streams:       s.res.streams(),
-	})
-	switch d.Outcome {
-	case alarm.IdleWithinTimeout:
-		s.persistActivity(ctx, g)
-		s.armIdle(g, s.last.Add(s.h.cfg.Policy.SessionTimeout))
-	case alarm.ExtendPausedLease, alarm.ExtendRunningLease:
-		s.h.log.Info("mcp_session_"+strings.TrimPrefix(string(d.Outcome), "extend_")+"_extension", "session", s.id,
-			"idle_ms", now.Sub(s.last).Milliseconds(), "lease_ms", d.Lease.Milliseconds())
-		s.persistActivity(ctx, g)
-		s.armIdle(g, now.Add(d.Lease))
-	case alarm.DestroyIdleSession:
-		s.retire(ctx, g, DisposeIdle)
-		g.Passivate(grain.ReasonIdle)
-	}
-}
-
-func (s *session) pendingLeases() int {
-	n := 0
-	for _, l := range s.leases {
-		if !l.resuming && !l.durable {
-			n++
-		}
-	}
-	return n
-}
-
 func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
-	if s.rec == nil {
-		return nil
-	}
-	if s.ended {
-		return s.purge(ctx, g)
-	}
-	last := s.last
-	if p := time.UnixMilli(s.rec.GetLastActivityMs()); p.After(last) {
-		last = p
-	}
-	if expires := last.Add(s.h.cfg.SessionTTL); s.now().Before(expires) {
-		if err := g.SetReminder(ctx, ReminderExpiry, expires, 0); err != nil {
-			return fmt.Errorf("session %s: re-arm expiry: %w", s.id, err)
-		}
-		return nil
-	}
-	return s.end(ctx, g, "expired", DisposeExpired)
+	return s.step(ctx, g, event{kind: evExpiry, now: s.now(), gone: s.rec == nil, ended: s.ended,
+		endedAt: time.UnixMilli(s.rec.GetTombstone().GetAtMs()), last: s.last, persisted: time.UnixMilli(s.rec.GetLastActivityMs())})
 }
 
 // HandleLocal receives lease hooks, state changes and exchange
@@ -675,176 +419,34 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	switch m := msg.(type) {
 	case *exchange.Done:
-		if _, ok := s.parked[m.ID]; ok {
+		e := event{kind: evExchangeDone, creating: s.creating != nil}
+		if _, e.parked = s.parked[m.ID]; e.parked {
 			delete(s.parked, m.ID)
-			s.passivateIfIdle(g)
-			return
-		}
-		if _, ok := s.exchanges[m.ID]; ok {
+		} else if _, e.known = s.exchanges[m.ID]; e.known {
 			delete(s.exchanges, m.ID)
-			if s.rt != nil {
-				s.markActivity()
-			}
 		}
-		s.abandonCreate(ctx, g)
-		return
+		e.inFlight, e.parkedLeft = len(s.exchanges), len(s.parked)
+		_ = s.step(ctx, g, e)
 	case *stateMsg:
 		m.done <- s.saveState(ctx, g, m)
 		return
 	case idleAlarm:
-		if m.gen == s.idleGen && s.idleTimer != nil {
-			s.onIdle(ctx, g)
-			s.passivateIfIdle(g)
-		}
-		return
+		s.onIdle(ctx, g, m.gen)
+	case *leaseMsg:
+		s.onLease(ctx, g, m)
 	}
-	if m, ok := msg.(*leaseMsg); ok && m.h == s.hooks && s.rt != nil {
-		s.onLease(ctx, g, m) // else a hook of a runtime already disposed
-	}
-}
-
-// onLease handles what the runtime reports about a paused execution:
-// paused (take a lease, arm its deadline), resuming (count the decision),
-// settled (release the lease).
-func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
-	switch m.op {
-	case "paused":
-		if _, ok := s.leases[m.execID]; ok {
-			return
-		}
-		l := &lease{deadline: m.deadline}
-		if dp, ok := s.rt.(DurablePauses); ok {
-			l.durable = dp.DurablePause(m.execID)
-		}
-		s.leases[m.execID] = l
-		if !l.durable {
-			s.res.leases.Add(1)
-		}
-		s.markActivity()
-		if err := g.SetReminder(ctx, reminderApproval+m.execID, m.deadline, 0); err != nil {
-			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", m.execID, "err", err)
-		}
-	case "resuming":
-		if l, ok := s.leases[m.execID]; ok {
-			l.resuming = true
-		}
-		// Every decision passes here, whichever surface made it (model
-		// resume, browser, native elicitation, approval API, forward, the
-		// deadline); the deadline's decline is counted as a timeout.
-		outcome := m.action
-		if d := s.rec.GetDecisions()[m.execID]; d != nil && d.GetReason() == "approval_timeout" {
-			outcome = "timeout"
-		}
-		s.h.metrics.approvals.WithLabelValues(outcome).Inc()
-	case "settled":
-		s.settledHandOver(m.execID)
-		s.releaseLease(ctx, g, m.execID)
-	}
-}
-
-// handOver gives the runtime a decision for execID and pins the runtime
-// until the execution settles.
-func (s *session) handOver(execID string, d *pb.ApprovalDecision) {
-	r, ok := s.rt.(ApprovalResolver)
-	if !ok {
-		return
-	}
-	if !s.handedOver[execID] {
-		if s.handedOver == nil {
-			s.handedOver = map[string]bool{}
-		}
-		s.handedOver[execID] = true
-		s.res.decided.Add(1)
-	}
-	r.ResolveApproval(execID, d)
-}
-
-// settledHandOver unpins a settled execution.
-func (s *session) settledHandOver(execID string) {
-	if s.handedOver[execID] {
-		delete(s.handedOver, execID)
-		s.res.decided.Add(-1)
-	}
-}
-
-// releaseLease drops a settled execution's lease: its deadline reminder
-// and its recorded decision go in one transaction.
-func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string) {
-	l, ok := s.leases[execID]
-	if !ok {
-		return
-	}
-	delete(s.leases, execID)
-	if !l.durable {
-		s.res.leases.Add(-1)
-	}
-	var rec *pb.SessionRecord
-	if s.rec != nil && s.rec.GetDecisions()[execID] != nil {
-		rec = proto.Clone(s.rec).(*pb.SessionRecord)
-		delete(rec.Decisions, execID)
-	}
-	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: []string{reminderApproval + execID}}); err != nil {
-		s.h.log.Warn("session: release a settled execution's deadline and decision", "session", s.id, "execution", execID, "err", err)
-	}
-}
-
-// onApprovalDeadline is expirePendingApproval: unless a decision already
-// exists (or the execution is resuming), record a decline with reason
-// approval_timeout, hand it to the runtime, and release the lease.
-func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execID string) error {
-	// A passivated session restores its durable pauses first.
-	if err := s.restoreForExecutions(ctx, g); err != nil {
-		return err
-	}
-	if s.rt == nil {
-		return nil
-	}
-	l, ok := s.leases[execID]
-	if ok && l.resuming {
-		return nil
-	}
-	pi, inspectable := s.inspector()
-	if !ok {
-		// Restored just now (its lease is on its way) or gone.
-		if !inspectable {
-			return nil
-		}
-		if _, live := pi.PausedExecution(execID); !live {
-			return nil
-		}
-	}
-	if s.rec.GetDecisions()[execID] == nil {
-		d := &pb.ApprovalDecision{Action: "decline", Reason: "approval_timeout", DecidedAtMs: s.now().UnixMilli()}
-		if err := s.recordDecision(ctx, g, execID, d); err != nil {
-			return err
-		}
-		s.h.log.Info("mcp_pending_approval_lease_expire", "session", s.id, "execution", execID)
-		s.handOver(execID, d)
-	}
-	if ok {
-		delete(s.leases, execID)
-		if !l.durable {
-			s.res.leases.Add(-1)
-		}
-	}
-	return nil
 }
 
 func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
 	s.unpark()
-	if s.rt == nil {
-		return
-	}
+	why := DisposeShutdown
 	switch reason {
 	case grain.ReasonOwnershipLost:
-		s.dispose(ctx, g, DisposeOwnershipLost) // its writes would be fenced
+		why = DisposeOwnershipLost
 	case grain.ReasonRebalance:
-		s.drainExecutions()
-		s.retire(ctx, g, DisposeRebalance)
-	default:
-		s.drainExecutions()
-		s.retire(ctx, g, DisposeShutdown)
+		why = DisposeRebalance
 	}
+	_ = s.step(ctx, g, event{kind: evDeactivate, reason: why})
 }
 
 // executionDrain bounds how long a graceful deactivation (node stop, move)
@@ -881,10 +483,7 @@ func (s *session) snapshot(ctx context.Context, g grain.Context) *pb.SessionSnap
 	if s.rt != nil {
 		sn.Streams, sn.Paused, sn.Running = int32(s.rt.ActiveStreams()), int32(s.rt.PausedExecutions()), int32(s.rt.RunningExecutions())
 	}
-	for id := range s.leases {
-		sn.Leases = append(sn.Leases, id)
-	}
-	slices.Sort(sn.Leases)
+	sn.Leases = s.m.leaseIDs()
 	if rs, err := g.Reminders(ctx); err == nil {
 		for _, r := range rs {
 			sn.Reminders = append(sn.Reminders, r.Name)

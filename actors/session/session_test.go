@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -52,7 +53,16 @@ type fakeRuntime struct {
 
 func (r *fakeRuntime) UntrimmedEventBytes() int64 { return r.untrimmed.Load() }
 
-// ResumeForModel implements session.ModelResumer: the resumed code "runs"
+// ServeExchange implements session.Runtime: the fake serves no MCP (its
+// tests send no exchanges).
+func (r *fakeRuntime) ServeExchange(w http.ResponseWriter, _ *http.Request) {
+	http.Error(w, "fake runtime", http.StatusNotImplemented)
+}
+
+// Ended implements session.Runtime.
+func (r *fakeRuntime) Ended() {}
+
+// ResumeForModel implements session.Runtime: the resumed code "runs"
 // until resumeGate is closed.
 func (r *fakeRuntime) ResumeForModel(_ context.Context, id string, _ *pb.ExecutionResumeForModel) (string, pb.ExecutionReply_Status) {
 	r.mu.Lock()

@@ -1,4 +1,4 @@
-package session
+package exchange
 
 import (
 	"net/http"
@@ -29,11 +29,11 @@ func TestStandaloneStreamRecognisesOnlyTheStandaloneGET(t *testing.T) {
 		{"POST", &pb.HttpExchange{Method: http.MethodPost}, false},
 		{"DELETE", &pb.HttpExchange{Method: http.MethodDelete}, false},
 	} {
-		if got := standaloneStream(tc.m); got != tc.want {
+		if got := StandaloneStream(tc.m); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	m := withoutLastEventID(get("_4"))
+	m := WithoutLastEventID(get("_4"))
 	if len(m.GetHeaders()) != 0 {
 		t.Errorf("withoutLastEventID kept %v", m.GetHeaders())
 	}
@@ -63,5 +63,15 @@ func TestPrimingWriterPrimesOnlySuccessfulEventStreams(t *testing.T) {
 		if got := rec.Body.String(); got != tc.want {
 			t.Errorf("%s: wrote %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestPrimeIDNamesTheStandaloneStream(t *testing.T) {
+	a, b := PrimeID(1), PrimeID(2)
+	if a == b {
+		t.Errorf("PrimeID gave %q twice", a)
+	}
+	if m := (&pb.HttpExchange{Method: http.MethodGet, Headers: []*pb.HttpHeader{{Name: "Last-Event-ID", Values: []string{a}}}}); !StandaloneStream(m) {
+		t.Errorf("a GET resuming from priming id %q is not the standalone stream", a)
 	}
 }

@@ -1,0 +1,335 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// The grain as the lifecycle machine's executor (machine.go): it steps the
+// machine with what happened and carries out the actions, in order.
+
+// step applies e to the machine and carries out the actions it decided.
+func (s *session) step(ctx context.Context, g grain.Context, e event) error {
+	s.decide(e)
+	return s.carryOut(ctx, g)
+}
+
+// actionQueue is a machine's queue of actions, recycled through
+// actionQueues: a session holds one only while it carries actions out, so
+// a resident session keeps none and a step allocates none.
+type actionQueue struct{ acts []action }
+
+var actionQueues = sync.Pool{New: func() any { return &actionQueue{acts: make([]action, 0, 8)} }}
+
+// decide applies e to the machine (with a queue from the pool, unless
+// actions are being carried out) and returns the actions it decided.
+func (s *session) decide(e event) []action {
+	if s.queue == nil {
+		s.queue = actionQueues.Get().(*actionQueue)
+		s.m.out = s.queue.acts[:0]
+	}
+	return s.m.step(e)
+}
+
+// carryOut carries out the machine's queued actions, in order, up to the
+// first that fails (the rest are dropped). A step taken while an action is
+// carried out (a build done, a disposal done, a timeout recorded) queues
+// its actions behind the current ones, and the outermost carryOut carries
+// them out. The node's view of the runtime's pins (residency, read by
+// other goroutines) follows the machine at every step.
+func (s *session) carryOut(ctx context.Context, g grain.Context) error {
+	if s.res != nil {
+		l, d := s.m.pins()
+		s.res.leases.Store(int32(l))
+		s.res.decided.Store(int32(d))
+	}
+	if s.carrying || s.queue == nil {
+		return nil
+	}
+	s.carrying = true
+	defer func() {
+		s.carrying = false
+		clear(s.m.out) // the pool keeps no strings alive
+		s.queue.acts, s.m.out = s.m.out[:0], nil
+		actionQueues.Put(s.queue)
+		s.queue = nil
+	}()
+	for i := 0; i < len(s.m.out); i++ {
+		if err := s.do(ctx, g, s.m.out[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// do carries out one action.
+func (s *session) do(ctx context.Context, g grain.Context, a action) error {
+	switch a.kind {
+	case actBuild:
+		return s.build(ctx, g)
+	case actArmIdle:
+		s.armIdle(g, a.at, a.gen)
+	case actHandOver:
+		s.rt.ResolveApproval(a.exec, s.rec.GetDecisions()[a.exec])
+	case actSetDeadline:
+		if err := g.SetReminder(ctx, reminderApproval+a.exec, a.at, 0); err != nil {
+			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", a.exec, "err", err)
+		}
+	case actMarkActivity:
+		s.markActivity()
+	case actCountApproval:
+		s.h.metrics.approvals.WithLabelValues(a.label).Inc()
+	case actRecordTimeout:
+		return s.recordTimeout(ctx, g, a.exec)
+	case actReleaseLease:
+		s.releaseLease(ctx, g, a.exec)
+	case actPersistActivity:
+		s.persistActivity(ctx, g)
+	case actLogExtension:
+		s.h.log.Info("mcp_session_"+strings.TrimPrefix(a.label, "extend_")+"_extension", "session", s.id,
+			"idle_ms", s.now().Sub(s.last).Milliseconds(), "lease_ms", a.lease.Milliseconds())
+	case actCountIdleAlarm:
+		s.h.metrics.idleAlarms.Inc()
+	case actDispose:
+		return s.closeRuntime(ctx, g, a)
+	case actRetireWrites:
+		s.retireWrites(ctx, g, a.drop)
+	case actPassivate:
+		g.Passivate(grain.Reason(a.label))
+	case actSetExpiry:
+		err := g.SetReminder(ctx, ReminderExpiry, a.at, 0)
+		if err != nil && a.label != "" {
+			err = fmt.Errorf("session %s: %s: %w", s.id, a.label, err)
+		}
+		return err
+	case actEnd:
+		return s.end(ctx, g, tombstoneExpired, a.label)
+	case actDrain:
+		s.drainExecutions()
+		return s.step(ctx, g, event{kind: evDispose, reason: a.label, retire: true})
+	case actAbandonCreate:
+		s.creating = nil
+	case actDeleteGrain:
+		if err := g.Delete(ctx); err != nil {
+			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
+		}
+	}
+	return nil
+}
+
+// tombstoneExpired is the tombstone reason of a session that expired.
+const tombstoneExpired = "expired"
+
+// build builds the runtime (a cold build or a restore after passivation):
+// a residency admission first, whose build slot is released exactly once
+// (success, failure, panic, cancellation); a failed or interrupted build
+// leaves nothing behind.
+func (s *session) build(ctx context.Context, g grain.Context) error {
+	built := false
+	defer func() {
+		if !built {
+			s.m.step(event{kind: evBuildFailed})
+		}
+	}()
+	now := s.now()
+	if s.h.sizing != nil {
+		s.h.sizing.resize(s.h.registry, now)
+	}
+	adm := s.h.registry.Admit(now)
+	defer adm.Slot.Release()
+	if adm.Evict != "" {
+		s.h.requestEviction(adm.Evict)
+	}
+	if adm.Overflow {
+		s.h.metrics.overflow.Inc()
+		s.h.log.Info("session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
+	}
+	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
+	began := time.Now()
+	rec := s.record()
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
+		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
+		UntrimmedEventBytes: rec.GetUntrimmedEventBytes()})
+	if err != nil {
+		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
+	}
+	built = true
+	s.h.metrics.restore.Observe(time.Since(began).Seconds())
+	s.h.metrics.activations.Inc()
+	s.rt, s.hooks = rt, hk
+	s.res = &resident{rt: rt}
+	s.h.registry.Register(residencyEntry(s.id, s.res), s.now())
+	s.h.addResident(s.id, s.res)
+	s.unpark()
+	return s.step(ctx, g, event{kind: evBuilt, now: s.now(), reapply: s.decidedPauses()})
+}
+
+// decidedPauses lists the fresh runtime's restored pauses that have a
+// recorded decision (one that arrived just before the runtime was lost,
+// before the execution could journal it): the machine re-applies them.
+func (s *session) decidedPauses() []string {
+	var ids []string
+	for id := range s.rec.GetDecisions() {
+		if _, live := s.rt.PausedExecution(id); live {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// armIdle arms idle alarm gen at due (replacing the armed one).
+func (s *session) armIdle(g grain.Context, due time.Time, gen uint64) {
+	s.stopIdle()
+	self, system := g.Self(), g.ActorSystem()
+	s.idleDue = due
+	s.idleTimer = s.h.cfg.Clock.AfterFunc(due.Sub(s.now()), func() { system.Root.Send(self, idleAlarm{gen: gen}) })
+}
+
+// stopIdle disarms the idle alarm.
+func (s *session) stopIdle() {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.idleDue = time.Time{}
+}
+
+// idleAlarm is the idle alarm firing (a local message to the activation).
+type idleAlarm struct{ gen uint64 }
+
+// onIdle steps the machine with the idle alarm gen and the runtime's
+// counts; a superseded alarm is ignored.
+func (s *session) onIdle(ctx context.Context, g grain.Context, gen uint64) {
+	if !s.m.idleCurrent(gen) {
+		return
+	}
+	s.idleTimer, s.idleDue = nil, time.Time{} // it fired
+	now := s.now()
+	e := event{kind: evIdleFired, gen: gen, now: now, last: s.last}
+	if s.rt != nil {
+		e.input = alarm.Input{
+			Idle:          now.Sub(s.last),
+			Paused:        s.rt.PausedExecutions(),
+			DurablePaused: s.rt.DurablePausedExecutions(),
+			Running:       s.rt.RunningExecutions(),
+			Streams:       s.res.streams(),
+		}
+	}
+	_ = s.step(ctx, g, e)
+	s.passivateIfIdle(g)
+}
+
+// closeRuntime is the I/O of a disposal the machine decided: the runtime,
+// already not counted as initialized, stops serving (exchanges cancelled,
+// hooks quiet, residency released, idle alarm stopped), the directory rows
+// of the pauses lost with it go, and it is closed uninterruptibly (the
+// close ignores the caller's cancellation; only CloseTimeout bounds it).
+func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) error {
+	rt := s.rt
+	s.rt, s.res, s.retired = nil, nil, rt
+	s.cancelExchanges()
+	close(s.hooks.closed)
+	s.hooks = nil
+	s.h.registry.Release(s.id)
+	s.h.removeResident(s.id)
+	s.stopIdle()
+	s.unpublish(ctx, a.drop...)
+	if a.label == DisposeDelete || a.label == DisposeExpired {
+		rt.Ended()
+	}
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.h.cfg.CloseTimeout)
+	defer stop()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.h.log.Error("session: runtime close panicked", "session", s.id, "panic", r)
+			}
+		}()
+		if err := rt.Close(cctx); err != nil {
+			s.h.log.Warn("session: runtime close", "session", s.id, "err", err)
+		}
+	}()
+	s.h.metrics.disposals.WithLabelValues(a.label).Inc()
+	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", a.label,
+		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", s.h.registry.Resident())
+	return s.step(ctx, g, event{kind: evDisposeDone})
+}
+
+// retireWrites is the activation's last transaction after a disposal: the
+// last activity (if it moved) and the disposed runtime's counters, the
+// dropped leases' reminders cancelled, the ownership released.
+func (s *session) retireWrites(ctx context.Context, g grain.Context, dropped []string) {
+	var cancel []string
+	for _, id := range dropped {
+		cancel = append(cancel, reminderApproval+id)
+	}
+	rec := s.retiredRecord(s.retired)
+	s.retired = nil
+	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel, Release: true}); err != nil {
+		s.h.log.Warn("session: persist activity and cancel reminders on disposal", "session", s.id, "err", err)
+	}
+}
+
+// onLease steps the machine with what the runtime reports about a paused
+// execution (a hook of a runtime already disposed is stale).
+func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
+	e := event{kind: evLease, lease: m.kind, exec: m.execID, deadline: m.deadline, action: m.action, stale: m.h != s.hooks || s.rt == nil}
+	if !e.stale {
+		switch m.kind {
+		case LeasePaused:
+			e.durable = s.rt.DurablePause(m.execID)
+		case LeaseResuming:
+			e.timedOut = s.rec.GetDecisions()[m.execID].GetReason() == ReasonApprovalTimeout
+		}
+	}
+	_ = s.step(ctx, g, e)
+}
+
+// releaseLease drops a settled execution's deadline reminder and its
+// recorded decision, in one transaction.
+func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string) {
+	var rec *pb.SessionRecord
+	if s.rec != nil && s.rec.GetDecisions()[execID] != nil {
+		rec = proto.Clone(s.rec).(*pb.SessionRecord)
+		delete(rec.Decisions, execID)
+	}
+	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: []string{reminderApproval + execID}}); err != nil {
+		s.h.log.Warn("session: release a settled execution's deadline and decision", "session", s.id, "execution", execID, "err", err)
+	}
+}
+
+// onApprovalDeadline steps the machine with an approval deadline, once a
+// passivated session restored its durable pauses.
+func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execID string) error {
+	if err := s.restoreForExecutions(ctx, g); err != nil {
+		return err
+	}
+	if s.rt == nil {
+		return nil
+	}
+	_, live := s.rt.PausedExecution(execID)
+	return s.step(ctx, g, event{kind: evDeadline, exec: execID, live: live, decided: s.rec.GetDecisions()[execID] != nil})
+}
+
+// recordTimeout records the deadline's decline of execID (reason
+// approval_timeout), then steps the machine, which hands it over.
+func (s *session) recordTimeout(ctx context.Context, g grain.Context, execID string) error {
+	d := &pb.ApprovalDecision{Action: "decline", Reason: ReasonApprovalTimeout, DecidedAtMs: s.now().UnixMilli()}
+	if err := s.recordDecision(ctx, g, execID, d); err != nil {
+		return err
+	}
+	s.h.log.Info("mcp_pending_approval_lease_expire", "session", s.id, "execution", execID)
+	return s.step(ctx, g, event{kind: evTimeoutRecorded, exec: execID})
+}

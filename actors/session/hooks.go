@@ -1,0 +1,85 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// What a runtime's goroutines report to its session grain: lease hooks
+// (paused executions) and new runtime state. Both arrive as local messages
+// of the activation; the lease hooks become the lifecycle machine's
+// evLease events (executor.go), the state is stored by saveState
+// (exchange.go).
+
+// hooks is the LeaseHooks handed to one runtime; it forwards to the actor
+// and goes quiet once that runtime is disposed.
+type hooks struct {
+	system *actor.ActorSystem
+	self   *actor.PID
+	closed chan struct{}
+}
+
+// leaseMsg is one lease hook call, a local message to the activation.
+type leaseMsg struct {
+	h        *hooks
+	kind     LeaseKind
+	execID   string
+	deadline time.Time
+	action   string // resuming: the decision handed to the code
+}
+
+func (h *hooks) send(m *leaseMsg) {
+	select {
+	case <-h.closed:
+		return
+	default:
+	}
+	m.h = h
+	h.system.Root.Send(h.self, m)
+}
+
+func (h *hooks) Paused(execID string, deadline time.Time) {
+	h.send(&leaseMsg{kind: LeasePaused, execID: execID, deadline: deadline})
+}
+func (h *hooks) Resuming(execID, action string) {
+	h.send(&leaseMsg{kind: LeaseResuming, execID: execID, action: action})
+}
+func (h *hooks) Settled(execID string) { h.send(&leaseMsg{kind: LeaseSettled, execID: execID}) }
+
+// stateMsg carries new runtime state from the runtime to the grain, which
+// answers on done once the state is stored.
+type stateMsg struct {
+	h     *hooks
+	state []byte
+	done  chan error
+}
+
+// stateTimeout bounds how long a runtime waits for its state to be stored.
+const stateTimeout = 15 * time.Second
+
+// errRuntimeClosed answers state reports of a disposed runtime.
+var errRuntimeClosed = errors.New("session: runtime closed")
+
+// StateChanged implements BuildInput.StateChanged.
+func (h *hooks) StateChanged(state []byte) error {
+	m := &stateMsg{h: h, state: append([]byte(nil), state...), done: make(chan error, 1)}
+	select {
+	case <-h.closed:
+		return errRuntimeClosed
+	default:
+	}
+	h.system.Root.Send(h.self, m)
+	t := time.NewTimer(stateTimeout)
+	defer t.Stop()
+	select {
+	case err := <-m.done:
+		return err
+	case <-h.closed:
+		return errRuntimeClosed
+	case <-t.C:
+		return fmt.Errorf("session: storing the session's state took longer than %s", stateTimeout)
+	}
+}
