@@ -70,7 +70,7 @@ func (s *sseSink) events() {
 		if i < 0 {
 			return
 		}
-		line := bytes.TrimSuffix(s.buf.Next(i+1)[:i], []byte("\r"))
+		line := bytes.TrimSuffix(s.buf.Next(i + 1)[:i], []byte("\r"))
 		switch {
 		case len(line) == 0:
 			// An event without data (the SDK's priming event for
