@@ -1,15 +1,25 @@
 package systemtest
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
 // connectSSE connects a go-sdk client over the HTTP+SSE transport
@@ -144,5 +154,77 @@ func TestLegacySSERefusesOtherPrincipalsAndNamesSupportedTransports(t *testing.T
 		if res.StatusCode < 400 || !strings.Contains(string(b), "GET /sse") || !strings.Contains(string(b), "/mcp") {
 			t.Fatalf("%s %s: %d %s", c.method, c.path, res.StatusCode, b)
 		}
+	}
+}
+
+// The TypeScript SDK's SSE client (tools/tsclient/sse-client.mjs) lists
+// the tools, runs an execute that pauses, and resumes it once it is
+// approved over the HTTP API.
+func TestLegacySSETypeScriptClientResumesAnApprovedExecute(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tools", "tsclient", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		testenv.Unavailable(t, "the TypeScript SDK is not installed (run: npm ci --prefix tools/tsclient)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	info := startCodeNode(t, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "tools", "tsclient", "sse-client.mjs"))
+	cmd.Env = append(os.Environ(), "MCP_URL=http://"+info.HTTPAddr+"/sse", "MCP_TOKEN="+aliceToken, "MCP_CODE="+createCode)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	var first struct {
+		Tools   []string `json:"tools"`
+		Execute struct {
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"execute"`
+	}
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &first) != nil {
+		t.Fatalf("TypeScript client: %q\n%s", lines.Bytes(), stderr.String())
+	}
+	if !slices.Contains(first.Tools, "execute") || first.Execute.StructuredContent["status"] != "waiting_for_interaction" {
+		t.Fatalf("TypeScript client's tools %v, execute %v", first.Tools, first.Execute.StructuredContent)
+	}
+	id, _ := first.Execute.StructuredContent["executionId"].(string)
+	url := fmt.Sprintf("http://%s/api/executions/%s/resume", info.HTTPAddr, id)
+	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	if _, err := io.WriteString(stdin, "decided\n"); err != nil {
+		t.Fatal(err)
+	}
+	var second struct {
+		Resume struct {
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"resume"`
+	}
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &second) != nil {
+		t.Fatalf("TypeScript client's resume: %q\n%s", lines.Bytes(), stderr.String())
+	}
+	if second.Resume.StructuredContent["status"] != "completed" {
+		t.Fatalf("resume: %v", second.Resume.StructuredContent)
+	}
+	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
+		t.Fatalf("todos %v", got)
 	}
 }
