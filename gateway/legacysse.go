@@ -99,15 +99,32 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request) {
 	if out.event("endpoint", []byte(legacyMessagesPath+"?"+q.Encode())) != nil {
 		return
 	}
-	tick := time.NewTicker(legacyKeepAlive)
+	l.hold(r.Context(), out)
+}
+
+// legacyDrainCheck is how often an open SSE stream checks whether its node
+// is draining.
+const legacyDrainCheck = time.Second
+
+// hold keeps an SSE stream open, with keepalives, until its client goes
+// or its node drains (the client then opens a new stream elsewhere).
+func (l *legacySSE) hold(ctx context.Context, out *sseOut) {
+	tick := time.NewTicker(legacyDrainCheck)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
-		case <-tick.C:
-			if out.comment("keepalive") != nil {
+		case now := <-tick.C:
+			if l.h.node.Draining() {
 				return
+			}
+			if now.Sub(last) >= legacyKeepAlive {
+				last = now
+				if out.comment("keepalive") != nil {
+					return
+				}
 			}
 		}
 	}
@@ -293,7 +310,9 @@ func (s *legacyStream) listen() {
 // end stops the inbox and ends the session: its client cannot reattach.
 func (s *legacyStream) end(pid *actor.PID) {
 	s.l.h.node.ActorSystem().Root.Stop(pid)
-	if !s.created.Load() {
+	if !s.created.Load() || s.l.h.node.Draining() {
+		// A draining node's sessions move on; an abandoned one expires
+		// like any other (--session-ttl).
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.l.h.o.StartTimeout)
