@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
@@ -226,5 +228,57 @@ func TestLegacySSETypeScriptClientResumesAnApprovedExecute(t *testing.T) {
 	}
 	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
 		t.Fatalf("todos %v", got)
+	}
+}
+
+// postsVia sends a client's POSTs to another node than its GET /sse.
+type postsVia struct {
+	host  string
+	posts atomic.Int32
+	next  http.RoundTripper
+}
+
+func (p *postsVia) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		r = r.Clone(r.Context())
+		r.URL.Host, r.Host = p.host, p.host
+		p.posts.Add(1)
+	}
+	return p.next.RoundTrip(r)
+}
+
+// An HTTP+SSE session across real processes: the SSE stream is held by
+// node 0, every POST reaches node 1, and the session grain lives wherever
+// placement puts it. Tool calls and an elicitation round trip (a server
+// request on the stream, the client's answer POSTed through node 1) work.
+func TestLegacySSESessionPostsThroughAnotherNode(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "demo,conformance"}})
+	via := &postsVia{host: c.Node(1).HTTP, next: mcpclient.Bearer(testcluster.Token, http.DefaultTransport)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "sse-test"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.SSEClientTransport{
+		Endpoint:   "http://" + c.Node(0).HTTP + "/sse",
+		HTTPClient: &http.Client{Transport: via},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2024-11-05"})
+	if err != nil {
+		t.Fatalf("connect over SSE: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil || len(tools.Tools) < 30 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	echo(t, cs, "across nodes")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ask_confirmation", Arguments: map[string]any{"question": "ok?"}})
+	if err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "true") {
+		t.Fatalf("elicitation round trip: %+v %v", res, err)
+	}
+	// initialize, notifications/initialized, tools/list, two calls and
+	// the elicitation's answer: all through node 1.
+	if n := via.posts.Load(); n < 6 {
+		t.Fatalf("%d POSTs went through node 1, want at least 6", n)
 	}
 }
