@@ -282,3 +282,49 @@ func TestLegacySSESessionPostsThroughAnotherNode(t *testing.T) {
 		t.Fatalf("%d POSTs went through node 1, want at least 6", n)
 	}
 }
+
+// mcp-remote (pinned in tools/mcpremote) with --transport sse-only: a
+// stdio MCP client reaches the node through it, lists the tools and
+// resumes an execute approved over the HTTP API.
+func TestLegacySSEThroughMCPRemoteSSEOnly(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "tools", "mcpremote", "node_modules", "mcp-remote", "dist", "proxy.js")
+	if _, err := os.Stat(bin); err != nil {
+		testenv.Unavailable(t, "mcp-remote is not installed (run: npm ci --prefix tools/mcpremote)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	info := startCodeNode(t, nil)
+	cmd := exec.Command(node, bin, "http://"+info.HTTPAddr+"/sse", "--transport", "sse-only", "--header", "Authorization:Bearer "+aliceToken)
+	cmd.Env = append(os.Environ(), "MCP_REMOTE_CONFIG_DIR="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-remote-test"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect through mcp-remote: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "execute" }) {
+		t.Fatalf("tools/list through mcp-remote: %v %v\n%s", tools, err, stderr.String())
+	}
+	id := pause(t, cs, "waiting_for_interaction")
+	url := fmt.Sprintf("http://%s/api/executions/%s/resume", info.HTTPAddr, id)
+	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("resume: %s", mcpclient.Text(res))
+	}
+	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
+		t.Fatalf("todos %v", got)
+	}
+}
