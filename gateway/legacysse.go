@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -83,6 +84,7 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &sseOut{w: w, rc: http.NewResponseController(w)}
+	defer out.close() // nothing writes to w once the handler returns
 	s := &legacyStream{l: l, sid: l.h.newSessionID(), p: p, ctx: r.Context(), host: r.Host, out: out}
 	token := rand.Text()
 	pid, err := l.h.node.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), legacyInboxPrefix+token)
@@ -354,6 +356,15 @@ func (o *sseOut) event(name string, data []byte) error {
 
 // comment writes an SSE comment (keeps an idle stream open).
 func (o *sseOut) comment(text string) error { return o.write([]byte(": " + text + "\n\n")) }
+
+// close ends the stream for writers: later events fail.
+func (o *sseOut) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed == nil {
+		o.failed = errors.New("gateway: sse stream closed")
+	}
+}
 
 func (o *sseOut) write(b []byte) error {
 	o.mu.Lock()

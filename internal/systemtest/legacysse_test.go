@@ -127,8 +127,9 @@ func TestLegacySSERefusesOtherPrincipalsAndNamesSupportedTransports(t *testing.T
 	}
 	foreign, foreignBody := post(carolToken, endpoint, init)
 	unknown, unknownBody := post(carolToken, strings.Replace(endpoint, "sessionId=", "sessionId=X", 1), init)
-	if foreign != 404 || foreign != unknown || foreignBody != unknownBody {
-		t.Fatalf("foreign POST %d %s; unknown session %d %s", foreign, foreignBody, unknown, unknownBody)
+	noStream, noStreamBody := post(aliceToken, strings.Replace(endpoint, "stream=", "stream=X", 1), init)
+	if foreign != 404 || foreign != unknown || foreignBody != unknownBody || noStream != unknown || noStreamBody != unknownBody {
+		t.Fatalf("foreign POST %d %s; unknown session %d %s; unknown stream %d %s", foreign, foreignBody, unknown, unknownBody, noStream, noStreamBody)
 	}
 	if code, body := post(aliceToken, endpoint, init); code != 202 {
 		t.Fatalf("owner's POST: %d %s", code, body)
