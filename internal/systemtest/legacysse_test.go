@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,9 +83,10 @@ func TestLegacySSEClientListsCallsAndResumesAnApprovedExecute(t *testing.T) {
 }
 
 // Another principal's POST to someone's SSE session is refused with the
-// answer an unknown session gets, and reaches nothing; requests no
-// transport serves name the supported ones.
-func TestLegacySSERefusesOtherPrincipalsAndNamesSupportedTransports(t *testing.T) {
+// answer an unknown session (or stream) gets, and reaches nothing; the
+// session ends with its stream; requests no transport serves name the
+// supported ones.
+func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransports(t *testing.T) {
 	info := startCodeNode(t, nil)
 	base := "http://" + info.HTTPAddr
 	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/sse", nil)
@@ -137,6 +139,31 @@ func TestLegacySSERefusesOtherPrincipalsAndNamesSupportedTransports(t *testing.T
 	n, err = resp.Body.Read(buf)
 	if err != nil || !strings.Contains(string(buf[:n]), `"protocolVersion":"2024-11-05"`) {
 		t.Fatalf("initialize answer on the stream: %q %v", buf[:n], err)
+	}
+
+	// Closing the stream ends the session: its id is unknown to /mcp too.
+	u, err := neturl.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := u.Query().Get("sessionId")
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	headers := map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+	if r := raw(t, "POST", info.HTTPAddr, headers, list); r.status != 200 {
+		t.Fatalf("session %s while its stream is open: %d %s", sid, r.status, r.body)
+	}
+	_ = resp.Body.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(15 * time.Second); ; <-tick.C {
+		if r := raw(t, "POST", info.HTTPAddr, headers, list); r.status == 404 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("session %s after its stream closed: %d %s", sid, r.status, r.body)
+		}
+	}
+	if code, _ := post(aliceToken, endpoint, init); code != 404 {
+		t.Fatalf("POST to a closed stream: %d", code)
 	}
 
 	for _, c := range []struct{ method, path, accept string }{
