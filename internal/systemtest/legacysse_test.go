@@ -277,14 +277,22 @@ func (p *postsVia) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // An HTTP+SSE session across real processes: the SSE stream is held by
 // node 0, every POST reaches node 1, and the session grain lives wherever
-// placement puts it. Tool calls and an elicitation round trip (a server
-// request on the stream, the client's answer POSTed through node 1) work.
+// placement puts it. Tool calls, an elicitation round trip (a server
+// request on the stream, the client's answer POSTed through node 1) and
+// resource updates (the session's GET stream) work.
 func TestLegacySSESessionPostsThroughAnotherNode(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "demo,conformance"}})
 	via := &postsVia{host: c.Node(1).HTTP, next: mcpclient.Bearer(testcluster.Token, http.DefaultTransport)}
+	updated := make(chan struct{}, 1)
 	client := mcp.NewClient(&mcp.Implementation{Name: "sse-test"}, &mcp.ClientOptions{
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		},
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- struct{}{}:
+			default:
+			}
 		},
 	})
 	cs, err := client.Connect(t.Context(), &mcp.SSEClientTransport{
@@ -304,10 +312,20 @@ func TestLegacySSESessionPostsThroughAnotherNode(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "true") {
 		t.Fatalf("elicitation round trip: %+v %v", res, err)
 	}
-	// initialize, notifications/initialized, tools/list, two calls and
-	// the elicitation's answer: all through node 1.
-	if n := via.posts.Load(); n < 6 {
-		t.Fatalf("%d POSTs went through node 1, want at least 6", n)
+	// Notifications outside any request come from the session's GET
+	// stream, which node 0 holds and copies to the SSE stream.
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-updated:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no resource update on the SSE stream")
+	}
+	// initialize, notifications/initialized, tools/list, two calls, the
+	// elicitation's answer and subscribe: all through node 1.
+	if n := via.posts.Load(); n < 7 {
+		t.Fatalf("%d POSTs went through node 1, want at least 7", n)
 	}
 }
 
