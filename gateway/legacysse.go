@@ -83,6 +83,11 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if l.h.node.Draining() {
+		w.Header().Set("Retry-After", "1")
+		exchange.WriteError(w, http.StatusServiceUnavailable, nil, exchange.CodeServerError, "this node is stopping; retry (another node will serve the stream)")
+		return
+	}
 	out := &sseOut{w: w, rc: http.NewResponseController(w)}
 	defer out.close() // nothing writes to w once the handler returns
 	s := &legacyStream{l: l, sid: l.h.newSessionID(), p: p, ctx: r.Context(), host: r.Host, out: out}
