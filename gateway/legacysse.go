@@ -68,8 +68,26 @@ func writeUnsupported(w http.ResponseWriter, status int, why string) {
 	exchange.WriteError(w, status, nil, exchange.CodeInvalidRequest, why+" ("+supportedTransports+")")
 }
 
+// observed serves a route of the transport, counted in the gateway's
+// request metrics under the era "sse".
+func (l *legacySSE) observed(serve func(http.ResponseWriter, *http.Request, *requestLabels)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		labels := requestLabels{era: eraSSE}
+		defer func() {
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			l.h.metrics.observe(r, labels, status, time.Since(start))
+		}()
+		serve(rec, r, &labels)
+	}
+}
+
 // stream serves GET /sse: a new session's SSE stream.
-func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request) {
+func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, _ *requestLabels) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		writeUnsupported(w, http.StatusMethodNotAllowed, "Method not allowed: "+legacySSEPath+" opens an HTTP+SSE stream with GET")
@@ -155,7 +173,7 @@ func acceptsEventStream(accept string) bool {
 
 // messages serves POST /messages: one client message for the session of
 // an SSE stream, handed to the stream's inbox on whichever node holds it.
-func (l *legacySSE) messages(w http.ResponseWriter, r *http.Request) {
+func (l *legacySSE) messages(w http.ResponseWriter, r *http.Request, labels *requestLabels) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeUnsupported(w, http.StatusMethodNotAllowed, "Method not allowed: "+legacyMessagesPath+" takes the POSTs of an HTTP+SSE session")
@@ -176,6 +194,7 @@ func (l *legacySSE) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := parseBody(raw)
+	labels.method = body.methodLabel()
 	if msg := body.oversized(); msg != "" {
 		exchange.WriteError(w, http.StatusBadRequest, nil, exchange.CodeInvalidRequest, msg)
 		return

@@ -116,8 +116,8 @@ func NewHandler(o Options) (http.Handler, error) {
 		}
 		mux.Handle("/mcp", h)
 		sse := &legacySSE{h: h}
-		mux.HandleFunc(legacySSEPath, sse.stream)
-		mux.HandleFunc(legacyMessagesPath, sse.messages)
+		mux.Handle(legacySSEPath, sse.observed(sse.stream))
+		mux.Handle(legacyMessagesPath, sse.observed(sse.messages))
 	}
 	if o.Mount != nil {
 		if err := o.Mount(mux); err != nil {

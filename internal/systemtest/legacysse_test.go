@@ -84,8 +84,8 @@ func TestLegacySSEClientListsCallsAndResumesAnApprovedExecute(t *testing.T) {
 
 // Another principal's POST to someone's SSE session is refused with the
 // answer an unknown session (or stream) gets, and reaches nothing; the
-// session ends with its stream; requests no transport serves name the
-// supported ones.
+// session ends with its stream; the transport's requests are counted
+// (era sse); requests no transport serves name the supported ones.
 func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransports(t *testing.T) {
 	info := startCodeNode(t, nil)
 	base := "http://" + info.HTTPAddr
@@ -164,6 +164,13 @@ func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransp
 	}
 	if code, _ := post(aliceToken, endpoint, init); code != 404 {
 		t.Fatalf("POST to a closed stream: %d", code)
+	}
+	m := testcluster.ScrapeMetrics(t, info.HTTPAddr)
+	if v := m.Value("mcpgrain_gateway_requests_total", map[string]string{"era": "sse", "method": "initialize", "code": "202"}); v != 1 {
+		t.Fatalf("accepted SSE initialize requests counted: %v, want 1", v)
+	}
+	if v := m.Value("mcpgrain_gateway_requests_total", map[string]string{"era": "sse", "method": "initialize", "code": "404"}); v != 4 {
+		t.Fatalf("refused SSE initialize requests counted: %v, want 4", v)
 	}
 
 	for _, c := range []struct{ method, path, accept string }{
