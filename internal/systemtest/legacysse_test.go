@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
@@ -380,4 +381,33 @@ func TestLegacySSEThroughMCPRemoteSSEOnly(t *testing.T) {
 	if got := todos(t, info.HTTPAddr, aliceToken); len(got) != 1 || got[0]["title"] != "ship it" {
 		t.Fatalf("todos %v", got)
 	}
+}
+
+// An HTTP+SSE session follows the residency rules of any session: over
+// the soft cap it is evicted, its standalone stream (held for the SSE
+// stream) parks on reconnect instead of restoring it, and its next
+// request restores it transparently.
+func TestLegacySSESessionIsEvictedParksAndRestores(t *testing.T) {
+	info := startCodeNode(t, func(c *app.Config) {
+		c.NodeID = "s1"
+		c.MCP.SoftCap = 1
+	})
+	p := metricsProbe{t, info.HTTPAddr}
+	node := map[string]string{"node": "s1"}
+	a := connectSSE(t, info.HTTPAddr, aliceToken)
+	p.handshakesEnded(node, 1)
+	b := connectMode(t, info.HTTPAddr, bobToken, "")
+	if _, err := b.ListTools(t.Context(), nil); err != nil {
+		t.Fatalf("second session: %v", err)
+	}
+	p.waitFor("cap eviction", "mcpgrain_runtime_disposals_total", map[string]string{"node": "s1", "reason": "cap"}, exactly(1))
+	p.waitFor("the SSE session's stream parked", "mcpgrain_parked_streams", node, exactly(1))
+	if v := p.get("mcpgrain_session_activations_total", node); v != 2 {
+		t.Fatalf("the parked stream restored the session: %v activations, want 2", v)
+	}
+	res, sc := callTool(t, a, "execute", map[string]any{"code": `return (await tools.demo.listTodos({})).length`})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("execute after eviction: %s", mcpclient.Text(res))
+	}
+	p.waitFor("restore", "mcpgrain_session_activations_total", node, exactly(3))
 }
