@@ -83,63 +83,92 @@ func TestLegacySSEClientListsCallsAndResumesAnApprovedExecute(t *testing.T) {
 	}
 }
 
-// Another principal's POST to someone's SSE session is refused with the
-// answer an unknown session (or stream) gets, and reaches nothing; the
-// session ends with its stream; the transport's requests are counted
-// (era sse); requests no transport serves name the supported ones.
-func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransports(t *testing.T) {
-	info := startCodeNode(t, nil)
-	base := "http://" + info.HTTPAddr
+// openLegacyStream opens GET /sse as token and returns the stream and the
+// endpoint URL its first event announced.
+func openLegacyStream(t *testing.T, base, token string) (*http.Response, *bufio.Reader, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/sse", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	buf := make([]byte, 4096)
-	n, err := resp.Body.Read(buf)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /sse: %d %v", resp.StatusCode, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /sse: %d", resp.StatusCode)
 	}
-	ev := string(buf[:n])
-	_, endpoint, ok := strings.Cut(ev, "event: endpoint\ndata: ")
-	if !ok {
-		t.Fatalf("first event %q", ev)
+	br := bufio.NewReader(resp.Body)
+	name, endpoint := readEvent(t, br)
+	if name != "endpoint" || !strings.HasPrefix(endpoint, "/messages?") {
+		t.Fatalf("first event %q %q", name, endpoint)
 	}
-	endpoint = strings.TrimSpace(endpoint)
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	post := func(token, path, body string) (int, string) {
-		r, err := http.NewRequestWithContext(t.Context(), "POST", base+path, strings.NewReader(body))
+	return resp, br, endpoint
+}
+
+// readEvent reads the next event of an SSE stream (comments skipped).
+func readEvent(t *testing.T, br *bufio.Reader) (name, data string) {
+	t.Helper()
+	var lines []string
+	for {
+		line, err := br.ReadString('\n')
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("SSE stream: %v", err)
 		}
-		r.Header.Set("Authorization", "Bearer "+token)
-		r.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(r)
-		if err != nil {
-			t.Fatal(err)
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "" && (name != "" || len(lines) > 0):
+			return name, strings.Join(lines, "\n")
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			lines = append(lines, strings.TrimPrefix(line, "data: "))
 		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
 	}
-	foreign, foreignBody := post(carolToken, endpoint, init)
-	unknown, unknownBody := post(carolToken, strings.Replace(endpoint, "sessionId=", "sessionId=X", 1), init)
-	noStream, noStreamBody := post(aliceToken, strings.Replace(endpoint, "stream=", "stream=X", 1), init)
+}
+
+// postTo POSTs body to base+path as token.
+func postTo(t *testing.T, base, path, token, body string) (int, string) {
+	t.Helper()
+	r, err := http.NewRequestWithContext(t.Context(), "POST", base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+const legacyInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+
+// Another principal's POST to someone's SSE session is refused with the
+// answer an unknown session (or stream) gets, and reaches nothing; the
+// session ends with its stream; the transport's requests are counted
+// (era sse).
+func TestLegacySSERefusesOtherPrincipalsAndEndsWithItsStream(t *testing.T) {
+	info := startCodeNode(t, nil)
+	base := "http://" + info.HTTPAddr
+	resp, br, endpoint := openLegacyStream(t, base, aliceToken)
+	foreign, foreignBody := postTo(t, base, endpoint, carolToken, legacyInit)
+	unknown, unknownBody := postTo(t, base, strings.Replace(endpoint, "sessionId=", "sessionId=X", 1), carolToken, legacyInit)
+	noStream, noStreamBody := postTo(t, base, strings.Replace(endpoint, "stream=", "stream=X", 1), aliceToken, legacyInit)
 	if foreign != 404 || foreign != unknown || foreignBody != unknownBody || noStream != unknown || noStreamBody != unknownBody {
 		t.Fatalf("foreign POST %d %s; unknown session %d %s; unknown stream %d %s", foreign, foreignBody, unknown, unknownBody, noStream, noStreamBody)
 	}
-	if code, body := post(aliceToken, endpoint, init); code != 202 {
+	if code, body := postTo(t, base, endpoint, aliceToken, legacyInit); code != 202 {
 		t.Fatalf("owner's POST: %d %s", code, body)
 	}
-	n, err = resp.Body.Read(buf)
-	if err != nil || !strings.Contains(string(buf[:n]), `"protocolVersion":"2024-11-05"`) {
-		t.Fatalf("initialize answer on the stream: %q %v", buf[:n], err)
+	if name, data := readEvent(t, br); name != "message" || !strings.Contains(data, `"protocolVersion":"2024-11-05"`) {
+		t.Fatalf("initialize answer on the stream: %q %q", name, data)
 	}
 
 	// Closing the stream ends the session: its id is unknown to /mcp too.
@@ -147,11 +176,10 @@ func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransp
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := u.Query().Get("sessionId")
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
-	headers := map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+	headers := map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": u.Query().Get("sessionId"), "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 	if r := raw(t, "POST", info.HTTPAddr, headers, list); r.status != 200 {
-		t.Fatalf("session %s while its stream is open: %d %s", sid, r.status, r.body)
+		t.Fatalf("the session while its stream is open: %d %s", r.status, r.body)
 	}
 	_ = resp.Body.Close()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -160,10 +188,10 @@ func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransp
 		if r := raw(t, "POST", info.HTTPAddr, headers, list); r.status == 404 {
 			break
 		} else if time.Now().After(deadline) {
-			t.Fatalf("session %s after its stream closed: %d %s", sid, r.status, r.body)
+			t.Fatalf("the session after its stream closed: %d %s", r.status, r.body)
 		}
 	}
-	if code, _ := post(aliceToken, endpoint, init); code != 404 {
+	if code, _ := postTo(t, base, endpoint, aliceToken, legacyInit); code != 404 {
 		t.Fatalf("POST to a closed stream: %d", code)
 	}
 	m := testcluster.ScrapeMetrics(t, info.HTTPAddr)
@@ -173,9 +201,20 @@ func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransp
 	if v := m.Value("mcpgrain_gateway_requests_total", map[string]string{"era": "sse", "method": "initialize", "code": "404"}); v != 4 {
 		t.Fatalf("refused SSE initialize requests counted: %v, want 4", v)
 	}
+}
 
-	for _, c := range []struct{ method, path, accept string }{
-		{"POST", "/sse", ""}, {"GET", "/sse", "application/json"}, {"GET", "/messages", ""}, {"POST", "/messages?sessionId=x", ""},
+// Requests no transport serves (wrong method, wrong Accept, a POST
+// without the endpoint's parameters, an SSE client at /mcp) are answered
+// with an error naming the supported transports and their paths.
+func TestLegacySSEErrorsNameTheSupportedTransports(t *testing.T) {
+	info := startCodeNode(t, nil)
+	base := "http://" + info.HTTPAddr
+	for _, c := range []struct {
+		method, path, accept string
+		status               int
+	}{
+		{"POST", "/sse", "", 405}, {"GET", "/sse", "application/json", 406}, {"GET", "/messages", "", 405},
+		{"POST", "/messages?sessionId=x", "", 400}, {"GET", "/mcp", "text/event-stream", 400},
 	} {
 		r, err := http.NewRequestWithContext(t.Context(), c.method, base+c.path, strings.NewReader("{}"))
 		if err != nil {
@@ -189,31 +228,40 @@ func TestLegacySSERefusesOtherPrincipalsEndsWithItsStreamAndNamesSupportedTransp
 		}
 		b, _ := io.ReadAll(res.Body)
 		_ = res.Body.Close()
-		if res.StatusCode < 400 || !strings.Contains(string(b), "GET /sse") || !strings.Contains(string(b), "/mcp") {
-			t.Fatalf("%s %s: %d %s", c.method, c.path, res.StatusCode, b)
+		if res.StatusCode != c.status || !strings.Contains(string(b), "GET /sse") || !strings.Contains(string(b), "/mcp") {
+			t.Fatalf("%s %s: %d %s, want %d naming the transports", c.method, c.path, res.StatusCode, b, c.status)
 		}
 	}
+}
+
+// nodeScript returns node and the script tools/<dir>/<script>, once
+// tools/<dir>/<installed> exists (its npm ci ran); the test is unavailable
+// otherwise.
+func nodeScript(t *testing.T, dir, script, installed string) (node, path string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tools", dir, installed)); err != nil {
+		testenv.Unavailable(t, "tools/%s is not installed (run: npm ci --prefix tools/%s)", dir, dir)
+	}
+	node, err = exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	return node, filepath.Join(root, "tools", dir, script)
 }
 
 // The TypeScript SDK's SSE client (tools/tsclient/sse-client.mjs) lists
 // the tools, runs an execute that pauses, and resumes it once it is
 // approved over the HTTP API.
 func TestLegacySSETypeScriptClientResumesAnApprovedExecute(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "tools", "tsclient", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		testenv.Unavailable(t, "the TypeScript SDK is not installed (run: npm ci --prefix tools/tsclient)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.Unavailable(t, "no node on PATH")
-	}
+	node, script := nodeScript(t, "tsclient", "sse-client.mjs", filepath.Join("node_modules", "@modelcontextprotocol", "sdk"))
 	info := startCodeNode(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "tools", "tsclient", "sse-client.mjs"))
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(os.Environ(), "MCP_URL=http://"+info.HTTPAddr+"/sse", "MCP_TOKEN="+aliceToken, "MCP_CODE="+createCode)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -341,18 +389,8 @@ func TestLegacySSESessionPostsThroughAnotherNode(t *testing.T) {
 // stdio MCP client reaches the node through it, lists the tools and
 // resumes an execute approved over the HTTP API.
 func TestLegacySSEThroughMCPRemoteSSEOnly(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, "tools", "mcpremote", "node_modules", "mcp-remote", "dist", "proxy.js")
-	if _, err := os.Stat(bin); err != nil {
-		testenv.Unavailable(t, "mcp-remote is not installed (run: npm ci --prefix tools/mcpremote)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.Unavailable(t, "no node on PATH")
-	}
+	proxy := filepath.Join("node_modules", "mcp-remote", "dist", "proxy.js")
+	node, bin := nodeScript(t, "mcpremote", proxy, proxy)
 	info := startCodeNode(t, nil)
 	cmd := exec.Command(node, bin, "http://"+info.HTTPAddr+"/sse", "--transport", "sse-only", "--header", "Authorization:Bearer "+aliceToken)
 	cmd.Env = append(os.Environ(), "MCP_REMOTE_CONFIG_DIR="+t.TempDir())
