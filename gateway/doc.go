@@ -5,6 +5,8 @@
 // It serves:
 //
 //	     /mcp                          the MCP endpoint, both protocol eras (mcp.go, modern.go; with Options.MCP)
+//	GET  /sse                          the HTTP+SSE transport of 2024-11-05: a session's event stream (legacysse.go; with Options.MCP)
+//	POST /messages                     ?sessionId=…&node=…&stream=… — that transport's messages, on any node (legacysse.go, legacysink.go)
 //	GET  /.well-known/oauth-protected-resource…  OAuth protected resource metadata (with OAuth)
 //	GET  /healthz                      the process is up (always 200 while serving)
 //	GET  /readyz                       the node is a cluster member and its store answers, or failed < 5s (200/503)

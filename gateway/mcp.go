@@ -233,7 +233,7 @@ func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Prin
 		t.Create = true
 		h.fwd.Forward(w, r, t)
 	default:
-		exchange.WriteError(w, http.StatusBadRequest, body.requestID(), exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		exchange.WriteError(w, http.StatusBadRequest, body.requestID(), exchange.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required ("+supportedTransports+")")
 	}
 }
 

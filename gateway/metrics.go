@@ -13,6 +13,7 @@ const (
 	eraStateful    = "stateful"    // 2025-03-26 … 2025-11-25: Mcp-Session-Id sessions
 	eraSessionless = "sessionless" // 2026-07-28: requestState continuations
 	eraUnknown     = "unknown"     // rejected before the era was known (auth, method, origin)
+	eraSSE         = "sse"         // the HTTP+SSE transport (2024-11-05): GET /sse, POST /messages
 )
 
 // gatewayMetrics are the /mcp request metrics.
@@ -25,7 +26,7 @@ func newGatewayMetrics(reg prometheus.Registerer) (*gatewayMetrics, error) {
 	m := &gatewayMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_gateway_requests_total",
-			Help: "Requests to /mcp, by protocol era (stateful, sessionless, unknown), method (the JSON-RPC method for known MCP methods, other, batch, response; GET and DELETE for those HTTP methods) and HTTP status code.",
+			Help: "Requests to /mcp (and to /sse and /messages: era sse), by protocol era (stateful, sessionless, unknown, sse), method (the JSON-RPC method for known MCP methods, other, batch, response; GET and DELETE for those HTTP methods) and HTTP status code.",
 		}, []string{"era", "method", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpgrain_gateway_request_seconds",

@@ -115,6 +115,9 @@ func NewHandler(o Options) (http.Handler, error) {
 			return nil, err
 		}
 		mux.Handle("/mcp", h)
+		sse := &legacySSE{h: h}
+		mux.Handle(legacySSEPath, sse.observed(sse.stream))
+		mux.Handle(legacyMessagesPath, sse.observed(sse.messages))
 	}
 	if o.Mount != nil {
 		if err := o.Mount(mux); err != nil {
