@@ -45,9 +45,15 @@ const (
 // legacyInboxPrefix starts the actor name of an SSE stream's inbox.
 const legacyInboxPrefix = "legacy-sse-"
 
-// legacyKeepAlive is how often an idle SSE stream gets a comment, so
-// proxies do not close it.
-const legacyKeepAlive = 25 * time.Second
+// keepalive is how often an SSE stream gets a comment so proxies do not
+// close it: the node's --stream-keepalive, as on every other MCP stream
+// (zero: [exchange.DefaultStreamKeepalive]; negative: never).
+func (l *legacySSE) keepalive() time.Duration {
+	if k := l.h.o.StreamKeepalive; k != 0 {
+		return k
+	}
+	return exchange.DefaultStreamKeepalive
+}
 
 // legacyStartWait bounds how long the inbox holds the next POST while a
 // request starts at its grain (so messages reach the grain in order).
@@ -136,7 +142,7 @@ const legacyDrainCheck = time.Second
 func (l *legacySSE) hold(ctx context.Context, out *sseOut) {
 	tick := time.NewTicker(legacyDrainCheck)
 	defer tick.Stop()
-	last := time.Now()
+	last, every := time.Now(), l.keepalive()
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,7 +151,7 @@ func (l *legacySSE) hold(ctx context.Context, out *sseOut) {
 			if l.h.node.Draining() {
 				return
 			}
-			if now.Sub(last) >= legacyKeepAlive {
+			if every > 0 && now.Sub(last) >= every {
 				last = now
 				if out.comment("keepalive") != nil {
 					return
