@@ -61,6 +61,18 @@ type MCPOptions struct {
 	// start serving an exchange (restore or move included) before answering
 	// with the 503 restart envelope (zero: [DefaultStartTimeout]).
 	StartTimeout time.Duration
+	// MaxInFlight bounds the requests this node serves at once (zero:
+	// [DefaultMaxInFlight], [DefaultInFlightPerCPU] per GOMAXPROCS;
+	// negative: unbounded). Requests beyond it wait up to QueueWait in a
+	// queue as long as the bound, then are shed: 503 with Retry-After and
+	// a retryable JSON-RPC error. Requests that continue or settle work
+	// the node holds (GET streams, DELETE, answers and notifications,
+	// tasks/result, tasks/cancel, tasks/update, a code-mode resume,
+	// requestState retries) are never queued nor shed.
+	MaxInFlight int
+	// QueueWait is how long a request over MaxInFlight waits for a slot
+	// (zero: [DefaultQueueWait]; negative: shed at once).
+	QueueWait time.Duration
 }
 
 type mcpHandler struct {
@@ -72,6 +84,7 @@ type mcpHandler struct {
 	// continuation grains.
 	continuationSeq atomic.Uint64
 	metrics         *gatewayMetrics
+	adm             *admission // the node's in-flight bound
 }
 
 func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Registerer, o MCPOptions) (*mcpHandler, error) {
@@ -91,7 +104,11 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout), log: log, o: o, metrics: m}, nil
+	adm, err := newAdmission(reg, inFlightOr(o.MaxInFlight), durationOr(o.QueueWait, DefaultQueueWait))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: admission metrics: %w", err)
+	}
+	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout), log: log, o: o, metrics: m, adm: adm}, nil
 }
 
 func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +154,11 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 			mcp.UnsupportedProtocolVersionData{Supported: mcp.SupportedProtocolVersions(), Requested: v})
 		return
 	}
+	release, ok := h.admitLoad(w, r, body)
+	if !ok {
+		return
+	}
+	defer release()
 	if isModern(r, body) {
 		labels.era = eraSessionless
 		h.modern(w, r, principal, body)

@@ -37,6 +37,8 @@ var packageDefaults = map[string]any{
 	// MCP
 	"approval-window":           engine.DefaultApprovalWindow,
 	"body-timeout":              gateway.DefaultBodyTimeout,
+	"max-in-flight":             gateway.DefaultMaxInFlight(),
+	"queue-wait":                gateway.DefaultQueueWait,
 	"session-ttl":               session.DefaultSessionTTL,
 	"task-ttl":                  tasks.DefaultTTL,
 	"session-timeout":           alarm.DefaultSessionTimeout,

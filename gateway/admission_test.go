@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+func TestAdmissionPolicyAdmitsQueuesAndSheds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		s      admitState
+		want   admitVerdict
+		reason string
+	}{
+		"under the bound":             {admitState{InFlight: 1, Limit: 2, QueueLimit: 2, CanWait: true}, admitNow, ""},
+		"at the bound: queue":         {admitState{InFlight: 2, Limit: 2, QueueLimit: 2, CanWait: true}, admitQueue, ""},
+		"others wait first: queue":    {admitState{InFlight: 1, Queued: 1, Limit: 2, QueueLimit: 2, CanWait: true}, admitQueue, ""},
+		"queue full: shed":            {admitState{InFlight: 2, Queued: 2, Limit: 2, QueueLimit: 2, CanWait: true}, admitShed, shedQueueFull},
+		"no wait: shed at once":       {admitState{InFlight: 2, Limit: 2, QueueLimit: 2}, admitShed, shedQueueFull},
+		"exempt at a full queue":      {admitState{Exempt: true, InFlight: 2, Queued: 2, Limit: 2, QueueLimit: 2}, admitNow, ""},
+		"unbounded":                   {admitState{InFlight: 1 << 20, Limit: -1}, admitNow, ""},
+		"zero bound, waits allowed":   {admitState{Limit: 0, QueueLimit: 1, CanWait: true}, admitQueue, ""},
+		"zero bound, no wait: shed":   {admitState{Limit: 0, QueueLimit: 1}, admitShed, shedQueueFull},
+		"under the bound, queue full": {admitState{InFlight: 1, Queued: 1, Limit: 2, QueueLimit: 1, CanWait: true}, admitShed, shedQueueFull},
+	} {
+		if got, reason := decideAdmission(tc.s); got != tc.want || reason != tc.reason {
+			t.Errorf("%s: %v %q, want %v %q", name, got, reason, tc.want, tc.reason)
+		}
+	}
+}
+
+func TestRequestsThatSettleExistingWorkAreExemptFromShedding(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`:                   false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{}}}`:                false,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`:                                               false,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}`:                                    false,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`:                                                               false,
+		`not json`:                                                                                                 false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"resume","arguments":{"executionId":"x"}}}`: true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"t"}}`:                                 true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t"}}`:                                 true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"t"}}`:                                 true,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`:                            true,
+		`{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}`:                                                    true,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","requestState":"s"}}`:            true,
+	} {
+		if got := exemptFromShedding(http.MethodPost, parseBody([]byte(body))); got != want {
+			t.Errorf("%s: exempt %v, want %v", body, got, want)
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if !exemptFromShedding(m, rpcBody{}) {
+			t.Errorf("%s is not exempt", m)
+		}
+	}
+}
+
+// The admission's slots: the bound holds, a freed slot goes to the first
+// waiter, a waiter past the wait is shed, exempt requests pass a full
+// node. No bound here depends on the machine's speed: the waits that must
+// time out are the only timers, and nothing else is timed.
+func TestAdmissionHandsFreedSlotsToWaitersAndShedsTheRest(t *testing.T) {
+	a, err := newAdmission(nil, 2, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	r1, _, ok1 := a.acquire(ctx, false)
+	r2, _, ok2 := a.acquire(ctx, false)
+	if !ok1 || !ok2 {
+		t.Fatal("the first two requests were not admitted")
+	}
+	got := make(chan bool, 1)
+	go func() {
+		rel, _, ok := a.acquire(ctx, false)
+		if ok {
+			defer rel()
+		}
+		got <- ok
+	}()
+	for a.counts().Queued != 1 {
+		time.Sleep(time.Millisecond) // polls the state; no bound depends on it
+	}
+	if _, _, ok := a.acquire(ctx, true); !ok {
+		t.Fatal("an exempt request was not admitted on a full node")
+	}
+	// A second waiter fills the queue (its bound is the limit, 2); a third
+	// is shed at once.
+	cctx, cancel := context.WithCancel(ctx)
+	left := make(chan bool, 1)
+	go func() { _, reason, ok := a.acquire(cctx, false); left <- ok || reason != "" }()
+	for a.counts().Queued != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, reason, ok := a.acquire(ctx, false); ok || reason != shedQueueFull {
+		t.Fatalf("over a full queue: admitted %v, reason %q", ok, reason)
+	}
+	cancel()
+	if <-left {
+		t.Fatal("a waiter whose client left was admitted or counted as shed")
+	}
+	r1()
+	r1() // twice is once
+	if !<-got {
+		t.Fatal("the waiter did not get the freed slot")
+	}
+	r2()
+	if n := shedCount(t, a, shedQueueFull); n != 1 {
+		t.Fatalf("shed queue_full = %v, want 1", n)
+	}
+	short, err := newAdmission(nil, 1, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _, _ := short.acquire(ctx, false)
+	if _, reason, ok := short.acquire(ctx, false); ok || reason != shedQueueTimeout {
+		t.Fatalf("past the wait: admitted %v, reason %q", ok, reason)
+	}
+	rel()
+	if c := short.counts(); c.InFlight != 0 || c.Queued != 0 {
+		t.Fatalf("after every release: %+v", c)
+	}
+}
+
+// shedCount reads a's shed counter for reason.
+func shedCount(t *testing.T, a *admission, reason string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := a.shed.WithLabelValues(reason).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
