@@ -34,19 +34,19 @@ func TestAdmissionPolicyAdmitsQueuesAndSheds(t *testing.T) {
 
 func TestRequestsThatSettleExistingWorkAreExemptFromShedding(t *testing.T) {
 	for body, want := range map[string]bool{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`:                   false,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{}}}`:                false,
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`:                                               false,
-		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}`:                                    false,
-		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`:                                                               false,
-		`not json`:                                                                                                 false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`:    false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{}}}`: false,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`:                                false,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}`:                     false,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`:                                                false,
+		`not json`: false,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"resume","arguments":{"executionId":"x"}}}`: true,
-		`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"t"}}`:                                 true,
-		`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t"}}`:                                 true,
-		`{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"t"}}`:                                 true,
-		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`:                            true,
-		`{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}`:                                                    true,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","requestState":"s"}}`:            true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"t"}}`:                                  true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t"}}`:                                  true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"t"}}`:                                  true,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`:                             true,
+		`{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}`:                                                     true,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","requestState":"s"}}`:             true,
 	} {
 		if got := exemptFromShedding(http.MethodPost, parseBody([]byte(body))); got != want {
 			t.Errorf("%s: exempt %v, want %v", body, got, want)
