@@ -123,14 +123,21 @@ type admission struct {
 	limit, queueLimit int
 	wait              time.Duration
 
+	// target is the scheduling delay above which the effective bound eff
+	// drops below limit (negative: eff stays limit); lag reads it.
+	target    time.Duration
+	lag       *schedLag
+	adaptedAt time.Time
+
 	mu       sync.Mutex
+	eff      int // the bound in force: limit, lowered while the CPU is short
 	inFlight int
 	queue    []chan struct{} // waiters, first come first served; a slot is handed over by closing
 	shed     *prometheus.CounterVec
 }
 
-func newAdmission(reg prometheus.Registerer, limit int, wait time.Duration) (*admission, error) {
-	a := &admission{limit: limit, queueLimit: max(limit, 1), wait: max(wait, 0)}
+func newAdmission(reg prometheus.Registerer, limit int, wait, target time.Duration) (*admission, error) {
+	a := &admission{limit: limit, eff: limit, queueLimit: max(limit, 1), wait: max(wait, 0), target: target, lag: newSchedLag()}
 	a.shed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpgrain_requests_shed_total",
 		Help: "Requests to /mcp shed by the node's admission control (503 with Retry-After), by reason: queue_full (the in-flight bound reached and the queue full), queue_timeout (no slot within --queue-wait).",
@@ -146,6 +153,8 @@ func newAdmission(reg prometheus.Registerer, limit int, wait time.Duration) (*ad
 			func() float64 { return float64(a.counts().InFlight) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcpgrain_requests_queued", Help: "Requests to /mcp waiting for an admission slot."},
 			func() float64 { return float64(a.counts().Queued) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcpgrain_requests_in_flight_limit", Help: "The in-flight bound in force: --max-in-flight, lowered while goroutines wait to run longer than the scheduling target (the process is short of CPU)."},
+			func() float64 { return float64(a.counts().Limit) }),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -159,7 +168,7 @@ func newAdmission(reg prometheus.Registerer, limit int, wait time.Duration) (*ad
 func (a *admission) counts() admitState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return admitState{InFlight: a.inFlight, Queued: len(a.queue)}
+	return admitState{InFlight: a.inFlight, Queued: len(a.queue), Limit: a.eff}
 }
 
 // acquire admits one request: release must be called when it ends (a
@@ -167,8 +176,11 @@ func (a *admission) counts() admitState {
 // ok false with no reason means ctx ended while it waited.
 func (a *admission) acquire(ctx context.Context, exempt bool) (release func(), reason string, ok bool) {
 	a.mu.Lock()
+	if !exempt {
+		a.adapt(time.Now())
+	}
 	v, reason := decideAdmission(admitState{Exempt: exempt, InFlight: a.inFlight, Queued: len(a.queue),
-		Limit: a.limit, QueueLimit: a.queueLimit, CanWait: a.wait > 0})
+		Limit: a.eff, QueueLimit: a.queueLimit, CanWait: a.wait > 0})
 	switch {
 	case v == admitNow && (exempt || a.limit < 0):
 		a.mu.Unlock()
@@ -221,19 +233,16 @@ func (a *admission) await(ctx context.Context, ch chan struct{}) (func(), string
 }
 
 // releaser returns the release of one slot, safe to call more than once:
-// the slot goes to the first waiter, or back to the pool.
+// the slot goes to the first waiter if the bound in force allows, or
+// back to the pool.
 func (a *admission) releaser() func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			if len(a.queue) > 0 {
-				close(a.queue[0])
-				a.queue = a.queue[1:]
-				return
-			}
 			a.inFlight--
+			a.grant()
 		})
 	}
 }

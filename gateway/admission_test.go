@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestRequestsThatSettleExistingWorkAreExemptFromShedding(t *testing.T) {
 // node. No bound here depends on the machine's speed: the waits that must
 // time out are the only timers, and nothing else is timed.
 func TestAdmissionHandsFreedSlotsToWaitersAndShedsTheRest(t *testing.T) {
-	a, err := newAdmission(nil, 2, time.Hour)
+	a, err := newAdmission(nil, 2, time.Hour, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestAdmissionHandsFreedSlotsToWaitersAndShedsTheRest(t *testing.T) {
 	if n := shedCount(t, a, shedQueueFull); n != 1 {
 		t.Fatalf("shed queue_full = %v, want 1", n)
 	}
-	short, err := newAdmission(nil, 1, time.Millisecond)
+	short, err := newAdmission(nil, 1, time.Millisecond, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +135,84 @@ func shedCount(t *testing.T, a *admission, reason string) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func TestAdaptiveBoundDropsWhileTheCPUIsShortAndClimbsBack(t *testing.T) {
+	target := 25 * time.Millisecond
+	for name, tc := range map[string]struct {
+		cur, ceiling int
+		lag          time.Duration
+		want         int
+	}{
+		"short of CPU: a tenth less":   {100, 128, 50 * time.Millisecond, 90},
+		"small bound: at least 1 less": {5, 128, 50 * time.Millisecond, 4},
+		"never below 1":                {1, 128, time.Second, 1},
+		"at the target: climbs":        {64, 128, target, 68},
+		"quiet: a 32nd of the ceiling": {64, 128, 0, 68},
+		"small ceiling: at least 1":    {1, 2, 0, 2},
+		"never above the ceiling":      {127, 128, 0, 128},
+		"at the ceiling stays":         {128, 128, time.Millisecond, 128},
+	} {
+		if got := nextLimit(tc.cur, tc.ceiling, tc.lag, target); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
+func TestLagQuantileReadsTheSamplesBetweenTwoReadings(t *testing.T) {
+	buckets := []float64{0, 0.001, 0.01, 0.1, math.Inf(1)}
+	for name, tc := range map[string]struct {
+		prev, cur []uint64
+		want      time.Duration
+	}{
+		"no samples":                {[]uint64{5, 5, 5, 5}, []uint64{5, 5, 5, 5}, 0},
+		"first reading":             {nil, []uint64{90, 10, 0, 0}, time.Millisecond},
+		"only the delta counts":     {[]uint64{1000, 0, 0, 0}, []uint64{1000, 1, 9, 0}, 100 * time.Millisecond},
+		"the 90th in the tail":      {nil, []uint64{80, 0, 20, 0}, 100 * time.Millisecond},
+		"the unbounded last bucket": {nil, []uint64{0, 0, 0, 3}, 100 * time.Millisecond},
+	} {
+		if got := lagQuantile(tc.prev, tc.cur, buckets, 0.9); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// The bound in force follows the scheduling delay: a reading above the
+// target lowers it, and releases then keep the in-flight requests under
+// it.
+func TestAdmissionLowersItsBoundWhileTheCPUIsShort(t *testing.T) {
+	a, err := newAdmission(nil, 10, time.Hour, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var releases []func()
+	for range 10 {
+		rel, _, ok := a.acquire(t.Context(), false)
+		if !ok {
+			t.Fatal("not admitted under the bound")
+		}
+		releases = append(releases, rel)
+	}
+	a.mu.Lock()
+	a.target = time.Nanosecond // any delay recorded since the process started is above it
+	a.adapt(time.Now())
+	eff := a.eff
+	a.mu.Unlock()
+	if eff != 9 {
+		t.Fatalf("bound in force %d after a reading above the target, want 9", eff)
+	}
+	releases[0]()
+	// 9 in flight under a bound of 9: the next one queues (its client
+	// already gone here, so it leaves the queue at once).
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, reason, ok := a.acquire(gone, false); ok || reason != "" {
+		t.Fatalf("at the lowered bound: admitted %v, reason %q", ok, reason)
+	}
+	for _, rel := range releases[1:] {
+		rel()
+	}
+	if c := a.counts(); c.InFlight != 0 || c.Limit != 9 {
+		t.Fatalf("after every release: %+v", c)
+	}
 }

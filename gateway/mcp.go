@@ -73,6 +73,13 @@ type MCPOptions struct {
 	// QueueWait is how long a request over MaxInFlight waits for a slot
 	// (zero: [DefaultQueueWait]; negative: shed at once).
 	QueueWait time.Duration
+	// SchedLagTarget lowers the in-flight bound in force below MaxInFlight
+	// while goroutines wait longer than this to run (the 90th percentile
+	// of the runtime's scheduling delay over 100 ms): a process short of
+	// CPU serves fewer at once, so that refusing the rest stays quick, and
+	// climbs back as the delay falls (zero: [DefaultSchedLagTarget];
+	// negative: the bound stays MaxInFlight).
+	SchedLagTarget time.Duration
 }
 
 type mcpHandler struct {
@@ -104,7 +111,7 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	adm, err := newAdmission(reg, inFlightOr(o.MaxInFlight), durationOr(o.QueueWait, DefaultQueueWait))
+	adm, err := newAdmission(reg, inFlightOr(o.MaxInFlight), durationOr(o.QueueWait, DefaultQueueWait), durationOr(o.SchedLagTarget, DefaultSchedLagTarget))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: admission metrics: %w", err)
 	}

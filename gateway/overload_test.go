@@ -26,7 +26,7 @@ import (
 // shed answers must arrive while the admitted calls still hold their
 // slots, which they do until the test releases them.
 func TestOverloadShedsTheExcessAndAdmitsWhatSettlesWork(t *testing.T) {
-	info := startNodeInfo(t, func(c *app.Config) { c.MCP.MaxInFlight, c.MCP.QueueWait = 2, -1 })
+	info := startNodeInfo(t, func(c *app.Config) { c.MCP.MaxInFlight, c.MCP.QueueWait, c.MCP.SchedLagTarget = 2, -1, -1 })
 	addr := info.HTTPAddr
 	probe := metricsProbe{t: t, addr: addr}
 	release := make(chan struct{})

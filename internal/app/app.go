@@ -123,6 +123,9 @@ type MCPConfig struct {
 	// gateway.MCPOptions.
 	MaxInFlight int
 	QueueWait   time.Duration
+	// SchedLagTarget is gateway.MCPOptions.SchedLagTarget (zero:
+	// gateway.DefaultSchedLagTarget; negative: a fixed bound).
+	SchedLagTarget time.Duration
 	// TrustedOrigins are browser origins that may call the node's routes
 	// (/mcp, /api/, …) cross-origin; every route refuses other cross-origin
 	// writes.

@@ -373,7 +373,7 @@ func (p *process) serveHTTP(context.Context) error {
 		MCP: &gateway.MCPOptions{
 			Auth: s.authn, Limiter: s.limiter, StateKey: cfg.MCP.StateKey,
 			BodyTimeout: cfg.MCP.BodyTimeout, LocalSessionIDs: cfg.MCP.LocalSessionIDs,
-			MaxInFlight: cfg.MCP.MaxInFlight, QueueWait: cfg.MCP.QueueWait,
+			MaxInFlight: cfg.MCP.MaxInFlight, QueueWait: cfg.MCP.QueueWait, SchedLagTarget: cfg.MCP.SchedLagTarget,
 		},
 		Mount: func(mux *http.ServeMux) error {
 			if p.demoAPI != nil {
