@@ -130,7 +130,8 @@ type admission struct {
 	adaptedAt time.Time
 
 	mu       sync.Mutex
-	eff      int // the bound in force: limit, lowered while the CPU is short
+	eff      int  // the bound in force: limit, lowered while the CPU is short
+	pressed  bool // a request queued or was shed since the last adapt
 	inFlight int
 	queue    []chan struct{} // waiters, first come first served; a slot is handed over by closing
 	shed     *prometheus.CounterVec
@@ -190,12 +191,14 @@ func (a *admission) acquire(ctx context.Context, exempt bool) (release func(), r
 		a.mu.Unlock()
 		return a.releaser(), "", true
 	case v == admitShed:
+		a.pressed = true
 		a.mu.Unlock()
 		a.shed.WithLabelValues(reason).Inc()
 		return nil, reason, false
 	}
 	ch := make(chan struct{})
 	a.queue = append(a.queue, ch)
+	a.pressed = true
 	a.mu.Unlock()
 	return a.await(ctx, ch)
 }

@@ -17,15 +17,21 @@ const adaptEvery = 100 * time.Millisecond
 // the adaptive bound watches.
 const schedLagQuantile = 0.9
 
-// nextLimit is one step of the adaptive in-flight bound: while goroutines
-// wait longer than target to run (the process is short of CPU: served
-// work would starve the refusals, and every answer would wait behind
-// every other), the bound drops by a tenth (at least 1, never below 1);
-// otherwise it climbs back by a 32nd of the ceiling (at least 1), up to
-// the ceiling.
-func nextLimit(cur, ceiling int, lag, target time.Duration) int {
-	if lag > target {
+// nextLimit is one step of the adaptive in-flight bound. While requests
+// wait for a slot or are shed (pressed) and goroutines wait longer than
+// target to run (the process is short of CPU: served work would starve
+// the refusals, and every answer would wait behind every other), the
+// bound drops by a tenth (at least 1, never below 1). While goroutines run
+// within target it climbs back by a 32nd of the ceiling (at least 1), up
+// to the ceiling. A delay above target with nobody waiting holds it: the
+// bound is not what takes the CPU then (other processes, other routes),
+// and a node serving less than its bound must not start refusing.
+func nextLimit(cur, ceiling int, lag, target time.Duration, pressed bool) int {
+	switch {
+	case lag > target && pressed:
 		return max(1, cur-max(1, cur/10))
+	case lag > target:
+		return cur
 	}
 	return min(ceiling, cur+max(1, ceiling/32))
 }
@@ -95,7 +101,8 @@ func (a *admission) adapt(now time.Time) {
 		return
 	}
 	a.adaptedAt = now
-	a.eff = nextLimit(a.eff, a.limit, a.lag.read(), a.target)
+	a.eff = nextLimit(a.eff, a.limit, a.lag.read(), a.target, a.pressed)
+	a.pressed = false
 	a.grant()
 }
 

@@ -139,21 +139,24 @@ func shedCount(t *testing.T, a *admission, reason string) float64 {
 
 func TestAdaptiveBoundDropsWhileTheCPUIsShortAndClimbsBack(t *testing.T) {
 	target := 25 * time.Millisecond
+	short := 50 * time.Millisecond
 	for name, tc := range map[string]struct {
 		cur, ceiling int
 		lag          time.Duration
+		pressed      bool
 		want         int
 	}{
-		"short of CPU: a tenth less":   {100, 128, 50 * time.Millisecond, 90},
-		"small bound: at least 1 less": {5, 128, 50 * time.Millisecond, 4},
-		"never below 1":                {1, 128, time.Second, 1},
-		"at the target: climbs":        {64, 128, target, 68},
-		"quiet: a 32nd of the ceiling": {64, 128, 0, 68},
-		"small ceiling: at least 1":    {1, 2, 0, 2},
-		"never above the ceiling":      {127, 128, 0, 128},
-		"at the ceiling stays":         {128, 128, time.Millisecond, 128},
+		"short of CPU, requests waiting: a tenth less": {100, 128, short, true, 90},
+		"small bound: at least 1 less":                 {5, 128, short, true, 4},
+		"never below 1":                                {1, 128, time.Second, true, 1},
+		"short of CPU, nobody waiting: holds":          {100, 128, short, false, 100},
+		"at the target: climbs":                        {64, 128, target, true, 68},
+		"quiet: a 32nd of the ceiling":                 {64, 128, 0, false, 68},
+		"small ceiling: at least 1":                    {1, 2, 0, false, 2},
+		"never above the ceiling":                      {127, 128, 0, false, 128},
+		"at the ceiling stays":                         {128, 128, time.Millisecond, true, 128},
 	} {
-		if got := nextLimit(tc.cur, tc.ceiling, tc.lag, target); got != tc.want {
+		if got := nextLimit(tc.cur, tc.ceiling, tc.lag, target, tc.pressed); got != tc.want {
 			t.Errorf("%s: %d, want %d", name, got, tc.want)
 		}
 	}
@@ -195,6 +198,14 @@ func TestAdmissionLowersItsBoundWhileTheCPUIsShort(t *testing.T) {
 	}
 	a.mu.Lock()
 	a.target = time.Nanosecond // any delay recorded since the process started is above it
+	a.adapt(time.Now())
+	if a.eff != 10 {
+		a.mu.Unlock()
+		t.Fatalf("the bound dropped to %d with nobody waiting", a.eff)
+	}
+	a.pressed = true // a request waited
+	a.adaptedAt = time.Time{}
+	a.lag.prev = nil // the whole history again
 	a.adapt(time.Now())
 	eff := a.eff
 	a.mu.Unlock()

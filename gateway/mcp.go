@@ -74,8 +74,9 @@ type MCPOptions struct {
 	// (zero: [DefaultQueueWait]; negative: shed at once).
 	QueueWait time.Duration
 	// SchedLagTarget lowers the in-flight bound in force below MaxInFlight
-	// while goroutines wait longer than this to run (the 90th percentile
-	// of the runtime's scheduling delay over 100 ms): a process short of
+	// while requests wait for a slot (or are shed) and goroutines wait
+	// longer than this to run (the 90th percentile of the runtime's
+	// scheduling delay over 100 ms): a process short of
 	// CPU serves fewer at once, so that refusing the rest stays quick, and
 	// climbs back as the delay falls (zero: [DefaultSchedLagTarget];
 	// negative: the bound stays MaxInFlight).
@@ -133,7 +134,8 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve answers one /mcp request: checks that need no grain (admit,
-// authenticate, readBody), then the route to a grain.
+// authenticate, readBody), the node's admission (admitLoad: 503 when it
+// sheds), then the route to a grain.
 func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *requestLabels) {
 	if !h.admit(w, r) {
 		return
