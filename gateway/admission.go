@@ -106,15 +106,11 @@ func exemptFromShedding(method string, b rpcBody) bool {
 
 // toolName is the name a tools/call names ("" when it cannot be read).
 func (b rpcBody) toolName() string {
-	var p struct {
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(b.raw, &p) != nil {
+	var name string
+	if !b.params || json.Unmarshal(b.pk.Params.Name, &name) != nil {
 		return ""
 	}
-	return p.Params.Name
+	return name
 }
 
 // admission bounds the /mcp requests a node serves at once (the gateway
