@@ -66,6 +66,26 @@ type MCPOptions struct {
 	// cut idle streams keep long calls, waits and listen streams open
 	// (zero: [exchange.DefaultStreamKeepalive], 20 s; negative: never).
 	StreamKeepalive time.Duration
+	// MaxInFlight bounds the requests this node serves at once (zero:
+	// [DefaultMaxInFlight], [DefaultInFlightPerCPU] per GOMAXPROCS;
+	// negative: unbounded). Requests beyond it wait up to QueueWait in a
+	// queue as long as the bound, then are shed: 503 with Retry-After and
+	// a retryable JSON-RPC error. Requests that continue or settle work
+	// the node holds (GET streams, DELETE, answers and notifications,
+	// tasks/result, tasks/cancel, tasks/update, a code-mode resume,
+	// requestState retries) are never queued nor shed.
+	MaxInFlight int
+	// QueueWait is how long a request over MaxInFlight waits for a slot
+	// (zero: [DefaultQueueWait]; negative: shed at once).
+	QueueWait time.Duration
+	// SchedLagTarget lowers the in-flight bound in force below MaxInFlight
+	// while requests wait for a slot (or are shed) and goroutines wait
+	// longer than this to run (the 90th percentile of the runtime's
+	// scheduling delay over 100 ms): a process short of
+	// CPU serves fewer at once, so that refusing the rest stays quick, and
+	// climbs back as the delay falls (zero: [DefaultSchedLagTarget];
+	// negative: the bound stays MaxInFlight).
+	SchedLagTarget time.Duration
 }
 
 type mcpHandler struct {
@@ -77,6 +97,7 @@ type mcpHandler struct {
 	// continuation grains.
 	continuationSeq atomic.Uint64
 	metrics         *gatewayMetrics
+	adm             *admission // the node's in-flight bound
 }
 
 func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Registerer, o MCPOptions) (*mcpHandler, error) {
@@ -96,7 +117,11 @@ func newMCPHandler(node *cluster.Node, log *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout, o.StreamKeepalive), log: log, o: o, metrics: m}, nil
+	adm, err := newAdmission(reg, inFlightOr(o.MaxInFlight), durationOr(o.QueueWait, DefaultQueueWait), durationOr(o.SchedLagTarget, DefaultSchedLagTarget))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: admission metrics: %w", err)
+	}
+	return &mcpHandler{node: node, fwd: exchange.NewForwarder(node, log, o.StartTimeout, o.StreamKeepalive), log: log, o: o, metrics: m, adm: adm}, nil
 }
 
 func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +139,8 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve answers one /mcp request: checks that need no grain (admit,
-// authenticate, readBody), then the route to a grain.
+// authenticate, readBody), the node's admission (admitLoad: 503 when it
+// sheds), then the route to a grain.
 func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *requestLabels) {
 	if !h.admit(w, r) {
 		return
@@ -142,6 +168,11 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 			mcp.UnsupportedProtocolVersionData{Supported: mcp.SupportedProtocolVersions(), Requested: v})
 		return
 	}
+	release, ok := h.admitLoad(w, r, body)
+	if !ok {
+		return
+	}
+	defer release()
 	if isModern(r, body) {
 		labels.era = eraSessionless
 		h.modern(w, r, principal, body)

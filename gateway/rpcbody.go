@@ -35,6 +35,7 @@ type peeked struct {
 		Meta         map[string]any  `json:"_meta"`
 		RequestState *string         `json:"requestState"`
 		TaskID       json.RawMessage `json:"taskId"`
+		Name         json.RawMessage `json:"name"` // a tools/call's tool (admission: resume is exempt)
 	} `json:"params"`
 }
 

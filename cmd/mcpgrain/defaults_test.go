@@ -39,6 +39,8 @@ var packageDefaults = map[string]any{
 	"approval-window":           engine.DefaultApprovalWindow,
 	"body-timeout":              gateway.DefaultBodyTimeout,
 	"stream-keepalive":          exchange.DefaultStreamKeepalive,
+	"max-in-flight":             gateway.DefaultMaxInFlight(),
+	"queue-wait":                gateway.DefaultQueueWait,
 	"session-ttl":               session.DefaultSessionTTL,
 	"task-ttl":                  tasks.DefaultTTL,
 	"session-timeout":           alarm.DefaultSessionTimeout,

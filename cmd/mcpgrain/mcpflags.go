@@ -51,6 +51,8 @@ type mcpFlags struct {
 	eventPrincipal, eventStored     int64
 	keepalive                       time.Duration
 	bodyTimeout                     time.Duration
+	maxInFlight                     int           // --max-in-flight (0: unbounded)
+	queueWait                       time.Duration // --queue-wait (0: shed at once)
 	policy                          alarm.Policy
 	ttl                             time.Duration
 	taskTTL                         time.Duration
@@ -222,6 +224,8 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.IntVar(&m.failBurst, "auth-failure-burst", auth.DefaultFailureBurst, "failed sign-ins a client address may make in a row")
 	fs.DurationVar(&m.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a client may take to send a request body (slow clients get 408)")
 	fs.DurationVar(&m.keepalive, "stream-keepalive", exchange.DefaultStreamKeepalive, "longest an MCP SSE stream stays quiet before the gateway writes a keepalive comment on it, so proxies that cut idle streams keep long calls and listen streams open (0: none)")
+	fs.IntVar(&m.maxInFlight, "max-in-flight", gateway.DefaultMaxInFlight(), "most /mcp requests this node serves at once (default: "+strconv.Itoa(gateway.DefaultInFlightPerCPU)+" per CPU); more wait up to --queue-wait, then get 503 with Retry-After. Requests that continue existing work (answers, resume, tasks/result and tasks/cancel, DELETE, GET streams) are never refused (0: unbounded)")
+	fs.DurationVar(&m.queueWait, "queue-wait", gateway.DefaultQueueWait, "how long a request over --max-in-flight waits for a slot before it gets 503 with Retry-After (0: at once)")
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call the node's routes (/mcp, /api/…) cross-origin (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
@@ -280,7 +284,8 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		StateKey: stateKey,
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		StreamKeepalive: keepalive(m.keepalive),
-		TrustedOrigins:  splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
+		MaxInFlight:     orNegative(m.maxInFlight), QueueWait: orNegative(m.queueWait),
+		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
@@ -332,6 +337,8 @@ func (m *mcpFlags) checkLimits() (uint64, error) {
 		return 0, fmt.Errorf("%w: --auth-failure-rate must not be negative and --auth-failure-burst must be at least 1", errUsage)
 	case m.rate < 0 || m.burst < 1:
 		return 0, fmt.Errorf("%w: --rate-limit must not be negative and --rate-burst must be at least 1", errUsage)
+	case m.maxInFlight < 0 || m.queueWait < 0:
+		return 0, fmt.Errorf("%w: --max-in-flight and --queue-wait must not be negative", errUsage)
 	}
 	return budget, nil
 }
@@ -490,4 +497,13 @@ func devStateKey(dir string) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, nil
+}
+
+// orNegative maps a flag's 0 ("none": unbounded, at once) to the
+// option's negative value (an option's zero is its default).
+func orNegative[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }

@@ -123,6 +123,16 @@ type MCPConfig struct {
 	// the gateway writes a keepalive comment on it (zero:
 	// exchange.DefaultStreamKeepalive; negative: never).
 	StreamKeepalive time.Duration
+	// MaxInFlight bounds the /mcp requests the node serves at once (zero:
+	// gateway.DefaultMaxInFlight; negative: unbounded), and QueueWait how
+	// long one over it waits before it is shed with 503 and Retry-After
+	// (zero: gateway.DefaultQueueWait; negative: shed at once). See
+	// gateway.MCPOptions.
+	MaxInFlight int
+	QueueWait   time.Duration
+	// SchedLagTarget is gateway.MCPOptions.SchedLagTarget (zero:
+	// gateway.DefaultSchedLagTarget; negative: a fixed bound).
+	SchedLagTarget time.Duration
 	// TrustedOrigins are browser origins that may call the node's routes
 	// (/mcp, /api/, …) cross-origin; every route refuses other cross-origin
 	// writes.

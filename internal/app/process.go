@@ -377,6 +377,7 @@ func (p *process) serveHTTP(context.Context) error {
 			Auth: s.authn, Limiter: s.limiter, StateKey: cfg.MCP.StateKey,
 			BodyTimeout: cfg.MCP.BodyTimeout, LocalSessionIDs: cfg.MCP.LocalSessionIDs,
 			StreamKeepalive: cfg.MCP.StreamKeepalive,
+			MaxInFlight:     cfg.MCP.MaxInFlight, QueueWait: cfg.MCP.QueueWait, SchedLagTarget: cfg.MCP.SchedLagTarget,
 		},
 		Mount: func(mux *http.ServeMux) error {
 			if p.demoAPI != nil {

@@ -116,7 +116,8 @@ func TestParseScenarios(t *testing.T) {
 		{"all", "call,churn,restore,approve", ""},
 		{"approve,all", "approve,call,churn,restore", ""},
 		{"call,call", "call", ""},
-		{"calls", "", `unknown scenario "calls" (known: call, churn, restore, approve, scale, all)`},
+		{"overload", "overload", ""},
+		{"calls", "", `unknown scenario "calls" (known: call, churn, restore, approve, scale, overload, all)`},
 		{"call,", "", "empty scenario name"},
 		{"", "", "empty scenario name"},
 	}

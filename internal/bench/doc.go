@@ -27,6 +27,16 @@
 //     and optionally the store (bytes per session, reminder backlog) are
 //     sampled before creation, after it and after the revisits
 //     ([ScaleReport]).
+//   - overload (only when named; "all" leaves it out): overload
+//     shedding. Sessions are created over raw Streamable HTTP; the
+//     closed-loop capacity is measured first (Options.Concurrency workers
+//     calling echo back to back for Options.Duration), then echo calls
+//     arrive open-loop — each sent at its time whatever the answers
+//     before it — at [OverloadMultiples] of that capacity, Options.Duration
+//     each. Per load: offered, served and shed ([Classify]: 503 or 429
+//     with Retry-After) rates, p50/p99 of the admitted requests, the time
+//     to each shed answer, and the node's highest RSS and heap sampled
+//     from its /metrics ([OverloadReport]).
 //
 // With Options.Baseline the same scenario also runs against a plain go-sdk
 // server in this process (mcp.NewServer with the same demo tools behind
@@ -43,7 +53,8 @@
 // request budget ([Budget]), the round robin ([RoundRobin]), the metrics
 // scrape parser ([SumMetric]), the answer parser of the raw client
 // ([ParseAnswer], [SSEData]) and the warm/cold and error classification
-// ([Restored], [ErrorKind]) — take their inputs as values and are
+// ([Restored], [ErrorKind]), the overload classification and arrival
+// schedule ([Classify], [Due]) — take their inputs as values and are
 // table-tested; [Run] does the I/O.
 //
 // The package examples show a baseline comparison and sizing a cluster.

@@ -49,8 +49,12 @@ func WriteText(w io.Writer, reports []Report) error {
 }
 
 func writeReport(b *strings.Builder, r Report) {
-	if r.Scenario == Scale {
+	switch r.Scenario {
+	case Scale:
 		writeScale(b, r)
+		return
+	case Overload:
+		writeOverload(b, r)
 		return
 	}
 	sessions := fmt.Sprintf("%d sessions, ", r.Sessions)
@@ -314,6 +318,8 @@ func describe(sc Scenario) string {
 		return "execute (pauses) + HTTP approve + resume per request"
 	case Scale:
 		return "sessions created over raw Streamable HTTP, then random ones revisited"
+	case Overload:
+		return "open-loop echo calls at multiples of the closed-loop capacity"
 	}
 	return string(sc)
 }
@@ -344,4 +350,38 @@ func FormatProgress(p Progress, bar bool) string {
 	const width = 24
 	filled := int(math.Round(p.Fraction * width))
 	return fmt.Sprintf("\r[%s%s] %3.0f%% %s\x1b[K", strings.Repeat("#", filled), strings.Repeat(".", width-filled), 100*p.Fraction, stats)
+}
+
+// writeOverload writes the overload curve: the closed-loop capacity, then
+// per open-loop load what was offered, served and shed, the latencies of
+// the admitted requests and of the shed answers, and the node's memory.
+func writeOverload(b *strings.Builder, r Report) {
+	fmt.Fprintf(b, "scenario %s — %s · %d sessions · capacity: %d closed-loop workers · %s per load\n",
+		r.Scenario, describe(r.Scenario), r.Sessions, r.Concurrency, limitText(r))
+	fmt.Fprintf(b, "target: %s\n", r.Target)
+	or := r.Overload
+	if or == nil {
+		or = &OverloadReport{}
+	}
+	fmt.Fprintf(b, "capacity: %.0f req/s (p50 %s, p99 %s, %d errors)", or.Capacity, FormatDuration(r.Mcpgrain.P50), FormatDuration(r.Mcpgrain.P99), r.Mcpgrain.Errors)
+	if or.MemoryLimit > 0 {
+		fmt.Fprintf(b, " · GOMEMLIMIT %s", formatBytes(float64(or.MemoryLimit)))
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "load\toffered/s\tserved/s\tsent\tserved\tshed\tfailed\tp50\tp99\tmax\tshed p50\tshed p99\tshed max\tmax RSS\tmax heap\t")
+	for _, s := range or.Steps {
+		fmt.Fprintf(tw, "%gx\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Multiple, s.Offered, s.ServedRate,
+			s.Sent, s.Served, s.Shed, s.Failed+s.Overrun,
+			FormatDuration(s.Admitted.P50), FormatDuration(s.Admitted.P99), FormatDuration(s.Admitted.Max),
+			FormatDuration(s.ToShed.P50), FormatDuration(s.ToShed.P99), FormatDuration(s.ToShed.Max),
+			formatBytes(s.MaxRSS), formatBytes(s.MaxHeap))
+	}
+	_ = tw.Flush()
+	b.WriteString("(p50/p99/max: admitted requests; shed: time to the 503 + Retry-After answer; failed: errors, timeouts and arrivals the client could not send)\n")
+	for _, s := range or.Steps {
+		for _, f := range s.FailureSamples {
+			fmt.Fprintf(b, "  %gx failed: %s\n", s.Multiple, f)
+		}
+	}
 }

@@ -131,6 +131,8 @@ func (o *Options) checkScenarios() error {
 		switch {
 		case sc == Restore && o.URL == "" && o.Sessions <= o.RestoreCap:
 			return fmt.Errorf("the restore scenario needs more sessions (%d) than the node's soft cap (%d): raise sessions or lower the cap", o.Sessions, o.RestoreCap)
+		case sc == Overload && o.Duration == 0:
+			return errors.New("the overload scenario needs a duration: each of its loads runs that long")
 		case sc != Scale && urls > 1:
 			return fmt.Errorf("the %s scenario drives one URL, not %d (only scale spreads over several)", sc, urls)
 		case sc == Scale:
@@ -191,6 +193,9 @@ type Report struct {
 	// creation phase is Mcpgrain (and Baseline), a request there being a
 	// whole session creation (initialize + notifications/initialized).
 	Scale *ScaleReport `json:"scale,omitempty"`
+	// Overload holds the overload scenario's curve; its closed-loop
+	// capacity phase is Mcpgrain.
+	Overload *OverloadReport `json:"overload,omitempty"`
 	// Restores (restore scenario) are the node's counter deltas over the
 	// measured phase; RestoreNote says why they are missing.
 	Restores    *Restores `json:"restores,omitempty"`
@@ -224,8 +229,11 @@ func Run(ctx context.Context, o Options) ([]Report, error) {
 }
 
 func runScenario(ctx context.Context, o Options, sc Scenario) (Report, error) {
-	if sc == Scale {
+	switch sc {
+	case Scale:
 		return runScale(ctx, o)
+	case Overload:
+		return runOverload(ctx, o)
 	}
 	rep := Report{Scenario: sc, Target: o.URL, External: o.URL != "", Sessions: o.Sessions, Concurrency: o.Concurrency, Duration: o.Duration, Requests: o.Requests, Warmup: o.Warmup}
 	conns := o.Sessions + o.Concurrency

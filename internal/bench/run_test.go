@@ -147,3 +147,29 @@ func TestJSONReport(t *testing.T) {
 		t.Fatalf("JSON report %s", b.String())
 	}
 }
+
+// The overload scenario against an in-process node, briefly: a capacity,
+// then one step per multiple in which every request sent has an outcome
+// and the lightest load is served.
+func TestOverloadScenarioRecordsACurve(t *testing.T) {
+	reports, err := Run(t.Context(), Options{Scenarios: []Scenario{Overload}, Sessions: 2, Concurrency: 2, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	or := reports[0].Overload
+	if or == nil || or.Capacity <= 0 || len(or.Steps) != len(OverloadMultiples) {
+		t.Fatalf("overload report %+v", or)
+	}
+	for i, s := range or.Steps {
+		if s.Multiple != OverloadMultiples[i] || s.Sent != s.Served+s.Shed+s.Failed || s.Offered <= 0 {
+			t.Errorf("step %d: %+v", i, s)
+		}
+	}
+	if or.Steps[0].Served == 0 {
+		t.Errorf("nothing served at %gx: %+v", or.Steps[0].Multiple, or.Steps[0])
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, reports); err != nil || !strings.Contains(b.String(), "0.5x") || !strings.Contains(b.String(), "capacity:") {
+		t.Fatalf("text report (%v):\n%s", err, b.String())
+	}
+}

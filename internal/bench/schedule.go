@@ -46,7 +46,7 @@ func ParseScenarios(s string) ([]Scenario, error) {
 					out = append(out, sc)
 				}
 			}
-		case slices.Contains(Scenarios(), name) || name == Scale:
+		case slices.Contains(Scenarios(), name) || name == Scale || name == Overload:
 			if !slices.Contains(out, name) {
 				out = append(out, name)
 			}
@@ -61,7 +61,7 @@ func ParseScenarios(s string) ([]Scenario, error) {
 
 func scenarioList() string {
 	names := make([]string, 0, 5)
-	for _, sc := range append(Scenarios(), Scale) {
+	for _, sc := range append(Scenarios(), Scale, Overload) {
 		names = append(names, string(sc))
 	}
 	return strings.Join(names, ", ")
