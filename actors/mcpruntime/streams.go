@@ -56,6 +56,15 @@ func (s *streamWriter) Flush() {
 // Unwrap lets http.ResponseController reach the tunnel's writer.
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
+// CountStream counts the exchange that writes to w as an open response
+// stream in open while its response is an SSE stream (from its header):
+// serve the exchange with the returned writer and call end when it ended.
+// The continuation grains count theirs with it (the sessionless era).
+func CountStream(w http.ResponseWriter, open *atomic.Int32) (counted http.ResponseWriter, end func()) {
+	sw := &streamWriter{ResponseWriter: w, n: open}
+	return sw, sw.end
+}
+
 // OpenStreams is the number of open response streams of the session: POST
 // requests answered with an SSE stream and GET listen streams, while they
 // last (docs/metrics.md, mcpgrain_active_streams). Unlike ActiveStreams it
