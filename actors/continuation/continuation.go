@@ -106,6 +106,20 @@ type Host struct {
 	handler   http.Handler
 	closeSrv  func()
 	codes     sync.Map // grain id -> *mcpruntime.CodeRuntime
+	streams   atomic.Int32
+}
+
+// OpenStreams is the number of open response streams of the node's
+// continuation grains: requests answered with an SSE stream (listen
+// streams among them), while they last (mcpgrain_active_streams).
+func (h *Host) OpenStreams() int { return int(h.streams.Load()) }
+
+// serve serves one exchange with the shared handler, counting its
+// response while it is a stream.
+func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
+	cw, end := mcpruntime.CountStream(w, &h.streams)
+	defer end()
+	h.handler.ServeHTTP(cw, r)
 }
 
 // NewHost returns the continuation host of a node.
@@ -253,7 +267,7 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 		answer := g.Defer()
 		cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
 			defer c.serving.Add(-1)
-			c.h.handler.ServeHTTP(w, r)
+			c.h.serve(w, r)
 		}, exchange.AckWith(answer, started))
 		if err != nil {
 			c.serving.Add(-1)

@@ -133,6 +133,9 @@ type codeRuntime struct {
 	// decided are the pauses an approval surface decided through Decide
 	// whose decision is being applied; each channel closes once it was.
 	decided map[string]chan struct{}
+	// forwardTimeout bounds a forwarded resume (ForwardTimeout; tests
+	// shorten it).
+	forwardTimeout time.Duration
 	// closed ends the waits of WaitDecision (Shutdown).
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -143,7 +146,7 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish
 		hooks = noHooks{}
 	}
 	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan waited{}, publish: publish && cfg.Directory != nil,
-		closed: make(chan struct{})}
+		forwardTimeout: ForwardTimeout, closed: make(chan struct{})}
 	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
 		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger,
 		EnforceDeadlines: !publish}) // a session's deadline reminder declines; a continuation has none
@@ -339,32 +342,73 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	// running the code again, which would repeat what it did.
 	miss := forwardMiss(!rec.Settled.IsZero())
 	if rec.Session == c.id {
-		return nil, miss(codemode.Expired) // it names us, and we have no live pause
+		// It names us, and we have no live pause: no forward (it would
+		// come back here).
+		c.forwardMissed(execID, rec.Session, "owner_is_this_session", nil)
+		return nil, miss(codemode.Expired)
 	}
+	return c.forwardTo(ctx, rec.Session, execID, who, resp, miss)
+}
+
+// forwardTo sends a resume to owner, the session the directory names,
+// bounded by the forward timeout: no answer in time (a wedged owner), an
+// error, or an owner that no longer finds the execution is
+// execution_expired (executor's forwardModelResumeToOwner), each logged.
+func (c *codeRuntime) forwardTo(ctx context.Context, owner, execID string, who engine.Principal, resp engine.Response, miss func(codemode.Miss) codemode.Miss) (*mcp.CallToolResult, codemode.Miss) {
 	content, _ := json.Marshal(resp.Content)
-	fctx, cancel := context.WithTimeout(ctx, ForwardTimeout)
+	timeout := c.forwardTimeout
+	if timeout <= 0 {
+		timeout = ForwardTimeout
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	reply, err := c.cfg.Forward(fctx, rec.Session, &pb.ExecutionResumeForModel{
+	reply, err := c.cfg.Forward(fctx, owner, &pb.ExecutionResumeForModel{
 		Principal: &pb.Principal{User: who.User, Org: who.Org, Role: who.Role}, ExecutionId: execID, Action: resp.Action, ContentJson: string(content),
 	})
 	if err != nil {
+		reason := "error"
+		if errors.Is(fctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			reason = "timeout"
+		}
+		c.forwardMissed(execID, owner, reason, err)
 		return nil, miss(codemode.Expired)
 	}
 	switch reply.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
 		var res mcp.CallToolResult
 		if err := json.Unmarshal([]byte(reply.GetResultJson()), &res); err != nil {
+			c.forwardMissed(execID, owner, "bad_result", err)
 			return nil, miss(codemode.Expired)
 		}
 		return &res, ""
 	case pb.ExecutionReply_STATUS_NOT_FOUND:
-		return nil, miss(codemode.NotFound)
+		// The directory named the owner, which no longer has the
+		// execution (its session ended, or it was never restored):
+		// executor maps a forwarded not_found to execution_expired.
+		c.forwardMissed(execID, owner, "owner_not_found", nil)
+		return nil, miss(codemode.Expired)
 	case pb.ExecutionReply_STATUS_FORBIDDEN:
 		return nil, codemode.Forbidden
 	case pb.ExecutionReply_STATUS_ALREADY_SETTLED:
 		return nil, codemode.AlreadySettled
 	}
+	c.forwardMissed(execID, owner, "owner_expired", nil)
 	return nil, miss(codemode.Expired)
+}
+
+// forwardMissed logs a cross-session resume that ends as
+// execution_expired (executor's mcp_model_resume_forward_error): a timeout
+// or an error at warn level, the owner's own answers at info.
+func (c *codeRuntime) forwardMissed(execID, owner, reason string, err error) {
+	level := slog.LevelInfo
+	if err != nil && reason != "bad_result" {
+		level = slog.LevelWarn
+	}
+	args := []any{"session", c.id, "execution", execID, "owner", owner, "reason", reason}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	c.log().Log(context.Background(), level, "mcp_model_resume_forward_error", args...)
 }
 
 // forwardMiss is what a forwarded resume's miss reports: for an execution

@@ -246,6 +246,7 @@ type Runtime struct {
 	code      *codeRuntime // nil without code mode
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
+	streams   atomic.Int32 // open SSE responses: POST streams and GET listeners
 
 	mu        sync.Mutex
 	sdkID     string // go-sdk's id of the session (see the package doc)
@@ -526,7 +527,9 @@ func (r *Runtime) ServeExchange(w http.ResponseWriter, req *http.Request) {
 		r.posts.Add(1)
 		defer r.posts.Add(-1)
 	}
-	r.serve(w, req)
+	sw := &streamWriter{ResponseWriter: w, n: &r.streams}
+	defer sw.end()
+	r.serve(sw, req)
 }
 
 func (r *Runtime) isClosed() bool {

@@ -8,7 +8,8 @@
 // in-memory runtime of a session grain activation. One [Registry] per node
 // is shared by all session grains on it. The package is pure: no actors, no
 // I/O, no clock (every time is passed in), no metrics ([Registry.Counts]
-// feeds those from outside).
+// feeds those from outside); only the [Evictor] runs anything: the
+// requests it is handed, on goroutines of their own.
 //
 // # The protocol
 //
@@ -23,7 +24,9 @@
 //     re-checks its own state (open streams, paused or running executions)
 //     and either disposes its runtime or ignores the request. An ignored or
 //     failed request leaves the entry registered; picks skip it until the
-//     grace window ends.
+//     grace window ends. An [Evictor] sends such requests: each on its own
+//     goroutine, bounded by a timeout, a panic of the request recovered,
+//     the result reported; a request that fails changes nothing else.
 //  3. The cap is soft. When nothing is evictable, [Admission.Overflow] is
 //     set and the build proceeds.
 //  4. The build releases its [Slot] on every exit path (Release is

@@ -58,6 +58,8 @@ type mcpFlags struct {
 	taskTTL                         time.Duration
 	code                            codeFlags
 	oauth                           oauthFlags
+	// fs is the flag set the flags were registered on: which were given.
+	fs *flag.FlagSet
 }
 
 // codeFlags are the flags of code mode (the "code" pack).
@@ -211,6 +213,7 @@ func parseOpenAPIFlag(v string) (app.OpenAPISource, error) {
 
 func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault bool) {
 	d := alarm.DefaultPolicy()
+	m.fs = fs
 	m.code.register(fs, demoDefault)
 	m.oauth.register(fs)
 	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
@@ -229,7 +232,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.StringVar(&m.origins, "trusted-origins", "", "comma-separated browser origins allowed to call the node's routes (/mcp, /api/…) cross-origin (e.g. https://app.example.com)")
 	fs.DurationVar(&m.policy.SessionTimeout, "session-timeout", d.SessionTimeout, "idle time after which a session's runtime is passivated (record kept)")
 	fs.DurationVar(&m.policy.PausedLease, "paused-lease", d.PausedLease, "longest single extension while an execution waits for approval")
-	fs.DurationVar(&m.policy.MaxPausedIdle, "max-paused-idle", d.MaxPausedIdle, "idle time after which a session with paused executions is passivated anyway")
+	fs.DurationVar(&m.policy.MaxPausedIdle, "max-paused-idle", d.MaxPausedIdle, "idle time after which a session with paused executions is passivated anyway; at least --session-timeout and --approval-window (when not given, raised to the longer of them)")
 	fs.DurationVar(&m.policy.RunningLease, "running-lease", d.RunningLease, "longest single extension while work runs or a response streams")
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
 	fs.DurationVar(&m.ttl, "session-ttl", session.DefaultSessionTTL, "idle time after which a session ends for good (404 afterwards)")
@@ -274,6 +277,9 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 	if err != nil {
 		return app.MCPConfig{}, err
 	}
+	if err := m.checkLifecycle(code.Window); err != nil {
+		return app.MCPConfig{}, err
+	}
 	oauth, err := m.oauth.config(code.PublicURL)
 	if err != nil {
 		return app.MCPConfig{}, err
@@ -314,6 +320,34 @@ func (m *mcpFlags) checkLifetimes() error {
 		}
 	}
 	return nil
+}
+
+// checkLifecycle checks the idle policy against itself and the approval
+// window (app.CheckLifecycle). --max-paused-idle, when not given, is
+// raised to --session-timeout and --approval-window if they are longer: a
+// paused session passivated at the session timeout behaves the same, and
+// a pause keeps its session until its deadline, as the relation asks.
+func (m *mcpFlags) checkLifecycle(window time.Duration) error {
+	if !m.given("max-paused-idle") {
+		m.policy.MaxPausedIdle = max(m.policy.MaxPausedIdle, m.policy.SessionTimeout, window)
+	}
+	if err := app.CheckLifecycle(m.policy, window); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// given reports whether the flag name was set, on the command line or
+// through its environment variable.
+func (m *mcpFlags) given(name string) bool {
+	if _, ok := os.LookupEnv(envName(name)); ok {
+		return true
+	}
+	set := false
+	if m.fs != nil {
+		m.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	}
+	return set
 }
 
 // checkLimits checks the residency, body, event and rate limits, and

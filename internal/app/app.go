@@ -221,7 +221,8 @@ func defaultNodeID(advertise, bind string) string {
 // and runs until ctx ends; it then stops gracefully within
 // cfg.ShutdownTimeout. It returns an error if anything fails to start.
 //
-// A process starts in steps, each adding its part (process.go): listen,
+// A process starts in steps, each adding its part (process.go): check
+// the session lifecycle settings against each other (CheckLifecycle), listen,
 // open the store, pick the membership, set up OAuth verification, name the
 // node and make its metrics registries, start the node (it builds the
 // grains, handing them itself as their grain.Cluster: nothing is wired to
@@ -235,6 +236,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		name string
 		run  func(context.Context) error
 	}{
+		{"lifecycle", p.checkLifecycle},
 		{"listen", p.listen},
 		{"store", p.openStore},
 		{"membership", p.membership},
