@@ -12,7 +12,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
-	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -37,14 +37,14 @@ func newForwardEdge(t *testing.T, owner string, settled bool, forward func(ctx c
 		t.Fatal(err)
 	}
 	e := &forwardEdge{logs: &testenv.SyncBuffer{}}
-	rec := store.Execution{ID: "exec_1", Session: owner, User: "alice", Org: "acme"}
+	rec := directory.Execution{ID: "exec_1", Session: owner, User: "alice", Org: "acme"}
 	if settled {
 		rec.Settled = time.Now()
 	}
 	cfg := &CodeMode{
 		Tools:  reg,
 		Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
-		Lookup: func(context.Context, string) (store.Execution, error) { return rec, nil },
+		Lookup: func(context.Context, string) (directory.Execution, error) { return rec, nil },
 		Forward: func(ctx context.Context, _ string, _ *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error) {
 			e.mu.Lock()
 			e.forwards++
