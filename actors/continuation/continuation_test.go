@@ -158,8 +158,8 @@ func TestEnsureErrorKeepsFencedAndUnavailable(t *testing.T) {
 }
 
 // The continuation server's middleware hands a tool only its own state
-// from a requestState signed for this grain, principal and time, refuses
-// every other one before the tool runs, and signs the state a tool
+// from a requestState sealed for this grain, principal and time, refuses
+// every other one before the tool runs, and seals the state a tool
 // returns with an input request (owner grain, principal, expiry).
 func TestStateMiddlewareVerifiesAndSignsRequestState(t *testing.T) {
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)

@@ -246,7 +246,7 @@ func TestApprovalWindowEndsInAutoDecline(t *testing.T) {
 }
 
 // A 2026-07-28 client gets the pause as an MRTR input request; the SDK
-// asks its elicitation handler and retries with the signed requestState,
+// asks its elicitation handler and retries with the sealed requestState,
 // which resumes the execution in the continuation grain.
 func TestSessionlessPauseIsAnInputRequestAndTheRetryResumesIt(t *testing.T) {
 	info := startCodeNode(t, nil)
