@@ -43,8 +43,9 @@ func setApproveCommandUsage(fs *flag.FlagSet, cmd string) {
 	}
 }
 
-// outcomeWords are the approval outcomes' words: the MCP elicitation
-// actions' (accept, decline, cancel), as past participles.
+// outcomeWords map an older node's decision statuses to the approval
+// outcomes' words: the MCP elicitation actions (accept, decline,
+// cancel) as past participles, which nodes now answer with.
 var outcomeWords = map[string]string{"approved": "accepted", "denied": "declined", "canceled": "cancelled"}
 
 // outcomeWord returns the word for a decision's status.

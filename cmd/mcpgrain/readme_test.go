@@ -148,7 +148,7 @@ func TestReadmeQuickstartLiterally(t *testing.T) {
 	if err != nil {
 		t.Fatalf("terminal 3: %v\n%s", err, out3)
 	}
-	if !regexp.MustCompile(`exec_[0-9a-f]+: approved`).Match(out3) || !bytes.Contains(out3, []byte("demo.createTodo")) {
+	if !regexp.MustCompile(`exec_[0-9a-f]+: accepted`).Match(out3) || !bytes.Contains(out3, []byte("demo.createTodo")) {
 		t.Fatalf("terminal 3 did not list and approve the pause:\n%s", out3)
 	}
 

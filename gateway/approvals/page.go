@@ -216,6 +216,10 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 	}
 	pe, err := p.svc.Get(r.Context(), who, "", id)
 	if err != nil {
+		if st, ok := p.svc.Settled(r.Context(), who, id); ok && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyDecided)) {
+			p.message(w, http.StatusOK, "Already "+st.Outcome, st.Sentence(), "")
+			return
+		}
 		p.failed(w, err)
 		return
 	}
@@ -299,11 +303,11 @@ func (p *page) decide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	title := "Approved"
-	if d.Status != "approved" {
-		title = "Declined"
+	title, result := "Accepted", "You ("+d.By+") accepted it: the tool call runs."
+	if d.Status != StatusAccepted {
+		title, result = "Declined", "You ("+d.By+") declined it: the tool call fails (reason: "+declineReasons["page"]+")."
 	}
-	p.message(w, http.StatusOK, title, d.Text+".", "You can close this page; the execution continues.")
+	p.message(w, http.StatusOK, title, result, "You can close this page; the execution continues.")
 }
 
 // decideForm takes a decision form posted to a page (where: "page" or
