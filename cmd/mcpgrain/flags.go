@@ -161,7 +161,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
+		if set[f.Name] || commandLineOnly[f.Name] {
 			return
 		}
 		env := envName(f.Name)
@@ -173,6 +173,10 @@ func parse(fs *flag.FlagSet, args []string) error {
 	})
 	return errors.Join(errs...)
 }
+
+// commandLineOnly are flags no environment variable sets: a variable
+// left in a shell must not widen what a command does (approve --all).
+var commandLineOnly = map[string]bool{"all": true}
 
 func envName(flagName string) string {
 	return "MCPGRAIN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))

@@ -108,6 +108,10 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	default:
 		fmt.Fprintf(w, " (default %v)", def)
 	}
+	if commandLineOnly[f.Name] {
+		fmt.Fprintln(w, "  [command line only]")
+		return
+	}
 	fmt.Fprintf(w, "  [%s]\n", envName(f.Name))
 }
 

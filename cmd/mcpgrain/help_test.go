@@ -94,3 +94,20 @@ func TestApproveCommandHelp(t *testing.T) {
 		t.Errorf("approve list -h shows decline's or accept's flags:\n%s", out.String())
 	}
 }
+
+// TestApproveAllIsCommandLineOnly: MCPGRAIN_ALL left in the environment
+// does not turn `approve accept` into accepting everything.
+func TestApproveAllIsCommandLineOnly(t *testing.T) {
+	t.Setenv("MCPGRAIN_ALL", "true")
+	var f approveFlags
+	fs := f.flags(io.Discard)
+	if _, _, err := parseApprove(fs, []string{"accept"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.all {
+		t.Fatal("MCPGRAIN_ALL set --all")
+	}
+	if _, _, err := parseApprove(fs, []string{"accept", "--all"}); err != nil || !f.all {
+		t.Fatalf("--all on the command line: %v %v", f.all, err)
+	}
+}
