@@ -47,8 +47,9 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}} · mcpgrain</title>
 <style>
-body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}
+body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;overflow-wrap:anywhere}
 h1{font-size:1.4rem}
+code{overflow-wrap:anywhere;word-break:break-all}
 dt{font-weight:600;margin-top:.6rem}
 dd{margin:0}
 pre{background:#f4f4f4;padding:.8rem;overflow:auto;max-height:24rem;white-space:pre-wrap;word-break:break-word}

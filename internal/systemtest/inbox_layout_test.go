@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,12 +76,22 @@ func TestApprovalsInboxLayoutInHeadlessChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%d px: screenshot %s", width, shot)
-		over, err := chromedp.Run(tab, chromedp.Evaluate[[]string](fmt.Sprintf(overflowJS, width)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(over) > 0 {
-			t.Errorf("%d px: the inbox overflows the viewport (screenshot %s):\n  %s", width, shot, strings.Join(over, "\n  "))
-		}
+		checkOverflow(t, tab, width, "the inbox", shot)
+	}
+	// The waiting execution's own page, at phone width.
+	browse(t, tab, chromedp.Navigate("http://"+info.HTTPAddr+"/approve/"+waiting), chromedp.WaitVisible(chromedp.CSS("button.approve")))
+	checkOverflow(t, tab, 390, "the approval page", "")
+}
+
+// checkOverflow fails the test when the page in tab overflows a viewport
+// of width px (shot: its screenshot, named in the failure).
+func checkOverflow(t *testing.T, tab context.Context, width int64, what, shot string) {
+	t.Helper()
+	over, err := chromedp.Run(tab, chromedp.Evaluate[[]string](fmt.Sprintf(overflowJS, width)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(over) > 0 {
+		t.Errorf("%d px: %s overflows the viewport (screenshot %q):\n  %s", width, what, shot, strings.Join(over, "\n  "))
 	}
 }
