@@ -133,7 +133,7 @@ func TestDNSRebindingAndCrossOriginRequestsAreRefusedOnEveryRoute(t *testing.T) 
 	if status != 200 || m == nil {
 		t.Fatalf("approval page: %d, csrf %v", status, m)
 	}
-	if status, body := send(t, addr, addr, route{"POST", "/approve/" + eid, "action=accept&csrf=" + url.QueryEscape(m[1])}, same); status != 200 || !strings.Contains(body, "approved") {
+	if status, body := send(t, addr, addr, route{"POST", "/approve/" + eid, "action=accept&csrf=" + url.QueryEscape(m[1])}, same); status != 200 || !strings.Contains(body, "accepted") {
 		t.Fatalf("approve form: %d %.300q", status, body)
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": eid})

@@ -385,7 +385,7 @@ func TestOAuthApprovalSurfacesAcceptAccessTokens(t *testing.T) {
 	cc := []string{"--grpc", e.info.GRPCAddr, "--oauth-token-url", e.hydra.TokenURL(), "--oauth-client-id", acmeMember,
 		"--oauth-client-secret-file", secretFile, "--oauth-audience", e.resource}
 	out2, err := mcpgrainCLI(t, bin, append([]string{"approve", "accept", first}, cc...)...)
-	if err != nil || strings.TrimSpace(out2) != first+": approved" {
+	if err != nil || strings.TrimSpace(out2) != first+": accepted" {
 		t.Fatalf("CLI accept with the client credentials grant: %v\n%s", err, out2)
 	}
 	out3, err := mcpgrainCLI(t, bin, append([]string{"approve", "decline", second, "--oauth-scope", "mcp:read"}, cc...)...)

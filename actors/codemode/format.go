@@ -220,7 +220,7 @@ func ResumeMiss(m Miss, id string, window time.Duration) *mcp.CallToolResult {
 		// Never advice to run the code again: what it did (an approved
 		// write included) already happened.
 		text = fmt.Sprintf("Execution %s was already resumed and has settled; its result cannot be produced again. "+
-			"Do not run the code again to recover it: the calls it made, approved writes included, already took effect.", id)
+			"Do not run the code again to recover it: the calls it made, accepted writes included, already took effect.", id)
 	default:
 		text = fmt.Sprintf("No paused execution %s was found. %s", id, recoverHint)
 		structured["recovery"] = "re_execute"

@@ -307,7 +307,7 @@ func ensureError(err error) error {
 }
 
 // decisionTexts are the confirmations of a decision (as a session's).
-var decisionTexts = map[string]string{"accept": "I've approved it", "decline": "I've denied it", "cancel": "I've canceled it"}
+var decisionTexts = map[string]string{"accept": "I've accepted it", "decline": "I've declined it", "cancel": "I've cancelled it"}
 
 // decide takes an approval surface's decision for one of the grain's
 // paused executions (mcpruntime.CodeRuntime.Decide). The answer, and the

@@ -65,9 +65,9 @@ func (s *session) executionList(m *pb.ExecutionList) *pb.ExecutionReply {
 
 // decisionTexts are executor's confirmations.
 var decisionTexts = map[string][2]string{
-	"accept":  {"I've approved it", "approved"},
-	"decline": {"I've denied it", "denied"},
-	"cancel":  {"I've canceled it", "canceled"},
+	"accept":  {"I've accepted it", "accepted"},
+	"decline": {"I've declined it", "declined"},
+	"cancel":  {"I've cancelled it", "cancelled"},
 }
 
 // executionDecide records a human decision, once, and hands it to the

@@ -52,7 +52,7 @@ func (c *codeRunner) close() {
 }
 
 // decisionTexts are the confirmations of a decision (as a session's).
-var decisionTexts = map[string]string{"accept": "I've approved it", "decline": "I've denied it", "cancel": "I've canceled it"}
+var decisionTexts = map[string]string{"accept": "I've accepted it", "decline": "I've declined it", "cancel": "I've cancelled it"}
 
 // decide takes a decision from an approval surface (browser page, HTTP,
 // gRPC, CLI) for the task's paused execution: an approver of the task's

@@ -26,7 +26,7 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-const approveUsage = `Usage: mcpgrain approve <command> [flags] [EXECUTION_ID]
+const approveUsage = `Usage: mcpgrain approve <command> [flags] [EXECUTION_ID...]
 
 Sees and decides executions paused for approval, through a node's gRPC
 ApprovalService.
@@ -34,8 +34,8 @@ ApprovalService.
 Commands:
   list                 the paused executions of your organization
   show ID              one paused execution, with its arguments
-  accept ID            approve it: the tool call runs and the execution goes on
-  decline ID           decline it: the call fails with a declined error
+  accept ID...|--all   accept them: the tool call runs and the execution goes on
+  decline ID...|--all  decline them: the call fails with a declined error
   watch                print each paused execution as it appears (Ctrl-C stops)
 
 Your identity is a bearer token (--token-file, MCPGRAIN_TOKEN): a static
@@ -43,13 +43,15 @@ key, or an OAuth access token; or the CLI gets an access token itself with
 the client credentials grant (--oauth-token-url, --oauth-client-id,
 --oauth-client-secret-file).
 
-Flags (each also settable as MCPGRAIN_<FLAG>):
+Run "mcpgrain approve <command> -h" for one command's flags.
+
+Flags, by group (each also settable as the MCPGRAIN_<FLAG> shown in brackets):
 `
 
 // approveFlags are the approve command's flags.
 type approveFlags struct {
 	addr, token, caFile, reason string
-	useTLS, asJSON, quiet       bool
+	useTLS, asJSON, quiet, all  bool
 	timeout                     time.Duration
 	cc                          clientCredentials
 }
@@ -65,12 +67,13 @@ func (f *approveFlags) flags(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.reason, "reason", "", "decline: why (kept with the decision)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&f.quiet, "q", false, "list: print only execution ids, one per line")
+	fs.BoolVar(&f.all, "all", false, "accept, decline: every execution waiting (each decided on its own, with your role checked for each)")
 	fs.DurationVar(&f.timeout, "timeout", approveTimeout, "per-request timeout")
 	f.cc.register(fs)
 	addSecretFiles(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, approveUsage)
-		fs.PrintDefaults()
+		printGroupedFlags(stderr, fs, nil)
 	}
 	return fs
 }
@@ -114,7 +117,7 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "show":
 		return approveShow(rctx, client, f, pos[0], stdout)
 	}
-	return approveDecide(rctx, client, f, cmd, pos[0], stdout)
+	return approveDecideAll(rctx, client, f, cmd, pos, stdout)
 }
 
 // parseApprove parses the approve command line: the command first, then
@@ -130,6 +133,7 @@ func parseApprove(fs *flag.FlagSet, args []string) (cmd string, pos []string, er
 		return "", nil, fmt.Errorf("%w: approve needs a command: list, show, accept, decline or watch", errUsage)
 	}
 	cmd = args[0]
+	setApproveCommandUsage(fs, cmd)
 	// Flags may come before or after the execution id.
 	rest := args[1:]
 	for {
@@ -153,16 +157,20 @@ func parseApprove(fs *flag.FlagSet, args []string) (cmd string, pos []string, er
 
 // check checks the command, its arguments and the flags that go with it.
 func (f *approveFlags) check(cmd string, pos []string) error {
-	wantID := cmd == "show" || cmd == "accept" || cmd == "decline"
+	decide := cmd == "accept" || cmd == "decline"
 	switch {
-	case cmd != "list" && cmd != "watch" && !wantID:
+	case cmd != "list" && cmd != "watch" && cmd != "show" && !decide:
 		return fmt.Errorf("%w: unknown approve command %q (want list, show, accept, decline or watch)", errUsage, cmd)
-	case wantID && len(pos) != 1:
-		return fmt.Errorf("%w: approve %s needs exactly one execution id", errUsage, cmd)
-	case !wantID && len(pos) != 0:
+	case cmd == "show" && len(pos) != 1:
+		return fmt.Errorf("%w: approve show needs exactly one execution id", errUsage)
+	case decide && f.all && len(pos) != 0:
+		return fmt.Errorf("%w: approve %s: give execution ids or --all, not both", errUsage, cmd)
+	case !decide && cmd != "show" && len(pos) != 0:
 		return fmt.Errorf("%w: approve %s takes no arguments", errUsage, cmd)
 	case f.reason != "" && cmd != "decline":
 		return fmt.Errorf("%w: --reason is only for decline", errUsage)
+	case f.all && !decide:
+		return fmt.Errorf("%w: --all is only for accept and decline", errUsage)
 	}
 	if err := checkAddr(f.addr); err != nil {
 		return fmt.Errorf("%w: --grpc %q: %v (want host:port)", errUsage, f.addr, err)
@@ -225,7 +233,7 @@ func approveDecide(ctx context.Context, client pb.ApprovalServiceClient, f appro
 	if f.asJSON {
 		return writeProtoJSON(w, resp)
 	}
-	fmt.Fprintf(w, "%s: %s\n", id, resp.GetStatus())
+	fmt.Fprintf(w, "%s: %s\n", id, outcomeWord(resp.GetStatus()))
 	return nil
 }
 

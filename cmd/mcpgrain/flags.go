@@ -24,6 +24,12 @@ const (
 	defaultMCPURL   = "http://" + defaultHTTPAddr + "/mcp"
 )
 
+// cliName is how the README, the dev banner and try's output call the
+// binary: the README's quickstart builds it with
+// `go build -o bin/mcpgrain ./cmd/mcpgrain` and runs it from the
+// repository root.
+const cliName = "bin/mcpgrain"
+
 // errUsage marks an error in the command line or environment (exit 2).
 var errUsage = errors.New("invalid usage")
 
@@ -155,7 +161,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
+		if set[f.Name] || commandLineOnly[f.Name] {
 			return
 		}
 		env := envName(f.Name)
@@ -168,6 +174,10 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return errors.Join(errs...)
 }
 
+// commandLineOnly are flags no environment variable sets: a variable
+// left in a shell must not widen what a command does (approve --all).
+var commandLineOnly = map[string]bool{"all": true}
+
 func envName(flagName string) string {
 	return "MCPGRAIN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
@@ -177,8 +187,8 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: mcpgrain %s [flags]\n\n%s\n\nFlags (each also settable as MCPGRAIN_<FLAG>):\n", name, summary)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: mcpgrain %s [flags]\n\n%s\n\nFlags, by group (each also settable as the MCPGRAIN_<FLAG> shown in brackets):\n", name, summary)
+		printGroupedFlags(stderr, fs, nil)
 	}
 	return fs
 }

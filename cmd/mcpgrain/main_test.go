@@ -51,7 +51,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"bad env address", []string{"dev"}, map[string]string{"MCPGRAIN_HTTP": "nowhere"}, 2, `--http "nowhere"`},
 		{"cluster tls needs all three", []string{"dev", "--cluster-tls-cert", "node.pem"}, nil, 2, "--cluster-tls-ca go together"},
 		{"try: bad url", []string{"try", "--url", "ftp://x/mcp"}, nil, 2, `--url "ftp://x/mcp"`},
-		{"try: nobody listening", []string{"try", "--url", "http://127.0.0.1:1/mcp"}, nil, 1, "is `mcpgrain dev` running?"},
+		{"try: nobody listening", []string{"try", "--url", "http://127.0.0.1:1/mcp"}, nil, 1, "is `bin/mcpgrain dev` running?"},
 		{"version", []string{"version"}, nil, 0, "mcpgrain "},
 		{"help", []string{"dev", "-h"}, nil, 0, "MCPGRAIN_<FLAG>"},
 	}

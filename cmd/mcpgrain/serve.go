@@ -106,14 +106,14 @@ type devBanner struct {
 
 func (b devBanner) print(w io.Writer) {
 	endpoint := "http://" + b.info.HTTPAddr + "/mcp"
-	fmt.Fprintf(w, "mcpgrain %s dev node %s (tools: %s)\n\n", version(), b.info.NodeID, strings.Join(b.mc.Packs, ", "))
+	fmt.Fprintf(w, "mcpgrain dev is ready — version %s, node id %q, tools: %s\n\n", version(), b.info.NodeID, strings.Join(b.mc.Packs, ", "))
 	fmt.Fprintf(w, "  MCP endpoint:  %s\n", endpoint)
 	b.printAuth(w)
 	fmt.Fprintf(w, "  operations:    http://%s/healthz  /readyz  /metrics\n", b.info.HTTPAddr)
 	if b.mc.Code.DemoAPI {
 		fmt.Fprintf(w, "  demo API:      http://%s/demo/todos  (your organization's list, with your bearer token; code calls it as tools.demo.*; writes need approval)\n", b.info.HTTPAddr)
 	}
-	fmt.Fprintf(w, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  mcpgrain approve list\n", b.info.HTTPAddr)
+	fmt.Fprintf(w, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  %s approve list\n", b.info.HTTPAddr, cliName)
 	if slices.Contains(b.mc.Packs, "code") {
 		fmt.Fprintf(w, "  try it:        %s   (runs code that needs approval, prints where to approve it)\n", b.tryCommand(endpoint))
 	}
@@ -144,7 +144,7 @@ func (b devBanner) printAuth(w io.Writer) {
 
 // tryCommand is the `mcpgrain try` command line that reaches endpoint.
 func (b devBanner) tryCommand(endpoint string) string {
-	try := "mcpgrain try"
+	try := cliName + " try"
 	if endpoint != defaultMCPURL {
 		try += " --url " + endpoint
 	}

@@ -101,7 +101,7 @@ func (c *tryCommand) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: u.String(), HTTPClient: &http.Client{Transport: rt}},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w (is `mcpgrain dev` running? is the token right?)", c.endpoint, err)
+		return nil, fmt.Errorf("connect to %s: %w (is `%s dev` running? is the token right?)", c.endpoint, err, cliName)
 	}
 	return cs, nil
 }
@@ -116,7 +116,7 @@ func (c *tryCommand) awaitDecision(ctx context.Context, cs *mcp.ClientSession, s
 	}
 	fmt.Fprintf(stdout, "paused for approval: execution %s\n", id)
 	fmt.Fprintf(stdout, "  approve in a browser:  %s\n", link)
-	fmt.Fprintf(stdout, "  or from a shell:       mcpgrain approve accept %s   (or decline; list shows every pause)\n", id)
+	fmt.Fprintf(stdout, "  or from a shell:       %s approve accept %s   (or decline; list shows every pause)\n", cliName, id)
 	fmt.Fprintf(stdout, "waiting for the decision (up to %s)...\n\n", c.wait)
 	wctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()

@@ -49,6 +49,12 @@ var migrations = []store.Migration{
 		`ALTER TABLE executions ADD COLUMN decision TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX executions_org_settled ON executions (org, settled_at_ms)`,
 	}},
+
+	// 20, not the next free number: leaves room for other domains' steps
+	// (versions need not be contiguous).
+	{Version: 20, Name: "why a paused execution was declined", Stmts: []string{
+		`ALTER TABLE executions ADD COLUMN decision_reason TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // Store is the execution directory in a store's database. Its methods are
@@ -78,6 +84,9 @@ type Execution struct {
 	// none was recorded (it timed out, or its session's client answered).
 	// [Store.PutExecution] leaves them as they are.
 	DecidedBy, Decision string
+	// Reason is why it was declined, as the decider said ("" if no
+	// reason was given or recorded).
+	Reason string
 }
 
 // PutExecution records (or replaces) a paused execution in the
@@ -102,7 +111,7 @@ ON CONFLICT (exec_id) DO UPDATE SET session = excluded.session, user_id = exclud
 	return nil
 }
 
-const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms, decided_by, decision`
+const executionColumns = `exec_id, session, user_id, org, address, message, approval_text, args_json, deadline_ms, settled_at_ms, decided_by, decision, decision_reason`
 
 // MsOrZero is t in Unix milliseconds, 0 for the zero time (a column
 // that is 0 while unset).
@@ -118,7 +127,7 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 		e               Execution
 		ms, settledAtMs int64
 	)
-	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms, &settledAtMs, &e.DecidedBy, &e.Decision)
+	err := row.Scan(&e.ID, &e.Session, &e.User, &e.Org, &e.Address, &e.Message, &e.ApprovalText, &e.ArgsJSON, &ms, &settledAtMs, &e.DecidedBy, &e.Decision, &e.Reason)
 	e.Deadline = time.UnixMilli(ms)
 	if settledAtMs != 0 {
 		e.Settled = time.UnixMilli(settledAtMs)
@@ -164,14 +173,15 @@ ORDER BY settled_at_ms DESC, exec_id LIMIT $2`, org, limit)
 	return scanExecutions(rows)
 }
 
-// RecordDecision records that user decided execID with action (the
-// first recorded decision sticks) and marks the row settled at at
-// unless it already is. A missing row is not an error.
-func (s *Store) RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error {
+// RecordDecision records that user decided execID with action, and why
+// (reason, may be empty) (the first recorded decision sticks) and marks
+// the row settled at at unless it already is. A missing row is not an
+// error.
+func (s *Store) RecordDecision(ctx context.Context, execID, user, action, reason string, at time.Time) error {
 	return s.db.WriteOne(ctx, func(ctx context.Context, q store.Querier) error {
-		_, err := q.ExecContext(ctx, `UPDATE executions SET decided_by = $1, decision = $2,
-	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $3 ELSE settled_at_ms END
-WHERE exec_id = $4 AND decision = ''`, user, action, at.UnixMilli(), execID)
+		_, err := q.ExecContext(ctx, `UPDATE executions SET decided_by = $1, decision = $2, decision_reason = $3,
+	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $4 ELSE settled_at_ms END
+WHERE exec_id = $5 AND decision = ''`, user, action, reason, at.UnixMilli(), execID)
 		if err != nil {
 			return fmt.Errorf("store: record decision of %s: %w", execID, err)
 		}

@@ -86,24 +86,27 @@ func TestDecisionHistory(t *testing.T) {
 			put(id, "acme")
 		}
 		put("x1", "globex")
-		if err := s.RecordDecision(ctx, "d1", "bob", "accept", now); err != nil {
+		if err := s.RecordDecision(ctx, "d1", "bob", "accept", "", now); err != nil {
 			t.Fatal(err)
 		}
 		// Settled first (timed out), then a late decision: the settle time stays.
 		_ = s.SettleExecutions(ctx, now.Add(time.Second), "d2")
-		_ = s.RecordDecision(ctx, "d2", "bob", "decline", now.Add(time.Minute))
+		_ = s.RecordDecision(ctx, "d2", "bob", "decline", "not now", now.Add(time.Minute))
 		_ = s.SettleExecutions(ctx, now.Add(2*time.Second), "d3")
-		_ = s.RecordDecision(ctx, "x1", "carol", "accept", now.Add(3*time.Second))
+		_ = s.RecordDecision(ctx, "x1", "carol", "accept", "", now.Add(3*time.Second))
 		// The first decision sticks; a missing row is no error.
-		if err := s.RecordDecision(ctx, "d1", "alice", "decline", now.Add(time.Hour)); err != nil {
+		if err := s.RecordDecision(ctx, "d1", "alice", "decline", "too late", now.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecordDecision(ctx, "missing", "bob", "accept", now); err != nil {
+		if err := s.RecordDecision(ctx, "missing", "bob", "accept", "", now); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.GetExecution(ctx, "d1")
-		if err != nil || got.DecidedBy != "bob" || got.Decision != "accept" || !got.Settled.Equal(now) {
+		if err != nil || got.DecidedBy != "bob" || got.Decision != "accept" || got.Reason != "" || !got.Settled.Equal(now) {
 			t.Fatalf("d1: %+v %v (want bob's accept, settled at its time)", got, err)
+		}
+		if got, err := s.GetExecution(ctx, "d2"); err != nil || got.Reason != "not now" {
+			t.Fatalf("d2: %+v %v (want the decline's reason kept)", got, err)
 		}
 		list, err := s.ListDecided(ctx, "acme", 10)
 		if err != nil || len(list) != 3 {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -42,10 +43,12 @@ type Settlement struct {
 	// DecidedBy is the deciding user ("" if nobody decided on an approval
 	// surface).
 	DecidedBy string
-	// Outcome is "approved", "declined", "cancelled", "timed out" or
+	// Outcome is "accepted", "declined", "cancelled", "timed out" or
 	// "answered in its session".
 	Outcome string
-	At      time.Time
+	// Reason is why it was declined ("" if not said).
+	Reason string
+	At     time.Time
 }
 
 // Inbox returns the caller organization's inbox, from the directory (no
@@ -66,7 +69,7 @@ func (s *Service) Inbox(ctx context.Context, who *pb.Principal) (Inbox, error) {
 			continue
 		}
 		in.Recent = append(in.Recent, Settlement{ExecutionID: r.ID, Tool: r.Address, RequestedBy: r.User,
-			DecidedBy: r.DecidedBy, Outcome: outcome(r), At: r.Settled})
+			DecidedBy: r.DecidedBy, Outcome: outcome(r), Reason: r.Reason, At: r.Settled})
 	}
 	return in, nil
 }
@@ -88,7 +91,7 @@ func newestFirst(list []*pb.PausedExecution, limit int) []*pb.PausedExecution {
 func outcome(r directory.Execution) string {
 	switch r.Decision {
 	case "accept":
-		return "approved"
+		return "accepted"
 	case "decline":
 		return "declined"
 	case "cancel":
@@ -115,12 +118,58 @@ func (in Inbox) Key() string {
 	return b.String()
 }
 
-// record keeps who's decision in the directory for the inbox's history.
-// The decision is made: a failure here loses only its history entry.
-func (s *Service) record(ctx context.Context, who *pb.Principal, execID, action string) {
+// maxReasonShown bounds the reason a decision's history entry keeps.
+const maxReasonShown = 500
+
+// reasonOf is the "reason" string of a decision's content ("" if none),
+// cut to maxReasonShown bytes on a character boundary.
+func reasonOf(content map[string]any) string {
+	r, _ := content["reason"].(string)
+	r = strings.ToValidUTF8(strings.TrimSpace(r), "\uFFFD")
+	if len(r) <= maxReasonShown {
+		return r
+	}
+	r = r[:maxReasonShown]
+	for len(r) > 0 && !utf8.ValidString(r) {
+		r = r[:len(r)-1]
+	}
+	return r + "…"
+}
+
+// record keeps who's decision (and its reason) in the directory for the
+// inbox's history. The decision is made: a failure here loses only its
+// history entry.
+func (s *Service) record(ctx context.Context, who *pb.Principal, execID, action, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	if err := s.dir.RecordDecision(ctx, execID, who.GetUser(), action, s.now()); err != nil {
+	if err := s.dir.RecordDecision(ctx, execID, who.GetUser(), action, reason, s.now()); err != nil {
 		s.log.Warn("approvals: record decision", "execution", execID, "err", err)
 	}
+}
+
+// Settled returns how execution execID of who's organization settled
+// (ok=false if it is not settled, not in the directory, or another
+// organization's): what a decided execution's page says.
+func (s *Service) Settled(ctx context.Context, who *pb.Principal, execID string) (Settlement, bool) {
+	r, err := s.dir.GetExecution(ctx, execID)
+	if err != nil || r.Settled.IsZero() || r.Org != who.GetOrg() {
+		return Settlement{}, false
+	}
+	return Settlement{ExecutionID: r.ID, Tool: r.Address, RequestedBy: r.User, DecidedBy: r.DecidedBy,
+		Outcome: outcome(r), Reason: r.Reason, At: r.Settled}, true
+}
+
+// Sentence says what became of the execution, and who decided it: "Accepted
+// by alice at 2026-12-06 21:00:00 UTC." (and why, for a decline with a
+// reason).
+func (st Settlement) Sentence() string {
+	s := strings.ToUpper(st.Outcome[:1]) + st.Outcome[1:]
+	if st.DecidedBy != "" {
+		s += " by " + st.DecidedBy
+	}
+	s += " at " + st.At.UTC().Format("2006-01-02 15:04:05 UTC") + "."
+	if st.Reason != "" {
+		s += " Reason: " + st.Reason
+	}
+	return s
 }

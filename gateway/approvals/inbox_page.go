@@ -27,16 +27,21 @@ var inboxTmpl = template.Must(template.New("inbox").Parse(`<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Approvals · mcpgrain</title>
 <style>
-body{font:16px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}
+body{font:16px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;overflow-wrap:anywhere}
 h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:1.6rem}h3{font-size:1rem;margin:0 0 .4rem}
 article{border:1px solid #ccc;border-radius:.4rem;padding:.8rem 1rem;margin:.8rem 0}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;margin:.4rem 0}
-dt{font-weight:600}dd{margin:0}
+dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.1rem 1rem;margin:.4rem 0}
+dt{font-weight:600}dd{margin:0;min-width:0}
+code{overflow-wrap:anywhere;word-break:break-all}
 pre{background:#f4f4f4;padding:.6rem;overflow:auto;max-height:12rem;white-space:pre-wrap;word-break:break-word;margin:.4rem 0}
 button{font:inherit;padding:.4rem 1.2rem;margin-right:.6rem;border-radius:.3rem;border:1px solid #888;cursor:pointer}
 button.approve{background:#1e7d32;color:#fff;border-color:#1e7d32}
 button.decline{background:#b3261e;color:#fff;border-color:#b3261e}
-table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.2rem .6rem .2rem 0;border-bottom:1px solid #eee}
+table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.2rem .6rem .2rem 0;border-bottom:1px solid #eee;vertical-align:top}
+.why{color:#555}
+@media (max-width:40rem){body{margin:1rem auto}article{padding:.6rem}dl{grid-template-columns:minmax(0,1fr)}dd{margin-bottom:.3rem}
+table,tbody,tr,td{display:block;width:auto}thead{display:none}tr{border-bottom:1px solid #ccc;padding:.4rem 0}td{border:0;padding:.05rem 0}
+td[data-label]::before{content:attr(data-label) ": ";font-weight:600}}
 .note,.empty{color:#555}
 </style>
 {{if not .Login}}<script src="/approvals/inbox.js" defer></script>{{end}}
@@ -80,8 +85,8 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.2rem .6
 <section id="history">
 <h2>Recent decisions</h2>
 {{if not .Recent}}<p class="empty" id="no-history">Nothing was decided lately.</p>{{else}}<table>
-<thead><tr><th>When</th><th>Who</th><th>What</th><th>Tool</th><th>Requested by</th></tr></thead>
-<tbody>{{range .Recent}}<tr class="decision" data-id="{{.ExecutionID}}"><td class="when">{{.At.UTC.Format "2006-01-02 15:04:05 UTC"}}</td><td class="who">{{if .DecidedBy}}{{.DecidedBy}}{{else}}—{{end}}</td><td class="what">{{.Outcome}}</td><td><code>{{.Tool}}</code></td><td>{{.RequestedBy}}</td></tr>
+<thead><tr><th>When</th><th>Who</th><th>What</th><th>Why</th><th>Tool</th><th>Requested by</th></tr></thead>
+<tbody>{{range .Recent}}<tr class="decision" data-id="{{.ExecutionID}}"><td data-label="When" class="when">{{.At.UTC.Format "2006-01-02 15:04:05 UTC"}}</td><td data-label="Who" class="who">{{if .DecidedBy}}{{.DecidedBy}}{{else}}—{{end}}</td><td data-label="What" class="what">{{.Outcome}}</td><td data-label="Why" class="why">{{if .Reason}}{{.Reason}}{{else}}—{{end}}</td><td data-label="Tool"><code>{{.Tool}}</code></td><td data-label="Requested by">{{.RequestedBy}}</td></tr>
 {{end}}</tbody></table>{{end}}
 </section>{{end}}
 `))

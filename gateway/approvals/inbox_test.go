@@ -54,7 +54,7 @@ func TestOutcome(t *testing.T) {
 		settled  time.Time
 		want     string
 	}{
-		{"accept", at, "approved"},
+		{"accept", at, "accepted"},
 		{"decline", at, "declined"},
 		{"cancel", at, "cancelled"},
 		{"", at.Add(time.Minute), "timed out"},
@@ -159,11 +159,11 @@ func (d *memDirectory) ListExecutions(_ context.Context, org string, _ time.Time
 	return out, nil
 }
 
-func (d *memDirectory) RecordDecision(_ context.Context, id, user, action string, at time.Time) error {
+func (d *memDirectory) RecordDecision(_ context.Context, id, user, action, reason string, at time.Time) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := d.rows[id]
-	r.DecidedBy, r.Decision, r.Settled = user, action, at
+	r.DecidedBy, r.Decision, r.Reason, r.Settled = user, action, reason, at
 	d.rows[id] = r
 	return nil
 }
@@ -192,7 +192,7 @@ func (s *countingSession) Request(_ context.Context, _, _ string, m proto.Messag
 		s.decided = append(s.decided, d.GetExecutionId())
 		s.mu.Unlock()
 	}
-	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: "I've approved it"}, nil
+	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: "I've accepted it"}, nil
 }
 
 // Test tokens: alice admin, bob member, vera viewer (org acme); carol
@@ -347,7 +347,7 @@ func TestInboxRefusesHostileDecisions(t *testing.T) {
 	if len(f.session.decided) != 1 {
 		t.Fatalf("decided %v", f.session.decided)
 	}
-	if _, body := f.get(t, "/approvals", tBob); !strings.Contains(body, `class="who">alice<`) || !strings.Contains(body, `class="what">approved<`) {
+	if _, body := f.get(t, "/approvals", tBob); !strings.Contains(body, `class="who">alice<`) || !strings.Contains(body, `class="what">accepted<`) {
 		t.Fatalf("history after alice's decision:\n%s", body)
 	}
 }
@@ -433,7 +433,7 @@ func TestInboxEventsStreamTheListAndAreBoundedPerPrincipal(t *testing.T) {
 		t.Fatalf("signed-out stream: %d", st)
 	}
 	// A settlement elsewhere redraws the list.
-	_ = f.dir.RecordDecision(ctx, "exec_acme", "alice", "decline", time.Now())
+	_ = f.dir.RecordDecision(ctx, "exec_acme", "alice", "decline", "", time.Now())
 	waitFor(`class="what">declined<`)
 }
 

@@ -47,8 +47,9 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}} · mcpgrain</title>
 <style>
-body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}
+body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;overflow-wrap:anywhere}
 h1{font-size:1.4rem}
+code{overflow-wrap:anywhere;word-break:break-all}
 dt{font-weight:600;margin-top:.6rem}
 dd{margin:0}
 pre{background:#f4f4f4;padding:.8rem;overflow:auto;max-height:24rem;white-space:pre-wrap;word-break:break-word}
@@ -216,6 +217,10 @@ func (p *page) show(w http.ResponseWriter, r *http.Request) {
 	}
 	pe, err := p.svc.Get(r.Context(), who, "", id)
 	if err != nil {
+		if st, ok := p.svc.Settled(r.Context(), who, id); ok && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyDecided)) {
+			p.message(w, http.StatusOK, "Already "+st.Outcome, st.Sentence(), "")
+			return
+		}
 		p.failed(w, err)
 		return
 	}
@@ -299,11 +304,11 @@ func (p *page) decide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	title := "Approved"
-	if d.Status != "approved" {
-		title = "Declined"
+	title, result := "Accepted", "You ("+d.By+") accepted it: the tool call runs."
+	if d.Status != StatusAccepted {
+		title, result = "Declined", "You ("+d.By+") declined it: the tool call fails (reason: "+declineReasons["page"]+")."
 	}
-	p.message(w, http.StatusOK, title, d.Text+".", "You can close this page; the execution continues.")
+	p.message(w, http.StatusOK, title, result, "You can close this page; the execution continues.")
 }
 
 // decideForm takes a decision form posted to a page (where: "page" or

@@ -52,14 +52,23 @@ var (
 )
 
 // Actions a decision may take.
-var actions = map[string]string{"accept": "approved", "decline": "denied", "cancel": "canceled"}
+var actions = map[string]string{"accept": StatusAccepted, "decline": StatusDeclined, "cancel": StatusCancelled}
+
+// A [Decision]'s statuses: the MCP elicitation actions (accept, decline,
+// cancel) as past participles, the words every surface uses for an
+// outcome (with "timed out" for a pause nobody decided in time).
+const (
+	StatusAccepted  = "accepted"
+	StatusDeclined  = "declined"
+	StatusCancelled = "cancelled"
+)
 
 // Directory is the store's execution directory.
 type Directory interface {
 	GetExecution(ctx context.Context, execID string) (directory.Execution, error)
 	ListExecutions(ctx context.Context, org string, now time.Time, limit int) ([]directory.Execution, error)
 	// RecordDecision and ListDecided keep the inbox's history.
-	RecordDecision(ctx context.Context, execID, user, action string, at time.Time) error
+	RecordDecision(ctx context.Context, execID, user, action, reason string, at time.Time) error
 	ListDecided(ctx context.Context, org string, limit int) ([]directory.Execution, error)
 }
 
@@ -234,10 +243,12 @@ func (s *Service) notFound(ctx context.Context, execID string) error {
 
 // Decision is a recorded decision.
 type Decision struct {
-	// Status is "approved", "denied" or "canceled".
+	// Status is "accepted", "declined" or "cancelled".
 	Status string `json:"status"`
-	// Text is the confirmation ("I've approved it").
+	// Text is the confirmation ("I've accepted it").
 	Text string `json:"text"`
+	// By is the deciding user.
+	By string `json:"by"`
 }
 
 // MaxContentBytes bounds a decision's content (as JSON).
@@ -277,8 +288,8 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	}
 	switch r.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
-		s.record(ctx, who, execID, action)
-		return Decision{Status: status, Text: r.GetText()}, nil
+		s.record(ctx, who, execID, action, reasonOf(content))
+		return Decision{Status: status, Text: r.GetText(), By: who.GetUser()}, nil
 	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
 		return Decision{}, ErrAlreadyDecided
 	case pb.ExecutionReply_STATUS_FORBIDDEN: // the owner's node decides only admins

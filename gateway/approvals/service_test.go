@@ -34,7 +34,7 @@ func (d *settlingDirectory) ListExecutions(context.Context, string, time.Time, i
 	return nil, nil
 }
 
-func (d *settlingDirectory) RecordDecision(context.Context, string, string, string, time.Time) error {
+func (d *settlingDirectory) RecordDecision(context.Context, string, string, string, string, time.Time) error {
 	return nil
 }
 

@@ -79,7 +79,7 @@ func TestGRPCApprovalServiceDecidesAWaitingResume(t *testing.T) {
 		done <- sc
 	}()
 	d, err := client.DecideExecution(withToken(t, bobToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"})
-	if err != nil || d.GetStatus() != "approved" {
+	if err != nil || d.GetStatus() != "accepted" {
 		t.Fatalf("decide: %v %v", d, err)
 	}
 	if _, err := client.DecideExecution(withToken(t, aliceToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "decline"}); status.Code(err) != codes.FailedPrecondition {
@@ -125,11 +125,11 @@ func TestCLIApproveListShowAcceptDecline(t *testing.T) {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
 	out, err = mcpgrainCLI(t, bin, append([]string{"approve", "accept", accepted}, flags...)...)
-	if err != nil || strings.TrimSpace(out) != accepted+": approved" {
+	if err != nil || strings.TrimSpace(out) != accepted+": accepted" {
 		t.Fatalf("accept: %v\n%s", err, out)
 	}
 	out, err = mcpgrainCLI(t, bin, append(append([]string{"approve", "decline"}, flags...), declined, "--reason", "not today")...)
-	if err != nil || strings.TrimSpace(out) != declined+": denied" {
+	if err != nil || strings.TrimSpace(out) != declined+": declined" {
 		t.Fatalf("decline: %v\n%s", err, out)
 	}
 	out, err = mcpgrainCLI(t, bin, append([]string{"approve", "accept", accepted}, flags...)...)
@@ -224,7 +224,7 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 		t.Fatalf("page showed tool %q args %q deadline %q", tool, args, deadline)
 	}
 	browse(t, ctx, chromedp.Click(chromedp.CSS("button.approve")), chromedp.WaitVisible(chromedp.CSS("#result")))
-	if result := text(t, ctx, "#result"); result != "I've approved it." {
+	if result := text(t, ctx, "#result"); result != "You (bob) accepted it: the tool call runs." {
 		t.Fatalf("result %q", result)
 	}
 	select {
@@ -260,7 +260,7 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 		chromedp.Click(chromedp.CSS("button.decline")),
 		chromedp.WaitVisible(chromedp.CSS("#result")),
 	)
-	if result := text(t, ctx, "#result"); result != "I've denied it." {
+	if result := text(t, ctx, "#result"); result != "You (alice) declined it: the tool call fails (reason: declined in the approval page)." {
 		t.Fatalf("result %q", result)
 	}
 	res, _ := callTool(t, cs, "resume", map[string]any{"executionId": id})

@@ -65,7 +65,7 @@ func TestApprovalServiceOverTLS(t *testing.T) {
 	tok := tokenFile(t, aliceToken)
 
 	out, err := mcpgrainCLI(t, bin, "approve", "accept", id, "--grpc", info.GRPCAddr, "--token-file", tok, "--tls-ca", cert)
-	if err != nil || strings.TrimSpace(out) != id+": approved" {
+	if err != nil || strings.TrimSpace(out) != id+": accepted" {
 		t.Fatalf("accept over TLS: %v\n%s", err, out)
 	}
 	// A plaintext client cannot talk to the TLS endpoint, and a client that

@@ -99,7 +99,7 @@ func TestWritePausesAndHTTPRouteApprovalCompletesIt(t *testing.T) {
 	}
 
 	r := api(t, "POST", url+"/resume", bobToken, `{"action":"accept"}`)
-	if r.status != 200 || r.body["status"] != "approved" || r.body["text"] != "I've approved it" {
+	if r.status != 200 || r.body["status"] != "accepted" || r.body["text"] != "I've accepted it" {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
 	if r := api(t, "POST", url+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 || r.body["error"] != "execution_already_decided" {

@@ -361,7 +361,7 @@ func (n *dsNode) stillPaused(t *testing.T, p *dsPause) {
 func (n *dsNode) adminDecides(t *testing.T, p *dsPause) {
 	t.Helper()
 	r := api(t, "POST", n.base()+"/api/executions/"+p.execID+"/resume", dsAdmin.token, `{"action":"accept"}`)
-	if r.status != 200 || r.body["status"] != "approved" {
+	if r.status != 200 || r.body["status"] != "accepted" {
 		t.Fatalf("the admin's approval after the refusal: %d %v", r.status, r.body)
 	}
 }
@@ -517,7 +517,7 @@ func dsPage(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
 	allowed := dsMayDecide[n.approvers][decider.role]
 	csrf := dsForm(t, n, "/approve/"+p.execID, p, decider, allowed)
 	code, body := dsPost(t, n, "/approve/"+p.execID, csrf, decider)
-	return dsVerdict{decided: code == http.StatusOK && strings.Contains(body, "Approved"), refused: pageRefusal(code, body),
+	return dsVerdict{decided: code == http.StatusOK && strings.Contains(body, "Accepted"), refused: pageRefusal(code, body),
 		answer: fmt.Sprintf("%d %s", code, body)}
 }
 
@@ -530,7 +530,7 @@ func dsInbox(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
 
 func dsHTTP(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
 	r := api(t, "POST", n.base()+"/api/executions/"+p.execID+"/resume", decider.token, `{"action":"accept"}`)
-	return dsVerdict{decided: r.status == 200 && r.body["status"] == "approved",
+	return dsVerdict{decided: r.status == 200 && r.body["status"] == "accepted",
 		refused: r.status == http.StatusForbidden && r.body["error"] == "insufficient_role", answer: fmt.Sprintf("%d %v", r.status, r.body)}
 }
 
@@ -539,12 +539,12 @@ func dsGRPC(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
 	if err != nil {
 		return dsVerdict{refused: status.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "insufficient_role"), answer: err.Error()}
 	}
-	return dsVerdict{decided: d.GetStatus() == "approved", answer: d.String()}
+	return dsVerdict{decided: d.GetStatus() == "accepted", answer: d.String()}
 }
 
 func dsCLI(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
 	out, err := mcpgrainCLI(t, n.bin, "approve", "accept", p.execID, "--grpc", n.info.GRPCAddr, "--token-file", tokenFile(t, decider.token))
-	return dsVerdict{decided: err == nil && strings.TrimSpace(out) == p.execID+": approved",
+	return dsVerdict{decided: err == nil && strings.TrimSpace(out) == p.execID+": accepted",
 		refused: err != nil && strings.Contains(out, "insufficient_role"), answer: fmt.Sprintf("%v: %s", err, out)}
 }
 

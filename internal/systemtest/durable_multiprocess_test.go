@@ -132,7 +132,7 @@ func TestDurablePauseSurvivesPassivationApprovedOverGRPC(t *testing.T) {
 		t.Fatalf("get a passivated pause: %v %v", got, err)
 	}
 	d, err := client.DecideExecution(withToken(t, bobToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"})
-	if err != nil || d.GetStatus() != "approved" {
+	if err != nil || d.GetStatus() != "accepted" {
 		t.Fatalf("decide: %v %v", d, err)
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id})
@@ -296,7 +296,7 @@ func TestDurablePauseSurvivesWholeClusterRestart(t *testing.T) {
 	if err != nil || len(list.GetExecutions()) != 1 || list.GetExecutions()[0].GetExecutionId() != id {
 		t.Fatalf("list after restart: %v %v", list, err)
 	}
-	if d, err := client.DecideExecution(withToken(t, bobToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"}); err != nil || d.GetStatus() != "approved" {
+	if d, err := client.DecideExecution(withToken(t, bobToken), &pb.DecideExecutionRequest{ExecutionId: id, Action: "accept"}); err != nil || d.GetStatus() != "accepted" {
 		t.Fatalf("decide: %v %v", d, err)
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id})

@@ -31,8 +31,8 @@ func TestApprovalsInboxAcrossNodes(t *testing.T) {
 	browse(t, alice, chromedp.WaitVisible(chromedp.CSS(entry(id)+" button.approve")),
 		chromedp.Click(chromedp.CSS(entry(id)+" button.approve")), chromedp.WaitVisible(chromedp.CSS(decision(id))))
 	browse(t, bob, chromedp.WaitNotPresent(chromedp.CSS(entry(id))), chromedp.WaitVisible(chromedp.CSS(decision(id))))
-	if who, what := text(t, bob, decision(id)+" .who"), text(t, bob, decision(id)+" .what"); who != "alice" || what != "approved" {
-		t.Fatalf("node 2's history: %q %q, want alice approved", who, what)
+	if who, what := text(t, bob, decision(id)+" .who"), text(t, bob, decision(id)+" .what"); who != "alice" || what != "accepted" {
+		t.Fatalf("node 2's history: %q %q, want alice accepted", who, what)
 	}
 	if !pageMarked(t, bob) {
 		t.Fatal("node 2's inbox reloaded: the pause and the decision should arrive live")

@@ -93,8 +93,8 @@ func TestApprovalsInboxInHeadlessChromium(t *testing.T) {
 	browse(t, alice, chromedp.Click(chromedp.CSS(entry(id)+" button.approve")), chromedp.WaitVisible(chromedp.CSS(decision(id))))
 	browse(t, bob, chromedp.WaitNotPresent(chromedp.CSS(entry(id))), chromedp.WaitVisible(chromedp.CSS(decision(id))))
 	for name, tab := range map[string]context.Context{"alice": alice, "bob": bob} {
-		if who, what := text(t, tab, decision(id)+" .who"), text(t, tab, decision(id)+" .what"); who != "alice" || what != "approved" {
-			t.Fatalf("%s's history: %q %q, want alice approved", name, who, what)
+		if who, what := text(t, tab, decision(id)+" .who"), text(t, tab, decision(id)+" .what"); who != "alice" || what != "accepted" {
+			t.Fatalf("%s's history: %q %q, want alice accepted", name, who, what)
 		}
 	}
 	if !pageMarked(t, bob) {

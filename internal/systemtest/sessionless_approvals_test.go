@@ -100,7 +100,7 @@ func TestSessionlessPausesAreOnTheApprovalSurfaces(t *testing.T) {
 	}
 
 	// A member decides; the first decision wins.
-	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "accepted" {
 		t.Fatalf("bob's decision: %d %v", r.status, r.body)
 	}
 	if r := api(t, "POST", base+"/api/executions/"+id+"/resume", aliceToken, `{"action":"decline"}`); r.status != 409 || r.body["error"] != "execution_already_decided" {

@@ -212,7 +212,7 @@ func TestExecuteTaskPauseIsSettledByAnApprovalSurface(t *testing.T) {
 	if r := api(t, "POST", url+"/resume", carolToken, `{"action":"accept"}`); r.status != 404 {
 		t.Fatalf("other org decided: %d", r.status)
 	}
-	if r := api(t, "POST", url+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+	if r := api(t, "POST", url+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "accepted" {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
 	if got := waitStatus(t, addr, id, "completed"); got.Result["status"] != "completed" {

@@ -457,7 +457,7 @@ type ExecutionReply struct {
 	Executions []*PausedExecution `protobuf:"bytes,2,rep,name=executions,proto3" json:"executions,omitempty"`
 	// The MCP tool result as JSON, for a forwarded resume.
 	ResultJson string `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
-	// For decide: the human-readable confirmation ("I've approved it").
+	// For decide: the human-readable confirmation ("I've accepted it").
 	Text          string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -763,7 +763,7 @@ func (x *DecideExecutionRequest) GetContentJson() string {
 // DecideExecutionResponse confirms the decision.
 type DecideExecutionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "approved", "denied" or "canceled".
+	// "accepted", "declined" or "cancelled".
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	// Human-readable confirmation.
 	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
