@@ -26,7 +26,7 @@ var flagGroups = []flagGroup{
 	{"Approvals", []string{"approval-window", "approvers", "q", "json", "reason", "all", "wait", "timeout"}},
 	{"Limits", []string{"exec-timeout", "exec-max-tool-calls", "exec-max-output", "exec-max-running",
 		"exec-max-running-per-user", "exec-max-running-per-org", "exec-slot-wait",
-		"rate-limit", "rate-burst", "auth-failure-rate", "auth-failure-burst", "body-timeout",
+		"rate-limit", "rate-burst", "auth-failure-rate", "auth-failure-burst", "body-timeout", "max-in-flight", "queue-wait", "stream-keepalive",
 		"event-max-bytes", "event-session-bytes", "event-principal-bytes", "event-store-bytes", "trusted-origins"}},
 	{"Sessions", []string{"session-timeout", "paused-lease", "max-paused-idle", "running-lease", "max-running-idle",
 		"session-ttl", "task-ttl", "resident-memory", "resident-soft-cap", "session-placement", "state-key", "state-key-file"}},

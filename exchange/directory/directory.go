@@ -50,9 +50,7 @@ var migrations = []store.Migration{
 		`CREATE INDEX executions_org_settled ON executions (org, settled_at_ms)`,
 	}},
 
-	// 20, not the next free number: leaves room for other domains' steps
-	// (versions need not be contiguous).
-	{Version: 20, Name: "why a paused execution was declined", Stmts: []string{
+	{Version: 13, Name: "why a paused execution was declined", Stmts: []string{
 		`ALTER TABLE executions ADD COLUMN decision_reason TEXT NOT NULL DEFAULT ''`,
 	}},
 }

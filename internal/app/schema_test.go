@@ -26,6 +26,7 @@ func TestTheProgramMigratesTheOneSchemaHistory(t *testing.T) {
 		"tasks extension: the handover lease of a task's running work",
 		"tasks extension: the roles a task's rounds run with",
 		"the sse event log is kept within a budget per principal and for the store",
+		"why a paused execution was declined",
 	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "schema.db"))
