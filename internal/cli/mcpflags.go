@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/rand"
@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
@@ -35,6 +37,8 @@ const defaultPacks = toolpacks.Code + "," + toolpacks.Demo
 
 // mcpFlags are the flags of the MCP endpoint and session lifecycle.
 type mcpFlags struct {
+	extra                           []toolpacks.Pack    // the program's own packs
+	impl                            *mcp.Implementation // nil: mcpgrain
 	tools, keysFile, token, origins string
 	stateKey                        string
 	approvers                       string
@@ -209,7 +213,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	d := alarm.DefaultPolicy()
 	m.code.register(fs, demoDefault)
 	m.oauth.register(fs)
-	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.Names(), ", ")+")")
+	fs.StringVar(&m.tools, "tools", toolsDefault, "comma-separated tool packs every MCP session gets (known: "+strings.Join(toolpacks.NamesWith(m.extra), ", ")+")")
 	fs.StringVar(&m.keysFile, "keys-file", "", `bearer tokens: JSON file {"keys":[{"token":"…","user":"…","org":"…","role":"admin|member|viewer"}]} (chmod 600); MCPGRAIN_KEYS="token=user:org:role;…" adds more`)
 	fs.StringVar(&m.approvers, "approvers", string(policy.ApproversMember), "who of an execution's organization may decide it: member (admins and members) or admin (admins only); viewers only ever see")
 	fs.StringVar(&m.token, "token", "", "a bearer token for user dev in org local (admin); outside dev prefer --token-file or MCPGRAIN_TOKEN (a command line is readable by every local user)")
@@ -242,7 +246,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 // OAuth) is checked by its own step, then the parts are put together.
 func (m *mcpFlags) config() (app.MCPConfig, error) {
 	packs := splitList(m.tools)
-	if err := toolpacks.Validate(packs); err != nil {
+	if err := toolpacks.ValidateWith(packs, m.extra); err != nil {
 		return app.MCPConfig{}, fmt.Errorf("%w: --tools: %v", errUsage, err)
 	}
 	if err := m.checkLifetimes(); err != nil {
@@ -275,7 +279,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		OAuth:    oauth,
 		Code:     code,
 		StateKey: stateKey,
-		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
+		Packs:    packs, ExtraPacks: m.extra, Implementation: m.impl, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 
 // devCommand is `mcpgrain dev`: one node with an embedded SQLite store.
 type devCommand struct {
+	prog   Program
 	common common
 	mcp    mcpFlags
 	data   string
@@ -34,13 +35,14 @@ func (d *devCommand) flags(stderr io.Writer) *flag.FlagSet {
 	d.common.register(fs, defaultHTTPAddr, "127.0.0.1:0")
 	fs.StringVar(&d.data, "data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, d.common.nodeID = "dev", "dev"
-	d.mcp.register(fs, defaultPacks, true)
+	d.mcp.extra, d.mcp.impl = d.prog.Packs, d.prog.Implementation
+	d.mcp.register(fs, d.prog.tools(), !d.prog.sdk()) // the demo API serves code mode: on in the mcpgrain command's dev
 	addSecretFiles(fs)
 	return fs
 }
 
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var d devCommand
+func (p Program) runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d := devCommand{prog: p}
 	fs := d.flags(stderr)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -67,7 +69,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.Store = "sqlite:" + filepath.Join(d.data, "mcpgrain.db")
 	tuneGC(cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {
-		b := devBanner{info: info, mc: mc, noAuth: d.mcp.noAuth, token: d.mcp.token, generated: generated}
+		b := devBanner{prog: p, info: info, mc: mc, noAuth: d.mcp.noAuth, token: d.mcp.token, generated: generated}
 		b.print(stdout)
 	})
 }
@@ -97,6 +99,7 @@ func (d *devCommand) devSecrets() (generated bool, err error) {
 // devBanner is what a started dev node prints: where it serves, how to
 // sign in, and a client configuration.
 type devBanner struct {
+	prog      Program
 	info      app.Info
 	mc        app.MCPConfig
 	noAuth    bool
@@ -106,7 +109,7 @@ type devBanner struct {
 
 func (b devBanner) print(w io.Writer) {
 	endpoint := "http://" + b.info.HTTPAddr + "/mcp"
-	fmt.Fprintf(w, "mcpgrain %s dev node %s (tools: %s)\n\n", version(), b.info.NodeID, strings.Join(b.mc.Packs, ", "))
+	fmt.Fprintf(w, "%s %s dev node %s (tools: %s)\n\n", b.prog.name(), b.prog.version(), b.info.NodeID, strings.Join(b.mc.Packs, ", "))
 	fmt.Fprintf(w, "  MCP endpoint:  %s\n", endpoint)
 	b.printAuth(w)
 	fmt.Fprintf(w, "  operations:    http://%s/healthz  /readyz  /metrics\n", b.info.HTTPAddr)
@@ -164,11 +167,12 @@ func (b devBanner) printClientConfig(w io.Writer, endpoint string) {
 	if header == "" && b.mc.OAuth.Enabled() {
 		label = "the client signs in through OAuth: the 401 names the authorization server"
 	}
-	fmt.Fprintf(w, "  client config (%s):\n    {\"mcpServers\": {\"mcpgrain\": {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", label, endpoint, header)
+	fmt.Fprintf(w, "  client config (%s):\n    {\"mcpServers\": {%q: {\"type\": \"http\", \"url\": %q%s}}}\n\n  press Ctrl-C to stop\n", label, b.prog.name(), endpoint, header)
 }
 
 // nodeCommand is `mcpgrain node`: a cluster member.
 type nodeCommand struct {
+	prog                      Program
 	common                    common
 	mcp                       mcpFlags
 	cluster, consul, store    string
@@ -185,13 +189,14 @@ func (n *nodeCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&n.join, "join-timeout", cluster.DefaultJoinTimeout, "give up starting if the node cannot join the cluster (register in Consul) within this long")
 	fs.DurationVar(&n.shutdown, "shutdown-timeout", app.DefaultShutdownTimeout, "longest a graceful stop (SIGTERM) takes: leave the cluster, drain activations and requests, then exit (a supervisor's kill grace, such as a pod's terminationGracePeriodSeconds, must be longer)")
 	fs.StringVar(&n.store, "store", "", "store DSN: postgres://user@host:5432/db (clusters) or sqlite:PATH (required); a DSN with a password belongs in --store-file or MCPGRAIN_STORE (or use PGPASSWORD / a .pgpass file)")
-	n.mcp.register(fs, defaultPacks, false)
+	n.mcp.extra, n.mcp.impl = n.prog.Packs, n.prog.Implementation
+	n.mcp.register(fs, n.prog.tools(), false)
 	addSecretFiles(fs)
 	return fs
 }
 
-func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var n nodeCommand
+func (p Program) runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	n := nodeCommand{prog: p}
 	fs := n.flags(stderr)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -218,7 +223,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.ShutdownTimeout = n.shutdown
 	tuneGC(cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {
-		fmt.Fprintf(stdout, "mcpgrain %s node %s ready: http %s, cluster %s, %d members\n", version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)
+		fmt.Fprintf(stdout, "%s %s node %s ready: http %s, cluster %s, %d members\n", p.name(), p.version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)
 	})
 }
 
