@@ -174,10 +174,15 @@ func envName(flagName string) string {
 
 // newFlagSet returns a flag set whose usage lists the environment names.
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
+	return Program{}.newFlagSet(name, summary, stderr)
+}
+
+// newFlagSet is the flag set of the program's command name.
+func (p Program) newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: mcpgrain %s [flags]\n\n%s\n\nFlags (each also settable as MCPGRAIN_<FLAG>):\n", name, summary)
+		fmt.Fprintf(stderr, "Usage: %s %s [flags]\n\n%s\n\nFlags (each also settable as MCPGRAIN_<FLAG>):\n", p.name(), name, summary)
 		fs.PrintDefaults()
 	}
 	return fs

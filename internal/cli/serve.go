@@ -31,7 +31,7 @@ type devCommand struct {
 
 // flags registers the dev command's flags.
 func (d *devCommand) flags(stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("dev", "Runs one mcpgrain node with an embedded SQLite store and no external services.", stderr)
+	fs := d.prog.newFlagSet("dev", "Runs one mcpgrain node with an embedded SQLite store and no external services.", stderr)
 	d.common.register(fs, defaultHTTPAddr, "127.0.0.1:0")
 	fs.StringVar(&d.data, "data", ".mcpgrain", "data directory (the SQLite store lives here)")
 	fs.Lookup("node-id").DefValue, d.common.nodeID = "dev", "dev"
@@ -116,7 +116,7 @@ func (b devBanner) print(w io.Writer) {
 	if b.mc.Code.DemoAPI {
 		fmt.Fprintf(w, "  demo API:      http://%s/demo/todos  (your organization's list, with your bearer token; code calls it as tools.demo.*; writes need approval)\n", b.info.HTTPAddr)
 	}
-	fmt.Fprintf(w, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  mcpgrain approve list\n", b.info.HTTPAddr)
+	fmt.Fprintf(w, "  approvals:     http://%s/approvals  (inbox)  ·  /approve/<execution id>  ·  %s approve list\n", b.info.HTTPAddr, b.prog.name())
 	if slices.Contains(b.mc.Packs, "code") {
 		fmt.Fprintf(w, "  try it:        %s   (runs code that needs approval, prints where to approve it)\n", b.tryCommand(endpoint))
 	}
@@ -181,7 +181,7 @@ type nodeCommand struct {
 
 // flags registers the node command's flags.
 func (n *nodeCommand) flags(stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("node", "Runs a cluster member: Consul for membership, Postgres (or SQLite for one machine) for state.", stderr)
+	fs := n.prog.newFlagSet("node", "Runs a cluster member: Consul for membership, Postgres (or SQLite for one machine) for state.", stderr)
 	n.common.register(fs, defaultHTTPAddr, "127.0.0.1:7070")
 	fs.StringVar(&n.cluster, "cluster", "mcpgrain", "cluster name (the Consul service members register under)")
 	fs.StringVar(&n.consul, "consul", consul.DefaultAddress, "Consul agent HTTP address; empty runs without Consul as a single node")
