@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
 // node is a running hello binary.
@@ -34,7 +38,7 @@ func start(t *testing.T, args ...string) *node {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = t.Output() // the node's logs, shown when the test fails
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +119,7 @@ func TestHelloDevServesGreetInBothEras(t *testing.T) {
 			t.Fatalf("era %q: server info %+v, want hello", version, info)
 		}
 	}
+	t.Run("typescript-sdk", func(t *testing.T) { callWithTypeScript(t, n) })
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.exited:
@@ -123,6 +128,47 @@ func TestHelloDevServesGreetInBothEras(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("hello did not stop within 30s of SIGTERM")
+	}
+}
+
+// callWithTypeScript calls greet with the official TypeScript SDK
+// (tools/tsclient/call-tool.mjs).
+func callWithTypeScript(t *testing.T, n *node) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tools", "tsclient")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		testenv.Unavailable(t, "the TypeScript SDK is not installed (run: npm ci --prefix tools/tsclient)")
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "call-tool.mjs"))
+	cmd.Env = append(os.Environ(), "MCP_URL="+n.endpoint, "MCP_TOOL=greet", `MCP_ARGS={"name":"Ada"}`)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("TypeScript client: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var res struct {
+		Tools  []string `json:"tools"`
+		Result struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("TypeScript client output %q: %v", out, err)
+	}
+	if !slices.Equal(res.Tools, []string{"greet"}) || len(res.Result.Content) != 1 || res.Result.Content[0].Text != "Hello, Ada!" {
+		t.Fatalf("TypeScript client: tools %v, result %+v; want [greet] and Hello, Ada!", res.Tools, res.Result)
 	}
 }
 
