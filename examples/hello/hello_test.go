@@ -29,6 +29,19 @@ type node struct {
 	err      error         // its exit, once exited is closed
 }
 
+// endpointIn returns the MCP endpoint a line of the node's banner names:
+// dev's "MCP endpoint:  URL", node's "... ready: http ADDR, ...".
+func endpointIn(line string) string {
+	if f := strings.Fields(line); len(f) == 3 && f[0]+f[1] == "MCPendpoint:" {
+		return f[2]
+	}
+	if _, rest, ok := strings.Cut(line, " ready: http "); ok {
+		addr, _, _ := strings.Cut(rest, ",")
+		return "http://" + addr + "/mcp"
+	}
+	return ""
+}
+
 // start builds examples/hello and runs it with args; it returns once the
 // dev banner has named the node's MCP endpoint.
 func start(t *testing.T, args ...string) *node {
@@ -51,8 +64,8 @@ func start(t *testing.T, args ...string) *node {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0]+f[1] == "MCPendpoint:" {
-				found <- f[2]
+			if endpoint := endpointIn(sc.Text()); endpoint != "" {
+				found <- endpoint
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
@@ -169,6 +182,22 @@ func callWithTypeScript(t *testing.T, n *node) {
 	}
 	if !slices.Equal(res.Tools, []string{"greet"}) || len(res.Result.Content) != 1 || res.Result.Content[0].Text != "Hello, Ada!" {
 		t.Fatalf("TypeScript client: tools %v, result %+v; want [greet] and Hello, Ada!", res.Tools, res.Result)
+	}
+}
+
+// The same binary runs a cluster member (`hello node`), here a single one
+// (no Consul) on a SQLite store, and serves greet there.
+func TestHelloNodeServesGreet(t *testing.T) {
+	t.Setenv("MCPGRAIN_STATE_KEY", strings.Repeat("ab", 32))
+	n := start(t, "node", "--no-auth", "--http", "127.0.0.1:0", "--bind", "127.0.0.1:0", "--grpc", "", "--consul", "",
+		"--store", "sqlite:"+filepath.Join(t.TempDir(), "hello.db"))
+	cs := n.connect(t, "2025-11-25")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "Grace"}})
+	if err != nil || res.IsError {
+		t.Fatalf("greet: %v %+v", err, res)
+	}
+	if got := mcpclient.Text(res); got != "Hello, Grace!" {
+		t.Fatalf("greet says %q", got)
 	}
 }
 
