@@ -279,13 +279,15 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		OAuth:    oauth,
 		Code:     code,
 		StateKey: stateKey,
-		Packs:    packs, ExtraPacks: m.extra, Implementation: m.impl, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
+		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
 		AuthFailureRate: failureRate(m.failRate), AuthFailureBurst: m.failBurst,
 		Approvers: policy.Approvers(m.approvers),
+		// The program's own packs (an SDK user's server) and its name.
+		ExtraPacks: m.extra, Implementation: m.impl,
 	}, nil
 }
 
