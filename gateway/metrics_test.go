@@ -160,7 +160,7 @@ func TestMetricsMoveWithTheEventsTheyCount(t *testing.T) {
 		"mcpgrain_grain_deactivations_total":        "cluster TestRemindersFireExactlyOnceAcrossProcesses",
 		"mcpgrain_reminder_delivery_failures_total": "cluster/reminders TestFailedDeliveryIsRetriedAtNextScan",
 		// One series per upstream MCP source: this node has none.
-		"mcpgrain_tool_source_connected": "cmd/mcpgrain TestUpstreamDownAtStartIsConnectedLater",
+		"mcpgrain_tool_source_connected": "internal/cli TestUpstreamDownAtStartIsConnectedLater",
 	}
 	for _, name := range documentedMetrics(t) {
 		if _, ok := final[name]; ok {

@@ -68,14 +68,14 @@ type conformanceFixture struct {
 
 // setupConformance prepares the conformance pack for one server: it needs
 // the completion and subscription handlers in the server options.
-func setupConformance(e env) (serverHandlers, func(*mcp.Server) (stop func())) {
+func setupConformance(e Env) (Handlers, func(*mcp.Server) (stop func())) {
 	f := &conformanceFixture{catalog: e.catalog}
-	f.watched = newWatchedResource(e.clock, watchedResourceInterval, func(ctx context.Context) {
+	f.watched = newWatchedResource(e.Clock, watchedResourceInterval, func(ctx context.Context) {
 		// Delivered by go-sdk to every session subscribed to the URI.
 		_ = f.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: watchedResourceURI})
 	})
 	f.sessions = newSessionStates(f.sessionEnded)
-	h := serverHandlers{
+	h := Handlers{
 		CompletionHandler:  f.complete,
 		SubscribeHandler:   f.subscribe,
 		UnsubscribeHandler: f.unsubscribe,

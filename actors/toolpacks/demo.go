@@ -28,7 +28,7 @@ const demoConfirmationKey = "confirmation"
 
 // registerDemo registers the demo pack's tools onto server. It starts no
 // background work.
-func registerDemo(server *mcp.Server, e env) (stop func()) {
+func registerDemo(server *mcp.Server, e Env) (stop func()) {
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "echo",
 		Title:       "Echo",
@@ -48,7 +48,7 @@ func registerDemo(server *mcp.Server, e env) (stop func()) {
 		Title:       "Current time",
 		Description: "Returns the current time in UTC (RFC 3339) and as Unix milliseconds.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
-	}, demoNow(e.clock))
+	}, demoNow(e.Clock))
 
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "count_to",

@@ -14,6 +14,13 @@
 //     scenarios, written from those scenarios' requirements (see
 //     conformance.go for its files and what is still missing).
 //
+// A pack is a [Pack] value: the built-in ones are listed by [Builtin],
+// and a program may know packs of its own ([Options].Packs, checked with
+// [ValidateWith]); the names given to [NewServer] select among both. The
+// public SDK (the module root package mcpgrain, docs/sdk.md) turns a
+// user's server into such a pack, so a user's tools go through the same
+// mechanism as the built-ins.
+//
 // One server serves many sessions: a node builds one server from
 // [NewServer] for all its stateful sessions (actors/mcpruntime), so a pack
 // keeps nothing a session does on the server. What a pack remembers of a

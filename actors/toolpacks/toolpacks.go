@@ -51,14 +51,54 @@ type Options struct {
 	// packs make reach its other servers and, through its broadcast, the
 	// other nodes. Nil: the server's changes stay on the server.
 	Catalog *Catalog
+	// Packs are packs known besides the built-in ones (a program's own,
+	// such as an SDK user's server): the names NewServer is given select
+	// among both. Nil: the built-ins only. Use [ValidateWith] to check
+	// them and a selection first.
+	Packs []Pack
 }
 
-// Names lists the known packs, in a stable order: "code", "demo",
+// Pack is a named set of MCP features a node can serve: the mechanism of
+// the built-in packs ([Builtin]) and of a program's own (the SDK's
+// mcpgrain.Server is one). A pack is set up once for every server a node
+// builds: the shared server of its sessions, the one of its sessionless
+// requests, one per task grain.
+type Pack struct {
+	// Name is the pack's name, as a --tools selection names it.
+	Name string
+	// Setup prepares the pack for one server. It returns the server-level
+	// handlers the pack needs in the server options (they must be known
+	// before the server is created) and the function that then adds the
+	// pack's tools, resources and prompts to the server; that function
+	// returns the one that stops the pack's background work for the server
+	// and waits for it (nil if none). Setup is nil only for the code pack,
+	// whose tools the session runtime registers (Options.CodeMode).
+	Setup func(e Env) (Handlers, func(s *mcp.Server) (stop func()))
+}
+
+// NewPack returns a pack that needs no server-level handlers and does no
+// background work: register adds its tools, resources and prompts to each
+// server.
+func NewPack(name string, register func(s *mcp.Server)) Pack {
+	return Pack{Name: name, Setup: plain(func(s *mcp.Server, _ Env) func() { register(s); return nil })}
+}
+
+// Builtin returns the built-in packs, in [Names] order.
+func Builtin() []Pack {
+	return slices.Clone(registry)
+}
+
+// Names lists the built-in packs, in a stable order: "code", "demo",
 // "conformance".
 func Names() []string {
-	names := make([]string, len(registry))
-	for i, p := range registry {
-		names[i] = p.name
+	return NamesWith(nil)
+}
+
+// NamesWith lists the built-in packs and then extra, in that order.
+func NamesWith(extra []Pack) []string {
+	var names []string
+	for _, p := range slices.Concat(registry, extra) {
+		names = append(names, p.Name)
 	}
 	return names
 }
@@ -68,9 +108,19 @@ func Names() []string {
 // for validating a command-line flag; duplicates are allowed (NewServer
 // registers a pack once).
 func Validate(packs []string) error {
+	return ValidateWith(packs, nil)
+}
+
+// ValidateWith is [Validate] for a node that knows extra packs besides
+// the built-in ones. It also checks extra: each needs a name, a Setup, and
+// a name no other pack has.
+func ValidateWith(packs []string, extra []Pack) error {
+	if err := checkExtra(extra); err != nil {
+		return err
+	}
 	var unknown []string
 	for _, name := range packs {
-		if lookup(name) == nil && !slices.Contains(unknown, name) {
+		if lookup(name, extra) == nil && !slices.Contains(unknown, name) {
 			unknown = append(unknown, name)
 		}
 	}
@@ -85,7 +135,28 @@ func Validate(packs []string) error {
 	if len(unknown) > 1 {
 		noun = "packs"
 	}
-	return fmt.Errorf("unknown tool %s %s (known: %s)", noun, strings.Join(quoted, ", "), strings.Join(Names(), ", "))
+	return fmt.Errorf("unknown tool %s %s (known: %s)", noun, strings.Join(quoted, ", "), strings.Join(NamesWith(extra), ", "))
+}
+
+// checkExtra checks a node's own packs: named, set up, and unique among
+// all packs.
+func checkExtra(extra []Pack) error {
+	seen := map[string]bool{}
+	for _, p := range registry {
+		seen[p.Name] = true
+	}
+	for _, p := range extra {
+		switch {
+		case p.Name == "" || strings.ContainsAny(p.Name, ", \t\n"):
+			return fmt.Errorf("toolpacks: invalid pack name %q", p.Name)
+		case p.Setup == nil:
+			return fmt.Errorf("toolpacks: pack %q has no Setup", p.Name)
+		case seen[p.Name]:
+			return fmt.Errorf("toolpacks: two packs are named %q", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return nil
 }
 
 // NewServer builds a fresh *mcp.Server with the given packs registered. One
@@ -102,34 +173,24 @@ func NewServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	return newServer(impl, packs, opts)
 }
 
-// env is what a pack's setup gets.
-type env struct {
-	clock   clock.Clock
+// Env is what a pack's Setup gets from the node.
+type Env struct {
+	// Clock is the node's clock (never nil).
+	Clock   clock.Clock
 	catalog *Catalog
 }
 
-// pack is one named set of features.
-type pack struct {
-	name string
-	// setup prepares the pack for one server. It returns the server-level
-	// handlers the pack needs in the server options (they must be known
-	// before the server is created) and the function that then adds the
-	// pack's tools, resources and prompts to the server; that function
-	// returns the one that stops the pack's background work for the server
-	// and waits for it (nil if none).
-	setup func(e env) (serverHandlers, func(s *mcp.Server) (stop func()))
-}
-
 // plain is the setup of a pack that needs no server-level handlers.
-func plain(register func(s *mcp.Server, e env) (stop func())) func(env) (serverHandlers, func(*mcp.Server) func()) {
-	return func(e env) (serverHandlers, func(*mcp.Server) func()) {
-		return serverHandlers{}, func(s *mcp.Server) func() { return register(s, e) }
+func plain(register func(s *mcp.Server, e Env) (stop func())) func(Env) (Handlers, func(*mcp.Server) func()) {
+	return func(e Env) (Handlers, func(*mcp.Server) func()) {
+		return Handlers{}, func(s *mcp.Server) func() { return register(s, e) }
 	}
 }
 
-// serverHandlers are the mcp.ServerOptions handler fields a pack may set.
-// Each may be set by at most one source (a pack or Options.ServerOptions).
-type serverHandlers struct {
+// Handlers are the mcp.ServerOptions handler fields a pack may set.
+// Each may be set by at most one source (a pack or Options.ServerOptions);
+// the fields mean what they mean there.
+type Handlers struct {
 	InitializedHandler          func(context.Context, *mcp.InitializedRequest)
 	ProgressNotificationHandler func(context.Context, *mcp.ProgressNotificationServerRequest)
 	CompletionHandler           func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
@@ -137,17 +198,20 @@ type serverHandlers struct {
 	UnsubscribeHandler          func(context.Context, *mcp.UnsubscribeRequest) error
 }
 
-// registry is every known pack, in Names order.
-var registry = []pack{
-	{name: Code},
-	{name: Demo, setup: plain(registerDemo)},
-	{name: Conformance, setup: setupConformance},
+// registry is every built-in pack, in Names order.
+var registry = []Pack{
+	{Name: Code},
+	{Name: Demo, Setup: plain(registerDemo)},
+	{Name: Conformance, Setup: setupConformance},
 }
 
-func lookup(name string) *pack {
-	for i := range registry {
-		if registry[i].name == name {
-			return &registry[i]
+// lookup finds the pack called name among the built-ins and extra.
+func lookup(name string, extra []Pack) *Pack {
+	for _, packs := range [][]Pack{registry, extra} {
+		for i := range packs {
+			if packs[i].Name == name {
+				return &packs[i]
+			}
 		}
 	}
 	return nil
@@ -157,12 +221,12 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if impl == nil {
 		return nil, nil, errors.New("toolpacks: nil Implementation")
 	}
-	if err := Validate(packs); err != nil {
+	if err := ValidateWith(packs, opts.Packs); err != nil {
 		return nil, nil, err
 	}
-	var selected []*pack
+	var selected []*Pack
 	for _, name := range packs {
-		p := lookup(name)
+		p := lookup(name, opts.Packs)
 		if !slices.Contains(selected, p) {
 			selected = append(selected, p)
 		}
@@ -175,9 +239,9 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if opts.Logger != nil {
 		so.Logger = opts.Logger
 	}
-	e := env{clock: opts.Clock, catalog: opts.Catalog}
-	if e.clock == nil {
-		e.clock = clock.Real()
+	e := Env{Clock: opts.Clock, catalog: opts.Catalog}
+	if e.Clock == nil {
+		e.Clock = clock.Real()
 	}
 	if e.catalog == nil {
 		e.catalog = NewCatalog()
@@ -186,15 +250,15 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	m.claimBase()
 	var registers []func(*mcp.Server) func()
 	for _, p := range selected {
-		if p.name == Code {
+		if p.Name == Code {
 			if opts.CodeMode == nil {
 				return nil, nil, errors.New("toolpacks: the code pack needs Options.CodeMode (a session runtime)")
 			}
 			registers = append(registers, func(s *mcp.Server) func() { opts.CodeMode(s); return nil })
 			continue
 		}
-		h, register := p.setup(e)
-		m.merge(p.name, h)
+		h, register := p.Setup(e)
+		m.merge(p.Name, h)
 		registers = append(registers, register)
 	}
 	if err := errors.Join(m.errs...); err != nil {
@@ -260,7 +324,7 @@ func (m *merger) claimBase() {
 	}
 }
 
-func (m *merger) merge(packName string, h serverHandlers) {
+func (m *merger) merge(packName string, h Handlers) {
 	o := m.opts
 	m.claim(packName, "InitializedHandler", h.InitializedHandler != nil, func() { o.InitializedHandler = h.InitializedHandler })
 	m.claim(packName, "ProgressNotificationHandler", h.ProgressNotificationHandler != nil, func() { o.ProgressNotificationHandler = h.ProgressNotificationHandler })

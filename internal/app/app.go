@@ -18,18 +18,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 )
 
 // Config is everything a process needs to run. The zero value is not
-// usable; cmd/mcpgrain fills it from flags and MCPGRAIN_* variables.
+// usable; internal/cli fills it from flags and MCPGRAIN_* variables.
 type Config struct {
 	// ClusterName is the Consul service name members register under.
 	ClusterName string
@@ -92,8 +95,15 @@ type Config struct {
 
 // MCPConfig configures the MCP side of a node.
 type MCPConfig struct {
-	// Packs are the tool packs of every session (e.g. "demo").
+	// Packs are the tool packs of every session (e.g. "demo"), chosen
+	// among the built-in packs and ExtraPacks.
 	Packs []string
+	// ExtraPacks are packs this program knows besides the built-in ones
+	// (an SDK user's server, docs/sdk.md). Nil: the built-ins only.
+	ExtraPacks []toolpacks.Pack
+	// Implementation is the server a client sees in initialize. Nil:
+	// "mcpgrain" at this build's version.
+	Implementation *mcp.Implementation
 	// Keys authenticates bearer tokens.
 	Keys *auth.Keys
 	// OAuth verifies bearer tokens that are not keys as OAuth access

@@ -260,9 +260,13 @@ func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory
 func (p *process) servers(c grain.Cluster) (mcpruntime.ServerFactory, *toolpacks.Catalog) {
 	catalog := toolpacks.NewCatalog()
 	catalog.SetBroadcast(continuation.BroadcastCatalog(c))
+	impl := p.cfg.MCP.Implementation
+	if impl == nil {
+		impl = &mcp.Implementation{Name: "mcpgrain", Version: Version()}
+	}
 	return func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
-		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, p.cfg.MCP.Packs,
-			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog})
+		return toolpacks.NewServer(impl, p.cfg.MCP.Packs,
+			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog, Packs: p.cfg.MCP.ExtraPacks})
 	}, catalog
 }
 

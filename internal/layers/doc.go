@@ -7,7 +7,8 @@ package layers
 
 // Order is mcpgrain's layers, bottom up, by package path prefix (the
 // longest matching prefix wins). A package may import packages of its own
-// layer and of lower ones only.
+// layer and of lower ones only. The empty prefix is the module root
+// package alone.
 var Order = []string{
 	"proto",
 	"cluster",
@@ -15,5 +16,7 @@ var Order = []string{
 	"actors",
 	"gateway",
 	"internal",
+	"", // the module root: package mcpgrain, the public SDK (docs/sdk.md)
 	"cmd",
+	"examples",
 }

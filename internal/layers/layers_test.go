@@ -49,6 +49,9 @@ func list(t *testing.T) []listed {
 // package outside the layers (tools/, deploy/).
 func layer(path string) int {
 	rel, ok := strings.CutPrefix(path, module)
+	if path == strings.TrimSuffix(module, "/") {
+		rel, ok = "", true // the root package
+	}
 	if !ok {
 		return -1
 	}
@@ -86,6 +89,9 @@ func TestLayerOf(t *testing.T) {
 		module + "actors/session":        "actors",
 		module + "internal/app":          "internal",
 		module + "cmd/mcpgrain":          "cmd",
+		module + "internal/cli":          "internal",
+		"github.com/mcpgrain/mcpgrain":   "",
+		module + "examples/hello":        "examples",
 	} {
 		if i := layer(path); i < 0 || Order[i] != want {
 			t.Errorf("layer(%s) = %d, want %s", path, i, want)

@@ -244,7 +244,7 @@ func listenPort(t *testing.T, flag, addr string) int32 {
 
 // TestGracePeriodCoversTheDrain: SIGTERM comes after the preStop sleep,
 // and the node then takes at most --shutdown-timeout (it exits when that
-// runs out: cmd/mcpgrain TestNodeShutdownTimeoutBoundsTheStop); the
+// runs out: internal/cli TestNodeShutdownTimeoutBoundsTheStop); the
 // kubelet must not SIGKILL it before.
 func TestGracePeriodCoversTheDrain(t *testing.T) {
 	c := loadChart(t)
