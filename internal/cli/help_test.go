@@ -32,7 +32,7 @@ func TestEveryFlagHasAGroup(t *testing.T) {
 	for cmd, fs := range sets {
 		fs.VisitAll(func(f *flag.Flag) {
 			if g, _ := groupOf(f.Name); g == otherGroup {
-				t.Errorf("%s --%s is in no group of flagGroups (cmd/mcpgrain/help.go): add it to one", cmd, f.Name)
+				t.Errorf("%s --%s is in no group of flagGroups (internal/cli/help.go): add it to one", cmd, f.Name)
 			}
 		})
 	}
