@@ -120,6 +120,24 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		return s.step(ctx, g, event{kind: evDispose, reason: a.label, retire: true})
 	case actAbandonCreate:
 		s.creating = nil
+	case actAnswer:
+		s.admitting.status = a.status
+	case actReject:
+		return grain.Reject("%s", a.label)
+	case actBeginCreate:
+		s.beginCreate(s.admitting.principal)
+	case actServe:
+		return s.admitted(a.restored)
+	case actPark:
+		return s.park(g, s.admitting.m)
+	case actEndOldestParked:
+		s.endOldestParked()
+	case actCommitCreate:
+		return s.commitCreating(ctx, g, a.state)
+	case actSaveState:
+		return s.saveRuntimeState(ctx, g, a.state)
+	case actRefuseState:
+		return errRuntimeClosed
 	case actDeleteGrain:
 		if err := g.Delete(ctx); err != nil {
 			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
@@ -139,7 +157,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	built := false
 	defer func() {
 		if !built {
-			s.m.step(event{kind: evBuildFailed})
+			s.buildFailed(ctx, g)
 		}
 	}()
 	now := s.now()
@@ -173,6 +191,29 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	s.h.addResident(s.id, s.res)
 	s.unpark()
 	return s.step(ctx, g, event{kind: evBuilt, now: s.now(), reapply: s.decidedPauses()})
+}
+
+// buildFailed steps the machine with a failed or interrupted build and
+// carries out what it decides at once: the build's error stops the queue,
+// and what goes with a failed build (a creation abandoned) must not be
+// dropped with it.
+func (s *session) buildFailed(ctx context.Context, g grain.Context) {
+	n := len(s.m.out)
+	for _, a := range slices.Clone(s.m.step(event{kind: evBuildFailed})) {
+		_ = s.do(ctx, g, a)
+	}
+	clear(s.m.out[n:])
+	s.m.out = s.m.out[:n]
+}
+
+// admitted marks the request being admitted to be served (actServe) once
+// the actions are carried out; restored: its runtime was built for it.
+func (s *session) admitted(restored bool) error {
+	if s.rt == nil { // the machine built nothing: the session is gone or its runtime is closing, so never
+		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime not built: the session is gone or its runtime is closing"}
+	}
+	s.admitting.serve, s.admitting.restored = true, restored
+	return nil
 }
 
 // decidedPauses lists the fresh runtime's restored pauses that have a
@@ -228,7 +269,7 @@ func (s *session) onIdle(ctx context.Context, g grain.Context, gen uint64) {
 		}
 	}
 	_ = s.step(ctx, g, e)
-	s.passivateIfIdle(g)
+	s.passivateIfIdle(ctx, g)
 }
 
 // closeRuntime is the I/O of a disposal the machine decided: the runtime,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // The session's lifecycle machine.
@@ -109,10 +110,29 @@ const (
 	// ownership lost, rebalance, shutdown).
 	evDeactivate
 	// evExchangeDone: an exchange ended (parked: a parked standalone
-	// stream; known: one in flight; creating: the session is being
-	// created by its initialize; inFlight: exchanges still in flight;
+	// stream; known: one in flight; inFlight: exchanges still in flight;
 	// parkedLeft: parked streams left).
 	evExchangeDone
+	// evExchange: an exchange asks to be served (create: an initialize
+	// without session id; found, owner, ended: the record exists, the
+	// caller is its principal, it has a tombstone; noPrincipal: the caller
+	// has none; standalone: the standalone GET stream; parkedLeft: the
+	// streams parked already).
+	evExchange
+	// evCreate: a SessionCreate asks to create the session (found,
+	// noPrincipal as for evExchange).
+	evCreate
+	// evStateReported: the runtime reported its state (stale: a runtime
+	// already disposed reported it; found, ended: as for evExchange).
+	evStateReported
+	// evCreated: the session's creation was committed.
+	evCreated
+	// evCreateFailed: the creating commit failed or was fenced (direct: a
+	// SessionCreate's, not an initialize's).
+	evCreateFailed
+	// evTurnDone: the activation's turn (a request, a reminder, the idle
+	// alarm) is over; parkedLeft: the streams parked.
+	evTurnDone
 )
 
 // event is one input of the machine.
@@ -136,9 +156,12 @@ type event struct {
 	reason    string // evDispose, evEnded
 	retire    bool   // evDispose
 	ended     bool   // evExpiry
-	// evExchangeDone
-	parked, known, creating bool
-	inFlight, parkedLeft    int
+	// evExchangeDone, evExchange, evTurnDone
+	parked, known        bool
+	inFlight, parkedLeft int
+	// evExchange, evCreate, evStateReported
+	create, found, owner, noPrincipal, standalone, direct bool
+	state                                                 []byte // evStateReported: the runtime's state
 	persisted               time.Time
 	endedAt                 time.Time
 }
@@ -197,8 +220,31 @@ const (
 	// disposal (label: its reason), then asks for it (evDispose, retire).
 	actDrain
 	// actAbandonCreate drops the record of a session being created whose
-	// initialize ended without creating it (nothing was written).
+	// initialize ended without creating it, or whose build or commit
+	// failed (nothing was written).
 	actAbandonCreate
+	// actAnswer answers the request with status, serving nothing.
+	actAnswer
+	// actReject refuses the request (label: why).
+	actReject
+	// actBeginCreate begins the record of the session being created (its
+	// principal, created and active now).
+	actBeginCreate
+	// actServe serves the exchange once the actions are carried out
+	// (restored: its runtime was built for it).
+	actServe
+	// actPark parks the standalone stream (answered at once, held open).
+	actPark
+	// actEndOldestParked ends the longest-parked stream.
+	actEndOldestParked
+	// actCommitCreate writes the session into existence with the
+	// runtime's state: ownership, record and expiry reminder, one
+	// transaction (reporting evCreated).
+	actCommitCreate
+	// actSaveState writes the runtime's state into the record.
+	actSaveState
+	// actRefuseState refuses a runtime's state (its runtime is closed).
+	actRefuseState
 )
 
 // action is one output of the machine.
@@ -210,8 +256,11 @@ type action struct {
 	lease time.Duration
 	// label is the disposal or passivation reason, the approval or
 	// extension outcome.
-	label string
-	drop  []string
+	label    string
+	drop     []string
+	status   pb.SessionReply_Status // actAnswer
+	restored bool                   // actServe
+	state    []byte                 // actCommitCreate, actSaveState
 }
 
 // lease is a paused execution the runtime reported.
@@ -229,7 +278,10 @@ type machine struct {
 	// being built; disposing: one is being closed; rebuild: a build was
 	// asked for while it closed.
 	resident, building, disposing, rebuild bool
-	leases                                 map[string]*lease
+	// creating: the session is being created (its record begun, not
+	// committed yet).
+	creating bool
+	leases   map[string]*lease
 	// handedOver holds the executions the runtime was handed a decision
 	// for and that have not settled yet. They pin the runtime: a durable
 	// pause does not, but once decided it is about to run again, and
@@ -258,7 +310,7 @@ func (m *machine) step(e event) []action {
 	case evBuilt:
 		m.built(e)
 	case evBuildFailed:
-		m.building = false
+		m.buildFailed()
 	case evLease:
 		m.onLease(e)
 	case evDeadline:
@@ -291,6 +343,18 @@ func (m *machine) step(e event) []action {
 		m.emit(action{kind: actPassivate, label: e.reason})
 	case evExchangeDone:
 		m.exchangeDone(e)
+	case evExchange:
+		m.admit(e)
+	case evCreate:
+		m.create(e, false)
+	case evStateReported:
+		m.stateReported(e)
+	case evCreated:
+		m.creating = false
+	case evCreateFailed:
+		m.createFailed(e)
+	case evTurnDone:
+		m.turnDone(e)
 	case evDeactivate:
 		switch {
 		case !m.resident || m.disposing:
@@ -475,7 +539,8 @@ func (m *machine) exchangeDone(e event) {
 	case e.known && m.resident:
 		m.emit(action{kind: actMarkActivity})
 	}
-	if e.creating && e.inFlight == 0 {
+	if m.creating && e.inFlight == 0 {
+		m.creating = false
 		m.emit(action{kind: actAbandonCreate})
 		m.dispose(DisposeDelete, false)
 		m.emit(action{kind: actPassivate, label: string(grain.ReasonRequested)})
