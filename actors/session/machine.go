@@ -11,12 +11,15 @@ import (
 
 // The session's lifecycle machine.
 //
-// What happens to a session's runtime — built, leased by paused
-// executions, handed decisions, idled out, evicted, disposed — is decided
-// by machine.step, which is pure: it takes one event (a build asked for or
+// What happens to a session and its runtime — created, exchanges
+// admitted or parked, built, leased by paused executions, handed
+// decisions, idled out, evicted, disposed, ended, passivated — is decided
+// by machine.step, which is pure: it takes one event (an exchange or a
+// create asking in, the runtime's state reported, a build asked for or
 // done, a lease hook, an approval deadline, the idle alarm, a cap eviction
-// request, a disposal asked for or done), updates the machine's state and
-// returns the actions to carry out (build the runtime, hand a decision
+// request, a disposal asked for or done, a turn's end), updates the
+// machine's state and returns the actions to carry out (answer, park,
+// serve, begin or commit the creation, build the runtime, hand a decision
 // over, arm the idle alarm or an approval deadline, write, dispose,
 // passivate). It does no I/O, starts nothing and reads no clock: times
 // come in with the events. machine_test.go walks it through tables of
@@ -144,7 +147,7 @@ type event struct {
 	durable   bool      // LeasePaused: the pause is journaled
 	action    string    // LeaseResuming: the decision handed to the code
 	timedOut  bool      // LeaseResuming: the recorded decision is the deadline's
-	stale     bool      // evLease
+	stale     bool      // evLease, evStateReported
 	live      bool      // evDeadline
 	decided   bool      // evDeadline
 	gone      bool      // evBuildAsked
@@ -155,15 +158,15 @@ type event struct {
 	evictable bool   // evCapEviction
 	reason    string // evDispose, evEnded
 	retire    bool   // evDispose
-	ended     bool   // evExpiry
+	ended     bool   // evExpiry, evExchange, evStateReported
 	// evExchangeDone, evExchange, evTurnDone
 	parked, known        bool
 	inFlight, parkedLeft int
-	// evExchange, evCreate, evStateReported
+	// evExchange, evCreate, evStateReported (direct: evCreateFailed)
 	create, found, owner, noPrincipal, standalone, direct bool
 	state                                                 []byte // evStateReported: the runtime's state
-	persisted               time.Time
-	endedAt                 time.Time
+
+	persisted, endedAt time.Time // evExpiry
 }
 
 // actionKind is one kind of output of the machine.

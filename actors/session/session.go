@@ -57,7 +57,7 @@ type session struct {
 	// SessionCreate), while the machine's decision about it is carried
 	// out.
 	admitting *admission
-	hooks    *hooks
+	hooks     *hooks
 	// The idle alarm (executor's alarm) is a timer of this activation, not
 	// a durable reminder: it only ever disposes a resident runtime, and a
 	// runtime does not outlive its node. The machine tells the armed alarm
