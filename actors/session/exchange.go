@@ -90,18 +90,12 @@ type admission struct {
 // it, parks a standalone stream of a hibernated session, and otherwise
 // makes sure the runtime is resident before it is served.
 func (s *session) admitExchange(ctx context.Context, g grain.Context, m *pb.HttpExchange) (*admission, error) {
-	adm := &admission{status: pb.SessionReply_STATUS_OK, principal: m.GetPrincipal(), m: m}
-	e := event{kind: evExchange, create: m.GetCreate(), found: s.rec != nil, ended: s.ended,
-		noPrincipal: m.GetPrincipal().GetUser() == "", parkedLeft: len(s.parked)}
-	if !e.create {
-		e.owner = e.found && principalEqual(s.rec.GetPrincipal(), m.GetPrincipal())
-		if e.standalone = exchange.StandaloneStream(m); e.standalone {
-			adm.standalone, adm.m = true, exchange.WithoutLastEventID(m)
-		}
+	adm := &admission{principal: m.GetPrincipal(), m: m}
+	e := event{kind: evExchange, create: m.GetCreate(), noPrincipal: m.GetPrincipal().GetUser() == "", parkedLeft: len(s.parked)}
+	if e.standalone = !e.create && exchange.StandaloneStream(m); e.standalone {
+		adm.standalone, adm.m = true, exchange.WithoutLastEventID(m)
 	}
-	s.admitting = adm
-	defer func() { s.admitting = nil }()
-	return adm, s.step(ctx, g, e)
+	return s.admitRequest(ctx, g, e, adm)
 }
 
 // handler is the HTTP handler serving an admitted exchange: the runtime's,

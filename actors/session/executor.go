@@ -114,7 +114,7 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		}
 		return err
 	case actEnd:
-		return s.end(ctx, g, tombstoneExpired, a.label)
+		return s.end(ctx, g, tombstoneReason(a.label), a.label)
 	case actDrain:
 		s.drainExecutions()
 		return s.step(ctx, g, event{kind: evDispose, reason: a.label, retire: true})
@@ -146,8 +146,15 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	return nil
 }
 
-// tombstoneExpired is the tombstone reason of a session that expired.
-const tombstoneExpired = "expired"
+// tombstoneReason is the tombstone reason of a session ended for
+// disposal reason (stored in session records: the values must not
+// change).
+func tombstoneReason(reason string) string {
+	if reason == DisposeDelete {
+		return "deleted"
+	}
+	return "expired"
+}
 
 // build builds the runtime (a cold build or a restore after passivation):
 // a residency admission first, whose build slot is released exactly once

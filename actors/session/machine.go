@@ -14,8 +14,8 @@ import (
 // What happens to a session and its runtime — created, exchanges
 // admitted or parked, built, leased by paused executions, handed
 // decisions, idled out, evicted, disposed, ended, passivated — is decided
-// by machine.step, which is pure: it takes one event (an exchange or a
-// create asking in, the runtime's state reported, a build asked for or
+// by machine.step, which is pure: it takes one event (an exchange, a
+// create or a delete asking in, the runtime's state reported, a build asked for or
 // done, a lease hook, an approval deadline, the idle alarm, a cap eviction
 // request, a disposal asked for or done, a turn's end), updates the
 // machine's state and returns the actions to carry out (answer, park,
@@ -133,6 +133,9 @@ const (
 	// evCreateFailed: the creating commit failed or was fenced (direct: a
 	// SessionCreate's, not an initialize's).
 	evCreateFailed
+	// evDelete: the session's owner asks to end it (found, owner, ended
+	// as for evExchange).
+	evDelete
 	// evTurnDone: the activation's turn (a request, a reminder, the idle
 	// alarm) is over; parkedLeft: the streams parked.
 	evTurnDone
@@ -358,6 +361,8 @@ func (m *machine) step(e event) []action {
 		m.createFailed(e)
 	case evTurnDone:
 		m.turnDone(e)
+	case evDelete:
+		m.deleteAsked(e)
 	case evDeactivate:
 		switch {
 		case !m.resident || m.disposing:

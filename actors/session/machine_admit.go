@@ -125,6 +125,18 @@ func (m *machine) buildFailed() {
 	}
 }
 
+// deleteAsked: DELETE /mcp of the session's owner ends the session
+// (tombstone, then the runtime disposed and the grain passivated: evEnded);
+// anyone else's, or one of a session unknown or ended, is answered with
+// its status.
+func (m *machine) deleteAsked(e event) {
+	if st := ownerStatus(e.found, e.owner, e.ended); st != pb.SessionReply_STATUS_OK {
+		m.emit(action{kind: actAnswer, status: st})
+		return
+	}
+	m.emit(action{kind: actEnd, label: DisposeDelete})
+}
+
 // turnDone is passivateIfIdle: an activation that holds no runtime and
 // parks no stream passivates at the end of its turn, so waking a session
 // (probing ids, inspecting it, firing a stale reminder) never pins memory.

@@ -145,12 +145,6 @@ func (s *session) reply(g grain.Context, st pb.SessionReply_Status, restored boo
 	return &pb.SessionReply{Status: st, Restored: restored, Node: g.Node(), Epoch: g.Epoch()}
 }
 
-// check is validateMcpSessionOwner (ownerStatus): ended, unknown or
-// foreign sessions are refused before anything is restored.
-func (s *session) check(p *pb.Principal) pb.SessionReply_Status {
-	return ownerStatus(s.rec != nil, principalEqual(s.rec.GetPrincipal(), p), s.ended)
-}
-
 // create creates the session at once (a SessionCreate request): the
 // machine builds the runtime first (a session whose runtime cannot start
 // is not created), then commits the record and its expiry reminder in one
@@ -198,26 +192,42 @@ func (s *session) commitCreate(ctx context.Context, g grain.Context, rec *pb.Ses
 	return nil
 }
 
+// access is a SessionAccess: admitted like an exchange (the owner
+// checked, the runtime built if it is not resident), it is activity.
 func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
-	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
-		return s.reply(g, st, false), nil
-	}
-	restored, err := s.ensureRuntime(ctx, g)
+	adm, err := s.admitRequest(ctx, g, event{kind: evExchange}, &admission{principal: p})
 	if err != nil {
 		return nil, err
 	}
+	if adm.status != pb.SessionReply_STATUS_OK {
+		return s.reply(g, adm.status, false), nil
+	}
 	s.markActivity()
-	return s.reply(g, pb.SessionReply_STATUS_OK, restored), nil
+	return s.reply(g, pb.SessionReply_STATUS_OK, adm.restored), nil
 }
 
+// delete is a SessionDelete (DELETE /mcp): the owner checked, the machine
+// ends the session.
 func (s *session) delete(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
-	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
-		return s.reply(g, st, false), nil
-	}
-	if err := s.end(ctx, g, "deleted", DisposeDelete); err != nil {
+	adm, err := s.admitRequest(ctx, g, event{kind: evDelete}, &admission{principal: p})
+	if err != nil {
 		return nil, err
 	}
-	return s.reply(g, pb.SessionReply_STATUS_OK, false), nil
+	return s.reply(g, adm.status, false), nil
+}
+
+// admitRequest steps the machine with e, a request of adm's principal
+// about the session (with what the record says of it: ownerStatus is
+// validateMcpSessionOwner, ended, unknown or foreign sessions are refused
+// before anything is restored), and returns adm with what the machine
+// decided about it.
+func (s *session) admitRequest(ctx context.Context, g grain.Context, e event, adm *admission) (*admission, error) {
+	adm.status = pb.SessionReply_STATUS_OK
+	e.found, e.ended = s.rec != nil, s.ended
+	e.owner = e.found && principalEqual(s.rec.GetPrincipal(), adm.principal)
+	s.admitting = adm
+	defer func() { s.admitting = nil }()
+	return adm, s.step(ctx, g, e)
 }
 
 // end tombstones the record, keeps only the expiry reminder (it comes back
