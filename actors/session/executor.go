@@ -132,6 +132,8 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		return s.park(g, s.admitting.m)
 	case actEndOldestParked:
 		s.endOldestParked()
+	case actUnpark:
+		s.unpark()
 	case actCommitCreate:
 		return s.commitCreating(ctx, g, a.state)
 	case actSaveState:
@@ -196,7 +198,6 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	s.res = &resident{rt: rt}
 	s.h.registry.Register(residencyEntry(s.id, s.res), s.now())
 	s.h.addResident(s.id, s.res)
-	s.unpark()
 	return s.step(ctx, g, event{kind: evBuilt, now: s.now(), reapply: s.decidedPauses()})
 }
 

@@ -251,6 +251,9 @@ const (
 	actSaveState
 	// actRefuseState refuses a runtime's state (its runtime is closed).
 	actRefuseState
+	// actUnpark ends every parked stream cleanly (the client reconnects
+	// to the live runtime, or learns the session is gone).
+	actUnpark
 )
 
 // action is one output of the machine.
@@ -345,6 +348,7 @@ func (m *machine) step(e event) []action {
 	case evExpiry:
 		m.expiry(e)
 	case evEnded:
+		m.emit(action{kind: actUnpark})
 		m.dispose(e.reason, false) // its reminders are gone already
 		m.emit(action{kind: actPassivate, label: e.reason})
 	case evExchangeDone:
@@ -364,6 +368,7 @@ func (m *machine) step(e event) []action {
 	case evDelete:
 		m.deleteAsked(e)
 	case evDeactivate:
+		m.emit(action{kind: actUnpark})
 		switch {
 		case !m.resident || m.disposing:
 		case e.reason == DisposeOwnershipLost:
@@ -401,7 +406,7 @@ func (m *machine) buildAsked(e event) {
 
 func (m *machine) built(e event) {
 	m.building, m.resident = false, true
-	m.emit(action{kind: actMarkActivity})
+	m.emit(action{kind: actUnpark}, action{kind: actMarkActivity})
 	m.armIdle(e.now.Add(m.cfg.Policy.SessionTimeout))
 	for _, id := range e.reapply {
 		m.handOver(id)

@@ -76,6 +76,8 @@ func show(acts []action) string {
 			s = fmt.Sprintf("save-state:%s", a.state)
 		case actRefuseState:
 			s = "refuse-state"
+		case actUnpark:
+			s = "unpark"
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}
@@ -131,7 +133,7 @@ type mstep struct {
 }
 
 func TestMachine(t *testing.T) {
-	built1 := mstep{built(), "mark arm-idle#1+5m0s"}
+	built1 := mstep{built(), "unpark mark arm-idle#1+5m0s"}
 	for _, tc := range []struct {
 		name  string
 		steps []mstep
@@ -151,7 +153,7 @@ func TestMachine(t *testing.T) {
 		{name: "interrupt between admission and build: nothing is left resident and the next request builds again",
 			steps: []mstep{{asked(), "build"}, {buildFailed(), ""}, {dispose(DisposeShutdown), ""}, {asked(), "build"}}},
 		{name: "a decision recorded just before the runtime was lost is re-applied to the restored pause, which pins",
-			steps:    []mstep{{asked(), "build"}, {built("x"), "mark arm-idle#1+5m0s hand-over:x"}},
+			steps:    []mstep{{asked(), "build"}, {built("x"), "unpark mark arm-idle#1+5m0s hand-over:x"}},
 			resident: true, pinD: 1},
 		{name: "a pause takes one lease, arms its deadline and pins; a repeated report changes nothing",
 			steps:    []mstep{built1, {paused("x"), "mark deadline:x"}, {paused("x"), ""}},
@@ -185,7 +187,7 @@ func TestMachine(t *testing.T) {
 				{resuming("x", "accept"), "count:accept"}, {settled("x"), "release:x"}},
 			resident: true},
 		{name: "a restored durable execution handed a decision unpins when it settles, with no lease to release",
-			steps:    []mstep{{built("x"), "mark arm-idle#1+5m0s hand-over:x"}, {settled("x"), ""}},
+			steps:    []mstep{{built("x"), "unpark mark arm-idle#1+5m0s hand-over:x"}, {settled("x"), ""}},
 			resident: true},
 		{name: "hooks of a disposed runtime are ignored",
 			steps: []mstep{built1, {event{kind: evLease, lease: LeasePaused, exec: "x", stale: true}, ""},
@@ -229,14 +231,14 @@ func TestMachine(t *testing.T) {
 				{dispose(DisposeExpired), "dispose:expired[a]"}}},
 		{name: "a disposal drops the handed-over pins with the runtime",
 			steps: []mstep{built1, {event{kind: evDecided, exec: "x"}, "hand-over:x mark"}, {dispose(DisposeShutdown), "dispose:shutdown[]"},
-				{event{kind: evDisposeDone}, ""}, {asked(), "build"}, {built(), "mark arm-idle#2+5m0s"}},
+				{event{kind: evDisposeDone}, ""}, {asked(), "build"}, {built(), "unpark mark arm-idle#2+5m0s"}},
 			resident: true},
 		{name: "a second disposal joins the first: nothing more is closed",
 			steps: []mstep{built1, {retire(DisposeIdle), "dispose:idle[] retire-writes[]"}, {retire(DisposeCap), ""},
 				{event{kind: evDisposeDone}, ""}, {dispose(DisposeShutdown), ""}}},
 		{name: "disposal interrupted by a request: the request's build waits for the close, then builds",
 			steps: []mstep{built1, {dispose(DisposeIdle), "dispose:idle[]"}, {asked(), ""}, {asked(), ""},
-				{event{kind: evDisposeDone}, "build"}, {built(), "mark arm-idle#2+5m0s"}},
+				{event{kind: evDisposeDone}, "build"}, {built(), "unpark mark arm-idle#2+5m0s"}},
 			resident: true},
 		{name: "a hung close: its runtime's alarm, hooks and a cap eviction meanwhile do nothing",
 			steps: []mstep{built1, {paused("x"), "mark deadline:x"}, {dispose(DisposeIdle), "dispose:idle[x]"},
@@ -250,20 +252,20 @@ func TestMachine(t *testing.T) {
 		{name: "a session idle past its TTL ends: tombstone, then the runtime disposed (durable pauses too) and the grain passivated",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"},
 				{event{kind: evExpiry, now: mt0.Add(25 * time.Hour), last: mt0, persisted: mt0}, "end:expired"},
-				{event{kind: evEnded, reason: DisposeExpired}, "dispose:expired[a] passivate:expired"}}},
+				{event{kind: evEnded, reason: DisposeExpired}, "unpark dispose:expired[a] passivate:expired"}}},
 		{name: "a session that ends without a runtime passivates",
-			steps: []mstep{{event{kind: evEnded, reason: DisposeDelete}, "passivate:delete"}}},
+			steps: []mstep{{event{kind: evEnded, reason: DisposeDelete}, "unpark passivate:delete"}}},
 		{name: "an ended session's grain is deleted once its tombstone retention is over",
 			steps: []mstep{{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(30 * time.Minute)}, "set-expiry+1h0m0s"},
 				{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(time.Hour)}, "delete-grain"}}},
 		{name: "an activation that lost its ownership disposes without writing (they would be fenced), keeping durable pauses",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
-				{event{kind: evDeactivate, reason: DisposeOwnershipLost}, "dispose:ownership_lost[b]"}}},
+				{event{kind: evDeactivate, reason: DisposeOwnershipLost}, "unpark dispose:ownership_lost[b]"}}},
 		{name: "a graceful deactivation drains running executions first, then retires",
-			steps: []mstep{built1, {event{kind: evDeactivate, reason: DisposeRebalance}, "drain:rebalance"},
+			steps: []mstep{built1, {event{kind: evDeactivate, reason: DisposeRebalance}, "unpark drain:rebalance"},
 				{retire(DisposeRebalance), "dispose:rebalance[] retire-writes[]"}}},
 		{name: "an activation without a runtime deactivates without disposing",
-			steps: []mstep{{event{kind: evDeactivate, reason: DisposeShutdown}, ""}}},
+			steps: []mstep{{event{kind: evDeactivate, reason: DisposeShutdown}, "unpark"}}},
 		{name: "an exchange's end is activity",
 			steps:    []mstep{built1, {event{kind: evExchangeDone, known: true}, "mark"}},
 			resident: true},
@@ -293,10 +295,10 @@ func TestMachine(t *testing.T) {
 			resident: true},
 		{name: "an exchange admitted while a disposal is in progress waits for the close, then builds and is served as restored",
 			steps: []mstep{built1, {dispose(DisposeIdle), "dispose:idle[]"}, {exch(), "serve:restored"},
-				{event{kind: evDisposeDone}, "build"}, {built(), "mark arm-idle#2+5m0s"}},
+				{event{kind: evDisposeDone}, "build"}, {built(), "unpark mark arm-idle#2+5m0s"}},
 			resident: true},
 		{name: "an exchange admitted after the session ended is answered ended, even with its runtime closing",
-			steps: []mstep{built1, {event{kind: evEnded, reason: DisposeDelete}, "dispose:delete[] passivate:delete"},
+			steps: []mstep{built1, {event{kind: evEnded, reason: DisposeDelete}, "unpark dispose:delete[] passivate:delete"},
 				{event{kind: evExchange, found: true, owner: true, ended: true}, "answer:ENDED"}}},
 		{name: "while the session is being created, another initialize is answered exists and an exchange not found",
 			steps: []mstep{{initialize(), "begin-create build serve"}, {initialize(), "answer:EXISTS"},
@@ -310,13 +312,17 @@ func TestMachine(t *testing.T) {
 		{name: "DELETE of the owner ends the session; of anyone else, or of a session unknown or ended, is answered with its status",
 			steps: []mstep{built1, {event{kind: evDelete, found: true}, "answer:FORBIDDEN"}, {event{kind: evDelete}, "answer:NOT_FOUND"},
 				{event{kind: evDelete, found: true, owner: true}, "end:delete"},
-				{event{kind: evEnded, reason: DisposeDelete}, "dispose:delete[] passivate:delete"},
+				{event{kind: evEnded, reason: DisposeDelete}, "unpark dispose:delete[] passivate:delete"},
 				{event{kind: evDelete, found: true, owner: true, ended: true}, "answer:ENDED"}}},
 		// Parking.
 		{name: "a standalone stream of a session without a runtime is parked, not restored (not activity)",
 			steps: []mstep{{stream(0), "park"}, {turnDone(1), ""}}},
 		{name: "the oldest parked stream ends once the limit is reached; the new one is parked",
 			steps: []mstep{{stream(3), "park"}, {stream(maxParkedStreams), "park end-oldest-parked"}}},
+		{name: "parked streams end when a real request restores the runtime, when the session ends and when the activation stops",
+			steps: []mstep{{stream(0), "park"}, {exch(), "build serve:restored"}, built1,
+				{event{kind: evEnded, reason: DisposeDelete}, "unpark dispose:delete[] passivate:delete"},
+				{event{kind: evDeactivate, reason: DisposeRebalance}, "unpark"}}},
 		{name: "a standalone stream of a resident runtime is served",
 			steps:    []mstep{built1, {stream(0), "serve"}},
 			resident: true},

@@ -247,7 +247,6 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	}
 	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
 	s.ended = true
-	s.unpark()
 	return s.step(ctx, g, event{kind: evEnded, reason: reason})
 }
 
@@ -424,7 +423,6 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 }
 
 func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
-	s.unpark()
 	why := DisposeShutdown
 	switch reason {
 	case grain.ReasonOwnershipLost:
