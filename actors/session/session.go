@@ -268,21 +268,6 @@ func (s *session) markActivity() {
 	s.h.registry.Touch(s.id, s.last)
 }
 
-// ensureRuntime builds the runtime if it is not initialized (a cold build
-// or a restore after passivation). It reports whether it built one.
-func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, error) {
-	if s.rt != nil {
-		return false, nil
-	}
-	if err := s.step(ctx, g, event{kind: evBuildAsked, gone: s.record() == nil || s.ended}); err != nil {
-		return false, err
-	}
-	if s.rt == nil { // the machine built nothing: the callers check the session first, so never
-		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime not built: the session is gone or its runtime is closing"}
-	}
-	return true, nil
-}
-
 // record is the session's record, or the one being created.
 func (s *session) record() *pb.SessionRecord {
 	if s.rec != nil {
@@ -291,15 +276,15 @@ func (s *session) record() *pb.SessionRecord {
 	return s.creating
 }
 
-// restoreForExecutions builds the runtime, if the session has none, so
-// that its durable paused executions are restored: approval surfaces, the
-// resume forward and approval deadlines reach a passivated session.
+// restoreForExecutions asks the machine for the runtime, if the session
+// has none, so that its durable paused executions are restored: approval
+// surfaces, the resume forward and approval deadlines reach a passivated
+// session (an unknown or ended session builds nothing).
 func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) error {
-	if s.rt != nil || s.rec == nil || s.ended {
+	if s.rt != nil {
 		return nil
 	}
-	_, err := s.ensureRuntime(ctx, g)
-	return err
+	return s.step(ctx, g, event{kind: evBuildAsked, gone: s.rec == nil || s.ended})
 }
 
 // retiredRecord is the record to write once rt was disposed: with the
