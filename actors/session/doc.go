@@ -5,10 +5,11 @@
 // state lives while it is in memory and where it is restored from the store
 // when it is not.
 //
-// What the grain holds and decides (session.go; the runtime's lifecycle —
-// builds, approval leases, the idle alarm, cap evictions, disposal — is
-// decided by a pure machine, machine.go, whose actions the grain carries
-// out, executor.go):
+// What the grain holds (session.go). What happens to it is decided by a
+// pure machine (machine.go, machine_admit.go) — an exchange's admission,
+// the session's creation, parked streams, builds, approval leases, the
+// idle alarm, cap evictions, disposal, expiry, the end, passivation —
+// whose actions the grain carries out (executor.go):
 //   - the session record (owner principal, the go-sdk handshake state,
 //     last activity, approval decisions, the event log's untrimmed bytes:
 //     pb.SessionRecord), created in one store transaction before
@@ -26,9 +27,12 @@
 //     disposal keeps the record, so disposal is hibernation;
 //   - the session's lifetime: idle past SessionTTL it ends (a tombstone,
 //     then the grain row is deleted); DELETE /mcp ends it at once;
-//   - exchanges (exchange.go): each forwarded HTTP request is started with
-//     exchange.Start and served by the runtime's handler (the standalone
-//     stream's wire details are exchange's: exchange/standalone.go);
+//   - exchanges (exchange.go): the machine admits each forwarded HTTP
+//     request (creates the session, refuses it, parks a standalone stream
+//     of a session without a runtime, or serves it, building the runtime
+//     first); a served one is started with exchange.Start and served by
+//     the runtime's handler (the standalone stream's wire details are
+//     exchange's: exchange/standalone.go);
 //   - executions (executions.go): a paused code-mode execution holds an
 //     approval lease (its deadline is a durable reminder); only a pause
 //     that lives in memory keeps the runtime resident, a durable

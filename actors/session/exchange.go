@@ -12,23 +12,30 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// saveState stores a runtime's new state: for a session being created, the
-// creation itself (record, expiry reminder, ownership: one transaction).
+// saveState steps the machine with a runtime's new state (for a session
+// being created, the machine commits the creation itself: record, expiry
+// reminder, ownership, one transaction).
 func (s *session) saveState(ctx context.Context, g grain.Context, m *stateMsg) error {
-	if m.h != s.hooks || s.rt == nil {
-		return errRuntimeClosed
-	}
-	if s.creating != nil {
-		rec := proto.Clone(s.creating).(*pb.SessionRecord)
-		rec.RuntimeState = m.state
-		return s.commitCreate(ctx, g, rec)
-	}
-	if s.rec == nil || s.ended {
-		return errRuntimeClosed
-	}
+	return s.step(ctx, g, event{kind: evStateReported, stale: m.h != s.hooks || s.rt == nil, found: s.rec != nil, ended: s.ended, state: m.state})
+}
+
+// saveRuntimeState writes the runtime's state into the record
+// (actSaveState).
+func (s *session) saveRuntimeState(ctx context.Context, g grain.Context, state []byte) error {
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
-	rec.RuntimeState = m.state
+	rec.RuntimeState = state
 	return s.commit(ctx, g, rec, store.Writes{})
+}
+
+// commitCreating writes the session being created into existence with the
+// runtime's state (actCommitCreate), then tells the machine.
+func (s *session) commitCreating(ctx context.Context, g grain.Context, state []byte) error {
+	rec := proto.Clone(s.creating).(*pb.SessionRecord)
+	rec.RuntimeState = state
+	if err := s.commitCreate(ctx, g, rec); err != nil {
+		return err
+	}
+	return s.step(ctx, g, event{kind: evCreated})
 }
 
 // exchange starts serving one tunnelled HTTP exchange: it checks the
@@ -41,7 +48,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		return &pb.ExchangeStarted{Status: st, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 	}
 	adm, err := s.admitExchange(ctx, g, m)
-	if err != nil || adm.status != pb.SessionReply_STATUS_OK || adm.parked {
+	if err != nil || adm.status != pb.SessionReply_STATUS_OK || !adm.serve {
 		if err != nil {
 			return nil, err
 		}
@@ -67,47 +74,34 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 	return nil, nil // answered by exchange.Start
 }
 
-// admission is what the session decided about an exchange before serving
-// it.
+// admission is what the machine decided about a request that may create
+// the session or serve an exchange (filled in by the actions it decided).
 type admission struct {
 	status     pb.SessionReply_Status // not OK: answer with it, serve nothing
+	principal  *pb.Principal          // the caller
 	m          *pb.HttpExchange       // the exchange to serve (a standalone stream's without Last-Event-ID)
 	standalone bool                   // the standalone GET stream
-	parked     bool                   // a standalone stream parked on a session without a runtime: answered
+	serve      bool                   // serve it (not parked, nothing refused)
 	restored   bool                   // serving it restored the runtime
 }
 
-// admitExchange creates the session (initialize) or checks the caller owns
+// admitExchange steps the machine with an exchange asking to be served:
+// the machine creates the session (initialize) or checks the caller owns
 // it, parks a standalone stream of a hibernated session, and otherwise
-// makes sure the runtime is resident.
-func (s *session) admitExchange(ctx context.Context, g grain.Context, m *pb.HttpExchange) (admission, error) {
-	adm := admission{status: pb.SessionReply_STATUS_OK, m: m}
-	if m.GetCreate() {
-		if s.rec != nil || s.creating != nil {
-			adm.status = pb.SessionReply_STATUS_EXISTS
-			return adm, nil
-		}
-		return adm, s.beginCreate(ctx, g, m.GetPrincipal())
+// makes sure the runtime is resident before it is served.
+func (s *session) admitExchange(ctx context.Context, g grain.Context, m *pb.HttpExchange) (*admission, error) {
+	adm := &admission{principal: m.GetPrincipal(), m: m}
+	e := event{kind: evExchange, create: m.GetCreate(), noPrincipal: m.GetPrincipal().GetUser() == "", parkedLeft: len(s.parked)}
+	if e.standalone = !e.create && exchange.StandaloneStream(m); e.standalone {
+		adm.standalone, adm.m = true, exchange.WithoutLastEventID(m)
 	}
-	if adm.status = s.check(m.GetPrincipal()); adm.status != pb.SessionReply_STATUS_OK {
-		return adm, nil
-	}
-	if adm.standalone = exchange.StandaloneStream(m); adm.standalone {
-		adm.m = exchange.WithoutLastEventID(m)
-		if s.rt == nil {
-			adm.parked = true
-			return adm, s.park(g, adm.m)
-		}
-	}
-	var err error
-	adm.restored, err = s.ensureRuntime(ctx, g)
-	return adm, err
+	return s.admitRequest(ctx, g, e, adm)
 }
 
 // handler is the HTTP handler serving an admitted exchange: the runtime's,
 // with a fresh priming event id on a standalone stream, and for a POST the
 // in-flight count released and the restored header set.
-func (s *session) handler(es Runtime, adm admission) http.HandlerFunc {
+func (s *session) handler(es Runtime, adm *admission) http.HandlerFunc {
 	switch {
 	case adm.standalone:
 		id := s.h.primeID()
@@ -127,7 +121,9 @@ func (s *session) handler(es Runtime, adm admission) http.HandlerFunc {
 	return es.ServeExchange
 }
 
-// park holds a standalone GET stream open without restoring the runtime.
+// park holds a standalone GET stream open without restoring the runtime
+// (actPark; the machine decides to park it and ends the oldest parked one
+// beyond maxParkedStreams).
 //
 // A hibernated session has no runtime, so nothing can be sent on its
 // standalone stream. Restoring the runtime for the GET alone would count a
@@ -157,20 +153,10 @@ func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
 	if err != nil {
 		return grain.Reject("session: %v", err)
 	}
-	if len(s.parked) >= maxParkedStreams {
-		s.endOldestParked()
-	}
 	s.parkSeq++
 	s.parked[m.GetExchangeId()] = parkedStream{cancel: cancel, seq: s.parkSeq}
 	return nil
 }
-
-// maxParkedStreams bounds the parked streams of one session. A client has
-// one standalone stream (two for a moment while it reconnects); a client
-// that opens more cannot pile up goroutines: the oldest ends (it is never
-// refused: go-sdk's client would take a refused reconnect as the end of
-// its session).
-const maxParkedStreams = 4
 
 // parkedStream is one parked standalone stream.
 type parkedStream struct {
@@ -178,7 +164,9 @@ type parkedStream struct {
 	seq    uint64 // parking order
 }
 
-// endOldestParked ends the session's longest-parked stream.
+// endOldestParked ends the session's longest-parked stream
+// (actEndOldestParked, carried out after the new stream was parked: it has
+// the highest seq, so it is never the one ended).
 func (s *session) endOldestParked() {
 	var oldest string
 	for id, p := range s.parked {

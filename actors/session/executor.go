@@ -114,12 +114,32 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		}
 		return err
 	case actEnd:
-		return s.end(ctx, g, tombstoneExpired, a.label)
+		return s.end(ctx, g, tombstoneReason(a.label), a.label)
 	case actDrain:
 		s.drainExecutions()
 		return s.step(ctx, g, event{kind: evDispose, reason: a.label, retire: true})
 	case actAbandonCreate:
 		s.creating = nil
+	case actAnswer:
+		s.admitting.status = a.status
+	case actReject:
+		return grain.Reject("%s", a.label)
+	case actBeginCreate:
+		s.beginCreate(s.admitting.principal)
+	case actServe:
+		return s.admitted(a.restored)
+	case actPark:
+		return s.park(g, s.admitting.m)
+	case actEndOldestParked:
+		s.endOldestParked()
+	case actUnpark:
+		s.unpark()
+	case actCommitCreate:
+		return s.commitCreating(ctx, g, a.state)
+	case actSaveState:
+		return s.saveRuntimeState(ctx, g, a.state)
+	case actRefuseState:
+		return errRuntimeClosed
 	case actDeleteGrain:
 		if err := g.Delete(ctx); err != nil {
 			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
@@ -128,8 +148,15 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	return nil
 }
 
-// tombstoneExpired is the tombstone reason of a session that expired.
-const tombstoneExpired = "expired"
+// tombstoneReason is the tombstone reason of a session ended for
+// disposal reason (stored in session records: the values must not
+// change).
+func tombstoneReason(reason string) string {
+	if reason == DisposeDelete {
+		return "deleted"
+	}
+	return "expired"
+}
 
 // build builds the runtime (a cold build or a restore after passivation):
 // a residency admission first, whose build slot is released exactly once
@@ -139,7 +166,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	built := false
 	defer func() {
 		if !built {
-			s.m.step(event{kind: evBuildFailed})
+			s.buildFailed(ctx, g)
 		}
 	}()
 	now := s.now()
@@ -171,8 +198,30 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	s.res = &resident{rt: rt}
 	s.h.registry.Register(residencyEntry(s.id, s.res), s.now())
 	s.h.addResident(s.id, s.res)
-	s.unpark()
 	return s.step(ctx, g, event{kind: evBuilt, now: s.now(), reapply: s.decidedPauses()})
+}
+
+// buildFailed steps the machine with a failed or interrupted build and
+// carries out what it decides at once: the build's error stops the queue,
+// and what goes with a failed build (a creation abandoned) must not be
+// dropped with it.
+func (s *session) buildFailed(ctx context.Context, g grain.Context) {
+	n := len(s.m.out)
+	for _, a := range slices.Clone(s.m.step(event{kind: evBuildFailed})) {
+		_ = s.do(ctx, g, a)
+	}
+	clear(s.m.out[n:])
+	s.m.out = s.m.out[:n]
+}
+
+// admitted marks the request being admitted to be served (actServe) once
+// the actions are carried out; restored: its runtime was built for it.
+func (s *session) admitted(restored bool) error {
+	if s.rt == nil { // the machine built nothing: the session is gone or its runtime is closing, so never
+		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime not built: the session is gone or its runtime is closing"}
+	}
+	s.admitting.serve, s.admitting.restored = true, restored
+	return nil
 }
 
 // decidedPauses lists the fresh runtime's restored pauses that have a
@@ -228,7 +277,7 @@ func (s *session) onIdle(ctx context.Context, g grain.Context, gen uint64) {
 		}
 	}
 	_ = s.step(ctx, g, e)
-	s.passivateIfIdle(g)
+	s.passivateIfIdle(ctx, g)
 }
 
 // closeRuntime is the I/O of a disposal the machine decided: the runtime,

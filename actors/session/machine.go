@@ -6,16 +6,20 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // The session's lifecycle machine.
 //
-// What happens to a session's runtime — built, leased by paused
-// executions, handed decisions, idled out, evicted, disposed — is decided
-// by machine.step, which is pure: it takes one event (a build asked for or
+// What happens to a session and its runtime — created, exchanges
+// admitted or parked, built, leased by paused executions, handed
+// decisions, idled out, evicted, disposed, ended, passivated — is decided
+// by machine.step, which is pure: it takes one event (an exchange, a
+// create or a delete asking in, the runtime's state reported, a build asked for or
 // done, a lease hook, an approval deadline, the idle alarm, a cap eviction
-// request, a disposal asked for or done), updates the machine's state and
-// returns the actions to carry out (build the runtime, hand a decision
+// request, a disposal asked for or done, a turn's end), updates the
+// machine's state and returns the actions to carry out (answer, park,
+// serve, begin or commit the creation, build the runtime, hand a decision
 // over, arm the idle alarm or an approval deadline, write, dispose,
 // passivate). It does no I/O, starts nothing and reads no clock: times
 // come in with the events. machine_test.go walks it through tables of
@@ -109,10 +113,32 @@ const (
 	// ownership lost, rebalance, shutdown).
 	evDeactivate
 	// evExchangeDone: an exchange ended (parked: a parked standalone
-	// stream; known: one in flight; creating: the session is being
-	// created by its initialize; inFlight: exchanges still in flight;
+	// stream; known: one in flight; inFlight: exchanges still in flight;
 	// parkedLeft: parked streams left).
 	evExchangeDone
+	// evExchange: an exchange asks to be served (create: an initialize
+	// without session id; found, owner, ended: the record exists, the
+	// caller is its principal, it has a tombstone; noPrincipal: the caller
+	// has none; standalone: the standalone GET stream; parkedLeft: the
+	// streams parked already).
+	evExchange
+	// evCreate: a SessionCreate asks to create the session (found,
+	// noPrincipal as for evExchange).
+	evCreate
+	// evStateReported: the runtime reported its state (stale: a runtime
+	// already disposed reported it; found, ended: as for evExchange).
+	evStateReported
+	// evCreated: the session's creation was committed.
+	evCreated
+	// evCreateFailed: the creating commit failed or was fenced (direct: a
+	// SessionCreate's, not an initialize's).
+	evCreateFailed
+	// evDelete: the session's owner asks to end it (found, owner, ended
+	// as for evExchange).
+	evDelete
+	// evTurnDone: the activation's turn (a request, a reminder, the idle
+	// alarm) is over; parkedLeft: the streams parked.
+	evTurnDone
 )
 
 // event is one input of the machine.
@@ -124,7 +150,7 @@ type event struct {
 	durable   bool      // LeasePaused: the pause is journaled
 	action    string    // LeaseResuming: the decision handed to the code
 	timedOut  bool      // LeaseResuming: the recorded decision is the deadline's
-	stale     bool      // evLease
+	stale     bool      // evLease, evStateReported
 	live      bool      // evDeadline
 	decided   bool      // evDeadline
 	gone      bool      // evBuildAsked
@@ -135,12 +161,15 @@ type event struct {
 	evictable bool   // evCapEviction
 	reason    string // evDispose, evEnded
 	retire    bool   // evDispose
-	ended     bool   // evExpiry
-	// evExchangeDone
-	parked, known, creating bool
-	inFlight, parkedLeft    int
-	persisted               time.Time
-	endedAt                 time.Time
+	ended     bool   // evExpiry, evExchange, evStateReported
+	// evExchangeDone, evExchange, evTurnDone
+	parked, known        bool
+	inFlight, parkedLeft int
+	// evExchange, evCreate, evStateReported (direct: evCreateFailed)
+	create, found, owner, noPrincipal, standalone, direct bool
+	state                                                 []byte // evStateReported: the runtime's state
+
+	persisted, endedAt time.Time // evExpiry
 }
 
 // actionKind is one kind of output of the machine.
@@ -197,8 +226,34 @@ const (
 	// disposal (label: its reason), then asks for it (evDispose, retire).
 	actDrain
 	// actAbandonCreate drops the record of a session being created whose
-	// initialize ended without creating it (nothing was written).
+	// initialize ended without creating it, or whose build or commit
+	// failed (nothing was written).
 	actAbandonCreate
+	// actAnswer answers the request with status, serving nothing.
+	actAnswer
+	// actReject refuses the request (label: why).
+	actReject
+	// actBeginCreate begins the record of the session being created (its
+	// principal, created and active now).
+	actBeginCreate
+	// actServe serves the exchange once the actions are carried out
+	// (restored: its runtime was built for it).
+	actServe
+	// actPark parks the standalone stream (answered at once, held open).
+	actPark
+	// actEndOldestParked ends the longest-parked stream.
+	actEndOldestParked
+	// actCommitCreate writes the session into existence with the
+	// runtime's state: ownership, record and expiry reminder, one
+	// transaction (reporting evCreated).
+	actCommitCreate
+	// actSaveState writes the runtime's state into the record.
+	actSaveState
+	// actRefuseState refuses a runtime's state (its runtime is closed).
+	actRefuseState
+	// actUnpark ends every parked stream cleanly (the client reconnects
+	// to the live runtime, or learns the session is gone).
+	actUnpark
 )
 
 // action is one output of the machine.
@@ -210,8 +265,11 @@ type action struct {
 	lease time.Duration
 	// label is the disposal or passivation reason, the approval or
 	// extension outcome.
-	label string
-	drop  []string
+	label    string
+	drop     []string
+	status   pb.SessionReply_Status // actAnswer
+	restored bool                   // actServe
+	state    []byte                 // actCommitCreate, actSaveState
 }
 
 // lease is a paused execution the runtime reported.
@@ -229,7 +287,10 @@ type machine struct {
 	// being built; disposing: one is being closed; rebuild: a build was
 	// asked for while it closed.
 	resident, building, disposing, rebuild bool
-	leases                                 map[string]*lease
+	// creating: the session is being created (its record begun, not
+	// committed yet).
+	creating bool
+	leases   map[string]*lease
 	// handedOver holds the executions the runtime was handed a decision
 	// for and that have not settled yet. They pin the runtime: a durable
 	// pause does not, but once decided it is about to run again, and
@@ -258,7 +319,7 @@ func (m *machine) step(e event) []action {
 	case evBuilt:
 		m.built(e)
 	case evBuildFailed:
-		m.building = false
+		m.buildFailed()
 	case evLease:
 		m.onLease(e)
 	case evDeadline:
@@ -287,11 +348,27 @@ func (m *machine) step(e event) []action {
 	case evExpiry:
 		m.expiry(e)
 	case evEnded:
+		m.emit(action{kind: actUnpark})
 		m.dispose(e.reason, false) // its reminders are gone already
 		m.emit(action{kind: actPassivate, label: e.reason})
 	case evExchangeDone:
 		m.exchangeDone(e)
+	case evExchange:
+		m.admit(e)
+	case evCreate:
+		m.create(e, false)
+	case evStateReported:
+		m.stateReported(e)
+	case evCreated:
+		m.creating = false
+	case evCreateFailed:
+		m.createFailed(e)
+	case evTurnDone:
+		m.turnDone(e)
+	case evDelete:
+		m.deleteAsked(e)
 	case evDeactivate:
+		m.emit(action{kind: actUnpark})
 		switch {
 		case !m.resident || m.disposing:
 		case e.reason == DisposeOwnershipLost:
@@ -329,7 +406,7 @@ func (m *machine) buildAsked(e event) {
 
 func (m *machine) built(e event) {
 	m.building, m.resident = false, true
-	m.emit(action{kind: actMarkActivity})
+	m.emit(action{kind: actUnpark}, action{kind: actMarkActivity})
 	m.armIdle(e.now.Add(m.cfg.Policy.SessionTimeout))
 	for _, id := range e.reapply {
 		m.handOver(id)
@@ -475,7 +552,8 @@ func (m *machine) exchangeDone(e event) {
 	case e.known && m.resident:
 		m.emit(action{kind: actMarkActivity})
 	}
-	if e.creating && e.inFlight == 0 {
+	if m.creating && e.inFlight == 0 {
+		m.creating = false
 		m.emit(action{kind: actAbandonCreate})
 		m.dispose(DisposeDelete, false)
 		m.emit(action{kind: actPassivate, label: string(grain.ReasonRequested)})

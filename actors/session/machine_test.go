@@ -55,6 +55,29 @@ func show(acts []action) string {
 			s = "drain:" + a.label
 		case actAbandonCreate:
 			s = "abandon-create"
+		case actAnswer:
+			s = "answer:" + strings.TrimPrefix(a.status.String(), "STATUS_")
+		case actReject:
+			s = "reject"
+		case actBeginCreate:
+			s = "begin-create"
+		case actServe:
+			s = "serve"
+			if a.restored {
+				s += ":restored"
+			}
+		case actPark:
+			s = "park"
+		case actEndOldestParked:
+			s = "end-oldest-parked"
+		case actCommitCreate:
+			s = fmt.Sprintf("commit-create:%s", a.state)
+		case actSaveState:
+			s = fmt.Sprintf("save-state:%s", a.state)
+		case actRefuseState:
+			s = "refuse-state"
+		case actUnpark:
+			s = "unpark"
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}
@@ -87,7 +110,22 @@ func idleAt(gen uint64, idle time.Duration, in alarm.Input) event {
 	return event{kind: evIdleFired, gen: gen, now: mt0.Add(idle), last: mt0, input: in}
 }
 func dispose(reason string) event { return event{kind: evDispose, reason: reason} }
-func retire(reason string) event  { return event{kind: evDispose, reason: reason, retire: true} }
+
+// exch is an exchange of the session's owner; initialize one without
+// session id; stream the standalone GET stream with parked streams
+// parked already.
+func exch() event       { return event{kind: evExchange, found: true, owner: true} }
+func initialize() event { return event{kind: evExchange, create: true} }
+func stream(parked int) event {
+	e := exch()
+	e.standalone, e.parkedLeft = true, parked
+	return e
+}
+func reported(state string) event {
+	return event{kind: evStateReported, found: true, state: []byte(state)}
+}
+func turnDone(parked int) event  { return event{kind: evTurnDone, parkedLeft: parked} }
+func retire(reason string) event { return event{kind: evDispose, reason: reason, retire: true} }
 
 type mstep struct {
 	e    event
@@ -95,7 +133,7 @@ type mstep struct {
 }
 
 func TestMachine(t *testing.T) {
-	built1 := mstep{built(), "mark arm-idle#1+5m0s"}
+	built1 := mstep{built(), "unpark mark arm-idle#1+5m0s"}
 	for _, tc := range []struct {
 		name  string
 		steps []mstep
@@ -115,7 +153,7 @@ func TestMachine(t *testing.T) {
 		{name: "interrupt between admission and build: nothing is left resident and the next request builds again",
 			steps: []mstep{{asked(), "build"}, {buildFailed(), ""}, {dispose(DisposeShutdown), ""}, {asked(), "build"}}},
 		{name: "a decision recorded just before the runtime was lost is re-applied to the restored pause, which pins",
-			steps:    []mstep{{asked(), "build"}, {built("x"), "mark arm-idle#1+5m0s hand-over:x"}},
+			steps:    []mstep{{asked(), "build"}, {built("x"), "unpark mark arm-idle#1+5m0s hand-over:x"}},
 			resident: true, pinD: 1},
 		{name: "a pause takes one lease, arms its deadline and pins; a repeated report changes nothing",
 			steps:    []mstep{built1, {paused("x"), "mark deadline:x"}, {paused("x"), ""}},
@@ -149,7 +187,7 @@ func TestMachine(t *testing.T) {
 				{resuming("x", "accept"), "count:accept"}, {settled("x"), "release:x"}},
 			resident: true},
 		{name: "a restored durable execution handed a decision unpins when it settles, with no lease to release",
-			steps:    []mstep{{built("x"), "mark arm-idle#1+5m0s hand-over:x"}, {settled("x"), ""}},
+			steps:    []mstep{{built("x"), "unpark mark arm-idle#1+5m0s hand-over:x"}, {settled("x"), ""}},
 			resident: true},
 		{name: "hooks of a disposed runtime are ignored",
 			steps: []mstep{built1, {event{kind: evLease, lease: LeasePaused, exec: "x", stale: true}, ""},
@@ -193,14 +231,14 @@ func TestMachine(t *testing.T) {
 				{dispose(DisposeExpired), "dispose:expired[a]"}}},
 		{name: "a disposal drops the handed-over pins with the runtime",
 			steps: []mstep{built1, {event{kind: evDecided, exec: "x"}, "hand-over:x mark"}, {dispose(DisposeShutdown), "dispose:shutdown[]"},
-				{event{kind: evDisposeDone}, ""}, {asked(), "build"}, {built(), "mark arm-idle#2+5m0s"}},
+				{event{kind: evDisposeDone}, ""}, {asked(), "build"}, {built(), "unpark mark arm-idle#2+5m0s"}},
 			resident: true},
 		{name: "a second disposal joins the first: nothing more is closed",
 			steps: []mstep{built1, {retire(DisposeIdle), "dispose:idle[] retire-writes[]"}, {retire(DisposeCap), ""},
 				{event{kind: evDisposeDone}, ""}, {dispose(DisposeShutdown), ""}}},
 		{name: "disposal interrupted by a request: the request's build waits for the close, then builds",
 			steps: []mstep{built1, {dispose(DisposeIdle), "dispose:idle[]"}, {asked(), ""}, {asked(), ""},
-				{event{kind: evDisposeDone}, "build"}, {built(), "mark arm-idle#2+5m0s"}},
+				{event{kind: evDisposeDone}, "build"}, {built(), "unpark mark arm-idle#2+5m0s"}},
 			resident: true},
 		{name: "a hung close: its runtime's alarm, hooks and a cap eviction meanwhile do nothing",
 			steps: []mstep{built1, {paused("x"), "mark deadline:x"}, {dispose(DisposeIdle), "dispose:idle[x]"},
@@ -214,20 +252,20 @@ func TestMachine(t *testing.T) {
 		{name: "a session idle past its TTL ends: tombstone, then the runtime disposed (durable pauses too) and the grain passivated",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"},
 				{event{kind: evExpiry, now: mt0.Add(25 * time.Hour), last: mt0, persisted: mt0}, "end:expired"},
-				{event{kind: evEnded, reason: DisposeExpired}, "dispose:expired[a] passivate:expired"}}},
+				{event{kind: evEnded, reason: DisposeExpired}, "unpark dispose:expired[a] passivate:expired"}}},
 		{name: "a session that ends without a runtime passivates",
-			steps: []mstep{{event{kind: evEnded, reason: DisposeDelete}, "passivate:delete"}}},
+			steps: []mstep{{event{kind: evEnded, reason: DisposeDelete}, "unpark passivate:delete"}}},
 		{name: "an ended session's grain is deleted once its tombstone retention is over",
 			steps: []mstep{{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(30 * time.Minute)}, "set-expiry+1h0m0s"},
 				{event{kind: evExpiry, ended: true, endedAt: mt0, now: mt0.Add(time.Hour)}, "delete-grain"}}},
 		{name: "an activation that lost its ownership disposes without writing (they would be fenced), keeping durable pauses",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
-				{event{kind: evDeactivate, reason: DisposeOwnershipLost}, "dispose:ownership_lost[b]"}}},
+				{event{kind: evDeactivate, reason: DisposeOwnershipLost}, "unpark dispose:ownership_lost[b]"}}},
 		{name: "a graceful deactivation drains running executions first, then retires",
-			steps: []mstep{built1, {event{kind: evDeactivate, reason: DisposeRebalance}, "drain:rebalance"},
+			steps: []mstep{built1, {event{kind: evDeactivate, reason: DisposeRebalance}, "unpark drain:rebalance"},
 				{retire(DisposeRebalance), "dispose:rebalance[] retire-writes[]"}}},
 		{name: "an activation without a runtime deactivates without disposing",
-			steps: []mstep{{event{kind: evDeactivate, reason: DisposeShutdown}, ""}}},
+			steps: []mstep{{event{kind: evDeactivate, reason: DisposeShutdown}, "unpark"}}},
 		{name: "an exchange's end is activity",
 			steps:    []mstep{built1, {event{kind: evExchangeDone, known: true}, "mark"}},
 			resident: true},
@@ -238,8 +276,89 @@ func TestMachine(t *testing.T) {
 			steps:    []mstep{built1, {event{kind: evExchangeDone, parked: true}, ""}},
 			resident: true},
 		{name: "an initialize that ended without creating the session drops the runtime built for it",
-			steps: []mstep{{asked(), "build"}, built1, {event{kind: evExchangeDone, known: true, creating: true, inFlight: 1}, "mark"},
-				{event{kind: evExchangeDone, known: true, creating: true}, "mark abandon-create dispose:delete[] passivate:requested"}}},
+			steps: []mstep{{initialize(), "begin-create build serve"}, built1, {event{kind: evExchangeDone, known: true, inFlight: 1}, "mark"},
+				{event{kind: evExchangeDone, known: true}, "mark abandon-create dispose:delete[] passivate:requested"},
+				{event{kind: evDisposeDone}, ""}, {initialize(), "begin-create build serve"}}},
+		// Admission.
+		{name: "an exchange of an unknown, foreign or ended session is answered with its status and builds nothing",
+			steps: []mstep{{event{kind: evExchange}, "answer:NOT_FOUND"}, {event{kind: evExchange, found: true}, "answer:FORBIDDEN"},
+				{event{kind: evExchange, found: true, owner: true, ended: true}, "answer:ENDED"},
+				{event{kind: evExchange, found: true, ended: true}, "answer:FORBIDDEN"}}},
+		{name: "an exchange on a hibernated session builds the runtime first and is served as restored",
+			steps:    []mstep{{exch(), "build serve:restored"}, built1, {exch(), "serve"}},
+			resident: true},
+		{name: "interrupt between an exchange's admission and its build: nothing is left resident and the next exchange builds again",
+			steps: []mstep{{exch(), "build serve:restored"}, {buildFailed(), ""}, {turnDone(0), "passivate:idle"},
+				{exch(), "build serve:restored"}}},
+		{name: "an exchange admitted while the runtime builds asks for no second build (it finds no runtime to serve)",
+			steps:    []mstep{{asked(), "build"}, {exch(), "serve:restored"}, built1},
+			resident: true},
+		{name: "an exchange admitted while a disposal is in progress waits for the close, then builds and is served as restored",
+			steps: []mstep{built1, {dispose(DisposeIdle), "dispose:idle[]"}, {exch(), "serve:restored"},
+				{event{kind: evDisposeDone}, "build"}, {built(), "unpark mark arm-idle#2+5m0s"}},
+			resident: true},
+		{name: "an exchange admitted after the session ended is answered ended, even with its runtime closing",
+			steps: []mstep{built1, {event{kind: evEnded, reason: DisposeDelete}, "unpark dispose:delete[] passivate:delete"},
+				{event{kind: evExchange, found: true, owner: true, ended: true}, "answer:ENDED"}}},
+		{name: "while the session is being created, another initialize is answered exists and an exchange not found",
+			steps: []mstep{{initialize(), "begin-create build serve"}, {initialize(), "answer:EXISTS"},
+				{event{kind: evExchange}, "answer:NOT_FOUND"}, built1, {initialize(), "answer:EXISTS"}},
+			resident: true},
+		{name: "an initialize of a session that exists is answered exists",
+			steps: []mstep{{event{kind: evExchange, create: true, found: true}, "answer:EXISTS"}}},
+		{name: "a SessionAccess of the owner is admitted like an exchange: built, served as restored",
+			steps:    []mstep{{exch(), "build serve:restored"}, built1},
+			resident: true},
+		{name: "DELETE of the owner ends the session; of anyone else, or of a session unknown or ended, is answered with its status",
+			steps: []mstep{built1, {event{kind: evDelete, found: true}, "answer:FORBIDDEN"}, {event{kind: evDelete}, "answer:NOT_FOUND"},
+				{event{kind: evDelete, found: true, owner: true}, "end:delete"},
+				{event{kind: evEnded, reason: DisposeDelete}, "unpark dispose:delete[] passivate:delete"},
+				{event{kind: evDelete, found: true, owner: true, ended: true}, "answer:ENDED"}}},
+		// Parking.
+		{name: "a standalone stream of a session without a runtime is parked, not restored (not activity)",
+			steps: []mstep{{stream(0), "park"}, {turnDone(1), ""}}},
+		{name: "the oldest parked stream ends once the limit is reached; the new one is parked",
+			steps: []mstep{{stream(3), "park"}, {stream(maxParkedStreams), "park end-oldest-parked"}}},
+		{name: "parked streams end when a real request restores the runtime, when the session ends and when the activation stops",
+			steps: []mstep{{stream(0), "park"}, {exch(), "build serve:restored"}, built1,
+				{event{kind: evEnded, reason: DisposeDelete}, "unpark dispose:delete[] passivate:delete"},
+				{event{kind: evDeactivate, reason: DisposeRebalance}, "unpark"}}},
+		{name: "a standalone stream of a resident runtime is served",
+			steps:    []mstep{built1, {stream(0), "serve"}},
+			resident: true},
+		{name: "a standalone stream while a disposal is in progress is parked",
+			steps: []mstep{built1, {dispose(DisposeCap), "dispose:cap[]"}, {stream(0), "park"}}},
+		{name: "a stream of a foreign session is refused, not parked",
+			steps: []mstep{{event{kind: evExchange, found: true, standalone: true}, "answer:FORBIDDEN"}}},
+		{name: "passivate-if-idle: a turn that leaves no runtime and no parked stream passivates; parked streams or a runtime keep it",
+			steps:    []mstep{{turnDone(0), "passivate:idle"}, {turnDone(2), ""}, {asked(), "build"}, built1, {turnDone(0), ""}},
+			resident: true},
+		// Creation.
+		{name: "a SessionCreate builds the runtime, then commits the creation with the runtime's state; later states save the record",
+			steps: []mstep{{event{kind: evCreate}, "begin-create build"}, built1, {reported("s0"), "commit-create:s0"},
+				{event{kind: evCreated}, ""}, {reported("s1"), "save-state:s1"}, {event{kind: evExchangeDone, known: true}, "mark"}},
+			resident: true},
+		{name: "an initialize's creation is committed when the runtime reports the handshake state",
+			steps: []mstep{{initialize(), "begin-create build serve"}, built1, {event{kind: evStateReported, state: []byte("h")}, "commit-create:h"},
+				{event{kind: evCreated}, ""}, {event{kind: evExchangeDone, known: true}, "mark"}},
+			resident: true},
+		{name: "a create without a principal is refused; a create of a session that exists is answered exists",
+			steps: []mstep{{event{kind: evCreate, noPrincipal: true}, "reject"}, {event{kind: evCreate, found: true}, "answer:EXISTS"},
+				{event{kind: evExchange, create: true, noPrincipal: true}, "reject"}}},
+		{name: "a failed build abandons the creation: nothing is resident and the session can be created again",
+			steps: []mstep{{event{kind: evCreate}, "begin-create build"}, {buildFailed(), "abandon-create"},
+				{initialize(), "begin-create build serve"}}},
+		{name: "a SessionCreate whose commit failed or was fenced abandons the creation and drops the runtime",
+			steps: []mstep{{event{kind: evCreate}, "begin-create build"}, built1, {reported("s"), "commit-create:s"},
+				{event{kind: evCreateFailed, direct: true}, "abandon-create dispose:shutdown[]"}, {event{kind: evDisposeDone}, ""},
+				{turnDone(0), "passivate:idle"}}},
+		{name: "an initialize whose commit failed keeps the creation until the exchange ends, then drops it",
+			steps: []mstep{{initialize(), "begin-create build serve"}, built1, {reported("h"), "commit-create:h"},
+				{event{kind: evCreateFailed}, ""}, {event{kind: evExchangeDone, known: true}, "mark abandon-create dispose:delete[] passivate:requested"}}},
+		{name: "a state reported by a disposed runtime, or of a session gone or ended, is refused",
+			steps: []mstep{built1, {event{kind: evStateReported, stale: true, found: true}, "refuse-state"},
+				{event{kind: evStateReported}, "refuse-state"}, {event{kind: evStateReported, found: true, ended: true}, "refuse-state"}},
+			resident: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine(&Config{Policy: alarm.DefaultPolicy(), SessionTTL: 24 * time.Hour, TombstoneRetention: time.Hour})

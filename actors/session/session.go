@@ -53,7 +53,11 @@ type session struct {
 	// carrying: the machine's actions are being carried out (carryOut).
 	carrying bool
 	queue    *actionQueue // the machine's queue, while it has one
-	hooks    *hooks
+	// admitting is the request being admitted (an exchange or a
+	// SessionCreate), while the machine's decision about it is carried
+	// out.
+	admitting *admission
+	hooks     *hooks
 	// The idle alarm (executor's alarm) is a timer of this activation, not
 	// a durable reminder: it only ever disposes a resident runtime, and a
 	// runtime does not outlive its node. The machine tells the armed alarm
@@ -94,7 +98,7 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 	// An activation without a runtime (woken only to answer "not found",
 	// an inspection, a stale eviction request or a reminder) does not stay
 	// resident.
-	defer s.passivateIfIdle(g)
+	defer s.passivateIfIdle(ctx, g)
 	switch m := msg.(type) {
 	case *pb.SessionCreate:
 		return s.create(ctx, g, m)
@@ -141,59 +145,34 @@ func (s *session) reply(g grain.Context, st pb.SessionReply_Status, restored boo
 	return &pb.SessionReply{Status: st, Restored: restored, Node: g.Node(), Epoch: g.Epoch()}
 }
 
-// check is validateMcpSessionOwner: ended, unknown or foreign sessions are
-// refused before anything is restored.
-func (s *session) check(p *pb.Principal) pb.SessionReply_Status {
-	switch {
-	case s.rec == nil:
-		return pb.SessionReply_STATUS_NOT_FOUND
-	case !principalEqual(s.rec.GetPrincipal(), p):
-		return pb.SessionReply_STATUS_FORBIDDEN
-	case s.ended:
-		return pb.SessionReply_STATUS_ENDED
-	}
-	return pb.SessionReply_STATUS_OK
-}
-
 // create creates the session at once (a SessionCreate request): the
-// runtime first (a session whose runtime cannot start is not created),
-// then the record and its expiry reminder in one transaction that also
-// takes ownership.
+// machine builds the runtime first (a session whose runtime cannot start
+// is not created), then commits the record and its expiry reminder in one
+// transaction that also takes ownership; a failed commit drops the
+// runtime.
 func (s *session) create(ctx context.Context, g grain.Context, m *pb.SessionCreate) (proto.Message, error) {
-	if s.rec != nil || s.creating != nil {
-		return s.reply(g, pb.SessionReply_STATUS_EXISTS, false), nil
-	}
-	if m.GetPrincipal().GetUser() == "" {
-		return nil, grain.Reject("session: create needs a principal")
-	}
-	if err := s.beginCreate(ctx, g, m.GetPrincipal()); err != nil {
+	adm := &admission{status: pb.SessionReply_STATUS_OK, principal: m.GetPrincipal()}
+	s.admitting = adm
+	defer func() { s.admitting = nil }()
+	if err := s.step(ctx, g, event{kind: evCreate, found: s.rec != nil, noPrincipal: m.GetPrincipal().GetUser() == ""}); err != nil {
 		return nil, err
 	}
-	rec := proto.Clone(s.creating).(*pb.SessionRecord)
-	rec.RuntimeState = m.GetRuntimeState()
-	if err := s.commitCreate(ctx, g, rec); err != nil {
-		s.creating = nil
-		s.dispose(ctx, g, DisposeShutdown)
+	if adm.status != pb.SessionReply_STATUS_OK {
+		return s.reply(g, adm.status, false), nil
+	}
+	if err := s.step(ctx, g, event{kind: evStateReported, stale: s.rt == nil, found: s.rec != nil, ended: s.ended, state: m.GetRuntimeState()}); err != nil {
+		_ = s.step(ctx, g, event{kind: evCreateFailed, direct: true})
 		return nil, err
 	}
 	return s.reply(g, pb.SessionReply_STATUS_OK, true), nil
 }
 
-// beginCreate starts creating the session for its initialize exchange: the
-// runtime is built (a session whose runtime cannot start is not created)
-// and serves the initialize; nothing is written until the runtime reports
-// the handshake state (saveState), so the record is written once, with it.
-func (s *session) beginCreate(ctx context.Context, g grain.Context, p *pb.Principal) error {
-	if p.GetUser() == "" {
-		return grain.Reject("session: create needs a principal")
-	}
+// beginCreate begins the record of the session being created
+// (actBeginCreate): nothing is written until the runtime reports the
+// handshake state (saveState), so the record is written once, with it.
+func (s *session) beginCreate(p *pb.Principal) {
 	now := s.now()
 	s.creating = &pb.SessionRecord{Principal: p, CreatedAtMs: now.UnixMilli(), LastActivityMs: now.UnixMilli()}
-	if _, err := s.ensureRuntime(ctx, g); err != nil {
-		s.creating = nil
-		return err
-	}
-	return nil
 }
 
 // commitCreate writes the new session into existence: ownership, record
@@ -213,26 +192,42 @@ func (s *session) commitCreate(ctx context.Context, g grain.Context, rec *pb.Ses
 	return nil
 }
 
+// access is a SessionAccess: admitted like an exchange (the owner
+// checked, the runtime built if it is not resident), it is activity.
 func (s *session) access(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
-	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
-		return s.reply(g, st, false), nil
-	}
-	restored, err := s.ensureRuntime(ctx, g)
+	adm, err := s.admitRequest(ctx, g, event{kind: evExchange}, &admission{principal: p})
 	if err != nil {
 		return nil, err
 	}
+	if adm.status != pb.SessionReply_STATUS_OK {
+		return s.reply(g, adm.status, false), nil
+	}
 	s.markActivity()
-	return s.reply(g, pb.SessionReply_STATUS_OK, restored), nil
+	return s.reply(g, pb.SessionReply_STATUS_OK, adm.restored), nil
 }
 
+// delete is a SessionDelete (DELETE /mcp): the owner checked, the machine
+// ends the session.
 func (s *session) delete(ctx context.Context, g grain.Context, p *pb.Principal) (proto.Message, error) {
-	if st := s.check(p); st != pb.SessionReply_STATUS_OK {
-		return s.reply(g, st, false), nil
-	}
-	if err := s.end(ctx, g, "deleted", DisposeDelete); err != nil {
+	adm, err := s.admitRequest(ctx, g, event{kind: evDelete}, &admission{principal: p})
+	if err != nil {
 		return nil, err
 	}
-	return s.reply(g, pb.SessionReply_STATUS_OK, false), nil
+	return s.reply(g, adm.status, false), nil
+}
+
+// admitRequest steps the machine with e, a request of adm's principal
+// about the session (with what the record says of it: ownerStatus is
+// validateMcpSessionOwner, ended, unknown or foreign sessions are refused
+// before anything is restored), and returns adm with what the machine
+// decided about it.
+func (s *session) admitRequest(ctx context.Context, g grain.Context, e event, adm *admission) (*admission, error) {
+	adm.status = pb.SessionReply_STATUS_OK
+	e.found, e.ended = s.rec != nil, s.ended
+	e.owner = e.found && principalEqual(s.rec.GetPrincipal(), adm.principal)
+	s.admitting = adm
+	defer func() { s.admitting = nil }()
+	return adm, s.step(ctx, g, e)
 }
 
 // end tombstones the record, keeps only the expiry reminder (it comes back
@@ -252,7 +247,6 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	}
 	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
 	s.ended = true
-	s.unpark()
 	return s.step(ctx, g, event{kind: evEnded, reason: reason})
 }
 
@@ -274,21 +268,6 @@ func (s *session) markActivity() {
 	s.h.registry.Touch(s.id, s.last)
 }
 
-// ensureRuntime builds the runtime if it is not initialized (a cold build
-// or a restore after passivation). It reports whether it built one.
-func (s *session) ensureRuntime(ctx context.Context, g grain.Context) (bool, error) {
-	if s.rt != nil {
-		return false, nil
-	}
-	if err := s.step(ctx, g, event{kind: evBuildAsked, gone: s.record() == nil || s.ended}); err != nil {
-		return false, err
-	}
-	if s.rt == nil { // the machine built nothing: the callers check the session first, so never
-		return false, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime not built: the session is gone or its runtime is closing"}
-	}
-	return true, nil
-}
-
 // record is the session's record, or the one being created.
 func (s *session) record() *pb.SessionRecord {
 	if s.rec != nil {
@@ -297,23 +276,15 @@ func (s *session) record() *pb.SessionRecord {
 	return s.creating
 }
 
-// restoreForExecutions builds the runtime, if the session has none, so
-// that its durable paused executions are restored: approval surfaces, the
-// resume forward and approval deadlines reach a passivated session.
+// restoreForExecutions asks the machine for the runtime, if the session
+// has none, so that its durable paused executions are restored: approval
+// surfaces, the resume forward and approval deadlines reach a passivated
+// session (an unknown or ended session builds nothing).
 func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) error {
-	if s.rt != nil || s.rec == nil || s.ended {
+	if s.rt != nil {
 		return nil
 	}
-	_, err := s.ensureRuntime(ctx, g)
-	return err
-}
-
-// dispose disposes the runtime for reason (the machine decides what goes
-// with it; closeRuntime carries it out). A second disposal finds nothing to
-// dispose: the grain handles one message at a time, so a request that
-// arrives meanwhile waits in the mailbox and rebuilds.
-func (s *session) dispose(ctx context.Context, g grain.Context, reason string) {
-	_ = s.step(ctx, g, event{kind: evDispose, reason: reason})
+	return s.step(ctx, g, event{kind: evBuildAsked, gone: s.rec == nil || s.ended})
 }
 
 // retiredRecord is the record to write once rt was disposed: with the
@@ -377,13 +348,12 @@ func (s *session) persistActivity(ctx context.Context, g grain.Context) {
 	}
 }
 
-// passivateIfIdle drops an activation that holds no runtime and parks no
-// stream, so waking a session (probing ids, inspecting it, firing a stale
-// reminder) never pins memory. Passivating twice is harmless.
-func (s *session) passivateIfIdle(g grain.Context) {
-	if s.rt == nil && len(s.parked) == 0 {
-		g.Passivate(grain.ReasonIdle)
-	}
+// passivateIfIdle steps the machine at the end of a turn: an activation
+// that holds no runtime and parks no stream passivates, so waking a
+// session (probing ids, inspecting it, firing a stale reminder) never pins
+// memory.
+func (s *session) passivateIfIdle(ctx context.Context, g grain.Context) {
+	_ = s.step(ctx, g, event{kind: evTurnDone, parkedLeft: len(s.parked)})
 }
 
 // capEviction is requestCapEviction on the candidate: re-check liveness in
@@ -396,7 +366,7 @@ func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
 
 // OnReminder handles the session's durable reminders.
 func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.ReminderFired) error {
-	defer s.passivateIfIdle(g)
+	defer s.passivateIfIdle(ctx, g)
 	switch name := f.GetName(); {
 	case name == ReminderIdle:
 		// Left by an older version, which kept the idle alarm durable:
@@ -419,7 +389,7 @@ func (s *session) onExpiry(ctx context.Context, g grain.Context) error {
 func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	switch m := msg.(type) {
 	case *exchange.Done:
-		e := event{kind: evExchangeDone, creating: s.creating != nil}
+		e := event{kind: evExchangeDone}
 		if _, e.parked = s.parked[m.ID]; e.parked {
 			delete(s.parked, m.ID)
 		} else if _, e.known = s.exchanges[m.ID]; e.known {
@@ -438,7 +408,6 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 }
 
 func (s *session) Deactivate(ctx context.Context, g grain.Context, reason grain.Reason) {
-	s.unpark()
 	why := DisposeShutdown
 	switch reason {
 	case grain.ReasonOwnershipLost:
