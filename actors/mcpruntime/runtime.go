@@ -189,7 +189,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpruntime: build the session server: %w", err)
 	}
-	srv.AddReceivingMiddleware(b.recordState)
+	srv.AddReceivingMiddleware(b.recordState, traceTools)
 	b.server, b.closeSrv = srv, closeSrv
 	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
@@ -256,9 +256,9 @@ type Runtime struct {
 
 var _ session.Runtime = (*Runtime)(nil)
 
-// Build implements session.Builder: a handler for the session on the
+// build is Build without its span: a handler for the session on the
 // shared server, restored from its recorded state.
-func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
+func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
 	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
 	if cfg.CodeMode != nil {

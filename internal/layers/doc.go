@@ -10,6 +10,7 @@ package layers
 // layer and of lower ones only.
 var Order = []string{
 	"proto",
+	"tracing",
 	"cluster",
 	"exchange",
 	"actors",
