@@ -139,4 +139,3 @@ func descends(tr testenv.JaegerTrace, i int, ancestor string) bool {
 	}
 	return false
 }
-
