@@ -189,7 +189,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpruntime: build the session server: %w", err)
 	}
-	srv.AddReceivingMiddleware(b.recordState, traceTools)
+	srv.AddReceivingMiddleware(b.recordState)
 	b.server, b.closeSrv = srv, closeSrv
 	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,

@@ -44,11 +44,13 @@ func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Run
 	return rt, err
 }
 
-// traceTools is the shared server's receiving middleware that records a
-// tools/call as the span `execute_tool {gen_ai.tool.name}` (gen-ai
+// TraceTools is a receiving middleware for a node's shared servers
+// (sessions', continuations', tasks') that records a tools/call as the span `execute_tool {gen_ai.tool.name}` (gen-ai
 // semantic conventions) on the owner node, a child of the exchange's span
-// whose context the grain put in the request's headers (exchange.Start).
-func traceTools(next mcp.MethodHandler) mcp.MethodHandler {
+// whose context the grain put in the request's headers (exchange.Start):
+// go-sdk runs a stateful session's handlers in its connection's context,
+// not the request's.
+func TraceTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		call, ok := req.(*mcp.CallToolRequest)
 		if !tracing.On() || !ok || call.Params == nil {
@@ -58,12 +60,14 @@ func traceTools(next mcp.MethodHandler) mcp.MethodHandler {
 		if ex := req.GetExtra(); ex != nil {
 			h = ex.Header
 		}
-		if !trace.SpanContextFromContext(ctx).IsValid() && h != nil {
+		if h.Get("Traceparent") != "" {
+			// The request's, set by exchange.Start: ctx is the session's
+			// connection's (its initialize's span, if any).
 			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
 		}
 		attrs := []attribute.KeyValue{tracing.OperationKey.String("execute_tool"),
 			tracing.ToolNameKey.String(call.Params.Name), tracing.MethodKey.String(method)}
-		if sid := h.Get(exchange.HeaderSession); sid != "" {
+		if sid := h.Get(exchange.HeaderSession); sid != "" && h.Get(exchange.HeaderSessionless) == "" {
 			attrs = append(attrs, tracing.SessionKey.String(sid))
 		}
 		ctx, span := tracing.Start(ctx, "execute_tool "+call.Params.Name, trace.WithAttributes(attrs...))

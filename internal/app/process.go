@@ -261,8 +261,12 @@ func (p *process) servers(c grain.Cluster) (mcpruntime.ServerFactory, *toolpacks
 	catalog := toolpacks.NewCatalog()
 	catalog.SetBroadcast(continuation.BroadcastCatalog(c))
 	return func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
-		return toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, p.cfg.MCP.Packs,
+		srv, closeSrv, err := toolpacks.NewServer(&mcp.Implementation{Name: "mcpgrain", Version: Version()}, p.cfg.MCP.Packs,
 			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog})
+		if err == nil {
+			srv.AddReceivingMiddleware(mcpruntime.TraceTools) // execute_tool spans, with tracing on
+		}
+		return srv, closeSrv, err
 	}, catalog
 }
 
