@@ -15,5 +15,5 @@ type traceFlags struct {
 
 func (t *traceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.endpoint, "trace-endpoint", otlp.DefaultEndpoint,
-		"OTLP endpoint URL to export OpenTelemetry spans to, e.g. http://127.0.0.1:4318 (empty: tracing off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; protocol, sampler and resource from the OTEL_* environment)")
+		"OTLP endpoint URL to export OpenTelemetry spans to, e.g. http://127.0.0.1:4318 (read like OTEL_EXPORTER_OTLP_ENDPOINT; empty: tracing off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; protocol, sampler and resource from the OTEL_* environment)")
 }

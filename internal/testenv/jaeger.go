@@ -51,6 +51,8 @@ const jaegerConfig = `service:
   telemetry:
     metrics:
       level: none
+    traces:
+      level: none
 extensions:
   jaeger_query:
     storage:

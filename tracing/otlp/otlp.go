@@ -10,6 +10,7 @@ package otlp
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -42,7 +43,9 @@ const DefaultEndpoint = ""
 type Options struct {
 	// Endpoint is the OTLP endpoint URL spans are exported to (the node's
 	// --trace-endpoint), e.g. http://collector:4318 for OTLP/HTTP or
-	// http://collector:4317 with OTEL_EXPORTER_OTLP_PROTOCOL=grpc. Empty:
+	// http://collector:4317 with OTEL_EXPORTER_OTLP_PROTOCOL=grpc; read
+	// like OTEL_EXPORTER_OTLP_ENDPOINT (over HTTP a URL without a path
+	// gets /v1/traces). Empty:
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
 	// when set, else tracing stays off.
 	Endpoint string
@@ -104,7 +107,7 @@ func exporter(ctx context.Context, endpoint string) (sdktrace.SpanExporter, erro
 	case "", "http/protobuf":
 		var opts []otlptracehttp.Option
 		if endpoint != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
+			opts = append(opts, otlptracehttp.WithEndpointURL(httpTracesURL(endpoint)))
 		}
 		exp, err := otlptracehttp.New(ctx, opts...)
 		if err != nil {
@@ -124,4 +127,16 @@ func exporter(ctx context.Context, endpoint string) (sdktrace.SpanExporter, erro
 	default:
 		return nil, fmt.Errorf("tracing: OTLP protocol %q not supported (want http/protobuf or grpc)", proto)
 	}
+}
+
+// httpTracesURL is the OTLP/HTTP traces URL of endpoint, read like
+// OTEL_EXPORTER_OTLP_ENDPOINT: a base URL without a path gets the traces
+// path /v1/traces; one with a path is used as it is.
+func httpTracesURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Path != "" && u.Path != "/") {
+		return endpoint // the exporter reports a bad URL
+	}
+	u.Path = "/v1/traces"
+	return u.String()
 }
