@@ -17,7 +17,11 @@ func (p *process) tracing(ctx context.Context) error {
 		return err
 	}
 	if (otlp.Options{Endpoint: p.cfg.TraceEndpoint}).Enabled() {
-		p.log.Info("tracing on: exporting spans over OTLP", "endpoint", p.cfg.TraceEndpoint)
+		endpoint := p.cfg.TraceEndpoint
+		if endpoint == "" {
+			endpoint = "from OTEL_EXPORTER_OTLP_*"
+		}
+		p.log.Info("tracing on: exporting spans over OTLP", "endpoint", endpoint)
 	}
 	p.onClose(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

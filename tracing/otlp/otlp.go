@@ -68,7 +68,9 @@ func (o Options) Enabled() bool {
 // nothing and its shutdown does nothing. The sampler comes from
 // OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (default: parent-based,
 // always on); the resource from OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES over service.name=mcpgrain.
+// OTEL_RESOURCE_ATTRIBUTES over service.name=mcpgrain. The provider is
+// process-wide (otel's global): with several nodes in one process the
+// last Setup wins.
 func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error, err error) {
 	if !o.Enabled() {
 		return func(context.Context) error { return nil }, nil
