@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // forwardedHeaders are the HTTP request headers the MCP handler in the
@@ -99,6 +100,11 @@ type Target struct {
 // Forward forwards r to t's grain and relays the response to w, until the
 // response ends, its activation dies, or the client goes away.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target) {
+	if tracing.On() {
+		var end func()
+		w, r, end = traced(w, r, t)
+		defer end()
+	}
 	x, reqID, resume := outbound(r, t, f.replies.pid)
 	stream := f.replies.open(x.GetExchangeId())
 	defer stream.close()
@@ -168,6 +174,7 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 		Create:            t.Create,
 		Host:              r.Host,
 		FirstFrameInReply: true,
+		TraceContext:      tracing.Inject(r.Context()),
 	}
 	if r.Method == http.MethodPost {
 		reqID = t.RequestID

@@ -68,6 +68,7 @@ func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 		req.Header[k] = vs
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	ctx, endSpan := serveSpan(ctx, m, req)
 	w := NewWriter(system, actor.NewPID(m.GetReplyAddress(), m.GetReplyId()), m.GetExchangeId())
 	if ack != nil {
 		if !m.GetFirstFrameInReply() {
@@ -79,6 +80,7 @@ func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 	id := m.GetExchangeId()
 	handlers.Schedule(func() {
 		defer cancel()
+		defer endSpan()
 		defer func() {
 			switch r := recover(); {
 			case r != nil:

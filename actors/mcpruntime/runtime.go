@@ -257,9 +257,9 @@ type Runtime struct {
 
 var _ session.Runtime = (*Runtime)(nil)
 
-// Build implements session.Builder: a handler for the session on the
+// build is Build without its span: a handler for the session on the
 // shared server, restored from its recorded state.
-func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
+func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
 	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
 	if cfg.CodeMode != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 type activationState int
@@ -429,7 +430,9 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 		reply proto.Message
 		err   error
 	)
-	receive := func() { reply, err = a.g.Receive(a.ctx, a, msg) }
+	ctx, endSpan := tracing.Receive(a.ctx, a.kind.Name, msg) // a child of the caller's span when msg carries its trace context
+	defer endSpan()
+	receive := func() { reply, err = a.g.Receive(ctx, a, msg) }
 	if fired, ok := msg.(*pb.ReminderFired); ok {
 		if h, ok := a.g.(grain.ReminderHandler); ok {
 			receive = func() {

@@ -87,6 +87,10 @@ type Config struct {
 	// activations and closing the HTTP server share it, and Run returns
 	// when it runs out.
 	ShutdownTimeout time.Duration
+	// TraceEndpoint is the OTLP endpoint URL spans are exported to (zero:
+	// otlp.DefaultEndpoint, tracing off unless the OTEL_EXPORTER_OTLP_*
+	// environment sets one; see package tracing/otlp).
+	TraceEndpoint string
 	// Logger is the process logger.
 	Logger *slog.Logger
 	// MCP configures the MCP endpoint and session grains.
@@ -252,6 +256,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		{"membership", p.membership},
 		{"oauth", p.verifier},
 		{"identity", p.identity},
+		{"tracing", p.tracing},
 		{"node", p.startNode},
 		{"surfaces", p.surfaces},
 		{"gateway", p.serveHTTP},

@@ -265,8 +265,12 @@ func (p *process) servers(c grain.Cluster) (mcpruntime.ServerFactory, *toolpacks
 		impl = &mcp.Implementation{Name: "mcpgrain", Version: Version()}
 	}
 	return func(opts *mcp.ServerOptions, codeMode func(*mcp.Server)) (*mcp.Server, func(), error) {
-		return toolpacks.NewServer(impl, p.cfg.MCP.Packs,
+		srv, closeSrv, err := toolpacks.NewServer(impl, p.cfg.MCP.Packs,
 			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog, Packs: p.cfg.MCP.ExtraPacks})
+		if err == nil {
+			srv.AddReceivingMiddleware(mcpruntime.TraceTools) // execute_tool spans, with tracing on
+		}
+		return srv, closeSrv, err
 	}, catalog
 }
 

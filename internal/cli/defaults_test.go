@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/bench"
+	"github.com/mcpgrain/mcpgrain/tracing/otlp"
 )
 
 // packageDefaults are the flags whose default is a package's documented
@@ -29,7 +30,8 @@ import (
 // value, so the two cannot drift apart.
 var packageDefaults = map[string]any{
 	// common
-	"reminder-poll": reminders.DefaultPollInterval,
+	"reminder-poll":  reminders.DefaultPollInterval,
+	"trace-endpoint": otlp.DefaultEndpoint,
 	// node
 	"consul":           consul.DefaultAddress,
 	"consul-ttl":       consul.DefaultTTL,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/cluster/reminders"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Addresses the commands default to: a node's, and where the clients
@@ -44,6 +45,7 @@ type common struct {
 	enableProbe, gatewayOnly, pprof     bool
 	probeIdle, reminderPoll             time.Duration
 	probeRate                           float64
+	trace                               traceFlags
 }
 
 func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
@@ -65,6 +67,7 @@ func (c *common) register(fs *flag.FlagSet, httpDefault, bindDefault string) {
 	fs.Float64Var(&c.probeRate, "probe-rate-limit", 10, "/debug/probe requests per second per principal, bursts of twice that (0: unlimited)")
 	fs.DurationVar(&c.probeIdle, "probe-idle", time.Minute, "passivate probe grains idle this long (0: never)")
 	fs.DurationVar(&c.reminderPoll, "reminder-poll", reminders.DefaultPollInterval, "how often durable reminders are scanned (reminders due sooner are armed in memory)")
+	c.trace.register(fs)
 }
 
 func (c *common) validate() error {
@@ -139,10 +142,11 @@ func parseLevel(s string) (slog.Level, error) {
 func (c *common) logger(w io.Writer) *slog.Logger {
 	level, _ := parseLevel(c.logLevel)
 	opts := &slog.HandlerOptions{Level: level}
+	// tracing.Handler: records logged with a span's context carry its ids.
 	if c.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(tracing.NewHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(tracing.NewHandler(slog.NewTextHandler(w, opts)))
 }
 
 // parse parses args, then fills every flag not given on the command line

@@ -307,5 +307,6 @@ func (c *common) appConfig(stderr io.Writer) app.Config {
 		ProbeIdle:      c.probeIdle,
 		ReminderPoll:   c.reminderPoll,
 		Logger:         c.logger(stderr),
+		TraceEndpoint:  c.trace.endpoint,
 	}
 }

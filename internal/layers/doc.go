@@ -11,6 +11,7 @@ package layers
 // package alone.
 var Order = []string{
 	"proto",
+	"tracing",
 	"cluster",
 	"exchange",
 	"actors",

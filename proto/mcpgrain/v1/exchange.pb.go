@@ -113,8 +113,13 @@ type HttpExchange struct {
 	// Gateways that predate the field leave it unset and get every frame
 	// at reply_address, so nodes can be upgraded one at a time.
 	FirstFrameInReply bool `protobuf:"varint,12,opt,name=first_frame_in_reply,json=firstFrameInReply,proto3" json:"first_frame_in_reply,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// W3C trace context of the gateway's span of this request (traceparent,
+	// tracestate, baggage), set only when tracing is on: the owner node's
+	// spans are its children, so one client call is one trace across the
+	// cluster. Nodes that predate the field ignore it.
+	TraceContext  map[string]string `protobuf:"bytes,13,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HttpExchange) Reset() {
@@ -229,6 +234,13 @@ func (x *HttpExchange) GetFirstFrameInReply() bool {
 		return x.FirstFrameInReply
 	}
 	return false
+}
+
+func (x *HttpExchange) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
 }
 
 // ExchangeStarted answers HttpExchange: OK means the response is being
@@ -638,7 +650,7 @@ const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
 	"\n" +
 	"HttpHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values\"\x92\x03\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"\xa5\x04\n" +
 	"\fHttpExchange\x12\x1f\n" +
 	"\vexchange_id\x18\x01 \x01(\tR\n" +
 	"exchangeId\x12\x16\n" +
@@ -653,7 +665,11 @@ const file_mcpgrain_v1_exchange_proto_rawDesc = "" +
 	"\x06create\x18\n" +
 	" \x01(\bR\x06create\x12\x12\n" +
 	"\x04host\x18\v \x01(\tR\x04host\x12/\n" +
-	"\x14first_frame_in_reply\x18\f \x01(\bR\x11firstFrameInReply\"\xd1\x01\n" +
+	"\x14first_frame_in_reply\x18\f \x01(\bR\x11firstFrameInReply\x12P\n" +
+	"\rtrace_context\x18\r \x03(\v2+.mcpgrain.v1.HttpExchange.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x01\n" +
 	"\x0fExchangeStarted\x128\n" +
 	"\x06status\x18\x01 \x01(\x0e2 .mcpgrain.v1.SessionReply.StatusR\x06status\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12#\n" +
@@ -690,7 +706,7 @@ func file_mcpgrain_v1_exchange_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_exchange_proto_rawDescData
 }
 
-var file_mcpgrain_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_mcpgrain_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_mcpgrain_v1_exchange_proto_goTypes = []any{
 	(*HttpHeader)(nil),        // 0: mcpgrain.v1.HttpHeader
 	(*HttpExchange)(nil),      // 1: mcpgrain.v1.HttpExchange
@@ -701,21 +717,23 @@ var file_mcpgrain_v1_exchange_proto_goTypes = []any{
 	(*ExchangeCancelled)(nil), // 6: mcpgrain.v1.ExchangeCancelled
 	(*CatalogChange)(nil),     // 7: mcpgrain.v1.CatalogChange
 	(*CatalogChanged)(nil),    // 8: mcpgrain.v1.CatalogChanged
-	(*Principal)(nil),         // 9: mcpgrain.v1.Principal
-	(SessionReply_Status)(0),  // 10: mcpgrain.v1.SessionReply.Status
+	nil,                       // 9: mcpgrain.v1.HttpExchange.TraceContextEntry
+	(*Principal)(nil),         // 10: mcpgrain.v1.Principal
+	(SessionReply_Status)(0),  // 11: mcpgrain.v1.SessionReply.Status
 }
 var file_mcpgrain_v1_exchange_proto_depIdxs = []int32{
 	0,  // 0: mcpgrain.v1.HttpExchange.headers:type_name -> mcpgrain.v1.HttpHeader
-	9,  // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
-	10, // 2: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
-	3,  // 3: mcpgrain.v1.ExchangeStarted.first:type_name -> mcpgrain.v1.ExchangeFrame
-	4,  // 4: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
-	0,  // 5: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	10, // 1: mcpgrain.v1.HttpExchange.principal:type_name -> mcpgrain.v1.Principal
+	9,  // 2: mcpgrain.v1.HttpExchange.trace_context:type_name -> mcpgrain.v1.HttpExchange.TraceContextEntry
+	11, // 3: mcpgrain.v1.ExchangeStarted.status:type_name -> mcpgrain.v1.SessionReply.Status
+	3,  // 4: mcpgrain.v1.ExchangeStarted.first:type_name -> mcpgrain.v1.ExchangeFrame
+	4,  // 5: mcpgrain.v1.ExchangeFrame.head:type_name -> mcpgrain.v1.ExchangeHead
+	0,  // 6: mcpgrain.v1.ExchangeHead.headers:type_name -> mcpgrain.v1.HttpHeader
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_exchange_proto_init() }
@@ -730,7 +748,7 @@ func file_mcpgrain_v1_exchange_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_exchange_proto_rawDesc), len(file_mcpgrain_v1_exchange_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,76 @@
+package exchange
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
+)
+
+// traced starts the gateway's span of the request to t (tracing is on:
+// the caller checked) and returns the writer that records the status the
+// client got and the function that ends the span. Its trace context goes
+// to the grain in HttpExchange.trace_context (see outbound).
+func traced(w http.ResponseWriter, r *http.Request, t Target) (http.ResponseWriter, *http.Request, func()) {
+	ctx, span := tracing.StartServer(r.Context(), tracing.Request{HTTP: r, Body: t.Body, Session: sessionOf(t)})
+	sw := &statusWriter{ResponseWriter: w}
+	return sw, r.WithContext(ctx), func() { tracing.EndServer(span, sw.status, "") }
+}
+
+// sessionOf is the MCP session id a request to t belongs to, if any.
+func sessionOf(t Target) string {
+	if t.Kind == KindSession {
+		return t.ID
+	}
+	return ""
+}
+
+// statusWriter records the response status for the gateway's span.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (s *statusWriter) Flush() {
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the client's writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// serveSpan starts the owner node's span of an exchange's handler, a child
+// of the gateway's span whose context m carries, and puts its context in
+// the request's headers (traceparent, tracestate) too: go-sdk hands a
+// handler the request's headers, not its context. With tracing off or no
+// trace context in m it returns ctx and a no-op end.
+func serveSpan(ctx context.Context, m *pb.HttpExchange, req *http.Request) (context.Context, func()) {
+	if !tracing.On() || len(m.GetTraceContext()) == 0 {
+		return ctx, func() {}
+	}
+	ctx = tracing.Extract(ctx, m.GetTraceContext())
+	ctx, span := tracing.Start(ctx, "mcpgrain.exchange.serve "+m.GetMethod(), trace.WithSpanKind(trace.SpanKindInternal))
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+	return ctx, func() { span.End() }
+}

@@ -1,0 +1,104 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
+	"github.com/mcpgrain/mcpgrain/tracing"
+)
+
+// With tracing on, a tools/call whose params._meta carries a traceparent is
+// one trace through one node: the gateway's span (the client's span its
+// parent), the grain's receive, the exchange's serve and the tool's
+// execute_tool below it — for a stateful session (whose creation built its
+// runtime in a McpSessionDO.init span) and for a sessionless call.
+func TestToolCallSpansFollowTheRequest(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	uninstall := tracing.Install(tp)
+	t.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
+	addr := startNode(t, nil)
+	for _, tc := range []struct{ name, version, kind, traceID string }{
+		{"stateful", "2025-06-18", "session", "4bf92f3577b34da6a3ce929d0e0e4736"},
+		{"sessionless", "", "continuation", "5bf92f3577b34da6a3ce929d0e0e4737"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := connect(t, addr, aliceToken, tc.version, nil)
+			const clientSpan = "00f067aa0ba902b7"
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "traced"},
+				Meta: mcp.Meta{"traceparent": "00-" + tc.traceID + "-" + clientSpan + "-01"}}
+			if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+				t.Fatalf("echo: %+v %v", res, err)
+			}
+			receive := "mcpgrain.grain.receive " + tc.kind
+			spans := awaitSpans(ctx, t, rec, tc.traceID, "tools/call echo", "execute_tool echo", receive, "mcpgrain.exchange.serve POST")
+			gw := spans["tools/call echo"]
+			if got := gw.Parent().SpanID().String(); got != clientSpan {
+				t.Errorf("gateway span's parent %s, want the client's span %s from _meta", got, clientSpan)
+			}
+			for _, name := range []string{receive, "mcpgrain.exchange.serve POST"} {
+				if spans[name].Parent().SpanID() != gw.SpanContext().SpanID() {
+					t.Errorf("%s is not the gateway span's child", name)
+				}
+			}
+			if spans["execute_tool echo"].Parent().SpanID() != spans["mcpgrain.exchange.serve POST"].SpanContext().SpanID() {
+				t.Errorf("execute_tool is not the exchange.serve span's child")
+			}
+		})
+	}
+	var init bool
+	for _, s := range rec.Ended() {
+		init = init || s.Name() == mcpruntime.InitSpan && s.Parent().IsValid()
+	}
+	if !init {
+		t.Errorf("no %s span under the stateful session's creation", mcpruntime.InitSpan)
+	}
+}
+
+// awaitSpans waits until spans with every name have ended in trace id (a
+// gateway span ends just after the client has its answer) and returns
+// them by name.
+func awaitSpans(ctx context.Context, t *testing.T, rec *tracetest.SpanRecorder, id string, names ...string) map[string]sdktrace.ReadOnlySpan {
+	t.Helper()
+	for {
+		got := map[string]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			if s.SpanContext().TraceID().String() == id {
+				got[s.Name()] = s
+			}
+		}
+		complete := true
+		for _, n := range names {
+			_, ok := got[n]
+			complete = complete && ok
+		}
+		if complete {
+			return got
+		}
+		select {
+		case <-ctx.Done():
+			var all []string
+			for _, s := range rec.Ended() {
+				all = append(all, s.Name()+"@"+s.SpanContext().TraceID().String()[:6])
+			}
+			t.Fatalf("spans of trace %s: %v; want %v; all: %v", id, keys(got), names, all)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func keys(m map[string]sdktrace.ReadOnlySpan) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}

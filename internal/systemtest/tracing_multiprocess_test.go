@@ -1,0 +1,141 @@
+package systemtest
+
+// One trace across real processes: Jaeger (the collector, its own query
+// API), three `mcpgrain node` processes exporting to it over OTLP.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
+	"github.com/mcpgrain/mcpgrain/internal/testenv"
+)
+
+// A client's tools/call with a traceparent in params._meta, sent to a node
+// that does not own its session, is one trace in the collector: the
+// gateway's SERVER span `tools/call echo` on that node is the child of the
+// client's span, and the owner node's `execute_tool echo` descends from it.
+func TestOneTraceAcrossTheCluster(t *testing.T) {
+	j := testenv.StartJaeger(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100") // the nodes export within 100 ms
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--trace-endpoint", j.OTLPEndpoint()}})
+	cs := connectOwnedBy(t, c, 0, 1, nil)
+	traceID, clientSpan := randomHex(16), randomHex(8)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "traced"},
+		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-" + clientSpan + "-01"}}
+	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+		t.Fatalf("echo: %+v %v", res, err)
+	}
+	tr := awaitTrace(ctx, t, j, traceID, "tools/call echo", "execute_tool echo")
+	gw, tool := spanNamed(tr, "tools/call echo"), spanNamed(tr, "execute_tool echo")
+	if got := parentOf(tr, gw); got != clientSpan {
+		t.Errorf("gateway span's parent %q, want the client's span %q from _meta", got, clientSpan)
+	}
+	if got := nodeOf(tr, gw); got != c.Node(0).ID {
+		t.Errorf("gateway span recorded on %q, want the node the client called, %q", got, c.Node(0).ID)
+	}
+	if got := nodeOf(tr, tool); got != c.Node(1).ID {
+		t.Errorf("execute_tool span recorded on %q, want the session's owner %q", got, c.Node(1).ID)
+	}
+	if !descends(tr, tool, tr.Spans[gw].SpanID) {
+		t.Errorf("execute_tool span does not descend from the gateway's span; trace: %+v", tr.Spans)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// awaitTrace polls Jaeger until trace id has spans with all the names
+// (the nodes export in batches) or ctx ends.
+func awaitTrace(ctx context.Context, t *testing.T, j *testenv.Jaeger, id string, names ...string) testenv.JaegerTrace {
+	t.Helper()
+	var last error
+	for {
+		tr, err := j.Trace(ctx, id)
+		if err == nil {
+			err = missing(tr, names)
+			if err == nil {
+				return tr
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("trace %s never complete in jaeger: %v", id, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func missing(tr testenv.JaegerTrace, names []string) error {
+	for _, n := range names {
+		if spanNamed(tr, n) < 0 {
+			return fmt.Errorf("no span %q yet", n)
+		}
+	}
+	return nil
+}
+
+// spanNamed is the index of the span named name, or -1.
+func spanNamed(tr testenv.JaegerTrace, name string) int {
+	for i, s := range tr.Spans {
+		if s.OperationName == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// parentOf is the span id span i is the child of, or "".
+func parentOf(tr testenv.JaegerTrace, i int) string {
+	for _, r := range tr.Spans[i].References {
+		if r.RefType == "CHILD_OF" {
+			return r.SpanID
+		}
+	}
+	return ""
+}
+
+// nodeOf is the service.instance.id of the process that recorded span i.
+func nodeOf(tr testenv.JaegerTrace, i int) string {
+	for _, tag := range tr.Processes[tr.Spans[i].ProcessID].Tags {
+		if tag.Key == "service.instance.id" {
+			return fmt.Sprint(tag.Value)
+		}
+	}
+	return ""
+}
+
+// descends reports whether span i has the span ancestor among its parents.
+func descends(tr testenv.JaegerTrace, i int, ancestor string) bool {
+	for range len(tr.Spans) {
+		p := parentOf(tr, i)
+		if p == "" {
+			return false
+		}
+		if p == ancestor {
+			return true
+		}
+		i = -1
+		for k, s := range tr.Spans {
+			if s.SpanID == p {
+				i = k
+			}
+		}
+		if i < 0 {
+			return false
+		}
+	}
+	return false
+}

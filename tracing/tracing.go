@@ -1,0 +1,112 @@
+// Package tracing is mcpgrain's OpenTelemetry tracing: the switch and the
+// tracer (Install; package tracing/otlp builds the node's exporting
+// provider from the OTEL_* environment variables and --trace-endpoint),
+// the spans of
+// an MCP request on the gateway (StartServer, per the OpenTelemetry MCP
+// semantic conventions), the trace context carried in the gateway→grain
+// exchange (Inject, Extract) and the slog handler that stamps log records
+// with trace_id and span_id (Handler).
+//
+// Tracing is off unless Install turned it on: then every function here
+// returns at once on a check of one atomic flag (On), without allocating,
+// so the hot path costs nothing measurable.
+package tracing
+
+import (
+	"context"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentation is the name of mcpgrain's tracer.
+const instrumentation = "github.com/mcpgrain/mcpgrain"
+
+var on atomic.Bool
+
+// On reports whether tracing is on (Install turned it on and its
+// uninstall has not run).
+func On() bool { return on.Load() }
+
+// Install turns tracing on with tp's tracer and the W3C propagators
+// (traceparent, tracestate, baggage), installed globally too
+// (otel.SetTracerProvider, otel.SetTextMapPropagator). The returned
+// function turns tracing off again (the provider's shutdown is the
+// caller's).
+func Install(tp trace.TracerProvider) (uninstall func()) {
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	tracer.Store(&holder{tp.Tracer(instrumentation)})
+	on.Store(true)
+	return func() { on.Store(false) }
+}
+
+type holder struct{ t trace.Tracer }
+
+var tracer atomic.Pointer[holder]
+
+// Tracer is mcpgrain's tracer (a no-op one while tracing is off).
+func Tracer() trace.Tracer {
+	if h := tracer.Load(); h != nil && On() {
+		return h.t
+	}
+	return otel.Tracer(instrumentation)
+}
+
+// Start starts a span named name under ctx's span when tracing is on; off,
+// it returns ctx and a non-recording span without allocating.
+func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !On() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return Tracer().Start(ctx, name, opts...)
+}
+
+// Inject returns ctx's trace context (traceparent, tracestate, baggage) as
+// a carrier map, or nil when tracing is off or ctx has no span.
+func Inject(ctx context.Context) map[string]string {
+	if !On() || !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, c)
+	return c
+}
+
+// Extract returns ctx carrying the remote trace context in carrier (as
+// Inject made it); ctx itself when tracing is off or carrier is empty.
+func Extract(ctx context.Context, carrier map[string]string) context.Context {
+	if !On() || len(carrier) == 0 {
+		return ctx
+	}
+	return otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(carrier))
+}
+
+// carrierOf is a message that carries a trace context (HttpExchange).
+type carrierOf interface {
+	GetTraceContext() map[string]string
+}
+
+// ReceiveKey names the attribute of a grain.receive span with the grain
+// kind that received the message.
+const ReceiveKey = attribute.Key("mcpgrain.grain.kind")
+
+// Receive starts the span of a grain activation handling msg, a child of
+// the trace context msg carries (see Inject); with tracing off, or a
+// message without one, it returns ctx and a no-op end.
+func Receive(ctx context.Context, kind string, msg any) (context.Context, func()) {
+	if !On() {
+		return ctx, func() {}
+	}
+	c, ok := msg.(carrierOf)
+	if !ok || len(c.GetTraceContext()) == 0 {
+		return ctx, func() {}
+	}
+	ctx = Extract(ctx, c.GetTraceContext())
+	ctx, span := Tracer().Start(ctx, "mcpgrain.grain.receive "+kind,
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(ReceiveKey.String(kind)))
+	return ctx, func() { span.End() }
+}

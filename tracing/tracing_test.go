@@ -1,0 +1,116 @@
+package tracing
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// recording installs a recording provider for the test and returns its recorder.
+func recording(t *testing.T) *tracetest.SpanRecorder {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	uninstall := Install(tp)
+	t.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
+	return rec
+}
+
+const (
+	clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	clientSpan  = "00f067aa0ba902b7"
+	headerTrace = "0af7651916cd43dd8448eb211c80319c"
+)
+
+func TestStartServerTakesTheParentFromMetaAndLinksTheHTTPOne(t *testing.T) {
+	rec := recording(t)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","_meta":{"traceparent":"00-` + clientTrace + `-` + clientSpan + `-01"}}}`
+	r := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+	r.Header.Set("Traceparent", "00-"+headerTrace+"-b7ad6b7169203331-01")
+	r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	_, span := StartServer(context.Background(), Request{HTTP: r, Body: []byte(body), Session: "s1"})
+	EndServer(span, 200, "")
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(spans))
+	}
+	s := spans[0]
+	if s.Name() != "tools/call echo" || s.SpanKind() != trace.SpanKindServer {
+		t.Errorf("span %q kind %v, want %q server", s.Name(), s.SpanKind(), "tools/call echo")
+	}
+	if got := s.Parent().TraceID().String(); got != clientTrace || s.Parent().SpanID().String() != clientSpan {
+		t.Errorf("parent %s/%s, want the _meta traceparent %s/%s", got, s.Parent().SpanID(), clientTrace, clientSpan)
+	}
+	if len(s.Links()) != 1 || s.Links()[0].SpanContext.TraceID().String() != headerTrace {
+		t.Errorf("links %v, want the HTTP traceparent", s.Links())
+	}
+	want := map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "jsonrpc.request.id": "7",
+		"mcp.session.id": "s1", "mcp.protocol.version": "2025-06-18"}
+	for _, kv := range s.Attributes() {
+		if w, ok := want[string(kv.Key)]; ok {
+			if kv.Value.String() != w {
+				t.Errorf("%s = %q, want %q", kv.Key, kv.Value.String(), w)
+			}
+			delete(want, string(kv.Key))
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("attributes missing: %v", want)
+	}
+}
+
+func TestInjectExtractCarriesTheSpanAcrossAMessage(t *testing.T) {
+	recording(t)
+	ctx, span := Start(context.Background(), "gateway")
+	defer span.End()
+	carrier := Inject(ctx)
+	got := trace.SpanContextFromContext(Extract(context.Background(), carrier))
+	if got.TraceID() != span.SpanContext().TraceID() || got.SpanID() != span.SpanContext().SpanID() || !got.IsRemote() {
+		t.Errorf("extracted %v, want the remote context of %v", got, span.SpanContext())
+	}
+}
+
+func TestOffCostsNoAllocations(t *testing.T) {
+	if On() {
+		t.Fatal("tracing on without Install")
+	}
+	ctx := context.Background()
+	msg := struct{}{}
+	allocs := testing.AllocsPerRun(100, func() {
+		c, end := Receive(ctx, "session", msg)
+		end()
+		_, s := Start(c, "x")
+		s.End()
+		_ = Inject(c)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per call with tracing off, want 0", allocs)
+	}
+}
+
+func TestHandlerStampsTraceAndSpanIDs(t *testing.T) {
+	recording(t)
+	var buf bytes.Buffer
+	log := slog.New(NewHandler(slog.NewTextHandler(&buf, nil))).With("component", "x")
+	ctx, span := Start(context.Background(), "op")
+	log.InfoContext(ctx, "hello")
+	span.End()
+	log.Info("no span")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines: %q", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[0], "trace_id="+span.SpanContext().TraceID().String()) || !strings.Contains(lines[0], "span_id="+span.SpanContext().SpanID().String()) {
+		t.Errorf("line with a span lacks its ids: %q", lines[0])
+	}
+	if strings.Contains(lines[1], "trace_id") {
+		t.Errorf("line without a span has a trace id: %q", lines[1])
+	}
+}
