@@ -425,8 +425,10 @@ func (p *Provider) watchLoop(ctx context.Context) {
 			continue
 		}
 		now := p.cfg.Now()
-		unchanged := p.watchAdvance(w, meta.LastIndex, now)
-		p.watchPublish(w, entries, now)
+		unchanged, stale := p.watchAdvance(w, meta.LastIndex, now)
+		if !stale {
+			p.watchPublish(w, entries, now)
+		}
 		gap := minChangedQueryGap
 		if unchanged || w.index == 0 {
 			gap = minQueryGap
@@ -482,24 +484,36 @@ func (p *Provider) watchFailed(ctx context.Context, w *watchState, err error) bo
 // watchAdvance moves the watch to Consul's index last after a good
 // answer, opening the hold-down on a discontinuity (the first answer
 // after failures, a reset, an index that went backwards). It reports
-// whether the index is unchanged.
-func (p *Provider) watchAdvance(w *watchState, last uint64, now time.Time) (unchanged bool) {
+// whether the index is unchanged, and whether the answer is stale: its
+// index went backwards, so it is older than what was published (an agent
+// whose streaming view lags the servers answers so: Consul v1.14's agent
+// did for minutes on a loaded machine while its subscription failed) and
+// the fresh read that follows replaces it.
+//
+// A blocking query that came back unchanged is followed by one fresh read
+// (index 0: the agent asks the servers, not its streaming view) before
+// the watch blocks again, so a view that missed a change is corrected
+// within one WatchWait instead of never.
+func (p *Provider) watchAdvance(w *watchState, last uint64, now time.Time) (unchanged, stale bool) {
 	w.bo.reset()
 	discontinuity := w.fl.ok() || w.forced
 	w.forced = false
 	next := max(last, 1) // an index of 0 would never block
 	unchanged = next == w.index
 	if next < w.index {
-		// The index went backwards (agent restart, state reset):
-		// start over with a fresh non-blocking query.
+		// The index went backwards (agent restart, state reset, a lagging
+		// view): start over with a fresh non-blocking query.
 		p.log.Info("consul index went backwards; resetting the watch", "from", w.index, "to", next)
-		next, discontinuity = 0, true
+		next, discontinuity, stale = 0, true, true
+	}
+	if unchanged {
+		next = 0
 	}
 	w.index = next
 	if discontinuity {
 		w.hold.open(now)
 	}
-	return unchanged
+	return unchanged, stale
 }
 
 // watchPublish emits the view of entries, with members held during the
