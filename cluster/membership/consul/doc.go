@@ -41,9 +41,13 @@
 // A watcher runs blocking queries on the passing instances of the service
 // and publishes a new [membership.View] whenever it changes, starting with
 // the first view that contains this member. It follows Consul's
-// blocking-query rules: the index is reset when it goes backwards, an index
-// of 0 is treated as 1, and queries are spaced so an agent that answers at
-// once cannot make it spin. Events are delivered in order by one dispatcher
+// blocking-query rules: the index is reset when it goes backwards (and
+// that answer, older than the published view, is dropped), an index of 0
+// is treated as 1, and queries are spaced so an agent that answers at
+// once cannot make it spin. A blocking query that comes back unchanged is
+// followed by one fresh read (index 0), which the agent answers from the
+// servers rather than its streaming view: a view that lags corrects
+// itself within one WatchWait. Events are delivered in order by one dispatcher
 // goroutine holding no lock, so a slow notify never delays the lease.
 //
 // # Failures
