@@ -67,6 +67,10 @@ type Config struct {
 	// own). EvictThrough(c) sends RequestCapEviction through the node's
 	// grain.Cluster c.
 	Evict func(ctx context.Context, sessionID string) (evicted bool, err error)
+	// SessionlessStreams is the number of open response streams of the
+	// node's sessionless (2026-07-28) grains, counted in
+	// mcpgrain_active_streams with the sessions' (nil: none).
+	SessionlessStreams func() int
 	// Clock is the time source. Default the system clock.
 	Clock clock.Clock
 	// CloseTimeout bounds Runtime.Close. Default 10s.
@@ -93,7 +97,8 @@ type Host struct {
 	parked atomic.Int64 // standalone streams parked on sessions without a runtime
 	primes atomic.Uint64
 
-	sizing *sizing // nil: fixed soft cap
+	sizing  *sizing // nil: fixed soft cap
+	evictor *residency.Evictor
 }
 
 // primeID returns a fresh id for a standalone stream's priming event
@@ -162,6 +167,7 @@ func NewHost(cfg Config) (*Host, error) {
 		h.sizing.resize(h.registry, cfg.Clock.Now())
 	}
 	h.metrics = newMetrics(cfg.Registerer, h)
+	h.evictor = &residency.Evictor{Evict: cfg.Evict, Done: h.evicted}
 	return h, nil
 }
 
@@ -195,10 +201,13 @@ type countsView struct {
 
 func (h *Host) counts() countsView {
 	c := countsView{Counts: h.registry.Counts(h.cfg.Clock.Now())}
+	if h.cfg.SessionlessStreams != nil {
+		c.Streams += h.cfg.SessionlessStreams()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range h.residents {
-		c.Streams += r.rt.ActiveStreams()
+		c.Streams += r.rt.OpenStreams()
 		c.Paused += r.rt.PausedExecutions()
 		c.Paused += r.rt.DurablePausedExecutions() // parked here, though they pin nothing
 		c.Running += r.rt.RunningExecutions()
@@ -220,23 +229,17 @@ func (h *Host) removeResident(id string) {
 }
 
 // requestEviction asks the candidate to evict itself, without blocking the
-// cold build that chose it. A failure leaves it registered; the registry's
-// grace window makes the next admission pick another candidate.
-func (h *Host) requestEviction(id string) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		evicted, err := h.cfg.Evict(ctx, id)
-		switch {
-		case err != nil:
-			h.metrics.evictReqs.WithLabelValues("failed").Inc()
-			h.log.Warn("mcp_session_cap_eviction_request_failed", "session", id, "err", err)
-		case evicted:
-			h.metrics.evictReqs.WithLabelValues("evicted").Inc()
-		default:
-			h.metrics.evictReqs.WithLabelValues("declined").Inc()
-		}
-	}()
+// cold build that chose it (residency.Evictor: bounded, a panic of Evict
+// is a failure). A failure leaves it registered; the registry's grace
+// window makes the next admission pick another candidate.
+func (h *Host) requestEviction(id string) { h.evictor.Request(id) }
+
+// evicted counts (and logs a failed) eviction request.
+func (h *Host) evicted(id string, r residency.EvictResult, err error) {
+	h.metrics.evictReqs.WithLabelValues(string(r)).Inc()
+	if err != nil {
+		h.log.Warn("mcp_session_cap_eviction_request_failed", "session", id, "err", err)
+	}
 }
 
 func principalEqual(a, b *pb.Principal) bool {

@@ -18,8 +18,13 @@ import (
 // The count methods are called from other goroutines (the node's residency
 // registry, metrics scrapes); they must be cheap and safe for concurrent use.
 type Runtime interface {
-	// ActiveStreams is the number of open response streams.
+	// ActiveStreams is the number of open response streams that hold the
+	// runtime in memory (POST responses being written).
 	ActiveStreams() int
+	// OpenStreams is the number of response streams the session's clients
+	// hold open: POST responses sent as event streams and GET listeners,
+	// from their header to their end (mcpgrain_active_streams).
+	OpenStreams() int
 	// PausedExecutions is the number of executions paused for approval
 	// whose pause lives only in memory (durable ones are not counted).
 	PausedExecutions() int

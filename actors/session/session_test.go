@@ -96,6 +96,7 @@ func (r *fakeRuntime) PausedExecution(id string) (*pb.PausedExecution, bool) {
 func (r *fakeRuntime) PausedExecutionList() []*pb.PausedExecution { return nil }
 
 func (r *fakeRuntime) ActiveStreams() int    { return int(r.streams.Load()) }
+func (r *fakeRuntime) OpenStreams() int      { return int(r.streams.Load()) }
 func (r *fakeRuntime) PausedExecutions() int { return int(r.paused.Load()) }
 func (r *fakeRuntime) RunningExecutions() int {
 	n := r.running.Load()

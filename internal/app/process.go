@@ -206,15 +206,6 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		return nil, err
 	}
 	p.onClose(builder.Close)
-	sessions, err := session.NewHost(session.Config{
-		Builder: builder, Policy: cfg.MCP.Policy, SessionTTL: cfg.MCP.SessionTTL,
-		Residency: residency.Config{SoftCap: cfg.MCP.SoftCap}, Memory: residency.Memory{Budget: cfg.MCP.ResidentMemory},
-		Evict: session.EvictThrough(c), Directory: directory.New(p.st), Approvers: cfg.MCP.Approvers,
-		Logger: p.log.With("component", "session"), Registerer: p.nodeReg,
-	})
-	if err != nil {
-		return nil, err
-	}
 	taskHost, err := p.taskGrains(c, newServer, codeMode)
 	if err != nil {
 		return nil, err
@@ -228,6 +219,16 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		return nil, fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
 	}
 	p.onClose(continuations.Close)
+	sessions, err := session.NewHost(session.Config{
+		Builder: builder, Policy: cfg.MCP.Policy, SessionTTL: cfg.MCP.SessionTTL,
+		Residency: residency.Config{SoftCap: cfg.MCP.SoftCap}, Memory: residency.Memory{Budget: cfg.MCP.ResidentMemory},
+		Evict: session.EvictThrough(c), Directory: directory.New(p.st), Approvers: cfg.MCP.Approvers,
+		SessionlessStreams: continuations.OpenStreams,
+		Logger:             p.log.With("component", "session"), Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return nil, err
+	}
 	if cfg.GatewayOnly {
 		return nil, nil
 	}
