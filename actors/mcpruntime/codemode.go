@@ -59,7 +59,24 @@ type CodeMode struct {
 	// runtime restores its pauses by replay, a continuation grain restores
 	// one when its retry comes.
 	Durable bool
+	// Expose are the tool sources whose tools every session also lists as
+	// MCP tools of its own, "<source>.<tool>" (pass-through; see
+	// codemode.RegisterPassthrough). Their tools are listed when a server
+	// is built. Each must be one of Tools' sources.
+	Expose []ExposedSource
 }
+
+// ExposedSource is a tool source that can list its tools as MCP tools (an
+// upstream MCP server: *mcpupstream.Source).
+type ExposedSource interface {
+	// Name is the source name.
+	Name() string
+	// MCPTools lists the source's tools as its MCP server lists them.
+	MCPTools(ctx context.Context) []*mcp.Tool
+}
+
+// exposeTimeout bounds listing the tools of the exposed sources.
+const exposeTimeout = 10 * time.Second
 
 // Directory is the part of the execution directory (directory.Store) a session's
 // code runtime writes.
@@ -194,7 +211,19 @@ func (c *codeRuntime) window() time.Duration {
 // sessions: each call is served by its own session's code runtime (of).
 func registerCode(s *mcp.Server, cfg *CodeMode, of func(*mcp.CallToolRequest) (codemode.Runtime, bool)) {
 	w := (&codeRuntime{cfg: cfg}).window()
-	codemode.Register(s, codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers})
+	opts := codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers}
+	codemode.Register(s, opts)
+	if len(cfg.Expose) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), exposeTimeout)
+	defer cancel()
+	exposed := make([]codemode.Exposed, 0, len(cfg.Expose))
+	for _, src := range cfg.Expose {
+		exposed = append(exposed, codemode.Exposed{Source: src.Name(), Tools: src.MCPTools(ctx)})
+	}
+	opts.Logger = cfg.Logger
+	codemode.RegisterPassthrough(s, opts, exposed)
 }
 
 // Engine implements codemode.Runtime.

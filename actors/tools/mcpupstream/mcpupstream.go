@@ -170,6 +170,7 @@ type snapshot struct {
 type entry struct {
 	tool   tools.Tool
 	search tools.SearchText
+	raw    *mcp.Tool // as the upstream listed it
 }
 
 // New connects to the upstream and fetches its tool list. A failure to
@@ -371,7 +372,7 @@ func (s *Source) newSnapshot(list []*mcp.Tool) *snapshot {
 		if t == nil || t.Name == "" {
 			continue
 		}
-		e := &entry{tool: toTool(s.name, t)}
+		e := &entry{tool: toTool(s.name, t), raw: t}
 		title := t.Title
 		if title == "" && t.Annotations != nil {
 			title = t.Annotations.Title
@@ -585,4 +586,18 @@ func (s *Source) SearchScored(ctx context.Context, query string, limit int) []to
 	}
 	tools.SortHits(hits)
 	return hits[:min(limit, len(hits))]
+}
+
+// MCPTools returns the upstream's tools as it listed them (name, schema,
+// description, annotations), by name, refetching the list first when it is
+// stale (as Lookup does). The tools are copies: changing them does not
+// change the source. An unavailable upstream has none.
+func (s *Source) MCPTools(ctx context.Context) []*mcp.Tool {
+	snap := s.current(ctx)
+	out := make([]*mcp.Tool, 0, len(snap.list))
+	for _, e := range snap.list {
+		t := *e.raw
+		out = append(out, &t)
+	}
+	return out
 }

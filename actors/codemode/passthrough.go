@@ -1,0 +1,94 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Exposed is one tool source whose tools a node passes through as MCP tools
+// of its own (an upstream MCP server exposed with --expose-upstream).
+type Exposed struct {
+	// Source is the source name: tools.<Source>.<tool> in code, and the
+	// prefix of the pass-through tools' names.
+	Source string
+	// Tools are the source's tools as the upstream lists them.
+	Tools []*mcp.Tool
+}
+
+// validToolName is MCP's tool-name rule (1 to 128 of A-Z a-z 0-9 _ - .).
+var validToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// PassthroughName is the name a pass-through tool has on the node:
+// "<source>.<tool>".
+func PassthroughName(source, tool string) string { return source + "." + tool }
+
+// RegisterPassthrough adds, for each exposed source, each of its tools to
+// server as "<source>.<tool>" with the upstream's title, description, input
+// schema and annotations. A call is a one-call code-mode execution
+// (`return await tools.<source>["<tool>"](arguments)`) run by the session's
+// engine as execute runs code: the same policies decide it (approve runs
+// it, block refuses it, require_approval pauses it, and a tool's
+// annotations give its default), a pause is answered as execute's pauses
+// are (and resumed, decided and made durable the same ways), and a
+// 2026-07-28 retry resumes it. Tools whose namespaced name is not a valid
+// MCP tool name are left out (logged). The options are those of
+// [Register], which registers execute's companion resume.
+func RegisterPassthrough(server *mcp.Server, o Options, exposed []Exposed) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	t := &tools{o: o}
+	for _, src := range exposed {
+		for _, up := range src.Tools {
+			name := PassthroughName(src.Source, up.Name)
+			if !validToolName.MatchString(name) {
+				o.Logger.Warn("upstream tool not passed through: its name is not a valid MCP tool name", "source", src.Source, "tool", up.Name)
+				continue
+			}
+			tool := &mcp.Tool{Name: name, Title: up.Title, Description: up.Description, InputSchema: up.InputSchema,
+				Annotations: up.Annotations}
+			if tool.InputSchema == nil {
+				tool.InputSchema = map[string]any{"type": "object"}
+			}
+			server.AddTool(tool, t.passthrough(src.Source, up.Name))
+		}
+	}
+}
+
+// passthrough is the handler of one pass-through tool.
+func (t *tools) passthrough(source, tool string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		code, err := passthroughCode(source, tool, req.Params.Arguments)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: " + err.Error()}}}, nil
+		}
+		res, _, err := t.execute(ctx, req, executeInput{Code: code})
+		return res, err
+	}
+}
+
+// passthroughCode is the one-call program of a pass-through call: its
+// arguments (a JSON object; empty: {}) as a literal.
+func passthroughCode(source, tool string, args json.RawMessage) (string, error) {
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(args, &obj); err != nil {
+		return "", fmt.Errorf("arguments must be a JSON object: %w", err)
+	}
+	lit, err := json.Marshal(obj)
+	if err != nil {
+		return "", fmt.Errorf("arguments: %w", err)
+	}
+	name, err := json.Marshal(tool)
+	if err != nil {
+		return "", fmt.Errorf("tool name: %w", err)
+	}
+	return fmt.Sprintf("return await tools.%s[%s](%s);", source, name, lit), nil
+}
