@@ -61,8 +61,10 @@ type CodeMode struct {
 	Durable bool
 	// Expose are the tool sources whose tools every session also lists as
 	// MCP tools of its own, "<source>.<tool>" (pass-through; see
-	// codemode.RegisterPassthrough). Their tools are listed when a server
-	// is built. Each must be one of Tools' sources.
+	// codemode.Passthrough). Their tools are listed when a server is
+	// built, and again whenever a source that can tell (Watch, as
+	// *mcpupstream.Source does) says they changed. Each must be one of
+	// Tools' sources.
 	Expose []ExposedSource
 }
 
@@ -216,14 +218,43 @@ func registerCode(s *mcp.Server, cfg *CodeMode, of func(*mcp.CallToolRequest) (c
 	if len(cfg.Expose) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), exposeTimeout)
-	defer cancel()
-	exposed := make([]codemode.Exposed, 0, len(cfg.Expose))
-	for _, src := range cfg.Expose {
-		exposed = append(exposed, codemode.Exposed{Source: src.Name(), Tools: src.MCPTools(ctx)})
-	}
 	opts.Logger = cfg.Logger
-	codemode.RegisterPassthrough(s, opts, exposed)
+	for _, src := range cfg.Expose {
+		expose(s, opts, src)
+	}
+}
+
+// watchable is an exposed source that tells when its tools change
+// (*mcpupstream.Source).
+type watchable interface {
+	Watch(changed func()) (stop func())
+}
+
+// expose registers the tools of src on s as pass-through tools, and, if
+// src tells when they change, keeps them its tools until s is gone.
+func expose(s *mcp.Server, opts codemode.Options, src ExposedSource) {
+	p := codemode.NewPassthrough(s, opts, src.Name())
+	list := func() []*mcp.Tool {
+		ctx, cancel := context.WithTimeout(context.Background(), exposeTimeout)
+		defer cancel()
+		return src.MCPTools(ctx)
+	}
+	p.Set(list())
+	w, ok := src.(watchable)
+	if !ok {
+		return
+	}
+	var mu sync.Mutex
+	var stop func()
+	mu.Lock()
+	defer mu.Unlock()
+	stop = w.Watch(func() {
+		if !p.Set(list()) { // the server is gone
+			mu.Lock()
+			defer mu.Unlock()
+			stop()
+		}
+	})
 }
 
 // Engine implements codemode.Runtime.

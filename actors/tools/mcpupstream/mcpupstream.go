@@ -158,6 +158,10 @@ type Source struct {
 
 	sessMu  sync.Mutex
 	session *mcp.ClientSession
+
+	watchMu   sync.Mutex
+	watchers  map[int]func() // Watch's callbacks, by subscription
+	nextWatch int
 }
 
 // snapshot is one fetched tool list.
@@ -246,6 +250,9 @@ func newSource(opts Options) *Source {
 		Capabilities: &mcp.ClientCapabilities{}, // no roots
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			s.listChanged.Store(true)
+			if s.watched() {
+				go s.refetchForWatchers()
+			}
 		},
 	})
 	return s
