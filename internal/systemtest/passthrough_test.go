@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +145,59 @@ func startMemoryServer(t *testing.T) string {
 		}
 		time.Sleep(20 * time.Millisecond) // polls a separate process's readiness
 	}
+}
+
+// A tool the upstream adds after the node started becomes a pass-through
+// tool of the node: the node's client hears tools/list_changed and lists
+// it; one the upstream removes is no longer listed.
+func TestPassthroughToolsFollowTheUpstreamsListChanged(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "changing"}, nil)
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	hello := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil
+	}
+	up.AddTool(&mcp.Tool{Name: "first", InputSchema: map[string]any{"type": "object"}, Annotations: ro}, hello)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(ts.Close)
+	info := startCodeNode(t, func(c *app.Config) {
+		c.MCP.Code.Upstreams = []app.UpstreamSource{{Name: "up", URL: ts.URL, Expose: true}}
+	})
+	changed := make(chan struct{}, 16)
+	cs := connect(t, info.HTTPAddr, aliceToken, "2025-11-25", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
+	if names := listedNames(t, cs); !slices.Contains(names, "up.first") || slices.Contains(names, "up.second") {
+		t.Fatalf("tools before the change: %v", names)
+	}
+	up.AddTool(&mcp.Tool{Name: "second", InputSchema: map[string]any{"type": "object"}, Annotations: ro}, hello)
+	up.RemoveTools("first")
+	deadline := time.After(30 * time.Second)
+	for {
+		names := listedNames(t, cs)
+		if slices.Contains(names, "up.second") && !slices.Contains(names, "up.first") {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the node's tools did not follow the upstream: %v", names)
+		}
+	}
+	if res, sc := callTool(t, cs, "up.second", nil); res.IsError || sc["status"] != "completed" {
+		t.Fatalf("up.second: %s / %v", mcpclient.Text(res), sc)
+	}
+}
+
+// listedNames is the session's tools/list, by name.
+func listedNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
 }
