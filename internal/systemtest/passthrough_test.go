@@ -26,7 +26,8 @@ import (
 // server, a separate process) exposed with pass-through: its tools are MCP
 // tools "mem.<tool>" of the node; one the policy approves runs at once, one
 // it blocks is refused, and an unannotated one (fail closed) pauses, is
-// approved over the HTTP API and completes on the model's resume, once.
+// approved over the HTTP API and completes on the model's resume, once;
+// a sessionless client approves one through its input request.
 func TestPassthroughToolsOfAnUpstreamRunUnderThePolicy(t *testing.T) {
 	upstream := startMemoryServer(t)
 	rules, err := policy.New([]policy.Rule{
@@ -74,6 +75,24 @@ func TestPassthroughToolsOfAnUpstreamRunUnderThePolicy(t *testing.T) {
 	}
 	if g := readGraph(t, cs); strings.Count(g, "passes tools through") != 1 {
 		t.Fatalf("after the approval the graph is %s", g)
+	}
+
+	// A 2026-07-28 (sessionless) client is asked through its input
+	// request, and its retry runs the call.
+	var asked string
+	mrtr := connect(t, info.HTTPAddr, aliceToken, "", &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		},
+	})
+	res, sc = callTool(t, mrtr, "mem.create_entities", map[string]any{"entities": []any{
+		map[string]any{"name": "retry", "entityType": "test", "observations": []any{"asked in the request"}}}})
+	if res.IsError || sc["status"] != "completed" || !strings.Contains(asked, "mem.create_entities") {
+		t.Fatalf("sessionless: asked %q, got %s / %v", asked, mcpclient.Text(res), sc)
+	}
+	if g := readGraph(t, cs); !strings.Contains(g, "asked in the request") {
+		t.Fatalf("after the sessionless approval the graph is %s", g)
 	}
 }
 
