@@ -169,6 +169,7 @@ type snapshot struct {
 	byName    map[string]*entry
 	list      []*entry // by name
 	fetchedAt time.Time
+	sig       string // the raw tool list as JSON: equal lists have equal ones
 }
 
 type entry struct {
@@ -389,6 +390,13 @@ func (s *Source) newSnapshot(list []*mcp.Tool) *snapshot {
 		snap.list = append(snap.list, e)
 	}
 	slices.SortFunc(snap.list, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	raw := make([]*mcp.Tool, 0, len(snap.list))
+	for _, e := range snap.list {
+		raw = append(raw, e.raw)
+	}
+	if b, err := json.Marshal(raw); err == nil {
+		snap.sig = string(b)
+	}
 	return snap
 }
 
@@ -460,6 +468,9 @@ func (s *Source) refresh(ctx context.Context, old *snapshot, miss bool) *snapsho
 		return old
 	}
 	s.snap.Store(snap)
+	if snap.sig != old.sig || snap.sig == "" {
+		s.notifyWatchers()
+	}
 	return snap
 }
 
@@ -595,12 +606,13 @@ func (s *Source) SearchScored(ctx context.Context, query string, limit int) []to
 	return hits[:min(limit, len(hits))]
 }
 
-// MCPTools returns the upstream's tools as it listed them (name, schema,
-// description, annotations), by name, refetching the list first when it is
-// stale (as Lookup does). The tools are copies: changing them does not
-// change the source. An unavailable upstream has none.
-func (s *Source) MCPTools(ctx context.Context) []*mcp.Tool {
-	snap := s.current(ctx)
+// MCPTools returns the upstream's tools as it last listed them (name,
+// schema, description, annotations), by name, without asking the upstream
+// (ctx is unused): [Source.Watch] tells when the list changes. The tools
+// are copies: changing them does not change the source. An upstream not
+// connected yet has none.
+func (s *Source) MCPTools(_ context.Context) []*mcp.Tool {
+	snap := s.snap.Load()
 	out := make([]*mcp.Tool, 0, len(snap.list))
 	for _, e := range snap.list {
 		t := *e.raw

@@ -1,10 +1,12 @@
 package mcpupstream
 
-// Watch calls changed after the source's tool list changed: the upstream
-// announced a new list (notifications/tools/list_changed; a watched source
-// refetches it at once rather than at its next use), or the source
-// connected in the background after failing at start. changed runs on the
-// source's own goroutine, one call at a time per change; it reads the new
+// Watch calls changed after the source's tool list changed: a refetch
+// (at a use, after the list got older than RefreshEvery or on a miss)
+// found a different list, the upstream announced a new one
+// (notifications/tools/list_changed; a watched source refetches it at
+// once rather than at its next use), or the source connected in the
+// background after failing at start. changed runs on the goroutine that
+// found the change and may run concurrently with itself; it reads the new
 // list with MCPTools. stop ends the subscription.
 func (s *Source) Watch(changed func()) (stop func()) {
 	s.watchMu.Lock()
@@ -29,17 +31,13 @@ func (s *Source) watched() bool {
 	return len(s.watchers) > 0
 }
 
-// refetchForWatchers refetches the announced tool list and tells the
-// watchers (a failed refetch keeps the old list: they are told nothing).
+// refetchForWatchers refetches the announced tool list (refresh tells
+// the watchers if it changed; a failed refetch keeps the old list).
 func (s *Source) refetchForWatchers() {
 	if s.closed.Load() {
 		return
 	}
-	old := s.snap.Load()
-	if s.refresh(s.life, old, false) == old {
-		return
-	}
-	s.notifyWatchers()
+	s.refresh(s.life, s.snap.Load(), false)
 }
 
 // notifyWatchers calls every watcher.
