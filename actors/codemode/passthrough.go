@@ -1,8 +1,10 @@
 package codemode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -12,16 +14,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// Exposed is one tool source whose tools a node passes through as MCP tools
-// of its own (an upstream MCP server exposed with --expose-upstream).
-type Exposed struct {
-	// Source is the source name: tools.<Source>.<tool> in code, and the
-	// prefix of the pass-through tools' names.
-	Source string
-	// Tools are the source's tools as the upstream lists them.
-	Tools []*mcp.Tool
-}
 
 // validToolName is MCP's tool-name rule (1 to 128 of A-Z a-z 0-9 _ - .).
 var validToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -117,17 +109,13 @@ func passthroughCode(source, tool string, args json.RawMessage) (string, error) 
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	var obj map[string]any
-	if err := json.Unmarshal(args, &obj); err != nil {
-		return "", fmt.Errorf("arguments must be a JSON object: %w", err)
-	}
-	lit, err := json.Marshal(obj)
-	if err != nil {
-		return "", fmt.Errorf("arguments: %w", err)
+	var lit bytes.Buffer // the arguments as sent: big numbers keep their digits
+	if err := json.Compact(&lit, args); err != nil || lit.Len() == 0 || lit.Bytes()[0] != '{' {
+		return "", errors.New("arguments must be a JSON object")
 	}
 	name, err := json.Marshal(tool)
 	if err != nil {
 		return "", fmt.Errorf("tool name: %w", err)
 	}
-	return fmt.Sprintf("return await tools.%s[%s](%s);", source, name, lit), nil
+	return fmt.Sprintf("return await tools.%s[%s](%s);", source, name, lit.String()), nil
 }
