@@ -220,3 +220,50 @@ func listedNames(t *testing.T, cs *mcp.ClientSession) []string {
 	}
 	return names
 }
+
+// A paused pass-through call is durable: its node stops, a node started
+// on the same store takes the decision over HTTP, restores the execution
+// and runs the call once; another session's resume gets its result.
+func TestPassthroughPauseSurvivesARestartOfItsNode(t *testing.T) {
+	upstream := startMemoryServer(t)
+	store := "sqlite:" + filepath.Join(t.TempDir(), "g.db")
+	tweak := codeNode(t, func(c *app.Config) {
+		c.Store = store
+		c.MCP.Code.Upstreams = []app.UpstreamSource{{Name: "mem", URL: upstream, Expose: true}}
+		c.MCP.Code.Policy = approveReadGraph(t)
+	})
+	info, stop := startNodeStoppable(t, tweak)
+	cs := connect(t, info.HTTPAddr, aliceToken, "2025-11-25", nil)
+	res, sc := callTool(t, cs, "mem.create_entities", map[string]any{"entities": []any{
+		map[string]any{"name": "durable", "entityType": "test", "observations": []any{"outlived its node"}}}})
+	id, _ := sc["executionId"].(string)
+	if res.IsError || sc["status"] != "waiting_for_interaction" || id == "" {
+		t.Fatalf("want a pause, got %s / %v", mcpclient.Text(res), sc)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	info, _ = startNodeStoppable(t, tweak)
+	if r := api(t, "POST", "http://"+info.HTTPAddr+"/api/executions/"+id+"/resume", bobToken, `{"action":"accept"}`); r.status != 200 {
+		t.Fatalf("accept after the restart: %d %v", r.status, r.body)
+	}
+	other := connect(t, info.HTTPAddr, aliceToken, "2025-11-25", nil)
+	res, sc = callTool(t, other, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("resume after the restart: %s / %v", mcpclient.Text(res), sc)
+	}
+	if g := readGraph(t, other); strings.Count(g, "outlived its node") != 1 {
+		t.Fatalf("after the restart and approval the graph is %s", g)
+	}
+}
+
+// approveReadGraph is a policy that runs mem.read_graph without approval.
+func approveReadGraph(t *testing.T) *policy.Set {
+	t.Helper()
+	rules, err := policy.New([]policy.Rule{{Pattern: "mem.read_graph", Action: policy.Approve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
