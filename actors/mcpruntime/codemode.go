@@ -231,30 +231,29 @@ type watchable interface {
 }
 
 // expose registers the tools of src on s as pass-through tools, and, if
-// src tells when they change, keeps them its tools until s is gone.
+// src tells when they change, keeps them its tools until s is gone. It
+// subscribes before it lists, so no change is missed, and applies one list
+// at a time, so an older list never replaces a newer one.
 func expose(s *mcp.Server, opts codemode.Options, src ExposedSource) {
 	p := codemode.NewPassthrough(s, opts, src.Name())
-	list := func() []*mcp.Tool {
+	var mu sync.Mutex // orders the updates; guards stop
+	var stop func()
+	update := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), exposeTimeout)
 		defer cancel()
-		return src.MCPTools(ctx)
-	}
-	p.Set(list())
-	w, ok := src.(watchable)
-	if !ok {
-		return
-	}
-	var mu sync.Mutex
-	var stop func()
-	mu.Lock()
-	defer mu.Unlock()
-	stop = w.Watch(func() {
-		if !p.Set(list()) { // the server is gone
-			mu.Lock()
-			defer mu.Unlock()
+		if !p.Set(src.MCPTools(ctx)) && stop != nil { // the server is gone
 			stop()
+			stop = nil
 		}
-	})
+	}
+	if w, ok := src.(watchable); ok {
+		mu.Lock()
+		stop = w.Watch(update)
+		mu.Unlock()
+	}
+	update()
 }
 
 // Engine implements codemode.Runtime.
