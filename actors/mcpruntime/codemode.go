@@ -59,7 +59,26 @@ type CodeMode struct {
 	// runtime restores its pauses by replay, a continuation grain restores
 	// one when its retry comes.
 	Durable bool
+	// Expose are the tool sources whose tools every session also lists as
+	// MCP tools of its own, "<source>.<tool>" (pass-through; see
+	// codemode.Passthrough). Their tools are listed when a server is
+	// built, and again whenever a source that can tell (Watch, as
+	// *mcpupstream.Source does) says they changed. Each must be one of
+	// Tools' sources.
+	Expose []ExposedSource
 }
+
+// ExposedSource is a tool source that can list its tools as MCP tools (an
+// upstream MCP server: *mcpupstream.Source).
+type ExposedSource interface {
+	// Name is the source name.
+	Name() string
+	// MCPTools lists the source's tools as its MCP server lists them.
+	MCPTools(ctx context.Context) []*mcp.Tool
+}
+
+// exposeTimeout bounds listing the tools of the exposed sources.
+const exposeTimeout = 10 * time.Second
 
 // Directory is the part of the execution directory (directory.Store) a session's
 // code runtime writes.
@@ -194,7 +213,47 @@ func (c *codeRuntime) window() time.Duration {
 // sessions: each call is served by its own session's code runtime (of).
 func registerCode(s *mcp.Server, cfg *CodeMode, of func(*mcp.CallToolRequest) (codemode.Runtime, bool)) {
 	w := (&codeRuntime{cfg: cfg}).window()
-	codemode.Register(s, codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers})
+	opts := codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers}
+	codemode.Register(s, opts)
+	if len(cfg.Expose) == 0 {
+		return
+	}
+	opts.Logger = cfg.Logger
+	for _, src := range cfg.Expose {
+		expose(s, opts, src)
+	}
+}
+
+// watchable is an exposed source that tells when its tools change
+// (*mcpupstream.Source).
+type watchable interface {
+	Watch(changed func()) (stop func())
+}
+
+// expose registers the tools of src on s as pass-through tools, and, if
+// src tells when they change, keeps them its tools until s is gone. It
+// subscribes before it lists, so no change is missed, and applies one list
+// at a time, so an older list never replaces a newer one.
+func expose(s *mcp.Server, opts codemode.Options, src ExposedSource) {
+	p := codemode.NewPassthrough(s, opts, src.Name())
+	var mu sync.Mutex // orders the updates; guards stop
+	var stop func()
+	update := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), exposeTimeout)
+		defer cancel()
+		if !p.Set(src.MCPTools(ctx)) && stop != nil { // the server is gone
+			stop()
+			stop = nil
+		}
+	}
+	if w, ok := src.(watchable); ok {
+		mu.Lock()
+		stop = w.Watch(update)
+		mu.Unlock()
+	}
+	update()
 }
 
 // Engine implements codemode.Runtime.

@@ -81,6 +81,10 @@ type UpstreamSource struct {
 	// Headers are sent with every request. Values may name environment
 	// variables as ${VAR}.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Expose also lists the upstream's tools as MCP tools of the node,
+	// "<Name>.<tool>", each call decided by the same policies as code
+	// mode's calls (pass-through; needs the code pack).
+	Expose bool `json:"expose,omitempty"`
 	// From says where the source was configured, for errors (see
 	// OpenAPISource.From).
 	From string `json:"-"`
@@ -231,6 +235,7 @@ func localURL(addr net.Addr) string {
 type sourceSet struct {
 	sources   []tools.Source
 	upstreams []*mcpupstream.Source
+	exposed   []*mcpupstream.Source // the upstreams passed through
 }
 
 // close ends the upstream sources.
@@ -301,6 +306,9 @@ func (s *sourceSet) load(ctx context.Context, cfg CodeConfig, demoAPI *demo.API,
 		}
 		s.upstreams = append(s.upstreams, src)
 		s.sources = append(s.sources, src)
+		if u.Expose {
+			s.exposed = append(s.exposed, src)
+		}
 	}
 	return nil
 }

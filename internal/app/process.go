@@ -306,8 +306,12 @@ func (p *process) codeMode(ctx context.Context, c grain.Cluster) (*mcpruntime.Co
 	if err != nil {
 		return nil, err
 	}
+	expose := make([]mcpruntime.ExposedSource, 0, len(sources.exposed))
+	for _, u := range sources.exposed {
+		expose = append(expose, u)
+	}
 	return &mcpruntime.CodeMode{
-		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
+		Tools: reg, Expose: expose, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
 		Lookup: directory.New(p.st).GetExecution, Directory: directory.New(p.st), Logger: log, Durable: true,
 		Approvers: cfg.MCP.Approvers, Forward: forward,
 	}, nil

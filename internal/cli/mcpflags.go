@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,7 @@ type mcpFlags struct {
 type codeFlags struct {
 	demoAPI                       bool
 	openapi, upstream             listFlag
+	exposeUpstream                listFlag
 	sourcesFile, policyFile       string
 	publicURL                     string
 	window, execTimeout           time.Duration
@@ -94,7 +96,8 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.BoolVar(&c.demoAPI, "demo-api", demoDefault, "serve the built-in to-do API at /demo/ and register it as code-mode tool source \"demo\"")
 	fs.Var(&c.openapi, "openapi", "OpenAPI tool source NAME=SPEC[@BASE_URL] (SPEC: file or URL; repeatable); code calls tools.NAME.<operationId>")
 	fs.Var(&c.upstream, "upstream", "upstream MCP server tool source NAME=URL (streamable HTTP; repeatable); code calls tools.NAME.<tool>")
-	fs.StringVar(&c.sourcesFile, "sources", "", `tool sources JSON file {"openapi":[{"name","spec","baseUrl","headers":{…}}],"mcp":[{"name","url","headers":{…}}]}; header values may use ${ENV}`)
+	fs.Var(&c.exposeUpstream, "expose-upstream", "also list upstream source NAME's tools as MCP tools NAME.<tool> of the node, each call under the approval policy (repeatable; in --sources: \"expose\":true)")
+	fs.StringVar(&c.sourcesFile, "sources", "", `tool sources JSON file {"openapi":[{"name","spec","baseUrl","headers":{…}}],"mcp":[{"name","url","headers":{…},"expose"}]}; header values may use ${ENV}`)
 	fs.StringVar(&c.policyFile, "policy", "", `approval policy JSON file {"rules":[{"pattern":"demo.*","action":"approve|require_approval|block","org":…,"user":…}]}`)
 	fs.StringVar(&c.publicURL, "public-url", "", "origin of approval links, e.g. https://mcp.example.com (default: the host the request came to)")
 	fs.DurationVar(&c.window, "approval-window", engine.DefaultApprovalWindow, "how long a paused execution waits for a decision before it is declined")
@@ -199,7 +202,23 @@ func (c *codeFlags) sources() ([]app.OpenAPISource, []app.UpstreamSource, error)
 		}
 		ups = append(ups, app.UpstreamSource{Name: name, URL: u, From: "--upstream"})
 	}
+	if err := c.expose(ups); err != nil {
+		return nil, nil, err
+	}
 	return specs, ups, nil
+}
+
+// expose marks the upstream sources --expose-upstream names; a name no
+// upstream source has is a usage error.
+func (c *codeFlags) expose(ups []app.UpstreamSource) error {
+	for _, name := range c.exposeUpstream {
+		i := slices.IndexFunc(ups, func(u app.UpstreamSource) bool { return u.Name == name })
+		if i < 0 {
+			return fmt.Errorf("%w: --expose-upstream %q: no upstream source has that name (see --upstream, --sources)", errUsage, name)
+		}
+		ups[i].Expose = true
+	}
+	return nil
 }
 
 // parseOpenAPIFlag parses one --openapi NAME=SPEC[@BASE_URL].

@@ -81,6 +81,8 @@ func TestToolSourceFailuresExitClearly(t *testing.T) {
 			[]string{`tool source "pets" (--openapi)`, "missing.yaml", "no such file or directory"}},
 		{"spec that does not parse", []string{"--openapi", "pets=" + garbage}, 1,
 			[]string{`tool source "pets" (--openapi)`, "garbage.yaml"}},
+		{"--expose-upstream naming no upstream", []string{"--upstream", "gh=" + up.URL + "/mcp", "--expose-upstream", "nope"}, 2,
+			[]string{`--expose-upstream "nope": no upstream source has that name`}},
 		{"unset variable in --sources", []string{"--sources", unset}, 2,
 			[]string{`tool source "gh" (--sources ` + unset + `)`, "MCPGRAIN_TEST_UNSET_TOKEN"}},
 		{"upstream answering 401", []string{"--upstream", "gh=" + up.URL + "/mcp"}, 1,

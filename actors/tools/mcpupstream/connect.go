@@ -165,6 +165,7 @@ func (s *Source) attempt(waited time.Duration) {
 		s.snap.Store(snap)
 		s.unavailable.Store(nil)
 		s.log.Info("upstream MCP server connected", "source", s.name, "tools", len(snap.list))
+		s.notifyWatchers()
 		return
 	}
 	var ce *ConnectError

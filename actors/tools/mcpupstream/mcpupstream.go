@@ -158,6 +158,10 @@ type Source struct {
 
 	sessMu  sync.Mutex
 	session *mcp.ClientSession
+
+	watchMu   sync.Mutex
+	watchers  map[int]func() // Watch's callbacks, by subscription
+	nextWatch int
 }
 
 // snapshot is one fetched tool list.
@@ -165,11 +169,13 @@ type snapshot struct {
 	byName    map[string]*entry
 	list      []*entry // by name
 	fetchedAt time.Time
+	sig       string // the raw tool list as JSON: equal lists have equal ones
 }
 
 type entry struct {
 	tool   tools.Tool
 	search tools.SearchText
+	raw    *mcp.Tool // as the upstream listed it
 }
 
 // New connects to the upstream and fetches its tool list. A failure to
@@ -245,6 +251,9 @@ func newSource(opts Options) *Source {
 		Capabilities: &mcp.ClientCapabilities{}, // no roots
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			s.listChanged.Store(true)
+			if s.watched() {
+				go s.refetchForWatchers()
+			}
 		},
 	})
 	return s
@@ -371,7 +380,7 @@ func (s *Source) newSnapshot(list []*mcp.Tool) *snapshot {
 		if t == nil || t.Name == "" {
 			continue
 		}
-		e := &entry{tool: toTool(s.name, t)}
+		e := &entry{tool: toTool(s.name, t), raw: t}
 		title := t.Title
 		if title == "" && t.Annotations != nil {
 			title = t.Annotations.Title
@@ -381,6 +390,13 @@ func (s *Source) newSnapshot(list []*mcp.Tool) *snapshot {
 		snap.list = append(snap.list, e)
 	}
 	slices.SortFunc(snap.list, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	raw := make([]*mcp.Tool, 0, len(snap.list))
+	for _, e := range snap.list {
+		raw = append(raw, e.raw)
+	}
+	if b, err := json.Marshal(raw); err == nil {
+		snap.sig = string(b)
+	}
 	return snap
 }
 
@@ -452,6 +468,9 @@ func (s *Source) refresh(ctx context.Context, old *snapshot, miss bool) *snapsho
 		return old
 	}
 	s.snap.Store(snap)
+	if snap.sig != old.sig || snap.sig == "" {
+		s.notifyWatchers()
+	}
 	return snap
 }
 
@@ -585,4 +604,19 @@ func (s *Source) SearchScored(ctx context.Context, query string, limit int) []to
 	}
 	tools.SortHits(hits)
 	return hits[:min(limit, len(hits))]
+}
+
+// MCPTools returns the upstream's tools as it last listed them (name,
+// schema, description, annotations), by name, without asking the upstream
+// (ctx is unused): [Source.Watch] tells when the list changes. The tools
+// are copies: changing them does not change the source. An upstream not
+// connected yet has none.
+func (s *Source) MCPTools(_ context.Context) []*mcp.Tool {
+	snap := s.snap.Load()
+	out := make([]*mcp.Tool, 0, len(snap.list))
+	for _, e := range snap.list {
+		t := *e.raw
+		out = append(out, &t)
+	}
+	return out
 }
