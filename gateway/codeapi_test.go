@@ -50,7 +50,9 @@ func TestExecuteDescriptionDeclaresTheAPI(t *testing.T) {
 // the new declarations, and a connected client hears list_changed.
 func TestExecuteDescriptionFollowsUpstreamListChanged(t *testing.T) {
 	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
-	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
 	schema := map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}
 	up.AddTool(&mcp.Tool{Name: "read_file", Description: "Read a file.", InputSchema: schema}, noop)
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
