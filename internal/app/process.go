@@ -314,7 +314,7 @@ func (p *process) codeMode(ctx context.Context, c grain.Cluster) (*mcpruntime.Co
 		return nil, err
 	}
 	return &mcpruntime.CodeMode{
-		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
+		Tools: reg, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock, APIBudget: cc.APIBudget,
 		Lookup: directory.New(p.st).GetExecution, Directory: directory.New(p.st), Logger: log, Durable: true,
 		Approvers: cfg.MCP.Approvers, Forward: forward,
 	}, nil
