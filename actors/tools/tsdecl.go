@@ -194,6 +194,9 @@ func operationDecl(t Tool) string {
 // a line with their descriptions, optional when none is required.
 func argsType(schema map[string]any) (string, bool) {
 	props, _ := schema["properties"].(map[string]any)
+	if schema == nil {
+		return "Record<string, unknown>", true // no schema: an object all the same
+	}
 	if len(props) == 0 {
 		return SchemaType(schema), !hasRequired(schema)
 	}
@@ -245,7 +248,18 @@ func str(v any) string {
 
 // jsdoc makes a description safe and short for a one-line JSDoc comment.
 func jsdoc(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	var lines []string
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.Join(strings.Fields(line), " "); line == "" {
+			continue
+		}
+		// A line without an end (an OpenAPI summary) ends a sentence.
+		if n := len(lines); n > 0 && !strings.ContainsAny(lines[n-1][len(lines[n-1])-1:], ".!?:;") {
+			lines[n-1] += "."
+		}
+		lines = append(lines, line)
+	}
+	s = strings.Join(lines, " ")
 	s = strings.ReplaceAll(s, "*/", "*\\/")
 	if len(s) <= declDescBytes {
 		return s

@@ -74,7 +74,7 @@ func TestSchemaType(t *testing.T) {
 
 func TestDeclarationsRenderOperations(t *testing.T) {
 	ops := []tools.Tool{
-		{Path: "demo.listTodos", Source: "demo", Name: "listTodos", Description: "List to-dos.\nIn creation order; */ not a comment end.",
+		{Path: "demo.listTodos", Source: "demo", Name: "listTodos", Description: "List to-dos\nIn creation order;\n\n */ not a comment end.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"done":{"type":"boolean","description":"Only these."},"limit":{"type":"integer"}}}`)},
 		{Path: "demo.createTodo", Source: "demo", Name: "createTodo", RequiresApproval: true,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`)},
@@ -99,8 +99,8 @@ func TestDeclarationsRenderOperations(t *testing.T) {
     }): Promise<unknown>;
   };
   files: {
-    delete(args?: unknown): Promise<unknown>;
-    "get-file"(args?: unknown): Promise<unknown>;
+    delete(args?: Record<string, unknown>): Promise<unknown>;
+    "get-file"(args?: Record<string, unknown>): Promise<unknown>;
   };
 };
 `
