@@ -66,6 +66,10 @@ type Options struct {
 	Window time.Duration
 	// Sources lists the tool sources for the execute description.
 	Sources []string
+	// API, if set, is the TypeScript declarations of the sources'
+	// operations (tools.Declarations) that the execute description
+	// carries.
+	API string
 	// PublicURL overrides the origin of approval URLs (default: the
 	// request's host).
 	PublicURL string
@@ -97,17 +101,27 @@ func Register(server *mcp.Server, o Options) {
 		o.Logger = slog.Default()
 	}
 	t := &tools{o: o}
-	desc := "Execute TypeScript in a sandboxed runtime. Call APIs as `await tools.<source>.<operation>(args)`; " +
-		"find them with `await tools.search({query})` and `await tools.describe({path})`; `emit(value)` shows output; `return` a value. " +
-		"Calls that change things may pause for the user's approval."
-	if len(o.Sources) > 0 {
-		desc += "\n\n## Available integrations\n- " + strings.Join(o.Sources, "\n- ")
-	}
-	mcp.AddTool(server, &mcp.Tool{Name: "execute", Description: desc}, t.execute)
+	mcp.AddTool(server, &mcp.Tool{Name: "execute", Description: ExecuteDescription(o.Sources, o.API)}, t.execute)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "resume",
 		Description: "Resume a paused execution: with action accept/decline/cancel after asking the user (model mode), or without action to wait for the user's decision in the browser (browser mode).",
 	}, t.resume)
+}
+
+// ExecuteDescription is the execute tool's description: how to call the
+// sources, their names, and api (TypeScript declarations of their
+// operations; may be empty) in a ts code block.
+func ExecuteDescription(sources []string, api string) string {
+	desc := "Execute TypeScript in a sandboxed runtime. Call APIs as `await tools.<source>.<operation>(args)`; " +
+		"find them with `await tools.search({query})` and `await tools.describe({path})`; `emit(value)` shows output; `return` a value. " +
+		"Calls that change things may pause for the user's approval."
+	if len(sources) > 0 {
+		desc += "\n\n## Available integrations\n- " + strings.Join(sources, "\n- ")
+	}
+	if api != "" {
+		desc += "\n\n## API\n```ts\n" + api + "```"
+	}
+	return desc
 }
 
 type tools struct{ o Options }

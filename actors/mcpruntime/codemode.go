@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +30,10 @@ import (
 type CodeMode struct {
 	// Tools are the callable tool sources (required).
 	Tools *tools.Registry
+	// APIBudget bounds the TypeScript declarations of the sources'
+	// operations in the execute description, in bytes (zero:
+	// tools.DefaultDeclarationBudget; negative: none).
+	APIBudget int
 	// Policy decides approvals (nil: the sources' defaults).
 	Policy *policy.Set
 	// Limits bound each execution.
@@ -53,6 +58,9 @@ type CodeMode struct {
 	// model's resume, native elicitation, a 2026-07-28 retry). Default
 	// policy.ApproversMember.
 	Approvers policy.Approvers
+	// api is the declarations last rendered (RefreshAPI), nil until the
+	// first registration renders them.
+	api atomic.Pointer[string]
 	// Durable journals every execution in the store (the runtime's
 	// Config.Store; a continuation host's Store), so a paused execution
 	// survives passivation, restarts and node loss: a fresh session
@@ -211,9 +219,10 @@ func (c *codeRuntime) window() time.Duration {
 
 // registerCode adds the code pack's tools to a server shared by many
 // sessions: each call is served by its own session's code runtime (of).
+// Registering again replaces them (with the current declarations).
 func registerCode(s *mcp.Server, cfg *CodeMode, of func(*mcp.CallToolRequest) (codemode.Runtime, bool)) {
 	w := (&codeRuntime{cfg: cfg}).window()
-	opts := codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers}
+	opts := codemode.Options{RuntimeOf: of, Window: w, Sources: cfg.Tools.Sources(), API: cfg.API(), PublicURL: cfg.PublicURL, Approvers: cfg.Approvers}
 	codemode.Register(s, opts)
 	if len(cfg.Expose) == 0 {
 		return
@@ -254,6 +263,33 @@ func expose(s *mcp.Server, opts codemode.Options, src ExposedSource) {
 		mu.Unlock()
 	}
 	update()
+}
+
+// apiRenderTimeout bounds reading the sources' operations to declare them
+// (an upstream whose cached list is out of date is asked again).
+const apiRenderTimeout = 5 * time.Second
+
+// API returns the TypeScript declarations of the sources' operations
+// that the execute description carries, rendering them on first use.
+func (cfg *CodeMode) API() string {
+	if p := cfg.api.Load(); p != nil {
+		return *p
+	}
+	return cfg.RefreshAPI(context.Background())
+}
+
+// RefreshAPI renders the declarations again from the sources' current
+// operations and returns them; the servers' execute tools show them once
+// registered again (toolpacks.CodeAPIChange).
+func (cfg *CodeMode) RefreshAPI(ctx context.Context) string {
+	api := ""
+	if cfg.APIBudget >= 0 && cfg.Tools != nil {
+		ctx, cancel := context.WithTimeout(ctx, apiRenderTimeout)
+		api = tools.Declarations(cfg.Tools.Operations(ctx), cfg.APIBudget)
+		cancel()
+	}
+	cfg.api.Store(&api)
+	return api
 }
 
 // Engine implements codemode.Runtime.

@@ -29,6 +29,13 @@ const (
 	Code = "code"
 )
 
+// CodeAPIChange is the catalog change ([Catalog.ApplyLocal]) that
+// registers the code pack's tools again on every server of the node that
+// has the pack, with the execute description rendered anew (the tool
+// sources' operations changed); each server's clients get
+// notifications/tools/list_changed.
+const CodeAPIChange = "code.api"
+
 // Options configures [NewServer]. The zero value is usable.
 type Options struct {
 	// Logger, if non-nil, is the server's logger (it overrides
@@ -254,7 +261,11 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 			if opts.CodeMode == nil {
 				return nil, nil, errors.New("toolpacks: the code pack needs Options.CodeMode (a session runtime)")
 			}
-			registers = append(registers, func(s *mcp.Server) func() { opts.CodeMode(s); return nil })
+			registers = append(registers, func(s *mcp.Server) func() {
+				opts.CodeMode(s)
+				e.catalog.define(CodeAPIChange, s, opts.CodeMode)
+				return nil
+			})
 			continue
 		}
 		h, register := p.Setup(e)

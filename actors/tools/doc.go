@@ -26,6 +26,12 @@
 // it implements [Availability], and [Registry.Unavailable] tells code
 // calling one of its tools why it is missing.
 //
+// [Declarations] renders the operations ([Registry.Operations]) as
+// TypeScript declarations within a byte budget, for the execute tool's
+// description; a source whose tools change at run time implements
+// [ChangeNotifier], and [Registry.OnChange] hears of it so the description
+// can be rendered again.
+//
 // Errors from [Registry.Call] and [Source.Call] are written to be shown to
 // the calling code: they name the tool or the HTTP request, never the
 // configured credentials, and they truncate response bodies (see

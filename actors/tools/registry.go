@@ -172,6 +172,16 @@ func (r *Registry) Unavailable(path string) error {
 	return nil
 }
 
+// OnChange has f called, in a goroutine of its own, after the tools of
+// any source that can change ([ChangeNotifier]) changed.
+func (r *Registry) OnChange(f func()) {
+	for _, name := range r.names {
+		if n, ok := r.sources[name].(ChangeNotifier); ok {
+			n.OnChange(f)
+		}
+	}
+}
+
 // Sources returns the source names, sorted.
 func (r *Registry) Sources() []string { return slices.Clone(r.names) }
 

@@ -71,6 +71,15 @@ type Availability interface {
 	Unavailable() error
 }
 
+// ChangeNotifier is implemented by sources whose tools change at run time,
+// such as an upstream MCP server that announces a new tool list or
+// connects late.
+type ChangeNotifier interface {
+	// OnChange adds f to the functions called, each in a goroutine of its
+	// own, after the source's tools changed.
+	OnChange(f func())
+}
+
 // Hit is one search result with its score, as returned by a ScoredSearcher.
 type Hit struct {
 	// Tool is the matching tool.

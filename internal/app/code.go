@@ -51,6 +51,10 @@ type CodeConfig struct {
 	// PublicURL is the origin approval links point at (empty: the host
 	// the MCP request came to).
 	PublicURL string
+	// APIBudget bounds the TypeScript declarations of the sources'
+	// operations in the execute tool's description, in bytes (zero:
+	// tools.DefaultDeclarationBudget; negative: none, only the names).
+	APIBudget int
 	// Clock tells time: approval windows, upstream retries (nil: the
 	// system clock). Tests inject one.
 	Clock clock.Clock

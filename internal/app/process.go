@@ -197,6 +197,18 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		return nil, err
 	}
 	newServer, catalog := p.servers(c)
+	if codeMode != nil {
+		// The execute description declares the sources' operations: a
+		// source whose tools change (an upstream's list_changed, a late
+		// connection) has this node's servers register it anew. Every
+		// node hears of its own sources' changes, so the change is local.
+		codeMode.Tools.OnChange(func() {
+			codeMode.RefreshAPI(context.Background())
+			if err := catalog.ApplyLocal(toolpacks.CodeAPIChange); err != nil {
+				p.log.Debug("execute description not refreshed", "err", err)
+			}
+		})
+	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
 		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
 		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
@@ -311,7 +323,7 @@ func (p *process) codeMode(ctx context.Context, c grain.Cluster) (*mcpruntime.Co
 		expose = append(expose, u)
 	}
 	return &mcpruntime.CodeMode{
-		Tools: reg, Expose: expose, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock,
+		Tools: reg, Expose: expose, Policy: cc.Policy, Limits: lim, Window: cc.Window, PublicURL: cc.PublicURL, Clock: cc.Clock, APIBudget: cc.APIBudget,
 		Lookup: directory.New(p.st).GetExecution, Directory: directory.New(p.st), Logger: log, Durable: true,
 		Approvers: cfg.MCP.Approvers, Forward: forward,
 	}, nil

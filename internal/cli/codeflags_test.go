@@ -56,3 +56,32 @@ func TestExecutionCapFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestExecuteAPIBytesFlag: --execute-api-bytes becomes the code config's
+// declaration budget (its default the package's; 0 is "none", a negative
+// budget; a negative value is a usage error naming the flag).
+func TestExecuteAPIBytesFlag(t *testing.T) {
+	budget := func(t *testing.T, args ...string) (int, error) {
+		t.Helper()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var c codeFlags
+		c.register(fs, false)
+		if err := parse(fs, args); err != nil {
+			return 0, err
+		}
+		cc, err := c.config()
+		return cc.APIBudget, err
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{nil, 8 << 10}, {[]string{"--execute-api-bytes", "2048"}, 2048}, {[]string{"--execute-api-bytes", "0"}, -1}} {
+		if got, err := budget(t, tc.args...); err != nil || got != tc.want {
+			t.Errorf("%v: APIBudget %d, %v; want %d", tc.args, got, err, tc.want)
+		}
+	}
+	if _, err := budget(t, "--execute-api-bytes", "-1"); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--execute-api-bytes") {
+		t.Errorf("--execute-api-bytes -1: %v, want a usage error naming the flag", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tasks"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/membership/consul"
 	"github.com/mcpgrain/mcpgrain/cluster/reminders"
@@ -63,6 +64,7 @@ var packageDefaults = map[string]any{
 	"exec-max-running":          sandbox.DefaultMaxRunning(),
 	"exec-max-running-per-user": sandbox.DefaultMaxRunningPerTenant,
 	"exec-slot-wait":            sandbox.DefaultSlotWait,
+	"execute-api-bytes":         tools.DefaultDeclarationBudget,
 	"oauth-algorithms":          strings.Join(auth.DefaultAlgorithms, ","),
 	"oauth-leeway":              auth.DefaultLeeway,
 	"oauth-jwks-max-age":        auth.DefaultKeysMaxAge,

@@ -22,7 +22,7 @@ type flagGroup struct {
 var flagGroups = []flagGroup{
 	{"Basics", []string{"http", "grpc", "url", "data", "store", "store-file", "tools", "demo-api",
 		"token", "token-file", "no-auth", "keys-file", "public-url", "code"}},
-	{"Tool sources and policy", []string{"openapi", "upstream", "expose-upstream", "sources", "policy"}},
+	{"Tool sources and policy", []string{"openapi", "upstream", "expose-upstream", "sources", "policy", "execute-api-bytes"}},
 	{"Approvals", []string{"approval-window", "approvers", "q", "json", "reason", "all", "wait", "timeout"}},
 	{"Limits", []string{"exec-timeout", "exec-max-tool-calls", "exec-max-output", "exec-max-running",
 		"exec-max-running-per-user", "exec-max-running-per-org", "exec-slot-wait",

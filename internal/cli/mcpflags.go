@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
+	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/gateway"
@@ -76,6 +77,7 @@ type codeFlags struct {
 	publicURL                     string
 	window, execTimeout           time.Duration
 	maxToolCalls, maxOutput       int
+	apiBytes                      int
 	maxRunning, maxRunningPerUser int
 	maxRunningPerOrg              int
 	slotWait                      time.Duration
@@ -98,6 +100,7 @@ func (c *codeFlags) register(fs *flag.FlagSet, demoDefault bool) {
 	fs.Var(&c.upstream, "upstream", "upstream MCP server tool source NAME=URL (streamable HTTP; repeatable); code calls tools.NAME.<tool>")
 	fs.Var(&c.exposeUpstream, "expose-upstream", "also list upstream source NAME's tools as MCP tools NAME.<tool> of the node, each call under the approval policy (repeatable; in --sources: \"expose\":true)")
 	fs.StringVar(&c.sourcesFile, "sources", "", `tool sources JSON file {"openapi":[{"name","spec","baseUrl","headers":{…}}],"mcp":[{"name","url","headers":{…},"expose"}]}; header values may use ${ENV}`)
+	fs.IntVar(&c.apiBytes, "execute-api-bytes", tools.DefaultDeclarationBudget, "most bytes of TypeScript declarations of the sources' operations in the execute tool's description (past it, reads first, the rest named; 0: none, only the source names)")
 	fs.StringVar(&c.policyFile, "policy", "", `approval policy JSON file {"rules":[{"pattern":"demo.*","action":"approve|require_approval|block","org":…,"user":…}]}`)
 	fs.StringVar(&c.publicURL, "public-url", "", "origin of approval links, e.g. https://mcp.example.com (default: the host the request came to)")
 	fs.DurationVar(&c.window, "approval-window", engine.DefaultApprovalWindow, "how long a paused execution waits for a decision before it is declined")
@@ -119,6 +122,9 @@ func (c *codeFlags) config() (app.CodeConfig, error) {
 			MaxRunningPerOrg: c.maxRunningPerOrg, SlotWait: c.slotWait}}
 	if c.slotWait == 0 {
 		cc.Pool.SlotWait = -1 // the flag's 0 is "do not wait"; the option's is the default
+	}
+	if cc.APIBudget = c.apiBytes; c.apiBytes == 0 {
+		cc.APIBudget = -1 // the flag's 0 is "none"; the option's is the default
 	}
 	if err := c.checkLimits(); err != nil {
 		return cc, err
@@ -150,8 +156,8 @@ func (c *codeFlags) checkLimits() error {
 		return fmt.Errorf("%w: --approval-window must be at least 1s and --exec-timeout at least 100ms", errUsage)
 	case c.maxRunning < 1 || c.maxRunningPerUser < 1:
 		return fmt.Errorf("%w: --exec-max-running and --exec-max-running-per-user must be at least 1", errUsage)
-	case c.maxRunningPerOrg < 0 || c.slotWait < 0:
-		return fmt.Errorf("%w: --exec-max-running-per-org and --exec-slot-wait must not be negative", errUsage)
+	case c.maxRunningPerOrg < 0 || c.slotWait < 0 || c.apiBytes < 0:
+		return fmt.Errorf("%w: --exec-max-running-per-org, --exec-slot-wait and --execute-api-bytes must not be negative", errUsage)
 	case c.maxToolCalls < 1 || c.maxOutput < 1024:
 		return fmt.Errorf("%w: --exec-max-tool-calls must be at least 1 and --exec-max-output at least 1024", errUsage)
 	}

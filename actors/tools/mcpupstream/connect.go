@@ -162,7 +162,7 @@ func (s *Source) attempt(waited time.Duration) {
 		return
 	}
 	if err == nil {
-		s.snap.Store(snap)
+		s.store(snap)
 		s.unavailable.Store(nil)
 		s.log.Info("upstream MCP server connected", "source", s.name, "tools", len(snap.list))
 		s.notifyWatchers()

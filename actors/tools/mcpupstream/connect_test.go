@@ -144,6 +144,8 @@ func TestUnavailableUpstreamConnectsInTheBackground(t *testing.T) {
 	if err := reg.Unavailable("files.read_file"); !errors.Is(err, mcpupstream.ErrUnavailable) {
 		t.Fatalf("Registry.Unavailable = %v", err)
 	}
+	changed := make(chan struct{}, 4)
+	reg.OnChange(func() { changed <- struct{}{} })
 
 	// Still down: each failed attempt arms the next, waiting twice as long
 	// up to RetryMax.
@@ -158,7 +160,14 @@ func TestUnavailableUpstreamConnectsInTheBackground(t *testing.T) {
 		clk.Advance(time.Millisecond)
 	}
 
-	// The upstream comes up on that address; the next attempt connects.
+	select {
+	case <-changed:
+		t.Fatal("OnChange called while the upstream is down")
+	default:
+	}
+
+	// The upstream comes up on that address; the next attempt connects,
+	// and the registry's OnChange hears of the tools.
 	u := newUpstream(t)
 	ln, err := net.Listen("tcp", strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/mcp"))
 	if err != nil {
@@ -173,6 +182,11 @@ func TestUnavailableUpstreamConnectsInTheBackground(t *testing.T) {
 	}
 	if clk.Pending() != 0 {
 		t.Fatalf("%d retries armed after connecting", clk.Pending())
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnChange not called after the background connection")
 	}
 	tool, ok := src.Lookup(ctx, "read_file")
 	if !ok || tool.RequiresApproval {

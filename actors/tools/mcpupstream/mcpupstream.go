@@ -142,7 +142,9 @@ type Source struct {
 
 	snap atomic.Pointer[snapshot] // current tool list; never nil after New
 
-	listChanged atomic.Bool // the upstream announced a new tool list
+	listChanged atomic.Bool              // the upstream announced a new tool list
+	onChangeMu  sync.Mutex               // serializes OnChange
+	onChange    atomic.Pointer[[]func()] // OnChange's functions
 	closed      atomic.Bool
 
 	// Until the first connection (RetryUnavailable): why it failed last.
@@ -251,7 +253,7 @@ func newSource(opts Options) *Source {
 		Capabilities: &mcp.ClientCapabilities{}, // no roots
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			s.listChanged.Store(true)
-			if s.watched() {
+			if s.watched() || s.onChange.Load() != nil {
 				go s.refetchForWatchers()
 			}
 		},
@@ -467,11 +469,45 @@ func (s *Source) refresh(ctx context.Context, old *snapshot, miss bool) *snapsho
 	if err != nil {
 		return old
 	}
-	s.snap.Store(snap)
+	s.store(snap)
 	if snap.sig != old.sig || snap.sig == "" {
 		s.notifyWatchers()
 	}
 	return snap
+}
+
+// OnChange adds f to the functions called, each in a goroutine of its
+// own, after the tool list changed: refetched with a difference (on use, or at once after the
+// upstream announced a change while f is set), or fetched at last by a
+// background connection. It implements tools.ChangeNotifier.
+func (s *Source) OnChange(f func()) {
+	s.onChangeMu.Lock()
+	defer s.onChangeMu.Unlock()
+	var fs []func()
+	if old := s.onChange.Load(); old != nil {
+		fs = slices.Clone(*old)
+	}
+	fs = append(fs, f)
+	s.onChange.Store(&fs)
+}
+
+// store makes snap the current tool list and tells OnChange's f when it
+// differs from the one it replaces.
+func (s *Source) store(snap *snapshot) {
+	old := s.snap.Swap(snap)
+	if fs := s.onChange.Load(); fs != nil && (old == nil || !sameTools(old, snap)) {
+		for _, f := range *fs {
+			go f()
+		}
+	}
+}
+
+// sameTools reports whether two tool lists declare the same tools.
+func sameTools(a, b *snapshot) bool {
+	return slices.EqualFunc(a.list, b.list, func(x, y *entry) bool {
+		return x.tool.Name == y.tool.Name && x.tool.Description == y.tool.Description &&
+			x.tool.RequiresApproval == y.tool.RequiresApproval && string(x.tool.InputSchema) == string(y.tool.InputSchema)
+	})
 }
 
 // Lookup finds an upstream tool by name in the cached list; a miss may

@@ -322,3 +322,32 @@ func TestReconnectAfterUpstreamForgetsSession(t *testing.T) {
 		t.Fatal("later not found after reconnecting")
 	}
 }
+
+func TestOnChangeAfterListChanged(t *testing.T) {
+	protocols(t, func(t *testing.T, version string) {
+		u := newUpstream(t)
+		src := u.connect(t, mcpupstream.Options{ProtocolVersion: version, MissRefreshEvery: time.Hour})
+		changed := make(chan struct{}, 4)
+		src.OnChange(func() { changed <- struct{}{} })
+		// The list is read once a session stream is up: a use first.
+		if _, ok := src.Lookup(t.Context(), "read_file"); !ok {
+			t.Fatal("read_file not found")
+		}
+		u.server.AddTool(&mcp.Tool{Name: "announced", Description: "Added later.", InputSchema: objectSchema},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+		select {
+		case <-changed:
+		case <-time.After(20 * time.Second):
+			t.Fatal("OnChange not called after the upstream announced a new tool list")
+		}
+		lists := u.lists.Load()
+		if got := src.Search(t.Context(), "announced", 5); len(got) != 1 || got[0].Name != "announced" {
+			t.Fatalf("Search(announced) = %v", got)
+		}
+		if n := u.lists.Load(); n != lists {
+			t.Errorf("the search refetched the list (%d tools/list, want %d): the change was not stored", n, lists)
+		}
+	})
+}

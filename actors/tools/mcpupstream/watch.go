@@ -1,5 +1,7 @@
 package mcpupstream
 
+import "context"
+
 // Watch calls changed after the source's tool list changed: a refetch
 // (at a use, after the list got older than RefreshEvery or on a miss)
 // found a different list, the upstream announced a new one
@@ -31,13 +33,16 @@ func (s *Source) watched() bool {
 	return len(s.watchers) > 0
 }
 
-// refetchForWatchers refetches the announced tool list (refresh tells
-// the watchers if it changed; a failed refetch keeps the old list).
+// refetchForWatchers refetches the announced tool list, bounded by
+// ConnectTimeout (refresh tells the watchers and the OnChange functions
+// if it changed; a failed refetch keeps the old list).
 func (s *Source) refetchForWatchers() {
 	if s.closed.Load() {
 		return
 	}
-	s.refresh(s.life, s.snap.Load(), false)
+	ctx, cancel := context.WithTimeout(s.life, s.opts.ConnectTimeout)
+	defer cancel()
+	s.refresh(ctx, s.snap.Load(), false)
 }
 
 // notifyWatchers calls every watcher.
