@@ -41,7 +41,7 @@ func (s *session) commitCreating(ctx context.Context, g grain.Context, state []b
 // exchange starts serving one tunnelled HTTP exchange: it checks the
 // principal (creating the session for an initialize without session id),
 // makes sure the runtime is resident, and runs go-sdk's handler in its own
-// goroutine, streaming the response to the gateway's reply actor. The grain
+// goroutine, streaming the response to the gateway's replies process. The grain
 // goes on handling messages meanwhile.
 func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExchange) (proto.Message, error) {
 	started := func(st pb.SessionReply_Status) *pb.ExchangeStarted {

@@ -178,7 +178,7 @@ func (h *Host) Kind() grain.Kind {
 		New: func(id string) grain.Grain {
 			return &session{h: h, id: id, m: newMachine(&h.cfg), exchanges: map[string]context.CancelFunc{}, parked: map[string]parkedStream{}}
 		},
-		// Sessions passivate from their idle reminder, never on a timer.
+		// Sessions passivate from their own idle alarm (an in-memory timer), not the grain runtime's idle timeout.
 		// They exist once created: a request for an unknown (or guessed)
 		// id answers "not found" without writing to the store.
 		CreatedByWrite: true,

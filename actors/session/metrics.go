@@ -18,7 +18,7 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 	m := &metrics{
 		disposals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgrain_runtime_disposals_total",
-			Help: "Session runtimes disposed, by reason: idle (idle reminder, executor: destroy_idle_session), cap (residency cap eviction), delete, expired, ownership_lost, rebalance, shutdown.",
+			Help: "Session runtimes disposed, by reason: idle (the idle alarm, executor: destroy_idle_session), cap (residency cap eviction), delete, expired, ownership_lost, rebalance, shutdown.",
 		}, []string{"reason"}),
 		overflow: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgrain_cap_overflow_total",
