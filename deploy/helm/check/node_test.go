@@ -66,7 +66,7 @@ func nodeBinary(t *testing.T) string {
 func nodeFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	out, _ := exec.Command(nodeBinary(t), "node", "-h").CombinedOutput() // -h exits non-zero
-	line := regexp.MustCompile(`^  --?([a-z][a-z0-9-]*)( |$)`) // "  --name type" (grouped help) or "  -name" (flag.PrintDefaults)
+	line := regexp.MustCompile(`^  --?([a-z][a-z0-9-]*)( |$)`)           // "  --name type" (grouped help) or "  -name" (flag.PrintDefaults)
 	flags := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
