@@ -71,7 +71,7 @@ func TestLegacySSEClientListsCallsAndResumesAnApprovedExecute(t *testing.T) {
 		t.Fatalf("paused call ran: %d todos", n)
 	}
 	url := fmt.Sprintf("http://%s/api/executions/%s/resume", info.HTTPAddr, id)
-	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "accepted" {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
 	res, sc = callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
@@ -293,7 +293,7 @@ func TestLegacySSETypeScriptClientResumesAnApprovedExecute(t *testing.T) {
 	}
 	id, _ := first.Execute.StructuredContent["executionId"].(string)
 	url := fmt.Sprintf("http://%s/api/executions/%s/resume", info.HTTPAddr, id)
-	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "accepted" {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
 	if _, err := io.WriteString(stdin, "decided\n"); err != nil {
@@ -409,7 +409,7 @@ func TestLegacySSEThroughMCPRemoteSSEOnly(t *testing.T) {
 	}
 	id := pause(t, cs, "waiting_for_interaction")
 	url := fmt.Sprintf("http://%s/api/executions/%s/resume", info.HTTPAddr, id)
-	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "approved" {
+	if r := api(t, "POST", url, bobToken, `{"action":"accept"}`); r.status != 200 || r.body["status"] != "accepted" {
 		t.Fatalf("accept: %d %v", r.status, r.body)
 	}
 	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
