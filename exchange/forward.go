@@ -79,6 +79,10 @@ func NewForwarder(node *cluster.Node, log *slog.Logger, startTimeout, keepalive 
 	return &Forwarder{node: node, log: log, startTimeout: startTimeout, keepalive: keepalive, replies: newReplies(node.ActorSystem())}
 }
 
+// Keepalive is how long a relayed SSE stream may stay quiet before a
+// keepalive comment goes out on it, as NewForwarder resolved it (0: none).
+func (f *Forwarder) Keepalive() time.Duration { return f.keepalive }
+
 // Target is the grain a request goes to and what the gateway knows about
 // it.
 type Target struct {

@@ -45,16 +45,6 @@ const (
 // legacyInboxPrefix starts the actor name of an SSE stream's inbox.
 const legacyInboxPrefix = "legacy-sse-"
 
-// keepalive is how often an SSE stream gets a comment so proxies do not
-// close it: the node's --stream-keepalive, as on every other MCP stream
-// (zero: [exchange.DefaultStreamKeepalive]; negative: never).
-func (l *legacySSE) keepalive() time.Duration {
-	if k := l.h.o.StreamKeepalive; k != 0 {
-		return k
-	}
-	return exchange.DefaultStreamKeepalive
-}
-
 // legacyStartWait bounds how long the inbox holds the next POST while a
 // request starts at its grain (so messages reach the grain in order).
 const legacyStartWait = 10 * time.Second
@@ -142,7 +132,7 @@ const legacyDrainCheck = time.Second
 func (l *legacySSE) hold(ctx context.Context, out *sseOut) {
 	tick := time.NewTicker(legacyDrainCheck)
 	defer tick.Stop()
-	last, every := time.Now(), l.keepalive()
+	last, every := time.Now(), l.h.fwd.Keepalive() // the node's --stream-keepalive, as on every MCP stream (0: none)
 	for {
 		select {
 		case <-ctx.Done():
