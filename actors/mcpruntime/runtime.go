@@ -189,7 +189,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpruntime: build the session server: %w", err)
 	}
-	srv.AddReceivingMiddleware(b.recordState)
+	srv.AddReceivingMiddleware(b.recordState, b.bindScope)
 	b.server, b.closeSrv = srv, closeSrv
 	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
@@ -244,6 +244,7 @@ type Runtime struct {
 	log     *slog.Logger
 
 	code      *codeRuntime // nil without code mode
+	scope     *sessionScope
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 	streams   atomic.Int32 // open SSE responses: POST streams and GET listeners
@@ -262,6 +263,7 @@ var _ session.Runtime = (*Runtime)(nil)
 func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
 	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
+	r.scope = &sessionScope{r: r, principal: in.Principal}
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
