@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain"
@@ -58,4 +59,73 @@ func ExampleServer_Pack() {
 	// Output:
 	// hello <nil>
 	// mcpgrain: Server "demo": toolpacks: two packs are named "demo"
+}
+
+type deployArgs struct {
+	Service string `json:"service"`
+}
+
+// confirmForm is a one-question form: a required yes/no.
+var confirmForm = &jsonschema.Schema{
+	Type:       "object",
+	Properties: map[string]*jsonschema.Schema{"confirm": {Type: "boolean", Title: "Deploy?"}},
+	Required:   []string{"confirm"},
+}
+
+// deploy asks before it acts. The same code serves both eras: in
+// 2026-07-28, Elicit's error is returned and the client's retry (with the
+// answer) runs deploy again.
+func deploy(ctx context.Context, req *mcp.CallToolRequest, args deployArgs) (*mcp.CallToolResult, any, error) {
+	answer, err := mcpgrain.Elicit(ctx, req, "confirm", "Deploy "+args.Service+"?", confirmForm)
+	if err != nil {
+		return nil, nil, err
+	}
+	text := "not deployed"
+	if answer.Action == "accept" && answer.Content["confirm"] == true {
+		text = "deployed " + args.Service
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+}
+
+// A tool asks the user for a confirmation; a go-sdk client answers it in
+// a stateful session (2025-11-25: elicitation/create) and in the
+// sessionless era (2026-07-28: an input_required round). On a node the
+// servers have the middleware already; a plain go-sdk server, as here,
+// needs it added.
+func ExampleElicit() {
+	ctx := context.Background()
+	s := mcp.NewServer(&mcp.Implementation{Name: "deployer", Version: "1.0.0"}, nil)
+	s.AddReceivingMiddleware(mcpgrain.InputRequiredMiddleware)
+	mcp.AddTool(s, &mcp.Tool{Name: "deploy"}, deploy)
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1.0.0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			fmt.Println("asked:", req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		},
+	})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		ct, st := mcp.NewInMemoryTransports()
+		if _, err := s.Connect(ctx, st, nil); err != nil {
+			fmt.Println(err)
+			return
+		}
+		cs, err := client.Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "api"}})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s: %s\n", version, res.Content[0].(*mcp.TextContent).Text)
+		_ = cs.Close()
+	}
+	// Output:
+	// asked: Deploy api?
+	// 2025-11-25: deployed api
+	// asked: Deploy api?
+	// 2026-07-28: deployed api
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/app"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks/demo"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
 
@@ -208,7 +210,7 @@ type Handlers struct {
 // registry is every built-in pack, in Names order.
 var registry = []Pack{
 	{Name: Code},
-	{Name: Demo, Setup: plain(registerDemo)},
+	{Name: Demo, Setup: plain(func(s *mcp.Server, e Env) func() { demo.Register(s, e.Clock.Now); return nil })},
 	{Name: Conformance, Setup: setupConformance},
 }
 
@@ -299,14 +301,18 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 }
 
 // newMCPServer calls mcp.NewServer, turning its option-validation panics
-// (negative PageSize, unsupported protocol version, ...) into errors.
+// (negative PageSize, unsupported protocol version, ...) into errors. The
+// server turns a handler's app.ErrInputRequired (the SDK's Elicit in the
+// 2026-07-28 era) into the call's input_required result.
 func newMCPServer(impl *mcp.Implementation, so *mcp.ServerOptions) (s *mcp.Server, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("toolpacks: invalid server options: %v", r)
 		}
 	}()
-	return mcp.NewServer(impl, so), nil
+	s = mcp.NewServer(impl, so)
+	s.AddReceivingMiddleware(app.InputRequiredMiddleware)
+	return s, nil
 }
 
 // merger folds the packs' handlers into server options, refusing to let two

@@ -1,4 +1,14 @@
-package toolpacks
+// Package demo is the built-in "demo" pack: small, safe tools (echo, add,
+// now, count_to, ask_confirmation) that make a node useful before real
+// tools exist.
+//
+// It is written as a user's server is, on the public API only: go-sdk's
+// mcp.AddTool and the SDK's handler calls (ask_confirmation asks with
+// Elicit, the implementation the root package mcpgrain exports). The
+// package imports nothing of mcpgrain but actors/app, the SDK's runtime
+// side, and only names the root package re-exports; internal/layers
+// (TestDemoIsWrittenOnThePublicAPI) keeps it so.
+package demo
 
 import (
 	"context"
@@ -12,7 +22,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/cluster/clock"
+	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
 // Limits of the demo tools' inputs.
@@ -26,9 +36,10 @@ const (
 // multi-round-trip input requests and responses.
 const demoConfirmationKey = "confirmation"
 
-// registerDemo registers the demo pack's tools onto server. It starts no
-// background work.
-func registerDemo(server *mcp.Server, e Env) (stop func()) {
+// Register adds the demo pack's tools to server; now tells the now tool
+// the time (time.Now in a program, the node's clock in mcpgrain). It
+// starts no background work.
+func Register(server *mcp.Server, now func() time.Time) {
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "echo",
 		Title:       "Echo",
@@ -48,7 +59,7 @@ func registerDemo(server *mcp.Server, e Env) (stop func()) {
 		Title:       "Current time",
 		Description: "Returns the current time in UTC (RFC 3339) and as Unix milliseconds.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
-	}, demoNow(e.Clock))
+	}, demoNow(now))
 
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "count_to",
@@ -63,7 +74,6 @@ func registerDemo(server *mcp.Server, e Env) (stop func()) {
 		Description: "Asks the user a yes/no question through elicitation and reports the answer. Needs a client with the elicitation capability.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
 	}, demoAskConfirmation)
-	return nil
 }
 
 // demoEchoInput is echo's input.
@@ -103,9 +113,9 @@ type demoNowOutput struct {
 	UnixMillis int64  `json:"unixMillis" jsonschema:"the current time in milliseconds since the Unix epoch"`
 }
 
-func demoNow(c clock.Clock) mcp.ToolHandlerFor[struct{}, demoNowOutput] {
+func demoNow(now func() time.Time) mcp.ToolHandlerFor[struct{}, demoNowOutput] {
 	return func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, demoNowOutput, error) {
-		t := c.Now().UTC()
+		t := now().UTC()
 		return nil, demoNowOutput{UTC: t.Format(time.RFC3339Nano), UnixMillis: t.UnixMilli()}, nil
 	}
 }
@@ -169,15 +179,12 @@ func demoConfirmationSchema() *jsonschema.Schema {
 	}
 }
 
-// demoAskConfirmation asks through elicitation. It does not call
-// req.Session.Elicit itself: from protocol version 2026-07-28 on, servers
-// must not send elicitation/create requests and instead return the
-// elicitation as a multi-round-trip input request (SEP-2322), which the
-// client fulfils and retries with the answer. For clients on older protocol
-// versions go-sdk's server middleware fulfils the same input request with
-// ServerSession.Elicit and re-invokes this handler with the answer, so one
-// code path serves both.
-func demoAskConfirmation(_ context.Context, req *mcp.CallToolRequest, in demoAskInput) (*mcp.CallToolResult, demoAskOutput, error) {
+// demoAskConfirmation asks with Elicit: natively in a stateful session;
+// in the 2026-07-28 era Elicit returns the input_required error this
+// handler returns, and the client's retry with the answer runs the handler
+// again, whose Elicit then returns the answer (the validation before it is
+// idempotent).
+func demoAskConfirmation(ctx context.Context, req *mcp.CallToolRequest, in demoAskInput) (*mcp.CallToolResult, demoAskOutput, error) {
 	question := strings.TrimSpace(in.Question)
 	if question == "" {
 		return nil, demoAskOutput{}, errors.New("question must not be empty")
@@ -185,34 +192,18 @@ func demoAskConfirmation(_ context.Context, req *mcp.CallToolRequest, in demoAsk
 	if n := utf8.RuneCountInString(question); n > demoMaxQuestion {
 		return nil, demoAskOutput{}, fmt.Errorf("question is %d characters; at most %d are allowed", n, demoMaxQuestion)
 	}
-
-	if resp, ok := req.Params.InputResponses[demoConfirmationKey]; ok {
-		return demoConfirmationAnswer(question, resp)
+	r, err := app.Elicit(ctx, req, demoConfirmationKey, question, demoConfirmationSchema())
+	switch {
+	case errors.Is(err, app.ErrCannotElicit):
+		return nil, demoAskOutput{}, fmt.Errorf("ask_confirmation needs elicitation: %w; use a client that supports elicitation", err)
+	case err != nil:
+		return nil, demoAskOutput{}, err
 	}
-
-	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil {
-		return nil, demoAskOutput{}, errors.New("ask_confirmation needs elicitation, but this client did not declare the elicitation capability; use a client that supports elicitation")
-	}
-	if caps.Elicitation.Form == nil && caps.Elicitation.URL != nil {
-		return nil, demoAskOutput{}, errors.New("ask_confirmation needs form elicitation, but this client supports only URL elicitation")
-	}
-	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{
-			demoConfirmationKey: &mcp.ElicitParams{
-				Message:         question,
-				RequestedSchema: demoConfirmationSchema(),
-			},
-		},
-	}, demoAskOutput{}, nil
+	return demoConfirmationAnswer(question, r)
 }
 
 // demoConfirmationAnswer turns the client's answer into the tool result.
-func demoConfirmationAnswer(question string, resp mcp.InputResponse) (*mcp.CallToolResult, demoAskOutput, error) {
-	r, ok := resp.(*mcp.ElicitResult)
-	if !ok || r == nil {
-		return nil, demoAskOutput{}, fmt.Errorf("the %q input response is not an elicitation result", demoConfirmationKey)
-	}
+func demoConfirmationAnswer(question string, r *mcp.ElicitResult) (*mcp.CallToolResult, demoAskOutput, error) {
 	var text string
 	out := demoAskOutput{Action: r.Action}
 	switch r.Action {
