@@ -12,9 +12,13 @@
 // eras (stateful sessions, and the sessionless 2026-07-28 era), on
 // whichever node a request reaches.
 //
-// What exists today is the entry point ([Server], [Main], [Run]);
-// durable per-session state, server-minted handles, schedules and asking
-// a human from a handler are designed in docs/sdk.md and come next. Until
+// What exists today is the entry point ([Server], [Main], [Run]) and
+// asking the client's user from a handler in both eras ([Elicit]: native
+// elicitation in a stateful session, input_required rounds in 2026-07-28,
+// where the handler returns Elicit's [ErrInputRequired] and the client's
+// retry runs it again with the answer). Durable per-session state,
+// server-minted handles, schedules and asking a human through the
+// approval surfaces are designed in docs/sdk.md and come next. Until
 // then, keep what a session does keyed by the request's session and
 // expect it to be lost when the session hibernates.
 package mcpgrain

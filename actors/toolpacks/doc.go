@@ -8,7 +8,8 @@
 //     session runtime that owns the execution engine (Options.CodeMode).
 //   - "demo": small, safe tools that make a node useful before real tool
 //     sources exist: echo, add (structured output), now, count_to (progress
-//     notifications) and ask_confirmation (elicitation).
+//     notifications) and ask_confirmation (elicitation). It is its own
+//     package (actors/toolpacks/demo), written on the public SDK API only.
 //   - "conformance": the server fixture that the official MCP conformance
 //     suite (@modelcontextprotocol/conformance) drives in its server
 //     scenarios, written from those scenarios' requirements (see
