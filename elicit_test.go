@@ -3,9 +3,13 @@ package mcpgrain_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain"
+	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
 // planTool asks two questions in one call (who deploys, then whether to).
@@ -198,5 +203,52 @@ func TestElicitStateIsSealedOnANode(t *testing.T) {
 	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "plan", RequestState: "mcpgrain-elicit.v1.e30", InputResponses: mcp.InputResponseMap{"confirm": yes}})
 	if err == nil || !strings.Contains(err.Error(), "invalid requestState") {
 		t.Fatalf("an unsealed state: %v, want invalid requestState", err)
+	}
+}
+
+// The official TypeScript SDK's client (stateful session, 2025-11-25)
+// answers the plan tool's two forms natively (tools/tsclient/call-tool.mjs
+// with MCP_ELICIT).
+func TestElicitWithTheTypeScriptSDK(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tools", "tsclient")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		testenv.Unavailable(t, "the TypeScript SDK is not installed (run: npm ci --prefix tools/tsclient)")
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	endpoint := startDev(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "call-tool.mjs"))
+	cmd.Env = append(os.Environ(), "MCP_URL="+endpoint, "MCP_TOOL=plan",
+		`MCP_ELICIT={"action":"accept","content":{"name":"Ada","confirm":true}}`)
+	cmd.Stderr = t.Output()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	var res struct {
+		Asked  []string `json:"asked"`
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("TypeScript client output %q: %v", out, err)
+	}
+	if res.Result.IsError || len(res.Result.Content) != 1 || res.Result.Content[0].Text != "Ada: accept true" {
+		t.Fatalf("plan with the TypeScript SDK: %+v, want Ada: accept true", res.Result)
+	}
+	if got := strings.Join(res.Asked, "|"); got != "Who deploys?|Deploy as Ada?" {
+		t.Fatalf("the TypeScript client was asked %q", got)
 	}
 }
