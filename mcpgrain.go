@@ -12,11 +12,15 @@
 // eras (stateful sessions, and the sessionless 2026-07-28 era), on
 // whichever node a request reaches.
 //
-// What exists today is the entry point ([Server], [Main], [Run]);
-// durable per-session state, server-minted handles, schedules and asking
-// a human from a handler are designed in docs/sdk.md and come next. Until
-// then, keep what a session does keyed by the request's session and
-// expect it to be lost when the session hibernates.
+// A handler keeps per-session state in a [State], declared with
+// [NewState]: [State.Update] saves the value in the session's record on
+// the node that owns the session, fenced by its ownership, before it
+// returns, so the value survives the session's hibernation, a restart and
+// the loss of the node (the next call, on any node, finds it); [State.Get]
+// reads it. A handler's own Go memory, by contrast, is lost when the
+// session hibernates. Server-minted handles (state for sessionless
+// requests), schedules and asking a human from a handler are designed in
+// docs/sdk.md and come next.
 package mcpgrain
 
 import (
