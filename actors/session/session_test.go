@@ -49,7 +49,7 @@ type fakeRuntime struct {
 	resumeGate               chan struct{}   // if set, a forwarded resume waits for it
 	builtUntrimmed           int64           // BuildInput.UntrimmedEventBytes
 	in                       session.BuildInput
-	untrimmed                atomic.Int64    // what UntrimmedEventBytes reports
+	untrimmed                atomic.Int64 // what UntrimmedEventBytes reports
 }
 
 func (r *fakeRuntime) UntrimmedEventBytes() int64 { return r.untrimmed.Load() }
