@@ -44,12 +44,12 @@ type fakeRuntime struct {
 	hooks                    session.LeaseHooks
 	mu                       sync.Mutex
 	resolved                 map[string]*pb.ApprovalDecision
-	durable                  map[string]bool // durable pauses (restored at build from env.restored)
-	resumeStarted            chan string     // if set, told when a forwarded resume starts
-	resumeGate               chan struct{}   // if set, a forwarded resume waits for it
-	builtUntrimmed           int64           // BuildInput.UntrimmedEventBytes
-	in                       session.BuildInput
-	untrimmed                atomic.Int64 // what UntrimmedEventBytes reports
+	durable                  map[string]bool    // durable pauses (restored at build from env.restored)
+	resumeStarted            chan string        // if set, told when a forwarded resume starts
+	resumeGate               chan struct{}      // if set, a forwarded resume waits for it
+	builtUntrimmed           int64              // BuildInput.UntrimmedEventBytes
+	untrimmed                atomic.Int64       // what UntrimmedEventBytes reports
+	in                       session.BuildInput // what it was built from
 }
 
 func (r *fakeRuntime) UntrimmedEventBytes() int64 { return r.untrimmed.Load() }
