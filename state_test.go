@@ -14,6 +14,23 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
+// The states the tests use (declared once: a test may run more than once).
+type v2 struct{ Text string }
+
+var (
+	stChanged    = mcpgrain.NewState[[]string]("test-changed", mcpgrain.StateOptions[[]string]{})
+	stLarge      = mcpgrain.NewState[string]("test-large", mcpgrain.StateOptions[string]{MaxBytes: 10})
+	stConcurrent = mcpgrain.NewState[int]("test-concurrent", mcpgrain.StateOptions[int]{})
+	stNoScope    = mcpgrain.NewState[int]("test-noscope", mcpgrain.StateOptions[int]{})
+	stRetry      = mcpgrain.NewState[int]("test-retry", mcpgrain.StateOptions[int]{})
+	stPlainV2    = mcpgrain.NewState[v2]("test-v3", mcpgrain.StateOptions[v2]{Version: 2})
+	stMigratedV2 = mcpgrain.NewState[v2]("test-v", mcpgrain.StateOptions[v2]{Version: 2, Migrate: func(version int, raw json.RawMessage) (v2, error) {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return v2{Text: fmt.Sprintf("%s@%d", s, version)}, err
+	}})
+)
+
 // fakeScope is a session as the SDK sees it, counting its saves.
 type fakeScope struct {
 	mu    sync.Mutex
@@ -47,7 +64,7 @@ func (f *fakeScope) SaveState(_ context.Context, name string, v app.Saved) error
 func (f *fakeScope) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.saves }
 
 func TestStateUpdateSavesOnlyChangedEncodings(t *testing.T) {
-	st := mcpgrain.NewState[[]string]("test-changed", mcpgrain.StateOptions[[]string]{})
+	st := stChanged
 	sc := &fakeScope{}
 	ctx := app.WithScope(context.Background(), sc)
 	if v, err := st.Get(ctx); err != nil || v != nil {
@@ -76,7 +93,7 @@ func TestStateUpdateSavesOnlyChangedEncodings(t *testing.T) {
 }
 
 func TestStateTooLargeSavesNothing(t *testing.T) {
-	st := mcpgrain.NewState[string]("test-large", mcpgrain.StateOptions[string]{MaxBytes: 10})
+	st := stLarge
 	sc := &fakeScope{}
 	ctx := app.WithScope(context.Background(), sc)
 	_, err := st.Update(ctx, func(v *string) error { *v = strings.Repeat("x", 9); return nil })
@@ -89,7 +106,7 @@ func TestStateTooLargeSavesNothing(t *testing.T) {
 }
 
 func TestStateConcurrentUpdatesLoseNothing(t *testing.T) {
-	st := mcpgrain.NewState[int]("test-concurrent", mcpgrain.StateOptions[int]{})
+	st := stConcurrent
 	sc := &fakeScope{}
 	ctx := app.WithScope(context.Background(), sc)
 	const n = 200
@@ -110,7 +127,7 @@ func TestStateConcurrentUpdatesLoseNothing(t *testing.T) {
 }
 
 func TestStateOutsideASession(t *testing.T) {
-	st := mcpgrain.NewState[int]("test-noscope", mcpgrain.StateOptions[int]{})
+	st := stNoScope
 	_, err := st.Get(context.Background())
 	if !errors.Is(err, mcpgrain.ErrNoScope) || !strings.Contains(err.Error(), "sessionless") {
 		t.Fatalf("Get without a session: %v; want ErrNoScope explaining why", err)
@@ -121,7 +138,7 @@ func TestStateOutsideASession(t *testing.T) {
 }
 
 func TestStateFailedSaveIsRetryable(t *testing.T) {
-	st := mcpgrain.NewState[int]("test-retry", mcpgrain.StateOptions[int]{})
+	st := stRetry
 	sc := &fakeScope{fail: fmt.Errorf("fenced: %w", app.ErrRetry)}
 	ctx := app.WithScope(context.Background(), sc)
 	if _, err := st.Update(ctx, func(v *int) error { *v = 1; return nil }); !errors.Is(err, mcpgrain.ErrRetry) {
@@ -135,16 +152,10 @@ func TestStateFailedSaveIsRetryable(t *testing.T) {
 func TestStateVersions(t *testing.T) {
 	sc := &fakeScope{saved: map[string]app.Saved{"test-v": {Version: 1, Value: []byte(`"old"`)}, "test-v3": {Version: 3, Value: []byte(`{}`)}}}
 	ctx := app.WithScope(context.Background(), sc)
-	type v2 struct{ Text string }
-	plain := mcpgrain.NewState[v2]("test-v3", mcpgrain.StateOptions[v2]{Version: 2})
+	plain, migrated := stPlainV2, stMigratedV2
 	if _, err := plain.Get(ctx); !errors.Is(err, mcpgrain.ErrStateVersion) {
 		t.Fatalf("a newer saved version: %v; want ErrStateVersion", err)
 	}
-	migrated := mcpgrain.NewState[v2]("test-v", mcpgrain.StateOptions[v2]{Version: 2, Migrate: func(version int, raw json.RawMessage) (v2, error) {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return v2{Text: fmt.Sprintf("%s@%d", s, version)}, err
-	}})
 	if v, err := migrated.Get(ctx); err != nil || v.Text != "old@1" {
 		t.Fatalf("migrated Get = %+v, %v", v, err)
 	}
