@@ -426,3 +426,28 @@ func TestAppStateIsSavedWithTheRecordAndRestored(t *testing.T) {
 		t.Fatalf("the next runtime was built with %v, want the saved value", v)
 	}
 }
+
+// A save by an activation that lost its ownership (another node acquired
+// the grain: a newer epoch) is fenced: it fails and stores nothing.
+func TestAppStateSaveIsFencedByTheEpoch(t *testing.T) {
+	e := newEnv(t, 8, alarm.DefaultPolicy())
+	e.create("s")
+	key := grain.Key(session.KindName, "s")
+	if _, err := e.st.Acquire(context.Background(), key, "another-node"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt("s").in.AppStateChanged("notes", &pb.AppState{Version: 1, Value: []byte(`["lost"]`)}); err == nil {
+		t.Fatal("a save of a fenced activation succeeded")
+	}
+	o, err := e.st.Load(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec pb.SessionRecord
+	if err := proto.Unmarshal(o.Record, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.GetAppState()) != 0 {
+		t.Fatalf("a fenced save stored %v", rec.GetAppState())
+	}
+}
