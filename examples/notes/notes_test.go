@@ -29,9 +29,14 @@ var (
 	buildErr  error
 )
 
-// binary builds examples/notes once per test process.
+// binary builds examples/notes once per test process (the cluster tests
+// need Postgres: without it they skip, or fail in the integration tier,
+// before building).
 func binary(t *testing.T) string {
 	t.Helper()
+	if os.Getenv("MCPGRAIN_TEST_POSTGRES_URL") == "" {
+		testenv.Unavailable(t, "MCPGRAIN_TEST_POSTGRES_URL is not set: the notes cluster needs Postgres")
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "notes-bin-")
 		if err != nil {
