@@ -2,6 +2,8 @@ package mcpgrain_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -128,4 +130,78 @@ func ExampleElicit() {
 	// 2025-11-25: deployed api
 	// asked: Deploy api?
 	// 2026-07-28: deployed api
+}
+
+// notes is one session's notes, saved with the session (declared once, at
+// package level).
+var notes = mcpgrain.NewState[[]string]("notes", mcpgrain.StateOptions[[]string]{})
+
+type addNoteArgs struct {
+	Text string `json:"text"`
+}
+
+// A tool that keeps per-session state: the note is saved before the
+// result is sent, so it survives the session's hibernation and the loss
+// of its node.
+func ExampleNewState() {
+	addNote := func(ctx context.Context, _ *mcp.CallToolRequest, args addNoteArgs) (*mcp.CallToolResult, any, error) {
+		all, err := notes.Update(ctx, func(n *[]string) error {
+			*n = append(*n, args.Text)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%d notes", len(all))}}}, nil, nil
+	}
+	mcpgrain.Main(mcpgrain.Server{Name: "notes", Register: func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "add_note"}, addNote)
+	}})
+}
+
+// Get reads the session's value from the owner's memory; outside a
+// stateful session (a sessionless request, a task) there is none.
+func ExampleState_Get() {
+	_, err := notes.Get(context.Background())
+	fmt.Println(errors.Is(err, mcpgrain.ErrNoScope))
+	// Output: true
+}
+
+// Update is a read-modify-write, serialized per session: concurrent calls
+// lose nothing. A value over MaxBytes is refused, a fenced save asks the
+// client to retry.
+func ExampleState_Update() {
+	clearNotes := func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		_, err := notes.Update(ctx, func(n *[]string) error { *n = nil; return nil })
+		switch {
+		case errors.Is(err, mcpgrain.ErrRetry):
+			return nil, nil, err // the session moved: the client retries on its new owner
+		case err != nil:
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "cleared"}}}, nil, nil
+	}
+	_ = clearNotes
+}
+
+// A new schema version migrates the values saved by the older program.
+func ExampleStateOptions() {
+	type note struct {
+		Text string `json:"text"`
+	}
+	_ = mcpgrain.NewState[[]note]("notes-v2", mcpgrain.StateOptions[[]note]{
+		Version:  2,
+		MaxBytes: 256 << 10,
+		Migrate: func(version int, raw json.RawMessage) ([]note, error) {
+			var old []string // version 1: plain strings
+			if err := json.Unmarshal(raw, &old); err != nil {
+				return nil, err
+			}
+			out := make([]note, len(old))
+			for i, s := range old {
+				out[i] = note{Text: s}
+			}
+			return out, nil
+		},
+	})
 }

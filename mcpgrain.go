@@ -12,15 +12,18 @@
 // eras (stateful sessions, and the sessionless 2026-07-28 era), on
 // whichever node a request reaches.
 //
-// What exists today is the entry point ([Server], [Main], [Run]) and
-// asking the client's user from a handler in both eras ([Elicit]: native
-// elicitation in a stateful session, input_required rounds in 2026-07-28,
-// where the handler returns Elicit's [ErrInputRequired] and the client's
-// retry runs it again with the answer). Durable per-session state,
-// server-minted handles, schedules and asking a human through the
-// approval surfaces are designed in docs/sdk.md and come next. Until
-// then, keep what a session does keyed by the request's session and
-// expect it to be lost when the session hibernates.
+// A handler keeps per-session state in a [State], declared with
+// [NewState]: [State.Update] saves the value in the session's record on
+// the node that owns the session, fenced by its ownership, before it
+// returns, so the value survives the session's hibernation, a restart and
+// the loss of the node (the next call, on any node, finds it); [State.Get]
+// reads it. A handler's own Go memory, by contrast, is lost when the
+// session hibernates.
+//
+// [Elicit] asks the client's user for a form in both eras: native
+// elicitation in a stateful session; in 2026-07-28 the handler returns
+// Elicit's [ErrInputRequired] and the client's retry runs it again with
+// the answer.
 package mcpgrain
 
 import (

@@ -263,7 +263,7 @@ var _ session.Runtime = (*Runtime)(nil)
 func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
 	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
-	r.scope = &sessionScope{r: r, principal: in.Principal}
+	r.scope = newSessionScope(r, in)
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {

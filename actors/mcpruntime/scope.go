@@ -2,12 +2,15 @@ package mcpruntime
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"math"
 	"net/http"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
+	"github.com/mcpgrain/mcpgrain/actors/session"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -16,6 +19,22 @@ import (
 type sessionScope struct {
 	r         *Runtime
 	principal *pb.Principal
+	// save stores a value in the session record (the session's
+	// BuildInput.AppStateChanged; nil: nothing can be saved).
+	save func(name string, s *pb.AppState) error
+
+	mu    sync.Mutex
+	saved map[string]app.Saved // the values as last stored (from the record, then each save)
+}
+
+// newSessionScope is r's scope, starting from the values in the session
+// record.
+func newSessionScope(r *Runtime, in session.BuildInput) *sessionScope {
+	s := &sessionScope{r: r, principal: in.Principal, save: in.AppStateChanged, saved: make(map[string]app.Saved, len(in.AppState))}
+	for name, v := range in.AppState {
+		s.saved[name] = app.Saved{Version: int(v.GetVersion()), Value: v.GetValue()}
+	}
+	return s
 }
 
 var _ app.Scope = (*sessionScope)(nil)
@@ -29,12 +48,34 @@ func (s *sessionScope) ID() string { return s.r.id }
 // Principal implements app.Scope.
 func (s *sessionScope) Principal() *pb.Principal { return s.principal }
 
-// State implements app.Scope. (Durable state is not built yet: docs/sdk.md.)
-func (s *sessionScope) State(string) (app.Saved, bool) { return app.Saved{}, false }
+// State implements app.Scope: the value as last stored, from memory.
+func (s *sessionScope) State(name string) (app.Saved, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.saved[name]
+	return v, ok
+}
 
-// SaveState implements app.Scope. (Durable state is not built yet: docs/sdk.md.)
-func (s *sessionScope) SaveState(context.Context, string, app.Saved) error {
-	return errors.New("mcpgrain: durable session state is not built yet")
+// SaveState implements app.Scope: the session grain writes the value into
+// its record with its fenced commit; once stored, it is the value State
+// returns. It writes whatever it is given (the SDK skips unchanged
+// encodings). ctx is not consulted: a save handed to the grain completes
+// or fails there, bounded by the grain's own timeout.
+func (s *sessionScope) SaveState(_ context.Context, name string, v app.Saved) error {
+	if s.save == nil {
+		return fmt.Errorf("mcpgrain: session %s cannot save state here: %w", s.r.id, app.ErrRetry)
+	}
+	if v.Version < math.MinInt32 || v.Version > math.MaxInt32 {
+		return fmt.Errorf("mcpgrain: state %q: version %d out of range", name, v.Version)
+	}
+	value := append([]byte(nil), v.Value...)
+	if err := s.save(name, &pb.AppState{Version: int32(v.Version), Value: value}); err != nil {
+		return fmt.Errorf("mcpgrain: session %s: save state %q: %w (%w)", s.r.id, name, app.ErrRetry, err)
+	}
+	s.mu.Lock()
+	s.saved[name] = app.Saved{Version: v.Version, Value: value}
+	s.mu.Unlock()
+	return nil
 }
 
 // bindScope is the shared server's receiving middleware that binds every

@@ -16,7 +16,19 @@ import (
 // being created, the machine commits the creation itself: record, expiry
 // reminder, ownership, one transaction).
 func (s *session) saveState(ctx context.Context, g grain.Context, m *stateMsg) error {
-	return s.step(ctx, g, event{kind: evStateReported, stale: m.h != s.hooks || s.rt == nil, found: s.rec != nil, ended: s.ended, state: m.state})
+	return s.step(ctx, g, event{kind: evStateReported, stale: m.h != s.hooks || s.rt == nil, found: s.rec != nil, ended: s.ended,
+		state: m.state, name: m.name, app: m.app})
+}
+
+// saveAppState writes an application state value into the record
+// (actSaveState with app), fenced by the activation's epoch.
+func (s *session) saveAppState(ctx context.Context, g grain.Context, name string, v *pb.AppState) error {
+	rec := proto.Clone(s.rec).(*pb.SessionRecord)
+	if rec.AppState == nil {
+		rec.AppState = map[string]*pb.AppState{}
+	}
+	rec.AppState[name] = v
+	return s.commit(ctx, g, rec, store.Writes{})
 }
 
 // saveRuntimeState writes the runtime's state into the record

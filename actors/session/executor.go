@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -137,8 +138,14 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actCommitCreate:
 		return s.commitCreating(ctx, g, a.state)
 	case actSaveState:
+		if a.app != nil {
+			return s.saveAppState(ctx, g, a.name, a.app)
+		}
 		return s.saveRuntimeState(ctx, g, a.state)
 	case actRefuseState:
+		if a.label != "" {
+			return errors.New(a.label)
+		}
 		return errRuntimeClosed
 	case actDeleteGrain:
 		if err := g.Delete(ctx); err != nil {
@@ -187,6 +194,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	rec := s.record()
 	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
+		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
 		UntrimmedEventBytes: rec.GetUntrimmedEventBytes()})
 	if err != nil {
 		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // What a runtime's goroutines report to its session grain: lease hooks
 // (paused executions) and new runtime state. Both arrive as local messages
 // of the activation; the lease hooks become the lifecycle machine's
 // evLease events (executor.go), the state is stored by saveState
-// (exchange.go).
+// (exchange.go), as are the application's state values.
 
 // hooks is the LeaseHooks handed to one runtime; it forwards to the actor
 // and goes quiet once that runtime is disposed.
@@ -51,9 +53,12 @@ func (h *hooks) Settled(execID string) { h.send(&leaseMsg{kind: LeaseSettled, ex
 
 // stateMsg carries new runtime state from the runtime to the grain, which
 // answers on done once the state is stored.
+// With app set it carries an application state value named name instead.
 type stateMsg struct {
 	h     *hooks
 	state []byte
+	name  string
+	app   *pb.AppState
 	done  chan error
 }
 
@@ -65,7 +70,17 @@ var errRuntimeClosed = errors.New("session: runtime closed")
 
 // StateChanged implements BuildInput.StateChanged.
 func (h *hooks) StateChanged(state []byte) error {
-	m := &stateMsg{h: h, state: append([]byte(nil), state...), done: make(chan error, 1)}
+	return h.report(&stateMsg{h: h, state: append([]byte(nil), state...), done: make(chan error, 1)})
+}
+
+// AppStateChanged implements BuildInput.AppStateChanged.
+func (h *hooks) AppStateChanged(name string, s *pb.AppState) error {
+	v := &pb.AppState{Version: s.GetVersion(), Value: append([]byte(nil), s.GetValue()...)}
+	return h.report(&stateMsg{h: h, name: name, app: v, done: make(chan error, 1)})
+}
+
+// report sends m to the grain and waits until it is stored (or refused).
+func (h *hooks) report(m *stateMsg) error {
 	select {
 	case <-h.closed:
 		return errRuntimeClosed

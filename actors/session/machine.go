@@ -125,8 +125,9 @@ const (
 	// evCreate: a SessionCreate asks to create the session (found,
 	// noPrincipal as for evExchange).
 	evCreate
-	// evStateReported: the runtime reported its state (stale: a runtime
-	// already disposed reported it; found, ended: as for evExchange).
+	// evStateReported: the runtime reported its state, or with app an
+	// application state value named name (stale: a runtime already
+	// disposed reported it; found, ended: as for evExchange).
 	evStateReported
 	// evCreated: the session's creation was committed.
 	evCreated
@@ -168,6 +169,9 @@ type event struct {
 	// evExchange, evCreate, evStateReported (direct: evCreateFailed)
 	create, found, owner, noPrincipal, standalone, direct bool
 	state                                                 []byte // evStateReported: the runtime's state
+	// evStateReported: an application state value named name instead
+	name string
+	app  *pb.AppState
 
 	persisted, endedAt time.Time // evExpiry
 }
@@ -247,9 +251,12 @@ const (
 	// runtime's state: ownership, record and expiry reminder, one
 	// transaction (reporting evCreated).
 	actCommitCreate
-	// actSaveState writes the runtime's state into the record.
+	// actSaveState writes the runtime's state, or with app the
+	// application state value name, into the record.
 	actSaveState
-	// actRefuseState refuses a runtime's state (its runtime is closed).
+	// actRefuseState refuses a runtime's state or application state value
+	// (label: why; its runtime is closed, or the session is not created
+	// yet or ended).
 	actRefuseState
 	// actUnpark ends every parked stream cleanly (the client reconnects
 	// to the live runtime, or learns the session is gone).
@@ -270,6 +277,8 @@ type action struct {
 	status   pb.SessionReply_Status // actAnswer
 	restored bool                   // actServe
 	state    []byte                 // actCommitCreate, actSaveState
+	name     string                 // actSaveState: the application state's name
+	app      *pb.AppState           // actSaveState: an application state value (not the runtime's)
 }
 
 // lease is a paused execution the runtime reported.

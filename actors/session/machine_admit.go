@@ -90,6 +90,10 @@ func (m *machine) create(e event, serve bool) {
 // ownership: one transaction); for a live session, its record; for a
 // closed runtime (stale) or a session gone or ended, nothing (refused).
 func (m *machine) stateReported(e event) {
+	if e.app != nil {
+		m.appStateReported(e)
+		return
+	}
 	switch {
 	case e.stale:
 		m.emit(action{kind: actRefuseState})
@@ -99,6 +103,23 @@ func (m *machine) stateReported(e event) {
 		m.emit(action{kind: actRefuseState})
 	default:
 		m.emit(action{kind: actSaveState, state: e.state})
+	}
+}
+
+// appStateReported decides about an application state value: saved into
+// the record of a live session by its current runtime, refused otherwise
+// (a session being created has no record to save it with yet: its
+// handshake is not done, so no tool ran).
+func (m *machine) appStateReported(e event) {
+	switch {
+	case e.stale:
+		m.emit(action{kind: actRefuseState, label: errRuntimeClosed.Error()})
+	case m.creating:
+		m.emit(action{kind: actRefuseState, label: "session: the session is not created yet"})
+	case !e.found || e.ended:
+		m.emit(action{kind: actRefuseState, label: "session: the session ended"})
+	default:
+		m.emit(action{kind: actSaveState, name: e.name, app: e.app})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 var mt0 = time.UnixMilli(2_000_000_000_000)
@@ -74,6 +75,9 @@ func show(acts []action) string {
 			s = fmt.Sprintf("commit-create:%s", a.state)
 		case actSaveState:
 			s = fmt.Sprintf("save-state:%s", a.state)
+			if a.app != nil {
+				s = fmt.Sprintf("save-app:%s@%d:%s", a.name, a.app.GetVersion(), a.app.GetValue())
+			}
 		case actRefuseState:
 			s = "refuse-state"
 		case actUnpark:
@@ -123,6 +127,9 @@ func stream(parked int) event {
 }
 func reported(state string) event {
 	return event{kind: evStateReported, found: true, state: []byte(state)}
+}
+func reportedApp(name, value string) event {
+	return event{kind: evStateReported, found: true, name: name, app: &pb.AppState{Version: 1, Value: []byte(value)}}
 }
 func turnDone(parked int) event  { return event{kind: evTurnDone, parkedLeft: parked} }
 func retire(reason string) event { return event{kind: evDispose, reason: reason, retire: true} }
@@ -358,6 +365,18 @@ func TestMachine(t *testing.T) {
 		{name: "a state reported by a disposed runtime, or of a session gone or ended, is refused",
 			steps: []mstep{built1, {event{kind: evStateReported, stale: true, found: true}, "refuse-state"},
 				{event{kind: evStateReported}, "refuse-state"}, {event{kind: evStateReported, found: true, ended: true}, "refuse-state"}},
+			resident: true},
+		{name: "an application state value of a live session is saved into the record, the runtime state untouched",
+			steps: []mstep{built1, {reportedApp("notes", `["a"]`), "save-app:notes@1:[\"a\"]"}, {reported("s1"), "save-state:s1"},
+				{reportedApp("notes", `[]`), "save-app:notes@1:[]"}},
+			resident: true},
+		{name: "an application state value of a disposed runtime, a session being created, gone or ended is refused",
+			steps: []mstep{{event{kind: evCreate}, "begin-create build"}, built1, {reportedApp("n", "1"), "refuse-state"},
+				{reported("s"), "commit-create:s"}, {event{kind: evCreated}, ""},
+				{func() event { e := reportedApp("n", "1"); e.stale = true; return e }(), "refuse-state"},
+				{func() event { e := reportedApp("n", "1"); e.found = false; return e }(), "refuse-state"},
+				{func() event { e := reportedApp("n", "1"); e.ended = true; return e }(), "refuse-state"},
+				{reportedApp("n", "2"), "save-app:n@1:2"}},
 			resident: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -116,6 +116,15 @@ type BuildInput struct {
 	// first state of a new session: once the session is created). Safe to
 	// call from any goroutine; after the runtime was closed it fails.
 	StateChanged func(state []byte) error
+	// AppState is the application's saved state values by name (the SDK's
+	// mcpgrain.State), from the record. The runtime must not modify them.
+	AppState map[string]*pb.AppState
+	// AppStateChanged stores the application state value name in the
+	// session record, fenced by the owner's epoch like the runtime state,
+	// and returns once it is stored. A refused (runtime closed, session
+	// not created yet or ended), fenced or failed save stores nothing and
+	// returns an error. Safe to call from any goroutine.
+	AppStateChanged func(name string, s *pb.AppState) error
 	// UntrimmedEventBytes is what the session's earlier runtimes stored in
 	// its event log since it was last trimmed (from the record; see
 	// [Runtime.UntrimmedEventBytes]).

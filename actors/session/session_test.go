@@ -44,11 +44,12 @@ type fakeRuntime struct {
 	hooks                    session.LeaseHooks
 	mu                       sync.Mutex
 	resolved                 map[string]*pb.ApprovalDecision
-	durable                  map[string]bool // durable pauses (restored at build from env.restored)
-	resumeStarted            chan string     // if set, told when a forwarded resume starts
-	resumeGate               chan struct{}   // if set, a forwarded resume waits for it
-	builtUntrimmed           int64           // BuildInput.UntrimmedEventBytes
-	untrimmed                atomic.Int64    // what UntrimmedEventBytes reports
+	durable                  map[string]bool    // durable pauses (restored at build from env.restored)
+	resumeStarted            chan string        // if set, told when a forwarded resume starts
+	resumeGate               chan struct{}      // if set, a forwarded resume waits for it
+	builtUntrimmed           int64              // BuildInput.UntrimmedEventBytes
+	untrimmed                atomic.Int64       // what UntrimmedEventBytes reports
+	in                       session.BuildInput // what it was built from
 }
 
 func (r *fakeRuntime) UntrimmedEventBytes() int64 { return r.untrimmed.Load() }
@@ -226,7 +227,7 @@ func (e *env) build(ctx context.Context, in session.BuildInput) (session.Runtime
 		return nil, errors.New("boom")
 	}
 	rt := &fakeRuntime{id: in.SessionID, hooks: in.Leases, closing: make(chan struct{}), closeGate: e.closeGate, resolved: map[string]*pb.ApprovalDecision{},
-		durable: map[string]bool{}, builtUntrimmed: in.UntrimmedEventBytes}
+		durable: map[string]bool{}, builtUntrimmed: in.UntrimmedEventBytes, in: in}
 	e.mu.Lock()
 	for _, id := range e.restored[in.SessionID] {
 		rt.durable[id] = true
@@ -388,5 +389,65 @@ func TestUntrimmedEventBytesCarryOverToTheNextRuntime(t *testing.T) {
 		if got := e.rt("s").builtUntrimmed; got != n {
 			t.Fatalf("restore %d: built with %d untrimmed bytes, want %d", i, got, n)
 		}
+	}
+}
+
+// An application state value saved through the runtime's hook is in the
+// record once the hook returns, and the next runtime is built with it; a
+// hook of a disposed runtime saves nothing and fails.
+func TestAppStateIsSavedWithTheRecordAndRestored(t *testing.T) {
+	e := newEnv(t, 8, alarm.DefaultPolicy())
+	e.create("s")
+	first := e.rt("s").in
+	if err := first.AppStateChanged("notes", &pb.AppState{Version: 2, Value: []byte(`["a"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := e.st.Load(context.Background(), grain.Key(session.KindName, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec pb.SessionRecord
+	if err := proto.Unmarshal(o.Record, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if v := rec.GetAppState()["notes"]; v.GetVersion() != 2 || string(v.GetValue()) != `["a"]` || rec.GetPrincipal().GetUser() == "" {
+		t.Fatalf("record after the save: %v", &rec)
+	}
+	if r := e.do("s", &pb.RequestCapEviction{}).(*pb.CapEvictionReply); !r.GetEvicted() {
+		t.Fatal("not evicted")
+	}
+	if err := first.AppStateChanged("notes", &pb.AppState{Version: 2, Value: []byte(`[]`)}); err == nil {
+		t.Fatal("a disposed runtime's save succeeded")
+	}
+	if r := e.access("s", alice); r.GetStatus() != pb.SessionReply_STATUS_OK {
+		t.Fatalf("restore: %v", r.GetStatus())
+	}
+	if v := e.rt("s").in.AppState["notes"]; string(v.GetValue()) != `["a"]` {
+		t.Fatalf("the next runtime was built with %v, want the saved value", v)
+	}
+}
+
+// A save by an activation that lost its ownership (another node acquired
+// the grain: a newer epoch) is fenced: it fails and stores nothing.
+func TestAppStateSaveIsFencedByTheEpoch(t *testing.T) {
+	e := newEnv(t, 8, alarm.DefaultPolicy())
+	e.create("s")
+	key := grain.Key(session.KindName, "s")
+	if _, err := e.st.Acquire(context.Background(), key, "another-node"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt("s").in.AppStateChanged("notes", &pb.AppState{Version: 1, Value: []byte(`["lost"]`)}); err == nil {
+		t.Fatal("a save of a fenced activation succeeded")
+	}
+	o, err := e.st.Load(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec pb.SessionRecord
+	if err := proto.Unmarshal(o.Record, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.GetAppState()) != 0 {
+		t.Fatalf("a fenced save stored %v", rec.GetAppState())
 	}
 }

@@ -75,6 +75,9 @@ type Options struct {
 	// GRPC gives every node a gRPC listener (the ApprovalService) at
 	// Node.GRPC; otherwise gRPC is disabled.
 	GRPC bool
+	// Binary is the node program to run: an SDK program's binary (its
+	// `node` command takes mcpgrain's flags). "": the mcpgrain binary.
+	Binary string
 }
 
 // Cluster is a running test cluster.
@@ -157,7 +160,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.ConsulTTL == 0 {
 		opts.ConsulTTL = 2 * time.Second
 	}
-	c := &Cluster{t: t, opts: opts, bin: Binary(t), dir: t.TempDir()}
+	c := &Cluster{t: t, opts: opts, bin: opts.Binary, dir: t.TempDir()}
+	if c.bin == "" {
+		c.bin = Binary(t)
+	}
 	if opts.SQLite {
 		c.DSN = "sqlite:" + filepath.Join(c.dir, "mcpgrain.db")
 	} else {
