@@ -83,7 +83,7 @@ func (x SessionReply_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionReply_Status.Descriptor instead.
 func (SessionReply_Status) EnumDescriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7, 0}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8, 0}
 }
 
 // Principal is an authenticated caller: who, in which organization, with
@@ -178,8 +178,13 @@ type SessionRecord struct {
 	// quarter of the budget was written across restores, not on every
 	// disposal.
 	UntrimmedEventBytes int64 `protobuf:"varint,7,opt,name=untrimmed_event_bytes,json=untrimmedEventBytes,proto3" json:"untrimmed_event_bytes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The SDK's durable schedules (mcpgrain.ScheduleAt) by key: each has a
+	// durable reminder "sdk/<key>" of the session grain; the entry holds what
+	// the reminder row cannot (the callback's name, its payload, the attempts
+	// made). An entry goes once its callback returned nil, or was given up.
+	Schedules     map[string]*SdkSchedule `protobuf:"bytes,9,rep,name=schedules,proto3" json:"schedules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -261,6 +266,96 @@ func (x *SessionRecord) GetUntrimmedEventBytes() int64 {
 	return 0
 }
 
+func (x *SessionRecord) GetSchedules() map[string]*SdkSchedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// SdkSchedule is one durable schedule of a session (the SDK's ScheduleAt).
+type SdkSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The callback's name, as the program's server registered it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When it is due (Unix ms).
+	DueAtMs int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	// The callback's payload (JSON, at most 16 KiB).
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Attempts started so far (the callback's attempt number is attempt + 1
+	// when it starts).
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When it was scheduled (Unix ms).
+	CreatedAtMs   int64 `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SdkSchedule) Reset() {
+	*x = SdkSchedule{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SdkSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SdkSchedule) ProtoMessage() {}
+
+func (x *SdkSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SdkSchedule.ProtoReflect.Descriptor instead.
+func (*SdkSchedule) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SdkSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SdkSchedule) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+func (x *SdkSchedule) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *SdkSchedule) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *SdkSchedule) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
 // Tombstone marks an ended session.
 type Tombstone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -274,7 +369,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +381,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +394,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Tombstone) GetReason() string {
@@ -334,7 +429,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +441,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +454,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApprovalDecision) GetAction() string {
@@ -404,7 +499,7 @@ type SessionCreate struct {
 
 func (x *SessionCreate) Reset() {
 	*x = SessionCreate{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +511,7 @@ func (x *SessionCreate) String() string {
 func (*SessionCreate) ProtoMessage() {}
 
 func (x *SessionCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +524,7 @@ func (x *SessionCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCreate.ProtoReflect.Descriptor instead.
 func (*SessionCreate) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionCreate) GetPrincipal() *Principal {
@@ -459,7 +554,7 @@ type SessionAccess struct {
 
 func (x *SessionAccess) Reset() {
 	*x = SessionAccess{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +566,7 @@ func (x *SessionAccess) String() string {
 func (*SessionAccess) ProtoMessage() {}
 
 func (x *SessionAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +579,7 @@ func (x *SessionAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAccess.ProtoReflect.Descriptor instead.
 func (*SessionAccess) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionAccess) GetPrincipal() *Principal {
@@ -505,7 +600,7 @@ type SessionDelete struct {
 
 func (x *SessionDelete) Reset() {
 	*x = SessionDelete{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +612,7 @@ func (x *SessionDelete) String() string {
 func (*SessionDelete) ProtoMessage() {}
 
 func (x *SessionDelete) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +625,7 @@ func (x *SessionDelete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionDelete.ProtoReflect.Descriptor instead.
 func (*SessionDelete) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionDelete) GetPrincipal() *Principal {
@@ -557,7 +652,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +664,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +677,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionReply) GetStatus() SessionReply_Status {
@@ -625,7 +720,7 @@ type RequestCapEviction struct {
 
 func (x *RequestCapEviction) Reset() {
 	*x = RequestCapEviction{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +732,7 @@ func (x *RequestCapEviction) String() string {
 func (*RequestCapEviction) ProtoMessage() {}
 
 func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +745,7 @@ func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestCapEviction.ProtoReflect.Descriptor instead.
 func (*RequestCapEviction) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 // CapEvictionReply answers RequestCapEviction.
@@ -664,7 +759,7 @@ type CapEvictionReply struct {
 
 func (x *CapEvictionReply) Reset() {
 	*x = CapEvictionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +771,7 @@ func (x *CapEvictionReply) String() string {
 func (*CapEvictionReply) ProtoMessage() {}
 
 func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +784,7 @@ func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapEvictionReply.ProtoReflect.Descriptor instead.
 func (*CapEvictionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CapEvictionReply) GetEvicted() bool {
@@ -709,7 +804,7 @@ type SessionInspect struct {
 
 func (x *SessionInspect) Reset() {
 	*x = SessionInspect{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +816,7 @@ func (x *SessionInspect) String() string {
 func (*SessionInspect) ProtoMessage() {}
 
 func (x *SessionInspect) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +829,7 @@ func (x *SessionInspect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInspect.ProtoReflect.Descriptor instead.
 func (*SessionInspect) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 // SessionSnapshot describes a session's lifecycle state.
@@ -766,7 +861,7 @@ type SessionSnapshot struct {
 
 func (x *SessionSnapshot) Reset() {
 	*x = SessionSnapshot{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +873,7 @@ func (x *SessionSnapshot) String() string {
 func (*SessionSnapshot) ProtoMessage() {}
 
 func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +886,7 @@ func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
 func (*SessionSnapshot) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionSnapshot) GetExists() bool {
@@ -872,7 +967,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\xc8\x03\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\xe9\x04\n" +
 	"\rSessionRecord\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12(\n" +
@@ -880,10 +975,20 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\rruntime_state\x18\x04 \x01(\fR\fruntimeState\x124\n" +
 	"\ttombstone\x18\x05 \x01(\v2\x16.mcpgrain.v1.TombstoneR\ttombstone\x12G\n" +
 	"\tdecisions\x18\x06 \x03(\v2).mcpgrain.v1.SessionRecord.DecisionsEntryR\tdecisions\x122\n" +
-	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x1a[\n" +
+	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x12G\n" +
+	"\tschedules\x18\t \x03(\v2).mcpgrain.v1.SessionRecord.SchedulesEntryR\tschedules\x1a[\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
-	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\"8\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\x1aV\n" +
+	"\x0eSchedulesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\"\x97\x01\n" +
+	"\vSdkSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12\"\n" +
+	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\"8\n" +
 	"\tTombstone\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\x90\x01\n" +
@@ -941,37 +1046,41 @@ func file_mcpgrain_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpgrain_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(SessionReply_Status)(0),   // 0: mcpgrain.v1.SessionReply.Status
 	(*Principal)(nil),          // 1: mcpgrain.v1.Principal
 	(*SessionRecord)(nil),      // 2: mcpgrain.v1.SessionRecord
-	(*Tombstone)(nil),          // 3: mcpgrain.v1.Tombstone
-	(*ApprovalDecision)(nil),   // 4: mcpgrain.v1.ApprovalDecision
-	(*SessionCreate)(nil),      // 5: mcpgrain.v1.SessionCreate
-	(*SessionAccess)(nil),      // 6: mcpgrain.v1.SessionAccess
-	(*SessionDelete)(nil),      // 7: mcpgrain.v1.SessionDelete
-	(*SessionReply)(nil),       // 8: mcpgrain.v1.SessionReply
-	(*RequestCapEviction)(nil), // 9: mcpgrain.v1.RequestCapEviction
-	(*CapEvictionReply)(nil),   // 10: mcpgrain.v1.CapEvictionReply
-	(*SessionInspect)(nil),     // 11: mcpgrain.v1.SessionInspect
-	(*SessionSnapshot)(nil),    // 12: mcpgrain.v1.SessionSnapshot
-	nil,                        // 13: mcpgrain.v1.SessionRecord.DecisionsEntry
+	(*SdkSchedule)(nil),        // 3: mcpgrain.v1.SdkSchedule
+	(*Tombstone)(nil),          // 4: mcpgrain.v1.Tombstone
+	(*ApprovalDecision)(nil),   // 5: mcpgrain.v1.ApprovalDecision
+	(*SessionCreate)(nil),      // 6: mcpgrain.v1.SessionCreate
+	(*SessionAccess)(nil),      // 7: mcpgrain.v1.SessionAccess
+	(*SessionDelete)(nil),      // 8: mcpgrain.v1.SessionDelete
+	(*SessionReply)(nil),       // 9: mcpgrain.v1.SessionReply
+	(*RequestCapEviction)(nil), // 10: mcpgrain.v1.RequestCapEviction
+	(*CapEvictionReply)(nil),   // 11: mcpgrain.v1.CapEvictionReply
+	(*SessionInspect)(nil),     // 12: mcpgrain.v1.SessionInspect
+	(*SessionSnapshot)(nil),    // 13: mcpgrain.v1.SessionSnapshot
+	nil,                        // 14: mcpgrain.v1.SessionRecord.DecisionsEntry
+	nil,                        // 15: mcpgrain.v1.SessionRecord.SchedulesEntry
 }
 var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 0: mcpgrain.v1.SessionRecord.principal:type_name -> mcpgrain.v1.Principal
-	3,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
-	13, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
-	1,  // 3: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 4: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 5: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
-	0,  // 6: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
-	4,  // 7: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
+	14, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
+	15, // 3: mcpgrain.v1.SessionRecord.schedules:type_name -> mcpgrain.v1.SessionRecord.SchedulesEntry
+	1,  // 4: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 5: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 6: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
+	0,  // 7: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
+	5,  // 8: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
+	3,  // 9: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_session_proto_init() }
@@ -985,7 +1094,7 @@ func file_mcpgrain_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_session_proto_rawDesc), len(file_mcpgrain_v1_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
