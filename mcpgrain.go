@@ -59,6 +59,10 @@ type Server struct {
 	// (code mode), "demo", "conformance". Nil: yours only. The operator
 	// can still choose with --tools (e.g. --tools hello,code).
 	With []string
+	// Schedules are the server's schedule callbacks by name: a handler
+	// schedules one on its session with [ScheduleAt], and it runs when it
+	// is due, at least once. Nil: none.
+	Schedules map[string]ScheduleFunc
 }
 
 // Pack is a named set of MCP features a node can serve. It is the
@@ -81,10 +85,32 @@ func (s Server) Pack() (Pack, error) {
 		return Pack{}, fmt.Errorf("mcpgrain: Server %q has no Register", s.Name)
 	}
 	p := toolpacks.NewPack(s.Name, s.Register)
+	if len(s.Schedules) > 0 {
+		var err error
+		if p, err = s.schedulesPack(); err != nil {
+			return Pack{}, err
+		}
+	}
 	if err := toolpacks.ValidateWith(s.With, []Pack{p}); err != nil {
 		return Pack{}, fmt.Errorf("mcpgrain: Server %q: %w", s.Name, err)
 	}
 	return p, nil
+}
+
+// schedulesPack is s as a pack whose handlers carry its schedule
+// callbacks.
+func (s Server) schedulesPack() (Pack, error) {
+	fs := map[string]ScheduleFunc{}
+	for name, f := range s.Schedules {
+		if name == "" || f == nil {
+			return Pack{}, fmt.Errorf("mcpgrain: Server %q: a schedule callback needs a name and a function", s.Name)
+		}
+		fs[name] = f
+	}
+	setup := func(toolpacks.Env) (toolpacks.Handlers, func(*mcp.Server) func()) {
+		return toolpacks.Handlers{Schedules: fs}, func(srv *mcp.Server) func() { s.Register(srv); return nil }
+	}
+	return Pack{Name: s.Name, Setup: setup}, nil
 }
 
 // program is the command-line program that runs s.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -113,4 +114,25 @@ func validKey(k string) bool {
 		}
 	}
 	return true
+}
+
+// servers holds the schedule callbacks of the live servers
+// ([BindSchedules]).
+var servers sync.Map // *mcp.Server -> map[string]ScheduleFunc
+
+// BindSchedules records the schedule callbacks of the packs on s (what
+// toolpacks.NewServer does for the server it builds), until unbind.
+func BindSchedules(s *mcp.Server, fs map[string]ScheduleFunc) (unbind func()) {
+	servers.Store(s, fs)
+	return func() { servers.Delete(s) }
+}
+
+// SchedulesOf returns the schedule callbacks bound to s, by name (nil:
+// none). The caller must not modify the map.
+func SchedulesOf(s *mcp.Server) map[string]ScheduleFunc {
+	v, ok := servers.Load(s)
+	if !ok {
+		return nil
+	}
+	return v.(map[string]ScheduleFunc)
 }

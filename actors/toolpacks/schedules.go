@@ -1,27 +1,15 @@
 package toolpacks
 
 import (
-	"sync"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
-// servers holds the merged schedule callbacks of every live server
-// NewServer built (until its closer runs), for SchedulesOf.
-var servers sync.Map // *mcp.Server -> map[string]app.ScheduleFunc
-
 // SchedulesOf returns the schedule callbacks of the packs NewServer
 // registered on s, by name (nil: none, or s was not built by NewServer or
 // is closed). The caller must not modify the map.
-func SchedulesOf(s *mcp.Server) map[string]app.ScheduleFunc {
-	v, ok := servers.Load(s)
-	if !ok {
-		return nil
-	}
-	return v.(map[string]app.ScheduleFunc)
-}
+func SchedulesOf(s *mcp.Server) map[string]app.ScheduleFunc { return app.SchedulesOf(s) }
 
 // mergeSchedules adds a pack's callbacks; a name two packs register is a
 // conflict.

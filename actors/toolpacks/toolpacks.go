@@ -289,7 +289,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if err != nil {
 		return nil, nil, err
 	}
-	servers.Store(server, m.schedules)
+	unbind := app.BindSchedules(server, m.schedules)
 	var stops []func()
 	for _, register := range registers {
 		if stop := register(server); stop != nil {
@@ -298,7 +298,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	}
 	closer := sync.OnceFunc(func() {
 		e.catalog.forget(server)
-		servers.Delete(server)
+		unbind()
 		for _, stop := range slices.Backward(stops) {
 			stop()
 		}
