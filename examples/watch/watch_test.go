@@ -274,8 +274,7 @@ func TestWatchFiresAfterRestart(t *testing.T) {
 	n := start(t, dir, "--data", data)
 	cs := connect(t, n.endpoint, nil)
 	key := call(t, cs, "remind_me", map[string]any{"after": "3s", "text": "after a restart"})
-	_ = cs.Close()
-	n.stop(t)
+	n.stop(t) // the client stays: closing it would end (DELETE) the session, and its schedules with it
 	if _, err := os.Stat(filepath.Join(dir, key+".json")); err == nil {
 		t.Fatal("the reminder fired before the node stopped: the test proves nothing")
 	}
@@ -284,3 +283,23 @@ func TestWatchFiresAfterRestart(t *testing.T) {
 		t.Fatalf("fired %+v", f)
 	}
 }
+
+// A session that ends (its client's DELETE) takes its pending reminders
+// with it: they never fire (a later reminder of another session does).
+func TestWatchEndedSessionCancelsItsReminders(t *testing.T) {
+	dir := t.TempDir()
+	n := start(t, dir)
+	ended := connect(t, n.endpoint, nil)
+	gone := call(t, ended, "remind_me", map[string]any{"after": "1s", "text": "never"})
+	if err := ended.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, n.endpoint, nil)
+	later := call(t, cs, "remind_me", map[string]any{"after": "2s", "text": "later"})
+	waitFired(t, dir, later, 60*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, gone+".json")); err == nil {
+		t.Fatal("a reminder of an ended session fired")
+	}
+}
+
+func toolParams(name string) *mcp.CallToolParams { return &mcp.CallToolParams{Name: name} }

@@ -72,6 +72,9 @@ type Options struct {
 	// Rewrite, when set, turns the Consul address and store DSN into ones
 	// the nodes can reach (e.g. proxies on a bridge address).
 	Rewrite func(consulAddr, dsn string) (string, string)
+	// Binary is the node program (e.g. an SDK example built by the test).
+	// "": the mcpgrain command ([Binary]).
+	Binary string
 	// GRPC gives every node a gRPC listener (the ApprovalService) at
 	// Node.GRPC; otherwise gRPC is disabled.
 	GRPC bool
@@ -157,7 +160,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.ConsulTTL == 0 {
 		opts.ConsulTTL = 2 * time.Second
 	}
-	c := &Cluster{t: t, opts: opts, bin: Binary(t), dir: t.TempDir()}
+	c := &Cluster{t: t, opts: opts, bin: opts.Binary, dir: t.TempDir()}
+	if c.bin == "" {
+		c.bin = Binary(t)
+	}
 	if opts.SQLite {
 		c.DSN = "sqlite:" + filepath.Join(c.dir, "mcpgrain.db")
 	} else {
