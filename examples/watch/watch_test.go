@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -303,3 +304,23 @@ func TestWatchEndedSessionCancelsItsReminders(t *testing.T) {
 }
 
 func toolParams(name string) *mcp.CallToolParams { return &mcp.CallToolParams{Name: name} }
+
+// A session holds at most 100 pending reminders: the next is refused with
+// a clear error, and cancelling one makes room again.
+func TestWatchBoundsPendingReminders(t *testing.T) {
+	n := start(t, t.TempDir())
+	cs := connect(t, n.endpoint, nil)
+	for i := range 100 {
+		call(t, cs, "remind_me", map[string]any{"after": "1h", "text": "later", "key": fmt.Sprintf("k%d", i)})
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "remind_me", Arguments: map[string]any{"after": "1h", "text": "one too many"}})
+	if err != nil || !res.IsError || !strings.Contains(mcpclient.Text(res), "too many pending schedules") {
+		t.Fatalf("the 101st reminder: %v %s, want a tool error saying too many", err, mcpclient.Text(res))
+	}
+	call(t, cs, "remind_me", map[string]any{"after": "1h", "text": "again", "key": "k7"}) // pending: idempotent, not refused
+	call(t, cs, "cancel_reminder", map[string]any{"key": "k7"})
+	call(t, cs, "remind_me", map[string]any{"after": "1h", "text": "room again"})
+	if got := pending(t, cs); len(got) != 100 {
+		t.Fatalf("%d pending, want 100", len(got))
+	}
+}
