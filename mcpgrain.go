@@ -12,11 +12,16 @@
 // eras (stateful sessions, and the sessionless 2026-07-28 era), on
 // whichever node a request reaches.
 //
-// What exists today is the entry point ([Server], [Main], [Run]);
-// durable per-session state, server-minted handles, schedules and asking
-// a human from a handler are designed in docs/sdk.md and come next. Until
-// then, keep what a session does keyed by the request's session and
-// expect it to be lost when the session hibernates.
+// What exists today is the entry point ([Server], [Main], [Run]) and
+// durable schedules: a handler schedules a callback of the server on its
+// session ([ScheduleAt], [CancelSchedule], [Schedules]; the callbacks are
+// [Server].Schedules), which runs when it is due, at least once, on
+// whichever node owns the session then — after the session hibernated,
+// the node restarted or died (examples/watch). Durable per-session state,
+// server-minted handles and asking a human from a handler are designed in
+// docs/sdk.md and come next. Until then, keep what a session does keyed by
+// the request's session and expect Go memory to be lost when the session
+// hibernates.
 package mcpgrain
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,6 +241,8 @@ func TestWatchRemindsAConnectedClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, cancelled+".json")); err == nil {
 		t.Fatal("a cancelled reminder fired")
 	}
+	waitMetric(t, n, `outcome="completed"`, "2")
+	waitMetric(t, n, `outcome="failed"`, "2")
 	if got := pending(t, cs); len(got) != 0 {
 		t.Fatalf("pending after they fired: %v", got)
 	}
@@ -322,5 +325,28 @@ func TestWatchBoundsPendingReminders(t *testing.T) {
 	call(t, cs, "remind_me", map[string]any{"after": "1h", "text": "room again"})
 	if got := pending(t, cs); len(got) != 100 {
 		t.Fatalf("%d pending, want 100", len(got))
+	}
+}
+
+// waitMetric polls the node's /metrics until mcpgrain_sdk_schedules_total
+// with label has value.
+func waitMetric(t *testing.T, n *node, label, value string) {
+	t.Helper()
+	url := strings.TrimSuffix(n.endpoint, "/mcp") + "/metrics"
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if strings.HasPrefix(line, "mcpgrain_sdk_schedules_total{") && strings.Contains(line, label) && strings.HasSuffix(line, " "+value) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcpgrain_sdk_schedules_total{%s} is not %s within 60s", label, value)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
