@@ -11,6 +11,8 @@
 // file per schedule key, written once however many times the callback
 // runs: its idempotency) and logs it to the session's client, if that is
 // connected and asked for logs (logging/setLevel).
+//
+//lint:file-ignore SA1019 logging reaches 2025-11-25 clients (SEP-2577 deprecates it in 2026-07-28, still served); docs/sdk.md §3.
 package main
 
 import (
