@@ -191,9 +191,14 @@ func (s *session) onScheduleFired(ctx context.Context, g grain.Context, key stri
 
 // runSchedule carries out actRunSchedule: the attempt counted and the
 // reminder moved to the lease (one transaction), then the callback started
-// on its own goroutine. A failed write fails the reminder's delivery (it
-// fires again).
+// on its own goroutine. A failed write, or a runtime still closing (the
+// machine asked for a rebuild), fails the reminder's delivery: it fires
+// again at the next scan.
 func (s *session) runSchedule(ctx context.Context, g grain.Context, a action) error {
+	if s.rt == nil { // its runtime is closing: the reminder fires again at the next scan
+		_ = s.step(ctx, g, event{kind: evScheduleDone, exec: a.exec})
+		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "session runtime is closing; the schedule runs at the next scan"}
+	}
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	e := rec.GetSchedules()[a.exec]
 	e.Attempts++
