@@ -83,7 +83,7 @@ func (x SessionReply_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionReply_Status.Descriptor instead.
 func (SessionReply_Status) EnumDescriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8, 0}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7, 0}
 }
 
 // Principal is an authenticated caller: who, in which organization, with
@@ -273,89 +273,6 @@ func (x *SessionRecord) GetSchedules() map[string]*SdkSchedule {
 	return nil
 }
 
-// SdkSchedule is one durable schedule of a session (the SDK's ScheduleAt).
-type SdkSchedule struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The callback's name, as the program's server registered it.
-	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// When it is due (Unix ms).
-	DueAtMs int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
-	// The callback's payload (JSON, at most 16 KiB).
-	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
-	// Attempts started so far (the callback's attempt number is attempt + 1
-	// when it starts).
-	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	// When it was scheduled (Unix ms).
-	CreatedAtMs   int64 `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SdkSchedule) Reset() {
-	*x = SdkSchedule{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SdkSchedule) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SdkSchedule) ProtoMessage() {}
-
-func (x *SdkSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SdkSchedule.ProtoReflect.Descriptor instead.
-func (*SdkSchedule) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *SdkSchedule) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *SdkSchedule) GetDueAtMs() int64 {
-	if x != nil {
-		return x.DueAtMs
-	}
-	return 0
-}
-
-func (x *SdkSchedule) GetPayload() []byte {
-	if x != nil {
-		return x.Payload
-	}
-	return nil
-}
-
-func (x *SdkSchedule) GetAttempts() int32 {
-	if x != nil {
-		return x.Attempts
-	}
-	return 0
-}
-
-func (x *SdkSchedule) GetCreatedAtMs() int64 {
-	if x != nil {
-		return x.CreatedAtMs
-	}
-	return 0
-}
-
 // Tombstone marks an ended session.
 type Tombstone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -369,7 +286,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +298,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +311,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Tombstone) GetReason() string {
@@ -429,7 +346,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +358,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +371,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApprovalDecision) GetAction() string {
@@ -499,7 +416,7 @@ type SessionCreate struct {
 
 func (x *SessionCreate) Reset() {
 	*x = SessionCreate{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +428,7 @@ func (x *SessionCreate) String() string {
 func (*SessionCreate) ProtoMessage() {}
 
 func (x *SessionCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +441,7 @@ func (x *SessionCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCreate.ProtoReflect.Descriptor instead.
 func (*SessionCreate) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SessionCreate) GetPrincipal() *Principal {
@@ -554,7 +471,7 @@ type SessionAccess struct {
 
 func (x *SessionAccess) Reset() {
 	*x = SessionAccess{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +483,7 @@ func (x *SessionAccess) String() string {
 func (*SessionAccess) ProtoMessage() {}
 
 func (x *SessionAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +496,7 @@ func (x *SessionAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAccess.ProtoReflect.Descriptor instead.
 func (*SessionAccess) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionAccess) GetPrincipal() *Principal {
@@ -600,7 +517,7 @@ type SessionDelete struct {
 
 func (x *SessionDelete) Reset() {
 	*x = SessionDelete{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +529,7 @@ func (x *SessionDelete) String() string {
 func (*SessionDelete) ProtoMessage() {}
 
 func (x *SessionDelete) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +542,7 @@ func (x *SessionDelete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionDelete.ProtoReflect.Descriptor instead.
 func (*SessionDelete) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionDelete) GetPrincipal() *Principal {
@@ -652,7 +569,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +581,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +594,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionReply) GetStatus() SessionReply_Status {
@@ -720,7 +637,7 @@ type RequestCapEviction struct {
 
 func (x *RequestCapEviction) Reset() {
 	*x = RequestCapEviction{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +649,7 @@ func (x *RequestCapEviction) String() string {
 func (*RequestCapEviction) ProtoMessage() {}
 
 func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +662,7 @@ func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestCapEviction.ProtoReflect.Descriptor instead.
 func (*RequestCapEviction) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 // CapEvictionReply answers RequestCapEviction.
@@ -759,7 +676,7 @@ type CapEvictionReply struct {
 
 func (x *CapEvictionReply) Reset() {
 	*x = CapEvictionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +688,7 @@ func (x *CapEvictionReply) String() string {
 func (*CapEvictionReply) ProtoMessage() {}
 
 func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +701,7 @@ func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapEvictionReply.ProtoReflect.Descriptor instead.
 func (*CapEvictionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CapEvictionReply) GetEvicted() bool {
@@ -804,7 +721,7 @@ type SessionInspect struct {
 
 func (x *SessionInspect) Reset() {
 	*x = SessionInspect{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +733,7 @@ func (x *SessionInspect) String() string {
 func (*SessionInspect) ProtoMessage() {}
 
 func (x *SessionInspect) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +746,7 @@ func (x *SessionInspect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInspect.ProtoReflect.Descriptor instead.
 func (*SessionInspect) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 // SessionSnapshot describes a session's lifecycle state.
@@ -861,7 +778,7 @@ type SessionSnapshot struct {
 
 func (x *SessionSnapshot) Reset() {
 	*x = SessionSnapshot{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +790,7 @@ func (x *SessionSnapshot) String() string {
 func (*SessionSnapshot) ProtoMessage() {}
 
 func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +803,7 @@ func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
 func (*SessionSnapshot) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionSnapshot) GetExists() bool {
@@ -959,6 +876,89 @@ func (x *SessionSnapshot) GetNode() string {
 	return ""
 }
 
+// SdkSchedule is one durable schedule of a session (the SDK's ScheduleAt).
+type SdkSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The callback's name, as the program's server registered it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When it is due (Unix ms).
+	DueAtMs int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	// The callback's payload (JSON, at most 16 KiB).
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Runs of the callback started so far, the running one included (its
+	// ScheduleCall.Attempt).
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When it was scheduled (Unix ms).
+	CreatedAtMs   int64 `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SdkSchedule) Reset() {
+	*x = SdkSchedule{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SdkSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SdkSchedule) ProtoMessage() {}
+
+func (x *SdkSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SdkSchedule.ProtoReflect.Descriptor instead.
+func (*SdkSchedule) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SdkSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SdkSchedule) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+func (x *SdkSchedule) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *SdkSchedule) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *SdkSchedule) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
 var File_mcpgrain_v1_session_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_session_proto_rawDesc = "" +
@@ -982,13 +982,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\x1aV\n" +
 	"\x0eSchedulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\"\x97\x01\n" +
-	"\vSdkSchedule\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1a\n" +
-	"\battempts\x18\x04 \x01(\x05R\battempts\x12\"\n" +
-	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\"8\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\"8\n" +
 	"\tTombstone\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\x90\x01\n" +
@@ -1031,7 +1025,13 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x10last_activity_ms\x18\b \x01(\x03R\x0elastActivityMs\x12\x1c\n" +
 	"\treminders\x18\t \x03(\tR\treminders\x12\x12\n" +
 	"\x04node\x18\n" +
-	" \x01(\tR\x04nodeB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	" \x01(\tR\x04node\"\x97\x01\n" +
+	"\vSdkSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12\"\n" +
+	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMsB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_session_proto_rawDescOnce sync.Once
@@ -1051,31 +1051,31 @@ var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(SessionReply_Status)(0),   // 0: mcpgrain.v1.SessionReply.Status
 	(*Principal)(nil),          // 1: mcpgrain.v1.Principal
 	(*SessionRecord)(nil),      // 2: mcpgrain.v1.SessionRecord
-	(*SdkSchedule)(nil),        // 3: mcpgrain.v1.SdkSchedule
-	(*Tombstone)(nil),          // 4: mcpgrain.v1.Tombstone
-	(*ApprovalDecision)(nil),   // 5: mcpgrain.v1.ApprovalDecision
-	(*SessionCreate)(nil),      // 6: mcpgrain.v1.SessionCreate
-	(*SessionAccess)(nil),      // 7: mcpgrain.v1.SessionAccess
-	(*SessionDelete)(nil),      // 8: mcpgrain.v1.SessionDelete
-	(*SessionReply)(nil),       // 9: mcpgrain.v1.SessionReply
-	(*RequestCapEviction)(nil), // 10: mcpgrain.v1.RequestCapEviction
-	(*CapEvictionReply)(nil),   // 11: mcpgrain.v1.CapEvictionReply
-	(*SessionInspect)(nil),     // 12: mcpgrain.v1.SessionInspect
-	(*SessionSnapshot)(nil),    // 13: mcpgrain.v1.SessionSnapshot
+	(*Tombstone)(nil),          // 3: mcpgrain.v1.Tombstone
+	(*ApprovalDecision)(nil),   // 4: mcpgrain.v1.ApprovalDecision
+	(*SessionCreate)(nil),      // 5: mcpgrain.v1.SessionCreate
+	(*SessionAccess)(nil),      // 6: mcpgrain.v1.SessionAccess
+	(*SessionDelete)(nil),      // 7: mcpgrain.v1.SessionDelete
+	(*SessionReply)(nil),       // 8: mcpgrain.v1.SessionReply
+	(*RequestCapEviction)(nil), // 9: mcpgrain.v1.RequestCapEviction
+	(*CapEvictionReply)(nil),   // 10: mcpgrain.v1.CapEvictionReply
+	(*SessionInspect)(nil),     // 11: mcpgrain.v1.SessionInspect
+	(*SessionSnapshot)(nil),    // 12: mcpgrain.v1.SessionSnapshot
+	(*SdkSchedule)(nil),        // 13: mcpgrain.v1.SdkSchedule
 	nil,                        // 14: mcpgrain.v1.SessionRecord.DecisionsEntry
 	nil,                        // 15: mcpgrain.v1.SessionRecord.SchedulesEntry
 }
 var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 0: mcpgrain.v1.SessionRecord.principal:type_name -> mcpgrain.v1.Principal
-	4,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
+	3,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
 	14, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
 	15, // 3: mcpgrain.v1.SessionRecord.schedules:type_name -> mcpgrain.v1.SessionRecord.SchedulesEntry
 	1,  // 4: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
 	1,  // 5: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
 	1,  // 6: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
 	0,  // 7: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
-	5,  // 8: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
-	3,  // 9: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	4,  // 8: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
+	13, // 9: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
