@@ -24,6 +24,12 @@
 // elicitation in a stateful session; in 2026-07-28 the handler returns
 // Elicit's [ErrInputRequired] and the client's retry runs it again with
 // the answer.
+//
+// A handler schedules a callback of the server on its session
+// ([ScheduleAt], [CancelSchedule], [Schedules]; the callbacks are
+// [Server].Schedules), which runs when it is due, at least once, on
+// whichever node owns the session then — after the session hibernated,
+// the node restarted or died (examples/watch).
 package mcpgrain
 
 import (
@@ -66,6 +72,10 @@ type Server struct {
 	// (code mode), "demo", "conformance". Nil: yours only. The operator
 	// can still choose with --tools (e.g. --tools hello,code).
 	With []string
+	// Schedules are the server's schedule callbacks by name: a handler
+	// schedules one on its session with [ScheduleAt], and it runs when it
+	// is due, at least once. Nil: none.
+	Schedules map[string]ScheduleFunc
 }
 
 // Pack is a named set of MCP features a node can serve. It is the
@@ -88,10 +98,32 @@ func (s Server) Pack() (Pack, error) {
 		return Pack{}, fmt.Errorf("mcpgrain: Server %q has no Register", s.Name)
 	}
 	p := toolpacks.NewPack(s.Name, s.Register)
+	if len(s.Schedules) > 0 {
+		var err error
+		if p, err = s.schedulesPack(); err != nil {
+			return Pack{}, err
+		}
+	}
 	if err := toolpacks.ValidateWith(s.With, []Pack{p}); err != nil {
 		return Pack{}, fmt.Errorf("mcpgrain: Server %q: %w", s.Name, err)
 	}
 	return p, nil
+}
+
+// schedulesPack is s as a pack whose handlers carry its schedule
+// callbacks.
+func (s Server) schedulesPack() (Pack, error) {
+	fs := map[string]ScheduleFunc{}
+	for name, f := range s.Schedules {
+		if name == "" || f == nil {
+			return Pack{}, fmt.Errorf("mcpgrain: Server %q: a schedule callback needs a name and a function", s.Name)
+		}
+		fs[name] = f
+	}
+	setup := func(toolpacks.Env) (toolpacks.Handlers, func(*mcp.Server) func()) {
+		return toolpacks.Handlers{Schedules: fs}, func(srv *mcp.Server) func() { s.Register(srv); return nil }
+	}
+	return Pack{Name: s.Name, Setup: setup}, nil
 }
 
 // program is the command-line program that runs s.

@@ -11,10 +11,11 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
-// ErrNoScope is returned by a state call made outside a stateful session:
-// a sessionless (2026-07-28) request, a task's run, or a context that did
-// not come from a handler's request. (Server-minted handles, which give
-// sessionless requests state, are not built yet.)
+// ErrNoScope is returned by an SDK call (state, schedules) made outside a
+// request or schedule callback bound to a stateful session: a sessionless
+// (2026-07-28) request, a task's run, or a context that did not come from
+// a handler. (Server-minted handles, which give sessionless requests
+// state, are not built yet.)
 var ErrNoScope = app.ErrNoScope
 
 // ErrRetry marks a save that stored nothing because the session moved to

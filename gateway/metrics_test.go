@@ -159,6 +159,8 @@ func TestMetricsMoveWithTheEventsTheyCount(t *testing.T) {
 		"mcpgrain_grain_request_retries_total":      "cluster TestStoreConnectionLostMidRequest",
 		"mcpgrain_grain_deactivations_total":        "cluster TestRemindersFireExactlyOnceAcrossProcesses",
 		"mcpgrain_reminder_delivery_failures_total": "cluster/reminders TestFailedDeliveryIsRetriedAtNextScan",
+		// A series per outcome once an SDK schedule's callback ran: no schedule here.
+		"mcpgrain_sdk_schedules_total": "examples/watch TestWatchRemindsAConnectedClient",
 		// One series per upstream MCP source: this node has none.
 		"mcpgrain_tool_source_connected": "internal/cli TestUpstreamDownAtStartIsConnectedLater",
 	}

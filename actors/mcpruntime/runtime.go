@@ -55,6 +55,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
@@ -243,7 +244,8 @@ type Runtime struct {
 	persist func([]byte) error
 	log     *slog.Logger
 
-	code      *codeRuntime // nil without code mode
+	code      *codeRuntime  // nil without code mode
+	sched     app.Scheduler // the session's schedules (nil: none)
 	scope     *sessionScope
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
@@ -264,6 +266,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	cfg := b.cfg
 	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
 	r.scope = newSessionScope(r, in)
+	r.sched = in.Schedules // scope_schedule.go
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {

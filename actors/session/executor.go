@@ -147,6 +147,12 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 			return errors.New(a.label)
 		}
 		return errRuntimeClosed
+	case actRunSchedule:
+		return s.runSchedule(ctx, g, a)
+	case actLeaseSchedule, actRetrySchedule:
+		s.moveSchedule(ctx, g, a)
+	case actCompleteSchedule:
+		s.completeSchedule(ctx, g, a)
 	case actDeleteGrain:
 		if err := g.Delete(ctx); err != nil {
 			return fmt.Errorf("session %s: delete the tombstone: %w", s.id, err)
@@ -195,7 +201,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
 		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
-		UntrimmedEventBytes: rec.GetUntrimmedEventBytes()})
+		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk})
 	if err != nil {
 		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}

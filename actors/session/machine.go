@@ -140,6 +140,13 @@ const (
 	// evTurnDone: the activation's turn (a request, a reminder, the idle
 	// alarm) is over; parkedLeft: the streams parked.
 	evTurnDone
+	// evScheduleFired: the reminder of schedule exec fired at now (gone:
+	// no such session, or it ended; known: the record has the schedule).
+	evScheduleFired
+	// evScheduleDone: the callback of schedule exec ended at now (failed:
+	// with an error; attempt: its run's number; known as for
+	// evScheduleFired).
+	evScheduleDone
 )
 
 // event is one input of the machine.
@@ -172,6 +179,8 @@ type event struct {
 	// evStateReported: an application state value named name instead
 	name string
 	app  *pb.AppState
+	failed                                                bool   // evScheduleDone
+	attempt                                               int    // evScheduleDone
 
 	persisted, endedAt time.Time // evExpiry
 }
@@ -261,6 +270,18 @@ const (
 	// actUnpark ends every parked stream cleanly (the client reconnects
 	// to the live runtime, or learns the session is gone).
 	actUnpark
+	// actRunSchedule moves schedule exec's reminder to at (its lease),
+	// counts the attempt, and starts its callback (reporting
+	// evScheduleDone).
+	actRunSchedule
+	// actLeaseSchedule moves schedule exec's reminder to at (its callback
+	// still runs).
+	actLeaseSchedule
+	// actRetrySchedule moves schedule exec's reminder to at (a retry).
+	actRetrySchedule
+	// actCompleteSchedule removes schedule exec (entry and reminder, one
+	// transaction); label: completed or dropped.
+	actCompleteSchedule
 )
 
 // action is one output of the machine.
@@ -306,8 +327,11 @@ type machine struct {
 	// disposing the runtime before it does would leave an acknowledged
 	// decision waiting for the next activation.
 	handedOver map[string]bool
-	idleGen    uint64
-	idleArmed  bool
+	// running holds the schedules whose callback runs: they pin the
+	// runtime as running executions do.
+	running   map[string]bool
+	idleGen   uint64
+	idleArmed bool
 	// out holds the actions decided and not yet carried out (the
 	// executor's queue, from its pool; nil: a new one is made).
 	out []action
@@ -328,6 +352,7 @@ func (m *machine) step(e event) []action {
 	case evBuilt:
 		m.built(e)
 	case evBuildFailed:
+		clear(m.running) // nothing runs without a runtime
 		m.buildFailed()
 	case evLease:
 		m.onLease(e)
@@ -376,6 +401,10 @@ func (m *machine) step(e event) []action {
 		m.turnDone(e)
 	case evDelete:
 		m.deleteAsked(e)
+	case evScheduleFired:
+		m.scheduleFired(e)
+	case evScheduleDone:
+		m.scheduleDone(e)
 	case evDeactivate:
 		m.emit(action{kind: actUnpark})
 		switch {
@@ -501,7 +530,7 @@ func (m *machine) idle(e event) {
 	m.idleArmed = false
 	in := e.input
 	in.Paused += m.pendingLeases()
-	in.Running += len(m.handedOver)
+	in.Running += len(m.handedOver) + len(m.running)
 	d := m.cfg.Policy.Decide(in)
 	switch d.Outcome {
 	case alarm.IdleWithinTimeout:
@@ -531,6 +560,7 @@ func (m *machine) dispose(reason string, retire bool) {
 	}
 	m.resident, m.disposing, m.idleArmed = false, true, false
 	clear(m.handedOver)
+	clear(m.running) // their ends complete or retry by the record
 	keepDurable := reason != DisposeDelete && reason != DisposeExpired
 	var drop []string
 	for id, l := range m.leases {
@@ -614,7 +644,7 @@ func (m *machine) pins() (leases, decided int) {
 			leases++
 		}
 	}
-	return leases, len(m.handedOver)
+	return leases, len(m.handedOver) + len(m.running)
 }
 
 // leaseIDs lists the leased executions, sorted.

@@ -82,6 +82,14 @@ func show(acts []action) string {
 			s = "refuse-state"
 		case actUnpark:
 			s = "unpark"
+		case actRunSchedule:
+			s = fmt.Sprintf("run-schedule:%s+%s", a.exec, a.at.Sub(mt0))
+		case actLeaseSchedule:
+			s = fmt.Sprintf("lease-schedule:%s+%s", a.exec, a.at.Sub(mt0))
+		case actRetrySchedule:
+			s = fmt.Sprintf("retry-schedule:%s+%s", a.exec, a.at.Sub(mt0))
+		case actCompleteSchedule:
+			s = fmt.Sprintf("complete-schedule:%s:%s", a.exec, a.label)
 		default:
 			s = fmt.Sprintf("?%d", a.kind)
 		}

@@ -12,6 +12,7 @@ type metrics struct {
 	approvals   *prometheus.CounterVec
 	evictReqs   *prometheus.CounterVec
 	idleAlarms  prometheus.Counter
+	schedules   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 			Name: "mcpgrain_cap_eviction_requests_total",
 			Help: "RequestCapEviction messages sent to least-recently-active sessions, by result (evicted, declined, failed).",
 		}, []string{"result"}),
+		schedules: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgrain_sdk_schedules_total",
+			Help: "Runs of the SDK's schedule callbacks, by outcome: completed, failed (retried with backoff), dropped (failed its last attempt).",
+		}, []string{"outcome"}),
 	}
 	counts := func(f func(c countsView) float64) func() float64 {
 		return func() float64 { return f(h.counts()) }
@@ -52,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, h *Host) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs, m.idleAlarms,
+	reg.MustRegister(m.disposals, m.overflow, m.activations, m.restore, m.approvals, m.evictReqs, m.idleAlarms, m.schedules,
 		gauge("mcpgrain_resident_runtimes", "Session runtimes resident on this node (executor: mcp.isolate.resident_runtimes).", counts(func(c countsView) float64 { return float64(c.Resident) })),
 		gauge("mcpgrain_resident_soft_cap", "The residency soft cap in force: fixed (--resident-soft-cap) or derived from the memory budget.", counts(func(c countsView) float64 { return float64(c.SoftCap) })),
 		gauge("mcpgrain_resident_memory_budget_bytes", "The memory budget of resident session runtimes (--resident-memory; 0: the soft cap is fixed).", func() float64 { return float64(h.cfg.Memory.Budget) }),

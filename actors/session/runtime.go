@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpgrain/mcpgrain/actors/app"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -129,6 +130,18 @@ type BuildInput struct {
 	// its event log since it was last trimmed (from the record; see
 	// [Runtime.UntrimmedEventBytes]).
 	UntrimmedEventBytes int64
+	// Schedules stores the session's durable schedules (the SDK's
+	// ScheduleAt; safe to call from any goroutine; after the runtime was
+	// closed it fails).
+	Schedules app.Scheduler
+}
+
+// ScheduleRunner is implemented by a runtime that runs the SDK's schedule
+// callbacks: the session calls RunSchedule, outside its turn, when a
+// schedule is due (the runtime built first if the session hibernated). A
+// nil error completes the schedule; an error retries it with backoff.
+type ScheduleRunner interface {
+	RunSchedule(ctx context.Context, c app.ScheduleCall) error
 }
 
 // LeaseHooks are executor's PausedExecutionHooks: the runtime reports

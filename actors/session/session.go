@@ -236,6 +236,7 @@ func (s *session) admitRequest(ctx context.Context, g grain.Context, e event, ad
 func (s *session) end(ctx context.Context, g grain.Context, why, reason string) error {
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	rec.Tombstone = &pb.Tombstone{Reason: why, AtMs: s.now().UnixMilli()}
+	rec.Schedules = nil // their reminders go with the others below
 	rec.LastActivityMs = s.last.UnixMilli()
 	b, err := proto.Marshal(rec)
 	if err != nil {
@@ -375,6 +376,8 @@ func (s *session) OnReminder(ctx context.Context, g grain.Context, f *pb.Reminde
 		return s.onExpiry(ctx, g)
 	case strings.HasPrefix(name, reminderApproval):
 		return s.onApprovalDeadline(ctx, g, strings.TrimPrefix(name, reminderApproval))
+	case strings.HasPrefix(name, ReminderSchedulePrefix):
+		return s.onScheduleFired(ctx, g, strings.TrimPrefix(name, ReminderSchedulePrefix))
 	}
 	return nil
 }
@@ -404,6 +407,10 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		s.onIdle(ctx, g, m.gen)
 	case *leaseMsg:
 		s.onLease(ctx, g, m)
+	case *scheduleMsg:
+		m.done <- s.onScheduleMsg(ctx, g, m)
+	case *scheduleDoneMsg:
+		s.onScheduleDone(ctx, g, m)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 )
 
@@ -55,5 +56,38 @@ func TestOwnPacksAreKnownBesideTheBuiltins(t *testing.T) {
 	}
 	if _, _, err := toolpacks.NewServer(testImpl, []string{"hello"}, toolpacks.Options{}); err == nil || !strings.Contains(err.Error(), `"hello"`) {
 		t.Fatalf("NewServer without the pack known: %v, want unknown hello", err)
+	}
+}
+
+// Packs register schedule callbacks through their Handlers: NewServer
+// binds the merged callbacks to the server it builds (SchedulesOf) until
+// it is closed, and two packs registering one name is a conflict.
+func TestPacksRegisterScheduleCallbacks(t *testing.T) {
+	noop := func(context.Context, app.ScheduleCall) error { return nil }
+	withSchedules := func(name string, callbacks ...string) toolpacks.Pack {
+		fs := map[string]app.ScheduleFunc{}
+		for _, c := range callbacks {
+			fs[c] = noop
+		}
+		return toolpacks.Pack{Name: name, Setup: func(toolpacks.Env) (toolpacks.Handlers, func(*mcp.Server) func()) {
+			return toolpacks.Handlers{Schedules: fs}, func(*mcp.Server) func() { return nil }
+		}}
+	}
+	packs := []toolpacks.Pack{withSchedules("one", "a", "b"), withSchedules("two", "c")}
+	srv, closeSrv, err := toolpacks.NewServer(&mcp.Implementation{Name: "t"}, []string{"one", "two"}, toolpacks.Options{Packs: packs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toolpacks.SchedulesOf(srv); len(got) != 3 || got["a"] == nil || got["c"] == nil {
+		t.Fatalf("SchedulesOf: %v, want a, b, c", got)
+	}
+	closeSrv()
+	if got := toolpacks.SchedulesOf(srv); got != nil {
+		t.Fatalf("SchedulesOf a closed server: %v", got)
+	}
+	packs = append(packs, withSchedules("three", "a"))
+	_, _, err = toolpacks.NewServer(&mcp.Implementation{Name: "t"}, []string{"one", "three"}, toolpacks.Options{Packs: packs})
+	if err == nil || !strings.Contains(err.Error(), "schedule a") {
+		t.Fatalf("two packs with callback a: %v, want a conflict", err)
 	}
 }

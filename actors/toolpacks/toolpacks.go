@@ -205,6 +205,11 @@ type Handlers struct {
 	CompletionHandler           func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
 	SubscribeHandler            func(context.Context, *mcp.SubscribeRequest) error
 	UnsubscribeHandler          func(context.Context, *mcp.UnsubscribeRequest) error
+	// Schedules are the pack's durable callbacks by name (the SDK's
+	// schedules, docs/sdk.md §3): a session's handler schedules one by
+	// name, and the session runs it when it is due ([SchedulesOf]). Two
+	// packs registering the same name is a conflict.
+	Schedules map[string]app.ScheduleFunc
 }
 
 // registry is every built-in pack, in Names order.
@@ -285,6 +290,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if err != nil {
 		return nil, nil, err
 	}
+	unbind := app.BindSchedules(server, m.schedules)
 	var stops []func()
 	for _, register := range registers {
 		if stop := register(server); stop != nil {
@@ -293,6 +299,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	}
 	closer := sync.OnceFunc(func() {
 		e.catalog.forget(server)
+		unbind()
 		for _, stop := range slices.Backward(stops) {
 			stop()
 		}
@@ -318,9 +325,11 @@ func newMCPServer(impl *mcp.Implementation, so *mcp.ServerOptions) (s *mcp.Serve
 // merger folds the packs' handlers into server options, refusing to let two
 // sources set the same handler.
 type merger struct {
-	opts   *mcp.ServerOptions
-	owners map[string]string // handler field -> who set it
-	errs   []error
+	// schedules are the packs' callbacks, merged.
+	schedules map[string]app.ScheduleFunc
+	opts      *mcp.ServerOptions
+	owners    map[string]string // handler field -> who set it
+	errs      []error
 }
 
 const baseOwner = "Options.ServerOptions"
@@ -348,6 +357,7 @@ func (m *merger) merge(packName string, h Handlers) {
 	m.claim(packName, "CompletionHandler", h.CompletionHandler != nil, func() { o.CompletionHandler = h.CompletionHandler })
 	m.claim(packName, "SubscribeHandler", h.SubscribeHandler != nil, func() { o.SubscribeHandler = h.SubscribeHandler })
 	m.claim(packName, "UnsubscribeHandler", h.UnsubscribeHandler != nil, func() { o.UnsubscribeHandler = h.UnsubscribeHandler })
+	m.mergeSchedules(packName, h.Schedules)
 }
 
 func (m *merger) claim(packName, field string, set bool, assign func()) {

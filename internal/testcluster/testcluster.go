@@ -72,12 +72,13 @@ type Options struct {
 	// Rewrite, when set, turns the Consul address and store DSN into ones
 	// the nodes can reach (e.g. proxies on a bridge address).
 	Rewrite func(consulAddr, dsn string) (string, string)
+	// Binary is the node program: an SDK program's binary built by the
+	// test (its `node` command takes mcpgrain's flags). "": the mcpgrain
+	// command ([Binary]).
+	Binary string
 	// GRPC gives every node a gRPC listener (the ApprovalService) at
 	// Node.GRPC; otherwise gRPC is disabled.
 	GRPC bool
-	// Binary is the node program to run: an SDK program's binary (its
-	// `node` command takes mcpgrain's flags). "": the mcpgrain binary.
-	Binary string
 }
 
 // Cluster is a running test cluster.

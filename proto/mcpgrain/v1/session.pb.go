@@ -181,7 +181,12 @@ type SessionRecord struct {
 	// The application's durable state (the SDK's mcpgrain.State values) by
 	// state name, saved with the session's lifecycle by the owner's fenced
 	// commit; the next activation, on any node, starts from it.
-	AppState      map[string]*AppState `protobuf:"bytes,8,rep,name=app_state,json=appState,proto3" json:"app_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AppState map[string]*AppState `protobuf:"bytes,8,rep,name=app_state,json=appState,proto3" json:"app_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The SDK's durable schedules (mcpgrain.ScheduleAt) by key: each has a
+	// durable reminder "sdk/<key>" of the session grain; the entry holds what
+	// the reminder row cannot (the callback's name, its payload, the attempts
+	// made). An entry goes once its callback returned nil, or was given up.
+	Schedules     map[string]*SdkSchedule `protobuf:"bytes,9,rep,name=schedules,proto3" json:"schedules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +273,13 @@ func (x *SessionRecord) GetUntrimmedEventBytes() int64 {
 func (x *SessionRecord) GetAppState() map[string]*AppState {
 	if x != nil {
 		return x.AppState
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetSchedules() map[string]*SdkSchedule {
+	if x != nil {
+		return x.Schedules
 	}
 	return nil
 }
@@ -931,6 +943,89 @@ func (x *SessionSnapshot) GetNode() string {
 	return ""
 }
 
+// SdkSchedule is one durable schedule of a session (the SDK's ScheduleAt).
+type SdkSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The callback's name, as the program's server registered it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When it is due (Unix ms).
+	DueAtMs int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	// The callback's payload (JSON, at most 16 KiB).
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Runs of the callback started so far, the running one included (its
+	// ScheduleCall.Attempt).
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When it was scheduled (Unix ms).
+	CreatedAtMs   int64 `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SdkSchedule) Reset() {
+	*x = SdkSchedule{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SdkSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SdkSchedule) ProtoMessage() {}
+
+func (x *SdkSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SdkSchedule.ProtoReflect.Descriptor instead.
+func (*SdkSchedule) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SdkSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SdkSchedule) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+func (x *SdkSchedule) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *SdkSchedule) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *SdkSchedule) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
 var File_mcpgrain_v1_session_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_session_proto_rawDesc = "" +
@@ -939,7 +1034,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\xe3\x04\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\x84\x06\n" +
 	"\rSessionRecord\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12(\n" +
@@ -948,13 +1043,17 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\ttombstone\x18\x05 \x01(\v2\x16.mcpgrain.v1.TombstoneR\ttombstone\x12G\n" +
 	"\tdecisions\x18\x06 \x03(\v2).mcpgrain.v1.SessionRecord.DecisionsEntryR\tdecisions\x122\n" +
 	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x12E\n" +
-	"\tapp_state\x18\b \x03(\v2(.mcpgrain.v1.SessionRecord.AppStateEntryR\bappState\x1a[\n" +
+	"\tapp_state\x18\b \x03(\v2(.mcpgrain.v1.SessionRecord.AppStateEntryR\bappState\x12G\n" +
+	"\tschedules\x18\t \x03(\v2).mcpgrain.v1.SessionRecord.SchedulesEntryR\tschedules\x1a[\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
 	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\x1aR\n" +
 	"\rAppStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.mcpgrain.v1.AppStateR\x05value:\x028\x01\":\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.mcpgrain.v1.AppStateR\x05value:\x028\x01\x1aV\n" +
+	"\x0eSchedulesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\":\n" +
 	"\bAppState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"8\n" +
@@ -1000,7 +1099,13 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x10last_activity_ms\x18\b \x01(\x03R\x0elastActivityMs\x12\x1c\n" +
 	"\treminders\x18\t \x03(\tR\treminders\x12\x12\n" +
 	"\x04node\x18\n" +
-	" \x01(\tR\x04nodeB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	" \x01(\tR\x04node\"\x97\x01\n" +
+	"\vSdkSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12\"\n" +
+	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMsB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_session_proto_rawDescOnce sync.Once
@@ -1015,7 +1120,7 @@ func file_mcpgrain_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpgrain_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(SessionReply_Status)(0),   // 0: mcpgrain.v1.SessionReply.Status
 	(*Principal)(nil),          // 1: mcpgrain.v1.Principal
@@ -1031,25 +1136,29 @@ var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(*CapEvictionReply)(nil),   // 11: mcpgrain.v1.CapEvictionReply
 	(*SessionInspect)(nil),     // 12: mcpgrain.v1.SessionInspect
 	(*SessionSnapshot)(nil),    // 13: mcpgrain.v1.SessionSnapshot
-	nil,                        // 14: mcpgrain.v1.SessionRecord.DecisionsEntry
-	nil,                        // 15: mcpgrain.v1.SessionRecord.AppStateEntry
+	(*SdkSchedule)(nil),        // 14: mcpgrain.v1.SdkSchedule
+	nil,                        // 15: mcpgrain.v1.SessionRecord.DecisionsEntry
+	nil,                        // 16: mcpgrain.v1.SessionRecord.AppStateEntry
+	nil,                        // 17: mcpgrain.v1.SessionRecord.SchedulesEntry
 }
 var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 0: mcpgrain.v1.SessionRecord.principal:type_name -> mcpgrain.v1.Principal
 	4,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
-	14, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
-	15, // 3: mcpgrain.v1.SessionRecord.app_state:type_name -> mcpgrain.v1.SessionRecord.AppStateEntry
-	1,  // 4: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 5: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 6: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
-	0,  // 7: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
-	5,  // 8: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
-	3,  // 9: mcpgrain.v1.SessionRecord.AppStateEntry.value:type_name -> mcpgrain.v1.AppState
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
+	16, // 3: mcpgrain.v1.SessionRecord.app_state:type_name -> mcpgrain.v1.SessionRecord.AppStateEntry
+	17, // 4: mcpgrain.v1.SessionRecord.schedules:type_name -> mcpgrain.v1.SessionRecord.SchedulesEntry
+	1,  // 5: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 6: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 7: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
+	0,  // 8: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
+	5,  // 9: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
+	3,  // 10: mcpgrain.v1.SessionRecord.AppStateEntry.value:type_name -> mcpgrain.v1.AppState
+	14, // 11: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_session_proto_init() }
@@ -1063,7 +1172,7 @@ func file_mcpgrain_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_session_proto_rawDesc), len(file_mcpgrain_v1_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
