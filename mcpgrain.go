@@ -44,6 +44,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/internal/cli"
 )
@@ -81,7 +82,27 @@ type Server struct {
 // Pack is a named set of MCP features a node can serve. It is the
 // mechanism of mcpgrain's built-in packs, and what [Server.Pack] turns a
 // Server into.
-type Pack = toolpacks.Pack
+type Pack = app.Pack
+
+// Env is what a [Pack]'s Setup gets from the node: its clock and its
+// catalog.
+type Env = app.Env
+
+// Handlers are the server-level handlers a [Pack]'s Setup may need in
+// the server options (completion, resource subscriptions, ...): at most
+// one pack may set each.
+type Handlers = app.Handlers
+
+// Clock is the node's clock ([Env].Clock): the system clock, or a fake
+// one in tests.
+type Clock = app.Clock
+
+// Timer is a function a [Clock] runs later.
+type Timer = app.Timer
+
+// Catalog is how a [Pack] changes the tools, prompts and resources of
+// every server of the cluster that has it, at run time ([Env].Catalog).
+type Catalog = app.Catalog
 
 // ErrUsage marks an error in the command line or the MCPGRAIN_*
 // environment; [Main] exits with status 2 for it.

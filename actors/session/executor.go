@@ -135,6 +135,17 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		s.endOldestParked()
 	case actUnpark:
 		s.unpark()
+	default:
+		return s.doRecord(ctx, g, a)
+	}
+	return nil
+}
+
+// doRecord carries out one action that writes the session's record or
+// runs what it holds (the runtime's and the application's state, the
+// SDK's schedules, the tombstone's deletion).
+func (s *session) doRecord(ctx context.Context, g grain.Context, a action) error {
+	switch a.kind {
 	case actCommitCreate:
 		return s.commitCreating(ctx, g, a.state)
 	case actSaveState:

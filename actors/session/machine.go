@@ -177,10 +177,10 @@ type event struct {
 	create, found, owner, noPrincipal, standalone, direct bool
 	state                                                 []byte // evStateReported: the runtime's state
 	// evStateReported: an application state value named name instead
-	name string
-	app  *pb.AppState
-	failed                                                bool   // evScheduleDone
-	attempt                                               int    // evScheduleDone
+	name    string
+	app     *pb.AppState
+	failed  bool // evScheduleDone
+	attempt int  // evScheduleDone
 
 	persisted, endedAt time.Time // evExpiry
 }

@@ -11,7 +11,7 @@ import (
 // Catalog keeps the catalogs (tools, prompts, resources) of a node's
 // shared servers equal to every other node's when they change at run
 // time. A pack does not change its server directly: it defines a named
-// change once ([Catalog.define]) and applies it by name ([Catalog.Apply]),
+// change once ([Catalog.Define]) and applies it by name ([Catalog.Apply]),
 // which runs it on every server of this node that has the pack and hands
 // the name to the broadcast, which asks the other nodes to do the same
 // ([Catalog.ApplyLocal]). Each server then announces the change to its own
@@ -42,9 +42,9 @@ func (c *Catalog) SetBroadcast(broadcast func(ctx context.Context, name string) 
 	c.broadcast = broadcast
 }
 
-// define binds the change name to one server (a pack calls it while it
-// registers on that server).
-func (c *Catalog) define(name string, s *mcp.Server, change func(*mcp.Server)) {
+// Define binds the change name to one server (a pack calls it while it
+// registers on that server, through its Env's Catalog).
+func (c *Catalog) Define(name string, s *mcp.Server, change func(*mcp.Server)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.changes[name] == nil {

@@ -3,6 +3,7 @@ package toolpacks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestCatalogChangeReachesEveryServerAndTheBroadcast(t *testing.T) {
 	catalog := toolpacks.NewCatalog()
 	broadcast := make(chan string, 1)
 	catalog.SetBroadcast(func(_ context.Context, name string) error { broadcast <- name; return nil })
-	changed := make(chan string, 4)
+	changed := make(chan string, 8)
 	watch := func(s *mcp.Server, who string) *mcp.ClientSession {
 		return connect(t, s, &mcp.ClientOptions{PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
 			changed <- who
@@ -38,9 +39,13 @@ func TestCatalogChangeReachesEveryServerAndTheBroadcast(t *testing.T) {
 	watch(b, "b")
 	wantText(t, callTool(t, watch(a, "a"), &mcp.CallToolParams{Name: "test_trigger_prompt_change"}),
 		"The prompt list changed: notifications/prompts/list_changed was sent.")
-	heard := map[string]bool{receive(t, changed, "a list change"): true, receive(t, changed, "a second list change"): true}
-	if !heard["a"] || !heard["b"] {
-		t.Fatalf("sessions that heard the change: %v, want a and b", heard)
+	// go-sdk debounces a server's list_changed notifications, but on a
+	// loaded machine the add and the remove may be announced apart: a
+	// session may hear the change twice. Both must hear it; receive fails
+	// the test if one never does.
+	heard := map[string]bool{}
+	for !heard["a"] || !heard["b"] {
+		heard[receive(t, changed, fmt.Sprintf("a list change (heard so far: %v)", heard))] = true
 	}
 	if name := receive(t, broadcast, "the broadcast"); name != "conformance/transient-prompt" {
 		t.Fatalf("broadcast %q", name)

@@ -12,10 +12,13 @@
 //     package (actors/toolpacks/demo), written on the public SDK API only.
 //   - "conformance": the server fixture that the official MCP conformance
 //     suite (@modelcontextprotocol/conformance) drives in its server
-//     scenarios, written from those scenarios' requirements (see
-//     conformance.go for its files and what is still missing).
+//     scenarios, written from those scenarios' requirements. It is its own
+//     package (actors/toolpacks/conformance), written on the public SDK
+//     API only; which of its tools run as tasks is [TaskSupport].
 //
-// A pack is a [Pack] value: the built-in ones are listed by [Builtin],
+// A pack is a [Pack] value (an alias of app.Pack, with its [Env] and
+// [Handlers], so that a pack written on the public API needs nothing of
+// this package): the built-in ones are listed by [Builtin],
 // and a program may know packs of its own ([Options].Packs, checked with
 // [ValidateWith]); the names given to [NewServer] select among both. The
 // public SDK (the module root package mcpgrain, docs/sdk.md) turns a

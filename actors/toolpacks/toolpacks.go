@@ -1,7 +1,6 @@
 package toolpacks
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks/conformance"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks/demo"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 )
@@ -67,23 +67,17 @@ type Options struct {
 	Packs []Pack
 }
 
-// Pack is a named set of MCP features a node can serve: the mechanism of
-// the built-in packs ([Builtin]) and of a program's own (the SDK's
-// mcpgrain.Server is one). A pack is set up once for every server a node
-// builds: the shared server of its sessions, the one of its sessionless
-// requests, one per task grain.
-type Pack struct {
-	// Name is the pack's name, as a --tools selection names it.
-	Name string
-	// Setup prepares the pack for one server. It returns the server-level
-	// handlers the pack needs in the server options (they must be known
-	// before the server is created) and the function that then adds the
-	// pack's tools, resources and prompts to the server; that function
-	// returns the one that stops the pack's background work for the server
-	// and waits for it (nil if none). Setup is nil only for the code pack,
-	// whose tools the session runtime registers (Options.CodeMode).
-	Setup func(e Env) (Handlers, func(s *mcp.Server) (stop func()))
-}
+// Pack is a named set of MCP features a node can serve (app.Pack, which
+// the root package exports as mcpgrain.Pack): the mechanism of the
+// built-in packs ([Builtin]) and of a program's own.
+type Pack = app.Pack
+
+// Env is what a pack's Setup gets from the node (app.Env).
+type Env = app.Env
+
+// Handlers are the mcp.ServerOptions handler fields a pack may set
+// (app.Handlers).
+type Handlers = app.Handlers
 
 // NewPack returns a pack that needs no server-level handlers and does no
 // background work: register adds its tools, resources and prompts to each
@@ -182,13 +176,6 @@ func NewServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	return newServer(impl, packs, opts)
 }
 
-// Env is what a pack's Setup gets from the node.
-type Env struct {
-	// Clock is the node's clock (never nil).
-	Clock   clock.Clock
-	catalog *Catalog
-}
-
 // plain is the setup of a pack that needs no server-level handlers.
 func plain(register func(s *mcp.Server, e Env) (stop func())) func(Env) (Handlers, func(*mcp.Server) func()) {
 	return func(e Env) (Handlers, func(*mcp.Server) func()) {
@@ -196,27 +183,11 @@ func plain(register func(s *mcp.Server, e Env) (stop func())) func(Env) (Handler
 	}
 }
 
-// Handlers are the mcp.ServerOptions handler fields a pack may set.
-// Each may be set by at most one source (a pack or Options.ServerOptions);
-// the fields mean what they mean there.
-type Handlers struct {
-	InitializedHandler          func(context.Context, *mcp.InitializedRequest)
-	ProgressNotificationHandler func(context.Context, *mcp.ProgressNotificationServerRequest)
-	CompletionHandler           func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
-	SubscribeHandler            func(context.Context, *mcp.SubscribeRequest) error
-	UnsubscribeHandler          func(context.Context, *mcp.UnsubscribeRequest) error
-	// Schedules are the pack's durable callbacks by name (the SDK's
-	// schedules, docs/sdk.md §3): a session's handler schedules one by
-	// name, and the session runs it when it is due ([SchedulesOf]). Two
-	// packs registering the same name is a conflict.
-	Schedules map[string]app.ScheduleFunc
-}
-
 // registry is every built-in pack, in Names order.
 var registry = []Pack{
 	{Name: Code},
 	{Name: Demo, Setup: plain(func(s *mcp.Server, e Env) func() { demo.Register(s, e.Clock.Now); return nil })},
-	{Name: Conformance, Setup: setupConformance},
+	{Name: Conformance, Setup: conformance.Setup},
 }
 
 // lookup finds the pack called name among the built-ins and extra.
@@ -253,12 +224,13 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if opts.Logger != nil {
 		so.Logger = opts.Logger
 	}
-	e := Env{Clock: opts.Clock, catalog: opts.Catalog}
+	catalog := opts.Catalog
+	if catalog == nil {
+		catalog = NewCatalog()
+	}
+	e := Env{Clock: opts.Clock, Catalog: catalog}
 	if e.Clock == nil {
 		e.Clock = clock.Real()
-	}
-	if e.catalog == nil {
-		e.catalog = NewCatalog()
 	}
 	m := merger{opts: &so, owners: map[string]string{}}
 	m.claimBase()
@@ -270,7 +242,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 			}
 			registers = append(registers, func(s *mcp.Server) func() {
 				opts.CodeMode(s)
-				e.catalog.define(CodeAPIChange, s, opts.CodeMode)
+				catalog.Define(CodeAPIChange, s, opts.CodeMode)
 				return nil
 			})
 			continue
@@ -298,7 +270,7 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 		}
 	}
 	closer := sync.OnceFunc(func() {
-		e.catalog.forget(server)
+		catalog.forget(server)
 		unbind()
 		for _, stop := range slices.Backward(stops) {
 			stop()

@@ -20,6 +20,23 @@ const sdkRuntime = module + "actors/app"
 // runtime package (actors/app), and every name it uses from there is one
 // the root package mcpgrain re-exports (a user calls it as mcpgrain.X).
 func TestDemoIsWrittenOnThePublicAPI(t *testing.T) {
+	checkPublicPack(t, "demo", "Elicit")
+}
+
+// The built-in conformance pack is written as the demo pack is: its
+// server-level handlers, clock, catalog changes and background work reach
+// the node through the public pack mechanism (Pack's Setup, Env,
+// Handlers), and it asks with Elicit.
+func TestConformanceIsWrittenOnThePublicAPI(t *testing.T) {
+	checkPublicPack(t, "conformance", "Elicit", "Env", "Handlers", "Clock", "Catalog")
+}
+
+// checkPublicPack fails unless the built-in pack actors/toolpacks/name
+// imports only what a user's pack may ([publicImport]) and uses from the
+// SDK's runtime package only names the root package re-exports, among
+// them each of mustUse (so that the check cannot pass vacuously).
+func checkPublicPack(t *testing.T, name string, mustUse ...string) {
+	t.Helper()
 	pkgs := list(t)
 	find := func(path string) listed {
 		i := slices.IndexFunc(pkgs, func(p listed) bool { return p.ImportPath == path })
@@ -28,19 +45,21 @@ func TestDemoIsWrittenOnThePublicAPI(t *testing.T) {
 		}
 		return pkgs[i]
 	}
-	demo, root := find(module+"actors/toolpacks/demo"), find(strings.TrimSuffix(module, "/"))
-	for _, imp := range demo.Imports {
+	pack, root := find(module+"actors/toolpacks/"+name), find(strings.TrimSuffix(module, "/"))
+	for _, imp := range pack.Imports {
 		if !publicImport(imp) {
-			t.Errorf("the demo pack imports %s: only the standard library, go-sdk, jsonschema-go and %s are a user's", imp, sdkRuntime)
+			t.Errorf("the %s pack imports %s: only the standard library, go-sdk, jsonschema-go and %s are a user's", name, imp, sdkRuntime)
 		}
 	}
-	used, exported := runtimeNames(t, demo), runtimeNames(t, root)
-	if len(used) == 0 {
-		t.Fatalf("the demo pack uses no SDK call (%s): is it still the one that asks with Elicit?", sdkRuntime)
+	used, exported := runtimeNames(t, pack), runtimeNames(t, root)
+	for _, want := range mustUse {
+		if !used[want] {
+			t.Errorf("the %s pack does not use %s.%s: is it still written on the SDK's pack mechanism and calls?", name, sdkRuntime, want)
+		}
 	}
-	for name := range used {
-		if !exported[name] {
-			t.Errorf("the demo pack uses %s.%s, which the root package does not re-export", sdkRuntime, name)
+	for n := range used {
+		if !exported[n] {
+			t.Errorf("the %s pack uses %s.%s, which the root package does not re-export", name, sdkRuntime, n)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"sync"

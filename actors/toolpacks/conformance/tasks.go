@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"context"
@@ -7,34 +7,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcpgrain/mcpgrain/actors/tasks"
 )
 
 // The tasks extension's fixtures (io.modelcontextprotocol/tasks, SEP-2663;
 // scenarios tasks-*). Each tool answers in its request like any tool: the
 // extension (actors/tasks) decides which call becomes a task, from the
-// tool's entry in [TaskSupport], and runs it on a task grain. A tool that
+// tool's entry in the node's task support table (toolpacks.TaskSupport), and runs it on a task grain. A tool that
 // needs input asks for it the 2026-07-28 way (inputRequests and a
 // requestState); as a task, that shows as the task's input_required, and
 // tasks/update brings the answers to the tool's next round.
-
-// taskSupport is the task support of the tools that have one: code
-// mode's execute (a long execution, or one that pauses for approval, is
-// best followed as a task) and the fixtures.
-var taskSupport = map[string]tasks.Support{
-	"execute":             {Mode: tasks.Optional},
-	"slow_compute":        {Mode: tasks.Optional},
-	"failing_job":         {Mode: tasks.Required},
-	"protocol_error_job":  {Mode: tasks.Optional},
-	"confirm_delete":      {Mode: tasks.Optional},
-	"multi_input":         {Mode: tasks.Optional},
-	"test_tool_with_task": {Mode: tasks.Required, AfterInput: true},
-}
-
-// TaskSupport is the task support of a tool of the packs (the conformance
-// fixtures'; other tools answer in their request).
-func TaskSupport(tool string) tasks.Support { return taskSupport[tool] }
 
 type greetInput struct {
 	Name string `json:"name" jsonschema:"who to greet"`

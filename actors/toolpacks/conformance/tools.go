@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"context"
@@ -241,7 +241,7 @@ func addHeaderTool(s *mcp.Server) {
 	})
 }
 
-// Names of the catalog changes the triggers apply (see [Catalog]).
+// Names of the catalog changes the triggers apply (see app.Catalog).
 const (
 	changeTransientTool   = "conformance/transient-tool"
 	changeTransientPrompt = "conformance/transient-prompt"
@@ -253,14 +253,14 @@ const (
 // every client that listens for the list's changes hears of it, whichever
 // node it is connected to.
 func (f *conformanceFixture) addListChangeTriggers(s *mcp.Server) {
-	f.catalog.define(changeTransientTool, s, func(s *mcp.Server) {
+	f.catalog.Define(changeTransientTool, s, func(s *mcp.Server) {
 		s.AddTool(&mcp.Tool{Name: "test_transient_tool", Description: "Exists only while test_trigger_tool_change runs.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return &mcp.CallToolResult{Content: text("transient")}, nil
 			})
 		s.RemoveTools("test_transient_tool")
 	})
-	f.catalog.define(changeTransientPrompt, s, func(s *mcp.Server) {
+	f.catalog.Define(changeTransientPrompt, s, func(s *mcp.Server) {
 		s.AddPrompt(&mcp.Prompt{Name: "test_transient_prompt", Description: "Exists only while test_trigger_prompt_change runs."},
 			func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "transient"}}}}, nil

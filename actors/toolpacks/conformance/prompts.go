@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // The prompts of scenarios prompts-* (and completion-complete); the
-// multi-round-trip prompt is in conformance_input_required.go.
+// multi-round-trip prompt is in input_required.go.
 func (f *conformanceFixture) addPrompts(s *mcp.Server) {
 	s.AddPrompt(&mcp.Prompt{
 		Name:        "test_simple_prompt",

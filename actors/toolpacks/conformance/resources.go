@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgrain/mcpgrain/cluster/clock"
+	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
 // The fixture's resources (scenarios resources-*, sep-2164-resource-not-found,
@@ -167,20 +167,20 @@ func (f *conformanceFixture) sessionEnded(_ *mcp.ServerSession, st *conformanceS
 // for it, armed only while there is a subscriber; each change is one
 // version more and one notification to every subscriber.
 type watchedResource struct {
-	clock    clock.Clock
+	clock    app.Clock
 	interval time.Duration
 	changed  func(context.Context) // notifies the subscribers
 
 	mu          sync.Mutex
 	version     int
 	subscribers int
-	timer       clock.Timer // armed while subscribers > 0
-	generation  int         // the armed timer's; a tick of an older one does nothing
+	timer       app.Timer // armed while subscribers > 0
+	generation  int       // the armed timer's; a tick of an older one does nothing
 	closed      bool
 	notifying   sync.WaitGroup // changes being announced
 }
 
-func newWatchedResource(c clock.Clock, interval time.Duration, changed func(context.Context)) *watchedResource {
+func newWatchedResource(c app.Clock, interval time.Duration, changed func(context.Context)) *watchedResource {
 	return &watchedResource{clock: c, interval: interval, changed: changed}
 }
 

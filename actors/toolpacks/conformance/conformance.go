@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"bytes"
@@ -11,44 +11,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
 
-// The conformance pack is the server side of the official MCP conformance
-// suite (@modelcontextprotocol/conformance, pinned in tools/conformance):
-// the tools, resources and prompts its server scenarios call by name, each
-// answering as the scenario's requirements say. It is written from those
-// requirements (each scenario's description in the suite) and from the
-// specification, not from another project's fixture.
-//
-// The pack lives on servers that many sessions share (a node runs one
-// server for all its stateful sessions; see actors/mcpruntime). So nothing
-// a session does is kept on the server: what the fixture remembers of a
-// session (its resource subscriptions) is keyed by the request's
-// *mcp.ServerSession and dropped when that session ends
-// ([conformanceFixture.sessions]), and go-sdk keeps each session's log
-// level and negotiated version on the session itself. What is the server's
-// is done once per server: the watched resource changes on one timer for
-// all its subscribers, armed only while someone subscribes.
-//
-// The files, by concept:
-//
-//   - conformance.go: the fixture, its setup, the test media.
-//   - conformance_sessions.go: per-session state.
-//   - conformance_tools.go: tools that answer by themselves (content types,
-//     errors, logging, progress, schemas, headers, stream closing,
-//     list changes).
-//   - conformance_client.go: tools that need the client (sampling,
-//     elicitation) and the capability check they share.
-//   - conformance_input_required.go: the 2026-07-28 multi-round-trip
-//     (input_required) tools and prompt, and their requestState.
-//   - conformance_resources.go: resources, the template, subscriptions and
-//     the watched resource.
-//   - conformance_prompts.go: prompts and completion.
-//
-//   - conformance_tasks.go: the tasks extension's tools (greet,
-//     slow_compute, failing_job, protocol_error_job, confirm_delete,
-//     multi_input, test_tool_with_task) and their task support
-//     ([TaskSupport]).
+	"github.com/mcpgrain/mcpgrain/actors/app"
+)
 
 // conformanceLogger names the fixture's log messages (notifications/message).
 const conformanceLogger = "conformance"
@@ -63,19 +28,22 @@ type conformanceFixture struct {
 	// watched is the resource that changes while it has subscribers.
 	watched *watchedResource
 	// catalog replicates the list-change triggers' changes.
-	catalog *Catalog
+	catalog app.Catalog
 }
 
-// setupConformance prepares the conformance pack for one server: it needs
-// the completion and subscription handlers in the server options.
-func setupConformance(e Env) (Handlers, func(*mcp.Server) (stop func())) {
-	f := &conformanceFixture{catalog: e.catalog}
+// Setup prepares the conformance pack for one server (the Setup of its
+// app.Pack): it needs the completion and subscription handlers in the
+// server options, the node's clock (the watched resource's timer) and its
+// catalog (the list-change triggers), and stops the watched resource's
+// updates when the server closes.
+func Setup(e app.Env) (app.Handlers, func(*mcp.Server) (stop func())) {
+	f := &conformanceFixture{catalog: e.Catalog}
 	f.watched = newWatchedResource(e.Clock, watchedResourceInterval, func(ctx context.Context) {
 		// Delivered by go-sdk to every session subscribed to the URI.
 		_ = f.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: watchedResourceURI})
 	})
 	f.sessions = newSessionStates(f.sessionEnded)
-	h := Handlers{
+	h := app.Handlers{
 		CompletionHandler:  f.complete,
 		SubscribeHandler:   f.subscribe,
 		UnsubscribeHandler: f.unsubscribe,

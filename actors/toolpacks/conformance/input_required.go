@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"context"
@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
 //lint:file-ignore SA1019 the suite requires sampling and roots input requests (SEP-2577 deprecates them from 2026-07-28, still serves them).
@@ -36,7 +39,7 @@ import (
 // declare sampling, elicitation and roots). The rule that a server asks
 // only for what the client declared has its own probe,
 // test_input_required_result_capabilities; the client tools
-// (conformance_client.go) refuse an undeclared capability with -32021.
+// (client.go) refuse an undeclared capability with -32021.
 
 // inputRequiredPrompt is the prompt that needs input (scenario
 // input-required-result-non-tool-request).
@@ -169,14 +172,25 @@ func (f *conformanceFixture) addInputRequiredTools(s *mcp.Server) {
 		irCapabilities)
 }
 
-func irElicitation(_ context.Context, req *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
-	if name, answered := acceptedString(req.Params.InputResponses, keyUserName, "name"); answered {
-		if name == "" {
-			return &mcp.CallToolResult{Content: text("Hello, stranger! (no name was given)")}, nil, nil
-		}
-		return &mcp.CallToolResult{Content: text(fmt.Sprintf("Hello, %s!", name))}, nil, nil
+// irElicitation asks with the SDK's Elicit: its input request (user_name,
+// the name form, no requestState) and its answer are the scenario's.
+func irElicitation(ctx context.Context, req *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
+	answer, err := app.Elicit(ctx, req, keyUserName, questionName, nameSchema)
+	if err != nil {
+		return nil, nil, err
 	}
-	return needInput(mcp.InputRequestMap{keyUserName: nameForm(questionName, "name")}, ""), nil, nil
+	name, _ := answer.Content["name"].(string)
+	if answer.Action != "accept" || name == "" {
+		return &mcp.CallToolResult{Content: text("Hello, stranger! (no name was given)")}, nil, nil
+	}
+	return &mcp.CallToolResult{Content: text(fmt.Sprintf("Hello, %s!", name))}, nil, nil
+}
+
+// nameSchema is the form of nameForm(_, "name"), for Elicit.
+var nameSchema = &jsonschema.Schema{
+	Type:       "object",
+	Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}},
+	Required:   []string{"name"},
 }
 
 func irSampling(_ context.Context, req *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {

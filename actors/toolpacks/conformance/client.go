@@ -1,4 +1,4 @@
-package toolpacks
+package conformance
 
 import (
 	"context"
@@ -7,21 +7,30 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
 //lint:file-ignore SA1019 the suite requires sampling and roots fixtures (SEP-2577 deprecates them from 2026-07-28, still serves them).
 
 // The tools that need the client: they ask for a sample (sampling) or for
-// the user's input (elicitation). None of them sends the request itself:
-// each returns it as a multi-round-trip input request (SEP-2322) and
-// answers when the call is retried with the response. From 2026-07-28 on
-// the client does that retry (servers must not send it requests); for an
-// older client go-sdk's server middleware sends the request on the call's
-// own response stream and re-invokes the tool with the answer. So one code
-// path serves both protocol eras, and a tool never blocks waiting for a
-// client.
+// the user's input (elicitation).
+//
+// test_elicitation and test_streaming_elicitation ask as a user's tool
+// does, with the SDK's Elicit: in a session before 2026-07-28 it sends
+// elicitation/create on the call's own response stream and waits for the
+// answer; from 2026-07-28 on (servers must not send clients requests) it
+// returns the input_required result, and the client's retry brings the
+// answer. The others return their request as a multi-round-trip input
+// request (SEP-2322) themselves and answer when the call is retried with
+// the response (for an older client go-sdk's server middleware sends the
+// request and re-invokes the tool with the answer): sampling has no SDK
+// call, and the SEP-1034/SEP-1330 forms go to the client exactly as
+// written (see elicitForm). Either way one code path serves both protocol
+// eras.
 
 // Keys of the client tools' input requests.
 const (
@@ -183,7 +192,13 @@ func (f *conformanceFixture) addClientTools(s *mcp.Server) {
 		Name:        "test_streaming_elicitation",
 		Description: "server-stateless: asks the user to confirm. Before 2026-07-28 the elicitation/create request is streamed on the call's response stream; from 2026-07-28 it comes back as an input_required result, never as a request of its own.",
 		Annotations: readOnly,
-	}, elicitForm("test_streaming_elicitation", "Please confirm to continue.", confirmSchema))
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
+		answer, err := elicit(ctx, req, "test_streaming_elicitation", "Please confirm to continue.", confirmSchema)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: text("Elicitation completed: " + describeElicitation(answer))}, nil, nil
+	})
 
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "test_missing_capability",
@@ -206,7 +221,7 @@ func testSampling(_ context.Context, req *mcp.CallToolRequest, in samplingInput)
 }
 
 // userInfoSchema is test_elicitation's form.
-var userInfoSchema = json.RawMessage(`{
+var userInfoSchema = mustSchema(`{
 	"type": "object",
 	"properties": {
 		"username": {"type": "string", "description": "User's response"},
@@ -215,19 +230,37 @@ var userInfoSchema = json.RawMessage(`{
 	"required": ["username", "email"]
 }`)
 
-func testElicitation(_ context.Context, req *mcp.CallToolRequest, in elicitationInput) (*mcp.CallToolResult, any, error) {
-	if answer, ok := elicitAnswer(req.Params.InputResponses, elicitationKey); ok {
-		return &mcp.CallToolResult{Content: text("User response: " + describeElicitation(answer))}, nil, nil
-	}
-	if strings.TrimSpace(in.Message) == "" {
+func testElicitation(ctx context.Context, req *mcp.CallToolRequest, in elicitationInput) (*mcp.CallToolResult, any, error) {
+	if _, ok := elicitAnswer(req.Params.InputResponses, elicitationKey); !ok && strings.TrimSpace(in.Message) == "" {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "test_elicitation: message must not be empty"}
 	}
-	if err := requireCapabilities("test_elicitation", req.ClientCapabilities(), capElicitation); err != nil {
+	answer, err := elicit(ctx, req, "test_elicitation", in.Message, userInfoSchema)
+	if err != nil {
 		return nil, nil, err
 	}
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
-		elicitationKey: &mcp.ElicitParams{Message: in.Message, RequestedSchema: userInfoSchema},
-	}}, nil, nil
+	return &mcp.CallToolResult{Content: text("User response: " + describeElicitation(answer))}, nil, nil
+}
+
+// elicit asks for the form schema with the SDK's Elicit (under
+// elicitationKey), after refusing a client without the elicitation
+// capability with -32021 as the suite requires (Elicit's own refusal,
+// ErrCannotElicit, is not that protocol error).
+func elicit(ctx context.Context, req *mcp.CallToolRequest, tool, message string, schema *jsonschema.Schema) (*mcp.ElicitResult, error) {
+	if _, ok := elicitAnswer(req.Params.InputResponses, elicitationKey); !ok {
+		if err := requireCapabilities(tool, req.ClientCapabilities(), capElicitation); err != nil {
+			return nil, err
+		}
+	}
+	return app.Elicit(ctx, req, elicitationKey, message, schema)
+}
+
+// mustSchema reads one of the fixture's constant forms.
+func mustSchema(raw string) *jsonschema.Schema {
+	var s jsonschema.Schema
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		panic(fmt.Sprintf("conformance: a fixture's form is not a JSON schema: %v", err))
+	}
+	return &s
 }
 
 // sep1034Schema has a default for every primitive type (SEP-1034).
@@ -264,14 +297,17 @@ var sep1330Schema = json.RawMessage(`{
 }`)
 
 // confirmSchema is a one-field yes/no form.
-var confirmSchema = json.RawMessage(`{
+var confirmSchema = mustSchema(`{
 	"type": "object",
 	"properties": {"confirmed": {"type": "boolean", "title": "Confirm", "description": "Yes (true) or no (false)"}},
 	"required": ["confirmed"]
 }`)
 
 // elicitForm is a tool without arguments that asks the user to fill in
-// schema and returns what the user did.
+// schema and returns what the user did. It returns the input request
+// itself rather than calling Elicit: these forms (SEP-1034 defaults,
+// SEP-1330 enum shapes) go to the client byte for byte as the suite wrote
+// them, and an answer is reported as given, not checked against them.
 func elicitForm(tool, message string, schema json.RawMessage) mcp.ToolHandlerFor[noInput, any] {
 	return func(_ context.Context, req *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
 		if answer, ok := elicitAnswer(req.Params.InputResponses, elicitationKey); ok {
