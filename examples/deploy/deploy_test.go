@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,8 +151,8 @@ type call struct {
 	cancel context.CancelFunc
 }
 
-func startDeploy(cs *mcp.ClientSession, service, version string) *call {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+func startDeploy(t *testing.T, cs *mcp.ClientSession, service, version string) *call {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	c := &call{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(c.done)
@@ -198,9 +197,10 @@ func api(t *testing.T, method, url, token, body string) (int, []byte) {
 
 // listed is one execution of the HTTP API's list.
 type listed struct {
-	ID      string `json:"executionId"`
-	Address string `json:"address"`
-	Message string `json:"message"`
+	ID        string          `json:"executionId"`
+	Tool      string          `json:"tool"`
+	Message   string          `json:"message"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // awaitPause polls the approval API (as bob) until exactly one pause with
@@ -253,10 +253,10 @@ func TestDeployApprovedOverHTTPDeclinedWithTheCLI(t *testing.T) {
 	s.start()
 	cs := s.connect(aliceToken)
 
-	c := startDeploy(cs, "api", "1.2.3")
+	c := startDeploy(t, cs, "api", "1.2.3")
 	p := s.awaitPause("Deploy api 1.2.3?")
-	if p.Address != "deploy" {
-		t.Fatalf("listed %+v, want the tool's name as its address", p)
+	if p.Tool != "deploy" || string(p.Arguments) != `{"service":"api","version":"1.2.3"}` {
+		t.Fatalf("listed %+v (arguments %s), want the tool's name and the question's details", p, p.Arguments)
 	}
 	if code, body := api(t, http.MethodPost, s.approvals+"/"+p.ID+"/resume", vicToken, `{"action":"accept"}`); code != http.StatusForbidden {
 		t.Fatalf("a viewer's accept: %d %s, want 403", code, body)
@@ -277,7 +277,7 @@ func TestDeployApprovedOverHTTPDeclinedWithTheCLI(t *testing.T) {
 		t.Fatalf("a second decision: %d, want 409 (already decided)", code)
 	}
 
-	c = startDeploy(cs, "api", "9.9.9")
+	c = startDeploy(t, cs, "api", "9.9.9")
 	p = s.awaitPause("Deploy api 9.9.9?")
 	cmd := exec.Command(binary(t), "approve", "decline", p.ID, "--grpc", s.grpc, "--reason", "not on a friday")
 	cmd.Env = append(os.Environ(), "MCPGRAIN_TOKEN="+bobToken)
@@ -303,7 +303,7 @@ func TestDeployDecisionSurvivesKillOfTheNode(t *testing.T) {
 	s.start()
 	cs := s.connect(aliceToken)
 
-	c := startDeploy(cs, "web", "2.0.0")
+	c := startDeploy(t, cs, "web", "2.0.0")
 	p := s.awaitPause("Deploy web 2.0.0?")
 	s.kill()
 	c.cancel() // the client gives up on the call its node lost
@@ -317,7 +317,7 @@ func TestDeployDecisionSurvivesKillOfTheNode(t *testing.T) {
 	if code, body := api(t, http.MethodPost, s.approvals+"/"+p.ID+"/resume", bobToken, `{"action":"accept"}`); code != http.StatusOK {
 		t.Fatalf("bob's accept: %d %s", code, body)
 	}
-	if got, want := startDeploy(cs, "web", "2.0.0").result(t), "deployed web 2.0.0, approved by bob"; got != want {
+	if got, want := startDeploy(t, cs, "web", "2.0.0").result(t), "deployed web 2.0.0, approved by bob"; got != want {
 		t.Fatalf("the retry's result %q, want %q", got, want)
 	}
 	if n := s.lines("deployed web 2.0.0"); n != 1 {
@@ -327,11 +327,9 @@ func TestDeployDecisionSurvivesKillOfTheNode(t *testing.T) {
 		t.Fatalf("the unjournaled work before Ask ran %d times, want 2 (once per run of the handler)", n)
 	}
 	// The call completed: the same arguments again are a new call.
-	c = startDeploy(cs, "web", "2.0.0")
+	c = startDeploy(t, cs, "web", "2.0.0")
 	if p2 := s.awaitPause("Deploy web 2.0.0?"); p2.ID == p.ID {
 		t.Fatal("a call after the completed one reused its pause")
 	}
 	c.cancel()
 }
-
-var _ = bytes.NewReader
