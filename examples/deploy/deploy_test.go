@@ -333,3 +333,20 @@ func TestDeployDecisionSurvivesKillOfTheNode(t *testing.T) {
 	}
 	c.cancel()
 }
+
+// Nobody decides within the approval window (--approval-window): the
+// question is declined by the node (reason approval_timeout, by nobody),
+// as a code-mode pause is, and nothing is deployed.
+func TestDeployDeclinedWhenTheApprovalWindowLapses(t *testing.T) {
+	s := newServer(t)
+	s.start("--approval-window", "2s")
+	cs := s.connect(aliceToken)
+	c := startDeploy(t, cs, "db", "3.0.0")
+	s.awaitPause("Deploy db 3.0.0?")
+	if got, want := c.result(t), `deploy of db 3.0.0 declined by "": approval_timeout`; got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+	if n := s.lines("deployed db 3.0.0"); n != 0 {
+		t.Fatalf("%d deployments after the window lapsed", n)
+	}
+}
