@@ -165,3 +165,22 @@ func (s *Store) Count(ctx context.Context, session string) (int, error) {
 	}
 	return n, nil
 }
+
+// Prune drops the calls completed before before, and the open calls
+// created before it that never paused or whose pause left the execution
+// directory (pruned past its deadline: its client never retried), and
+// returns how many.
+func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM sdk_calls WHERE (completed_at_ms <> 0 AND completed_at_ms < $1) OR
+	(completed_at_ms = 0 AND created_at_ms < $1 AND
+		(pause_id = '' OR NOT EXISTS (SELECT 1 FROM executions WHERE executions.exec_id = sdk_calls.pause_id)))`, before.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("store: prune calls: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}

@@ -83,5 +83,22 @@ func TestDurableCallsAreFencedAndPublishTheirQuestions(t *testing.T) {
 		if n, err := calls.Count(ctx, "s1"); err != nil || n != 1 {
 			t.Fatalf("count %d %v", n, err)
 		}
+
+		// Pruning: a completed call before the cut, an open one that never
+		// paused; an open paused one whose row is in the directory stays.
+		open := callstore.Call{ID: "call_2", Session: "s1", Ident: "h2", Doc: `{}`, Created: now}
+		paused := callstore.Call{ID: "call_3", Session: "s1", Ident: "h3", Doc: `{}`, PauseID: "exec_r", Created: now}
+		row.ID = "exec_r"
+		for _, w := range []callstore.Write{{Call: open}, {Call: paused, Publish: &row}} {
+			if err := calls.Put(ctx, next.Grain, next.Epoch, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := calls.Prune(ctx, now.Add(time.Hour)); err != nil || n != 2 {
+			t.Fatalf("pruned %d %v, want 2", n, err)
+		}
+		if left, _ := calls.Paused(ctx, "s1"); len(left) != 1 || left[0].ID != "call_3" {
+			t.Fatalf("left %+v, want the paused call", left)
+		}
 	})
 }
