@@ -129,11 +129,17 @@ func (s *server) kill() {
 // no standalone stream, so a node that goes away and comes back does not
 // end the session on the client's side.
 func (s *server) connect(token string) *mcp.ClientSession {
-	t := s.t
+	s.t.Helper()
+	return connect(s.t, s.endpoint, token)
+}
+
+// connect opens a stateful go-sdk client session to endpoint as token's
+// user, with no standalone stream.
+func connect(t *testing.T, endpoint, token string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "deploy-test", Version: "v0"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: s.endpoint, DisableStandaloneSSE: true, MaxRetries: 1,
+		Endpoint: endpoint, DisableStandaloneSSE: true, MaxRetries: 1,
 		HTTPClient: &http.Client{Transport: mcpclient.Bearer(token, http.DefaultTransport)},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
@@ -206,11 +212,17 @@ type listed struct {
 // awaitPause polls the approval API (as bob) until exactly one pause with
 // message want is listed, and returns it.
 func (s *server) awaitPause(want string) listed {
-	t := s.t
+	s.t.Helper()
+	return awaitPause(s.t, s.approvals, want)
+}
+
+// awaitPause polls the approval API at url (as bob) until a pause with
+// message want is listed, and returns it.
+func awaitPause(t *testing.T, url, want string) listed {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		code, body := api(t, http.MethodGet, s.approvals, bobToken, "")
+		code, body := api(t, http.MethodGet, url, bobToken, "")
 		var got struct {
 			Executions []listed `json:"executions"`
 		}
@@ -229,9 +241,16 @@ func (s *server) awaitPause(want string) listed {
 
 // lines counts the deployment log's lines equal to line.
 func (s *server) lines(line string) int {
-	b, err := os.ReadFile(s.log)
+	s.t.Helper()
+	return countLines(s.t, s.log, line)
+}
+
+// countLines counts the lines of the file at path equal to line.
+func countLines(t *testing.T, path, line string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	n := 0
 	for _, l := range strings.Split(string(b), "\n") {

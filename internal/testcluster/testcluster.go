@@ -75,6 +75,9 @@ type Options struct {
 	// GRPC gives every node a gRPC listener (the ApprovalService) at
 	// Node.GRPC; otherwise gRPC is disabled.
 	GRPC bool
+	// Binary is the node program: an SDK program's binary (whose `node`
+	// command is mcpgrain's). "": the mcpgrain binary ([Binary]).
+	Binary string
 }
 
 // Cluster is a running test cluster.
@@ -157,7 +160,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.ConsulTTL == 0 {
 		opts.ConsulTTL = 2 * time.Second
 	}
-	c := &Cluster{t: t, opts: opts, bin: Binary(t), dir: t.TempDir()}
+	bin := opts.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
+	c := &Cluster{t: t, opts: opts, bin: bin, dir: t.TempDir()}
 	if opts.SQLite {
 		c.DSN = "sqlite:" + filepath.Join(c.dir, "mcpgrain.db")
 	} else {
