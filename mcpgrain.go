@@ -12,11 +12,20 @@
 // eras (stateful sessions, and the sessionless 2026-07-28 era), on
 // whichever node a request reaches.
 //
-// What exists today is the entry point ([Server], [Main], [Run]);
-// durable per-session state, server-minted handles, schedules and asking
-// a human from a handler are designed in docs/sdk.md and come next. Until
-// then, keep what a session does keyed by the request's session and
-// expect it to be lost when the session hibernates.
+// A tool handler can ask a human and wait for the decision ([Ask]): the
+// question is an execution paused for approval on every approval surface
+// (inbox, page, HTTP API, gRPC, the program's approve command), decided by
+// an approver of the session owner's organization within the approval
+// window. Such a tool call is durable: its questions and the results of
+// its steps ([Step]) are journaled in the store, and the client's retry
+// of a call lost with its node (same session, tool and arguments) runs
+// the handler again with the journaled results and the recorded decision
+// (docs/sdk.md §4 states the contract).
+//
+// Durable per-session state, server-minted handles and schedules are
+// designed in docs/sdk.md and come next. Until then, keep what a session
+// does keyed by the request's session and expect it to be lost when the
+// session hibernates.
 package mcpgrain
 
 import (
