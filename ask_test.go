@@ -159,3 +159,98 @@ func TestAskAndStepNeedAToolCallOfASession(t *testing.T) {
 		t.Fatal("Ask without a request: no error")
 	}
 }
+
+// counted is a tool whose step counts its runs per call argument.
+var counted atomic.Int32
+
+func countedTool(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	N int `json:"n"`
+}) (*mcp.CallToolResult, any, error) {
+	v, err := mcpgrain.Step(ctx, req, "count", func(context.Context) (int32, error) { return counted.Add(1), nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{Summary: fmt.Sprintf("Count %d", args.N)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%d %v", v, d.Accepted)}}}, nil, nil
+}
+
+// The same call again (same session, tool and arguments) while the first
+// run waits for its decision takes the call over: the first run ends with
+// a retryable error, the second waits for the same pause and gets the
+// decision; the step ran once. Once completed, the same arguments are a
+// new call; a client that gives up on it leaves it open, its question
+// listed.
+func TestASecondRunOfAnOpenCallTakesItOver(t *testing.T) {
+	origin := runNode(t, mcpgrain.Server{Name: "cnt", Register: func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "counted"}, countedTool)
+	}})
+	c := mcp.NewClient(&mcp.Implementation{Name: "ask-test"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: origin + "/mcp", DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(ctx context.Context) chan *mcp.CallToolResult {
+		out := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counted", Arguments: map[string]any{"n": 7}})
+			if err != nil {
+				res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+			}
+			out <- res
+		}()
+		return out
+	}
+	first := call(t.Context())
+	id := pausedID(t, origin, "Count 7")
+	second := call(t.Context())
+	if res := <-first; !res.IsError || !strings.Contains(mcpclient.Text(res), "took over") {
+		t.Fatalf("the first run: %+v %q, want the take-over error", res, mcpclient.Text(res))
+	}
+	resp, err := http.Post(origin+"/api/executions/"+id+"/resume", "application/json", strings.NewReader(`{"action":"accept"}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("accept: %v %v", err, resp)
+	}
+	_ = resp.Body.Close()
+	if res := <-second; res.IsError || mcpclient.Text(res) != "1 true" {
+		t.Fatalf("the second run: %q, want %q", mcpclient.Text(res), "1 true")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	third := call(ctx)
+	if next := pausedID(t, origin, "Count 7"); next == id {
+		t.Fatal("the completed call's pause was reused")
+	}
+	if n := counted.Load(); n != 2 {
+		t.Fatalf("the step ran %d times, want 2 (once per call)", n)
+	}
+	// The client gives up on the call: the handler's wait ends.
+	cancel()
+	select {
+	case <-third:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call did not end")
+	}
+	// The call stays open, its question listed, for the client's retry.
+	if n := pausedCount(t, origin); n != 1 {
+		t.Fatalf("%d pauses listed after the client gave up, want 1", n)
+	}
+}
+
+// pausedCount is how many pauses the approval API lists.
+func pausedCount(t *testing.T, origin string) int {
+	t.Helper()
+	resp, err := http.Get(origin + "/api/executions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Executions []json.RawMessage `json:"executions"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&list)
+	return len(list.Executions)
+}
