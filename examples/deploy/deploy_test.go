@@ -369,3 +369,52 @@ func TestDeployDeclinedWhenTheApprovalWindowLapses(t *testing.T) {
 		t.Fatalf("%d deployments after the window lapsed", n)
 	}
 }
+
+// The official TypeScript SDK's client (tools/tsclient/call-tool.mjs)
+// calls deploy; a member accepts over HTTP; the client gets the result.
+func TestDeployWithTheTypeScriptClient(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tools", "tsclient")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		testenv.Unavailable(t, "the TypeScript SDK is not installed (run: npm ci --prefix tools/tsclient)")
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "no node on PATH")
+	}
+	s := newServer(t)
+	s.start()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "call-tool.mjs"))
+	cmd.Env = append(os.Environ(), "MCP_URL="+s.endpoint, "MCP_TOKEN="+aliceToken, "MCP_TOOL=deploy", `MCP_ARGS={"service":"ts","version":"5.0.0"}`)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := s.awaitPause("Deploy ts 5.0.0?")
+	if code, body := api(t, http.MethodPost, s.approvals+"/"+p.ID+"/resume", bobToken, `{"action":"accept"}`); code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, body)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("TypeScript client: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	var out struct {
+		Result struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil || len(out.Result.Content) != 1 ||
+		out.Result.Content[0].Text != "deployed ts 5.0.0, approved by bob" {
+		t.Fatalf("TypeScript client's result %q (%v), want the deployment approved by bob", stdout.String(), err)
+	}
+	if n := s.lines("deployed ts 5.0.0"); n != 1 {
+		t.Fatalf("%d deployments, want 1", n)
+	}
+}
