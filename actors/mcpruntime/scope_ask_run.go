@@ -185,9 +185,13 @@ func (cr *callRun) Ask(ctx context.Context, q app.Question) (app.Decision, error
 			cr.asked++
 			return *d, nil
 		}
-		id := c.doc.Asks[j].ID
+		id, deadline := c.doc.Asks[j].ID, time.UnixMilli(c.doc.Asks[j].DeadlineMs)
 		c.mu.Unlock()
-		return cr.wait(ctx, cr.a.waitFor(id, c, j))
+		p, created := cr.a.waitFor(id, c, j)
+		if created { // not restored with the runtime: the session arms its deadline now
+			cr.a.leases.Paused(id, deadline)
+		}
+		return cr.wait(ctx, p)
 	}
 	id := engine.NewExecutionID()
 	deadline := time.Now().Add(cr.a.window)
@@ -201,14 +205,15 @@ func (cr *callRun) Ask(ctx context.Context, q app.Question) (app.Decision, error
 		return app.Decision{}, err
 	}
 	c.mu.Unlock()
-	p := cr.a.waitFor(id, c, j)
+	p, _ := cr.a.waitFor(id, c, j)
 	cr.a.leases.Paused(id, deadline) // after waitFor: the session sees a pause held in memory (a lease)
 	return cr.wait(ctx, p)
 }
 
 // waitFor registers a handler run waiting for question idx of c (its
 // pause id): the pause counts as held in memory until the wait ends.
-func (a *asks) waitFor(id string, c *durableCall, idx int) *askPause {
+// created reports a pause the runtime did not know yet.
+func (a *asks) waitFor(id string, c *durableCall, idx int) (p *askPause, created bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.pauses[id]
@@ -217,7 +222,7 @@ func (a *asks) waitFor(id string, c *durableCall, idx int) *askPause {
 		a.pauses[id] = p
 	}
 	p.waiters++
-	return p
+	return p, !ok
 }
 
 // wait waits for p's decision.
