@@ -205,3 +205,58 @@ func ExampleStateOptions() {
 		},
 	})
 }
+
+// releaseArgs are the arguments of the release tools below.
+type releaseArgs struct {
+	Service string `json:"service"`
+	Version string `json:"version"`
+}
+
+// deployNow stands for the real deployment.
+func deployNow(_ context.Context, service, version string) (string, error) {
+	return "dep-" + service + "-" + version, nil
+}
+
+// A tool that asks a human before it acts. The call waits until someone
+// decides on an approval surface (or the window lapses), also across the
+// loss of its node (the client retries the call).
+func ExampleAsk() {
+	deploy := func(ctx context.Context, req *mcp.CallToolRequest, args releaseArgs) (*mcp.CallToolResult, any, error) {
+		d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{
+			Summary: "Deploy " + args.Service + " " + args.Version + "?",
+			Details: map[string]any{"service": args.Service, "version": args.Version},
+		})
+		if err != nil {
+			return nil, nil, err // interrupted: the client's retry continues the call
+		}
+		if !d.Accepted {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "declined by " + d.By + ": " + d.Reason}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "approved by " + d.By}}}, nil, nil
+	}
+	mcpgrain.Main(mcpgrain.Server{Name: "deploy", Register: func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "deploy"}, deploy)
+	}})
+}
+
+// Work that must happen once per tool call goes in a Step: when the
+// handler runs again for the same call (after a node loss), the step
+// returns its journaled result instead of deploying again.
+func ExampleStep() {
+	deploy := func(ctx context.Context, req *mcp.CallToolRequest, args releaseArgs) (*mcp.CallToolResult, any, error) {
+		d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{Summary: "Deploy " + args.Service + "?"})
+		if err != nil || !d.Accepted {
+			return nil, nil, fmt.Errorf("not approved: %v %s", err, d.Reason)
+		}
+		id, err := mcpgrain.Step(ctx, req, "deploy", func(ctx context.Context) (string, error) {
+			return deployNow(ctx, args.Service, args.Version)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployment " + id}}}, nil, nil
+	}
+	mcpgrain.Main(mcpgrain.Server{Name: "deploy", Register: func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "deploy"}, deploy)
+	}})
+}

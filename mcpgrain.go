@@ -30,6 +30,16 @@
 // [Server].Schedules), which runs when it is due, at least once, on
 // whichever node owns the session then — after the session hibernated,
 // the node restarted or died (examples/watch).
+//
+// A tool handler can ask a human and wait for the decision ([Ask]): the
+// question is an execution paused for approval on every approval surface
+// (inbox, page, HTTP API, gRPC, the program's approve command), decided by
+// an approver of the session owner's organization within the approval
+// window. Such a tool call is durable: its questions and the results of
+// its steps ([Step]) are journaled in the store, and the client's retry
+// of a call lost with its node (same session, tool and arguments) runs
+// the handler again with the journaled results and the recorded decision
+// (docs/sdk.md §4 states the contract).
 package mcpgrain
 
 import (

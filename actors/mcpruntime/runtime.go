@@ -122,6 +122,10 @@ type Config struct {
 	NewServer ServerFactory
 	// CodeMode configures the execution engine (nil: no code pack).
 	CodeMode *CodeMode
+	// AskWindow is how long a question asked from a tool handler (the
+	// SDK's Ask) waits for a decision before it is declined. Zero:
+	// CodeMode's Window, else engine.DefaultApprovalWindow.
+	AskWindow time.Duration
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],
@@ -190,7 +194,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpruntime: build the session server: %w", err)
 	}
-	srv.AddReceivingMiddleware(b.recordState, b.bindScope)
+	srv.AddReceivingMiddleware(b.recordState, b.bindScope, b.bindCall)
 	b.server, b.closeSrv = srv, closeSrv
 	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
@@ -246,6 +250,7 @@ type Runtime struct {
 
 	code      *codeRuntime  // nil without code mode
 	sched     app.Scheduler // the session's schedules (nil: none)
+	asks      *asks         // the SDK's durable tool calls (nil: not durable)
 	scope     *sessionScope
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
@@ -267,6 +272,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
 	r.scope = newSessionScope(r, in)
 	r.sched = in.Schedules // scope_schedule.go
+	r.asks = newAsks(r, cfg, in)
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
@@ -301,6 +307,9 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	}
 	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" && len(in.State) > 0 {
 		r.code.restore(ctx, runstore.New(cfg.Store)) // a session being created has nothing to restore
+	}
+	if r.asks != nil && len(in.State) > 0 {
+		r.asks.restore(ctx)
 	}
 	return r, nil
 }
@@ -611,22 +620,33 @@ func (r *Runtime) ActiveStreams() int { return int(r.posts.Load()) }
 // PausedExecutions implements session.Runtime: the pauses that live only
 // in memory (durable ones do not keep the runtime resident).
 func (r *Runtime) PausedExecutions() int {
-	if r.code == nil {
-		return 0
+	n := 0
+	if r.asks != nil {
+		n, _ = r.asks.counts()
 	}
-	return r.code.eng.PausedCount() - r.code.eng.DurablePausedCount()
+	if r.code == nil {
+		return n
+	}
+	return n + r.code.eng.PausedCount() - r.code.eng.DurablePausedCount()
 }
 
 // DurablePausedExecutions implements session.Runtime.
 func (r *Runtime) DurablePausedExecutions() int {
-	if r.code == nil {
-		return 0
+	n := 0
+	if r.asks != nil {
+		_, n = r.asks.counts()
 	}
-	return r.code.eng.DurablePausedCount()
+	if r.code == nil {
+		return n
+	}
+	return n + r.code.eng.DurablePausedCount()
 }
 
 // DurablePause implements session.Runtime.
 func (r *Runtime) DurablePause(execID string) bool {
+	if r.asks != nil && r.asks.durablePause(execID) {
+		return true
+	}
 	return r.code != nil && r.code.eng.IsDurable(execID)
 }
 
@@ -640,6 +660,9 @@ func (r *Runtime) RunningExecutions() int {
 
 // ResolveApproval implements session.Runtime.
 func (r *Runtime) ResolveApproval(execID string, d *pb.ApprovalDecision) {
+	if r.asks != nil && r.asks.resolve(execID, d) {
+		return
+	}
 	if r.code != nil {
 		r.code.resolve(execID, d)
 	}
@@ -647,6 +670,11 @@ func (r *Runtime) ResolveApproval(execID string, d *pb.ApprovalDecision) {
 
 // PausedExecution implements session.Runtime.
 func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
+	if r.asks != nil {
+		if p, ok := r.asks.paused(execID); ok {
+			return p, true
+		}
+	}
 	if r.code == nil {
 		return nil, false
 	}
@@ -659,10 +687,13 @@ func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
 
 // PausedExecutionList implements session.Runtime.
 func (r *Runtime) PausedExecutionList() []*pb.PausedExecution {
-	if r.code == nil {
-		return nil
-	}
 	var out []*pb.PausedExecution
+	if r.asks != nil {
+		out = r.asks.list()
+	}
+	if r.code == nil {
+		return out
+	}
 	for _, p := range r.code.eng.PausedList() {
 		out = append(out, pausedProto(p))
 	}
@@ -694,6 +725,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	id := r.sdkID
 	r.mu.Unlock()
 	r.b.runtimes.CompareAndDelete(r.id, r)
+	if r.asks != nil {
+		r.asks.close() // a handler waiting in Ask returns (the call stays open)
+	}
 	if r.code != nil {
 		// First: go-sdk's session closes only once its handlers returned,
 		// and a resume waiting for a decision returns when this wakes it.

@@ -102,6 +102,7 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	d := &pb.ApprovalDecision{
 		Action: m.GetAction(), Reason: DecisionReason(m.GetContentJson()),
 		OrgWriteAccess: m.GetPrincipal().GetRole() == "admin", DecidedAtMs: s.now().UnixMilli(),
+		DecidedBy: m.GetPrincipal().GetUser(), ContentJson: m.GetContentJson(),
 	}
 	if err := s.recordDecision(ctx, g, id, d); err != nil {
 		return nil, err

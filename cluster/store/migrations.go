@@ -30,7 +30,9 @@ type Migration struct {
 // (where every step lived here) keeps its history: 1–2 are the cluster's
 // (below); 3, 7 and 12 the SSE event log's (actors/mcpruntime/eventstore);
 // 4, 5 and 8 the execution directory's (exchange/directory); 6 the journal
-// runs' (actors/engine/runstore); 9–11 the tasks' (actors/tasks/taskstore).
+// runs' (actors/engine/runstore); 9–11 the tasks' (actors/tasks/taskstore);
+// 13 the directory's again; 14 the SDK's durable tool calls'
+// (actors/mcpruntime/callstore).
 // A new step takes the next free version.
 var clusterMigrations = []Migration{
 	{1, "grain ownership and epochs", []string{

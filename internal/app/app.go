@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
@@ -312,6 +313,12 @@ func pruneStore(ctx context.Context, st store.Store, log *slog.Logger) {
 			log.Warn("prune execution directory", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned execution directory", "rows", n)
+		}
+		n, err = callstore.New(st).Prune(pctx, time.Now().Add(-executionRetention))
+		if err != nil {
+			log.Warn("prune durable tool calls", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned durable tool calls", "calls", n)
 		}
 		n, err = eventstore.New(st).PruneEvents(pctx, time.Now().Add(-eventRetention))
 		if err != nil {

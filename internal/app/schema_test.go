@@ -27,6 +27,7 @@ func TestTheProgramMigratesTheOneSchemaHistory(t *testing.T) {
 		"tasks extension: the roles a task's rounds run with",
 		"the sse event log is kept within a budget per principal and for the store",
 		"why a paused execution was declined",
+		"durable tool calls of the SDK: Step and Ask journals",
 	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "schema.db"))

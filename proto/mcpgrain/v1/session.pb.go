@@ -406,7 +406,11 @@ type ApprovalDecision struct {
 	// Whether the decider had organization write access.
 	OrgWriteAccess bool `protobuf:"varint,3,opt,name=org_write_access,json=orgWriteAccess,proto3" json:"org_write_access,omitempty"`
 	// When it was decided (Unix ms).
-	DecidedAtMs   int64 `protobuf:"varint,4,opt,name=decided_at_ms,json=decidedAtMs,proto3" json:"decided_at_ms,omitempty"`
+	DecidedAtMs int64 `protobuf:"varint,4,opt,name=decided_at_ms,json=decidedAtMs,proto3" json:"decided_at_ms,omitempty"`
+	// The user who decided ("" for the deadline's decline).
+	DecidedBy string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The decision's content as JSON (a form's values; "" if none).
+	ContentJson   string `protobuf:"bytes,6,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -467,6 +471,20 @@ func (x *ApprovalDecision) GetDecidedAtMs() int64 {
 		return x.DecidedAtMs
 	}
 	return 0
+}
+
+func (x *ApprovalDecision) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *ApprovalDecision) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
+	}
+	return ""
 }
 
 // SessionCreate creates a session owned by principal (the gateway mints the
@@ -1059,12 +1077,15 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"8\n" +
 	"\tTombstone\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
-	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\x90\x01\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xd2\x01\n" +
 	"\x10ApprovalDecision\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12(\n" +
 	"\x10org_write_access\x18\x03 \x01(\bR\x0eorgWriteAccess\x12\"\n" +
-	"\rdecided_at_ms\x18\x04 \x01(\x03R\vdecidedAtMs\"j\n" +
+	"\rdecided_at_ms\x18\x04 \x01(\x03R\vdecidedAtMs\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x12!\n" +
+	"\fcontent_json\x18\x06 \x01(\tR\vcontentJson\"j\n" +
 	"\rSessionCreate\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12#\n" +
 	"\rruntime_state\x18\x02 \x01(\fR\fruntimeState\"E\n" +

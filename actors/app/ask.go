@@ -1,0 +1,75 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Question is what a human is asked from a tool handler ([Call.Ask]): a
+// summary, optional details, and an optional form (a JSON schema) whose
+// values come back with the decision.
+type Question struct {
+	// Summary is the one line an approver sees first (required).
+	Summary string
+	// Details are shown with it (the approval surfaces' arguments).
+	Details map[string]any
+	// Form, if not nil, asks for input: the approver's accepted content
+	// is returned in [Decision.Input].
+	Form *jsonschema.Schema
+}
+
+// Decision is a human's answer to a [Question] (or the approval window's
+// decline: Accepted false, Reason "approval_timeout", By "").
+type Decision struct {
+	// Accepted is true if the approver accepted.
+	Accepted bool
+	// Reason is why it was declined, if the approver said (or
+	// "approval_timeout").
+	Reason string
+	// By is the user who decided.
+	By string
+	// Input is the form's values (nil without a Form).
+	Input map[string]any
+}
+
+// Call is a tool call of a program's own server that can become a durable
+// execution: the runtime binds one to the context of every tools/call it
+// hands to the shared server's handlers of a session ([WithCall]).
+type Call interface {
+	// Step returns the journaled result of the call's next step, which
+	// must be named name; the first time the call gets there it runs f
+	// and journals its result (fenced by the owning grain's epoch) before
+	// returning it. An error of f is returned and not journaled (f runs
+	// again when the handler is run again).
+	Step(ctx context.Context, name string, f func(context.Context) (json.RawMessage, error)) (json.RawMessage, error)
+	// Ask pauses the call until a human decides its next question (or
+	// returns the recorded decision if it was decided already).
+	Ask(ctx context.Context, q Question) (Decision, error)
+}
+
+// ErrNoCall is returned by Step and Ask outside a tool call of a session
+// (another method's handler, a task's run, a sessionless request).
+var ErrNoCall = errors.New("mcpgrain: Step and Ask need a tool call of a stateful session")
+
+// ErrDiverged is returned when a handler run again asks for a different
+// step than its journal recorded at that position: the handler is not
+// deterministic up to its steps (docs/sdk.md §4).
+var ErrDiverged = errors.New("mcpgrain: the tool call's steps differ from its journal")
+
+type callKey struct{}
+
+// WithCall binds ctx to the tool call c.
+func WithCall(ctx context.Context, c Call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// CallOf returns the tool call ctx is bound to, or [ErrNoCall].
+func CallOf(ctx context.Context) (Call, error) {
+	if c, ok := ctx.Value(callKey{}).(Call); ok && c != nil {
+		return c, nil
+	}
+	return nil, ErrNoCall
+}

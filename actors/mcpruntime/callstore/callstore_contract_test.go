@@ -1,0 +1,104 @@
+package callstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
+	"github.com/mcpgrain/mcpgrain/internal/testenv/storetest"
+)
+
+// A durable call is written fenced by its session grain's epoch, with the
+// directory row its question publishes (and later settles) in the same
+// transaction; the session's open call of an identity is found, paused
+// calls are listed, a completed call is no longer open, and a write of a
+// superseded owner changes nothing.
+func TestDurableCallsAreFencedAndPublishTheirQuestions(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		ctx := context.Background()
+		calls, dir := callstore.New(st), directory.New(st)
+		now := time.UnixMilli(1_900_000_000_000)
+		own, err := st.Acquire(ctx, "session/s1", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := callstore.Call{ID: "call_1", Session: "s1", Ident: "h1", Doc: `{"steps":[]}`, Created: now}
+		if err := calls.Put(ctx, own.Grain, own.Epoch, callstore.Write{Call: c}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := calls.Open(ctx, "s1", "h2"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("another identity: %v", err)
+		}
+		c.Doc, c.PauseID = `{"asks":[{"id":"exec_q"}]}`, "exec_q"
+		row := directory.Execution{ID: "exec_q", Session: "s1", User: "alice", Org: "acme", Address: "deploy", Message: "Deploy?", Deadline: now.Add(time.Minute)}
+		if err := calls.Put(ctx, own.Grain, own.Epoch, callstore.Write{Call: c, Publish: &row}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := calls.Open(ctx, "s1", "h1"); err != nil || got != c {
+			t.Fatalf("open: %+v %v, want %+v", got, err, c)
+		}
+		if got, err := dir.GetExecution(ctx, "exec_q"); err != nil || got.Message != "Deploy?" || !got.Settled.IsZero() {
+			t.Fatalf("published row: %+v %v", got, err)
+		}
+		if paused, err := calls.Paused(ctx, "s1"); err != nil || len(paused) != 1 || paused[0].ID != "call_1" {
+			t.Fatalf("paused: %+v %v", paused, err)
+		}
+
+		// A new owner of the session fences the old one out.
+		next, err := st.Acquire(ctx, "session/s1", "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale := c
+		stale.Doc = `{"stale":true}`
+		if err := calls.Put(ctx, own.Grain, own.Epoch, callstore.Write{Call: stale, Settle: []string{"exec_q"}, SettledAt: now}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale owner's write: %v, want ErrFenced", err)
+		}
+		if got, _ := dir.GetExecution(ctx, "exec_q"); !got.Settled.IsZero() {
+			t.Fatal("a fenced write settled the question")
+		}
+
+		// The decision: the pause ends and its row settles, together.
+		c.PauseID, c.Doc = "", `{"asks":[{"id":"exec_q","decision":{"Accepted":true}}]}`
+		if err := calls.Put(ctx, next.Grain, next.Epoch, callstore.Write{Call: c, Settle: []string{"exec_q"}, SettledAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := dir.GetExecution(ctx, "exec_q"); got.Settled.IsZero() {
+			t.Fatal("the decided question's row is not settled")
+		}
+		if paused, _ := calls.Paused(ctx, "s1"); len(paused) != 0 {
+			t.Fatalf("paused after the decision: %+v", paused)
+		}
+		c.Completed = now.Add(time.Second)
+		if err := calls.Put(ctx, next.Grain, next.Epoch, callstore.Write{Call: c}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := calls.Open(ctx, "s1", "h1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a completed call is still open: %v", err)
+		}
+		if n, err := calls.Count(ctx, "s1"); err != nil || n != 1 {
+			t.Fatalf("count %d %v", n, err)
+		}
+
+		// Pruning: a completed call before the cut, an open one that never
+		// paused; an open paused one whose row is in the directory stays.
+		open := callstore.Call{ID: "call_2", Session: "s1", Ident: "h2", Doc: `{}`, Created: now}
+		paused := callstore.Call{ID: "call_3", Session: "s1", Ident: "h3", Doc: `{}`, PauseID: "exec_r", Created: now}
+		row.ID = "exec_r"
+		for _, w := range []callstore.Write{{Call: open}, {Call: paused, Publish: &row}} {
+			if err := calls.Put(ctx, next.Grain, next.Epoch, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := calls.Prune(ctx, now.Add(time.Hour)); err != nil || n != 2 {
+			t.Fatalf("pruned %d %v, want 2", n, err)
+		}
+		if left, _ := calls.Paused(ctx, "s1"); len(left) != 1 || left[0].ID != "call_3" {
+			t.Fatalf("left %+v, want the paused call", left)
+		}
+	})
+}

@@ -1,0 +1,240 @@
+package mcpruntime
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/app"
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
+)
+
+// The SDK's durable tool calls (docs/sdk.md §4): a tools/call of a
+// session whose handler calls Step or Ask becomes a durable call, kept in
+// callstore. Its identity is the session, the tool's name and its
+// canonical arguments, among the session's open calls (whose handler never
+// returned): the client's retry of a call lost with its node runs the
+// handler again against the same journal. An asked question is a pause of
+// the session exactly as a code-mode pause is: a row of the execution
+// directory (published in the transaction that journals it), a lease of
+// the session while a handler waits for it in memory, the approval
+// deadline's decline, decisions taken by the session grain (roles
+// checked there) and handed over through ResolveApproval.
+
+// callDoc is a durable call's journal (callstore.Call.Doc).
+type callDoc struct {
+	Tool  string          `json:"tool"`
+	Steps []callStep      `json:"steps,omitempty"`
+	Asks  []callQuestion  `json:"asks,omitempty"`
+	Args  json.RawMessage `json:"args,omitempty"`
+}
+
+// callStep is one journaled Step.
+type callStep struct {
+	Name   string          `json:"name"`
+	Result json.RawMessage `json:"result"`
+}
+
+// callQuestion is one Ask: its pause and, once decided, the decision.
+type callQuestion struct {
+	ID         string         `json:"id"`
+	Summary    string         `json:"summary"`
+	Details    map[string]any `json:"details,omitempty"`
+	Form       bool           `json:"form,omitempty"`
+	DeadlineMs int64          `json:"deadlineMs"`
+	Decision   *app.Decision  `json:"decision,omitempty"`
+}
+
+// durableCall is one open durable call of the session, shared by the
+// handler runs of the call and its pause.
+type durableCall struct {
+	mu      sync.Mutex // guards row, doc, stored, preempt
+	row     callstore.Call
+	doc     callDoc
+	stored  bool          // the row exists in the store
+	preempt chan struct{} // closed to ask the run holding turn to let go
+	turn    chan struct{} // holds one token per running handler run (capacity 1)
+	users   int           // runs using it (guarded by asks.mu)
+}
+
+// askPause is an asked question waiting for its decision.
+type askPause struct {
+	c       *durableCall
+	idx     int
+	waiters int           // handler runs waiting in memory (guarded by asks.mu)
+	done    chan struct{} // closed once the decision is journaled
+}
+
+// asks are the durable calls of one session runtime.
+type asks struct {
+	r      *Runtime
+	st     *callstore.Store
+	grain  string
+	epoch  func() uint64
+	leases session.LeaseHooks
+	window time.Duration
+	closed chan struct{}
+	once   sync.Once
+
+	mu     sync.Mutex
+	open   map[string]*durableCall // by identity
+	pauses map[string]*askPause    // by execution id
+}
+
+// askWriteTimeout bounds one journal write (store outages included).
+const askWriteTimeout = 10 * time.Second
+
+// newAsks returns the durable calls of r, fenced by the session grain's
+// epoch (nil if the session has no grain key: nothing durable).
+func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
+	if in.Grain == "" || in.Epoch == nil || in.Leases == nil {
+		return nil
+	}
+	w := cfg.AskWindow
+	if w <= 0 && cfg.CodeMode != nil {
+		w = cfg.CodeMode.Window
+	}
+	if w <= 0 {
+		w = engine.DefaultApprovalWindow
+	}
+	return &asks{r: r, st: callstore.New(cfg.Store), grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
+		closed: make(chan struct{}), open: map[string]*durableCall{}, pauses: map[string]*askPause{}}
+}
+
+// close wakes every handler waiting for a decision (go-sdk closes a
+// session only once its handlers returned).
+func (a *asks) close() { a.once.Do(func() { close(a.closed) }) }
+
+// identity is the hash of a call's tool name and canonical arguments.
+func identity(tool string, args json.RawMessage) string {
+	var v any
+	canon := []byte(args)
+	if len(args) > 0 && json.Unmarshal(args, &v) == nil {
+		canon, _ = json.Marshal(v) // object keys sorted
+	}
+	h := sha256.New()
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func newCallID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// save writes c's row (c.mu held), publishing or settling directory rows
+// in the same transaction; a fenced or failed write wraps app.ErrRetry.
+func (a *asks) save(c *durableCall, publish *directory.Execution, settle []string) error {
+	doc, err := json.Marshal(c.doc)
+	if err != nil {
+		return fmt.Errorf("mcpgrain: encode the call's journal: %w", err)
+	}
+	c.row.Doc = string(doc)
+	ctx, cancel := context.WithTimeout(context.Background(), askWriteTimeout)
+	defer cancel()
+	w := callstore.Write{Call: c.row, Publish: publish, Settle: settle, SettledAt: time.Now()}
+	err = store.ThroughOutage(ctx, func() error { return a.st.Put(ctx, a.grain, a.epoch(), w) })
+	if err != nil {
+		return fmt.Errorf("%w: journal the tool call: %v", app.ErrRetry, err)
+	}
+	c.stored = true
+	return nil
+}
+
+// callFor returns the open call with identity ident (the one in memory,
+// the one stored, or a new one, not stored until it journals) and counts
+// the caller as its user.
+func (a *asks) callFor(ctx context.Context, ident, tool string, args json.RawMessage) (*durableCall, error) {
+	a.mu.Lock()
+	if c, ok := a.open[ident]; ok {
+		c.users++
+		a.mu.Unlock()
+		return c, nil
+	}
+	a.mu.Unlock()
+	c := &durableCall{turn: make(chan struct{}, 1)}
+	row, err := a.st.Open(ctx, a.r.id, ident)
+	switch {
+	case err == nil:
+		c.row, c.stored = row, true
+		if err := json.Unmarshal([]byte(row.Doc), &c.doc); err != nil {
+			return nil, fmt.Errorf("mcpgrain: read the journal of call %s: %w", row.ID, err)
+		}
+	case errors.Is(err, store.ErrNotFound):
+		c.row = callstore.Call{ID: newCallID(), Session: a.r.id, Ident: ident, Created: time.Now()}
+		c.doc = callDoc{Tool: tool, Args: args}
+	default:
+		return nil, fmt.Errorf("%w: %v", app.ErrRetry, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.open[ident]; ok { // another run loaded it meanwhile
+		c = old
+	} else {
+		a.open[ident] = c
+	}
+	c.users++
+	return c, nil
+}
+
+// restore brings back the session's calls that wait for a decision (after
+// passivation, a restart or the loss of the node): each pause is
+// published again (a graceful disposal drops the rows of the pauses it
+// held in memory) and reported to the session (its deadline is armed
+// again). A failure is logged: the next activation tries again.
+func (a *asks) restore(ctx context.Context) {
+	rows, err := a.st.Paused(ctx, a.r.id)
+	if err != nil {
+		a.r.log.Warn("mcpruntime: list the paused tool calls to restore", "err", err)
+		return
+	}
+	for _, row := range rows {
+		c := &durableCall{row: row, stored: true, turn: make(chan struct{}, 1)}
+		if err := json.Unmarshal([]byte(row.Doc), &c.doc); err != nil {
+			a.r.log.Warn("mcpruntime: read a paused tool call", "call", row.ID, "err", err)
+			continue
+		}
+		for i, q := range c.doc.Asks {
+			if q.ID != row.PauseID || q.Decision != nil {
+				continue
+			}
+			c.mu.Lock()
+			err := a.save(c, a.directoryRow(c, i), nil)
+			c.mu.Unlock()
+			if err != nil {
+				a.r.log.Warn("mcpruntime: publish a restored question", "execution", q.ID, "err", err)
+				break
+			}
+			a.mu.Lock()
+			a.open[row.Ident] = c
+			a.pauses[q.ID] = &askPause{c: c, idx: i, done: make(chan struct{})}
+			a.mu.Unlock()
+			a.leases.Paused(q.ID, time.UnixMilli(q.DeadlineMs))
+			a.r.log.Info("mcpruntime: restored paused tool call", "call", row.ID, "execution", q.ID, "steps", len(c.doc.Steps))
+		}
+	}
+}
+
+// directoryRow is question i of c as the approval surfaces list it.
+func (a *asks) directoryRow(c *durableCall, i int) *directory.Execution {
+	q := c.doc.Asks[i]
+	p := a.r.scope.principal
+	args, _ := json.Marshal(q.Details)
+	return &directory.Execution{
+		ID: q.ID, Session: a.r.id, User: p.GetUser(), Org: p.GetOrg(), Address: c.doc.Tool, Message: q.Summary,
+		ApprovalText: "tool " + c.doc.Tool, ArgsJSON: string(args), Deadline: time.UnixMilli(q.DeadlineMs),
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
+)
+
+// ownedBy connects to node via until the session is owned by node owner
+// (the placement of nodes 0, 1 and 2).
+func ownedBy(t *testing.T, c *testcluster.Cluster, via, owner int, token string) *mcp.ClientSession {
+	t.Helper()
+	table := c.Placement(session.KindName, 0, 1, 2)
+	for range 40 {
+		cs := connect(t, "http://"+c.Node(via).HTTP+"/mcp", token)
+		if o, _ := table.Owner(session.KindName, cs.ID()); o.ID == c.Node(owner).ID {
+			return cs
+		}
+		_ = cs.Close()
+	}
+	t.Fatal("could not get a session owned by the wanted node")
+	return nil
+}
+
+// Three deploy nodes (Consul, Postgres). The node that owns the session
+// is killed (kill -9) while deploy waits for its decision: the pause is
+// still listed on the other nodes, a member's decision there restores it
+// on the session's new owner, the client's retry of the call (same
+// session, tool and arguments) gets the decision, and the deployment
+// happens exactly once. The work before Ask, not in a Step, ran twice.
+func TestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "deployments.log")
+	t.Setenv("DEPLOY_LOG", log)
+	keys := filepath.Join(dir, "keys.json")
+	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
+	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	cs := ownedBy(t, c, 0, 1, aliceToken)
+
+	call := startDeploy(t, cs, "billing", "4.2.0")
+	p := awaitPause(t, "http://"+c.Node(2).HTTP+"/api/executions", "Deploy billing 4.2.0?")
+	c.Kill(1)
+	call.cancel() // the client gives up on the call its owner lost
+	<-call.done
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+
+	if again := awaitPause(t, "http://"+c.Node(0).HTTP+"/api/executions", "Deploy billing 4.2.0?"); again.ID != p.ID {
+		t.Fatalf("after the kill %s is listed, want %s", again.ID, p.ID)
+	}
+	url := "http://" + c.Node(2).HTTP + "/api/executions/" + p.ID + "/resume"
+	var code int
+	var answer []byte
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		// Until the session's new owner takes it, the decision may find
+		// no owner (503): retried, as a client of the API would.
+		if code, answer = api(t, http.MethodPost, url, bobToken, `{"action":"accept"}`); code != http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, answer)
+	}
+	if got, want := startDeploy(t, cs, "billing", "4.2.0").result(t), "deployed billing 4.2.0, approved by bob"; got != want {
+		t.Fatalf("the retry's result %q, want %q", got, want)
+	}
+	if n := countLines(t, log, "deployed billing 4.2.0"); n != 1 {
+		t.Fatalf("%d deployments, want exactly 1", n)
+	}
+	if n := countLines(t, log, "requested billing 4.2.0"); n != 2 {
+		t.Fatalf("the unjournaled work before Ask ran %d times, want 2", n)
+	}
+}
