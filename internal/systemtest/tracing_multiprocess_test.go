@@ -139,3 +139,85 @@ func descends(tr testenv.JaegerTrace, i int, ancestor string) bool {
 	}
 	return false
 }
+
+// A forced cap eviction, read back from the collector: with one resident
+// runtime per node, a second session on the owner node evicts the first;
+// Jaeger then has mcp.session.idle_runtime_dispose with
+// dispose_reason=cap for exactly that session, recorded on its node, the
+// child of its McpSessionDO.requestCapEviction span, which links to the
+// evicting session's McpSessionDO.init span (in that session's trace).
+func TestCapEvictionIsFoundInTheCollector(t *testing.T) {
+	j := testenv.StartJaeger(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--trace-endpoint", j.OTLPEndpoint(),
+		"--resident-memory", "0", "--resident-soft-cap", "1"}})
+	evicted := connectOwnedBy(t, c, 0, 1, nil)
+	echo(t, evicted, "first")
+	evicting := connectOwnedBy(t, c, 0, 1, nil)
+	echo(t, evicting, "second")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	tr := awaitFound(ctx, t, j, "mcp.session.idle_runtime_dispose",
+		map[string]string{"mcp.session.dispose_reason": "cap", "mcp.session.id": evicted.ID()})
+	d := spanNamed(tr, "mcp.session.idle_runtime_dispose")
+	if got := nodeOf(tr, d); got != c.Node(1).ID {
+		t.Errorf("disposal recorded on %q, want the owner %q", got, c.Node(1).ID)
+	}
+	if tagOf(tr, d, "mcp.isolate.resident_runtimes") == nil || tagOf(tr, d, "mcp.session.active_stream_count") == nil {
+		t.Errorf("disposal span without the residency or stream counts: %+v", tr.Spans[d].Tags)
+	}
+	req := spanNamed(tr, "McpSessionDO.requestCapEviction")
+	if req < 0 || parentOf(tr, d) != tr.Spans[req].SpanID {
+		t.Fatalf("disposal is not the child of a McpSessionDO.requestCapEviction span: %+v", tr.Spans)
+	}
+	var linkTrace, linkSpan string
+	for _, r := range tr.Spans[req].References {
+		if r.RefType == "FOLLOWS_FROM" {
+			linkTrace, linkSpan = r.TraceID, r.SpanID
+		}
+	}
+	if linkTrace == "" {
+		t.Fatalf("eviction request span has no link: %+v", tr.Spans[req].References)
+	}
+	build := awaitTrace(ctx, t, j, linkTrace, "McpSessionDO.init")
+	for i, s := range build.Spans {
+		if s.SpanID != linkSpan {
+			continue
+		}
+		if s.OperationName != "McpSessionDO.init" || fmt.Sprint(tagOf(build, i, "mcp.session.id")) != evicting.ID() ||
+			fmt.Sprint(tagOf(build, i, "mcpgrain.residency.eviction_candidate")) != evicted.ID() {
+			t.Fatalf("linked span %s with tags %+v, want the evicting session's init span", s.OperationName, s.Tags)
+		}
+		return
+	}
+	t.Fatalf("linked span %s not in trace %s", linkSpan, linkTrace)
+}
+
+// awaitFound polls Jaeger's search until a trace has a span named
+// operation with the tags, and returns it.
+func awaitFound(ctx context.Context, t *testing.T, j *testenv.Jaeger, operation string, tags map[string]string) testenv.JaegerTrace {
+	t.Helper()
+	var last error
+	for {
+		trs, err := j.Find(ctx, "mcpgrain", operation, tags)
+		if err == nil && len(trs) == 1 {
+			return trs[0]
+		}
+		last = fmt.Errorf("%d traces, err %v", len(trs), err)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no single trace with %s %v in jaeger: %v", operation, tags, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tagOf is span i's tag key, or nil.
+func tagOf(tr testenv.JaegerTrace, i int, key string) any {
+	for _, tag := range tr.Spans[i].Tags {
+		if tag.Key == key {
+			return tag.Value
+		}
+	}
+	return nil
+}
