@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
+	"github.com/mcpgrain/mcpgrain/tracing/otlp"
 )
 
 // A client's tools/call with a traceparent in params._meta, sent to a node
@@ -220,4 +221,41 @@ func tagOf(tr testenv.JaegerTrace, i int, key string) any {
 		}
 	}
 	return nil
+}
+
+// A durable approval pause of a real code-mode session, read back from
+// Jaeger: the pause takes its lease (McpSessionDO.pending_approval_lease.start,
+// durable), the model's accept reaches the code (begin_resume, outcome
+// accept), and the settled execution releases it (finish) — each span
+// carrying the session and the execution id.
+func TestDurablePauseLeaseSpansInTheCollector(t *testing.T) {
+	j := testenv.StartJaeger(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	shutdown, err := otlp.Setup(t.Context(), otlp.Options{Endpoint: j.OTLPEndpoint(), Node: "lease1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("resume: %v", sc)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	want := map[string]map[string]string{
+		"McpSessionDO.pending_approval_lease.start":        {"mcpgrain.execution.durable": "true"},
+		"McpSessionDO.pending_approval_lease.begin_resume": {"mcpgrain.approval.outcome": "accept"},
+		"McpSessionDO.pending_approval_lease.finish":       {},
+	}
+	for op, tags := range want {
+		tags["mcp.execution.id"] = id
+		tags["mcp.session.id"] = cs.ID()
+		tr := awaitFound(ctx, t, j, op, tags)
+		if nodeOf(tr, spanNamed(tr, op)) != "lease1" {
+			t.Errorf("%s not recorded by the node", op)
+		}
+	}
 }
