@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/placement"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // ErrUnknownOutcome is returned when a non-idempotent request's delivery
@@ -62,7 +63,7 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 		deadline = began.Add(n.cfg.RequestTimeout)
 	}
 	reply, err := n.request(ctx, kind, identity, msg, o, deadline)
-	n.metrics.requestTimes.WithLabelValues(kind).Observe(time.Since(began).Seconds())
+	tracing.Observe(ctx, n.metrics.requestTimes.WithLabelValues(kind), time.Since(began).Seconds())
 	n.metrics.requests.WithLabelValues(kind, outcome(err)).Inc()
 	return reply, err
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/exchange/requeststate"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Defaults of [MCPOptions], used where a field is zero.
@@ -128,6 +130,11 @@ func (h *mcpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	labels := requestLabels{era: eraUnknown}
+	if tracing.On() { // the request's span, started further in, gives its latency's exemplar
+		var ctx context.Context
+		ctx, labels.span = tracing.WithSlot(r.Context())
+		r = r.WithContext(ctx)
+	}
 	defer func() {
 		status := rec.status
 		if status == 0 {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Era label values of the gateway metrics.
@@ -48,6 +50,9 @@ func newGatewayMetrics(reg prometheus.Registerer) (*gatewayMetrics, error) {
 // requestLabels are filled in by the handler as it learns them.
 type requestLabels struct {
 	era, method string
+	// span receives the request's server span (nil: tracing off), whose
+	// trace id is the latency's exemplar.
+	span *tracing.Slot
 }
 
 // observe records one finished request.
@@ -58,7 +63,7 @@ func (m *gatewayMetrics) observe(r *http.Request, l requestLabels, status int, t
 	}
 	m.requests.WithLabelValues(l.era, method, strconv.Itoa(status)).Inc()
 	if r.Method == http.MethodPost {
-		m.seconds.WithLabelValues(l.era).Observe(took.Seconds())
+		tracing.ObserveSpan(l.span.SpanContext(), m.seconds.WithLabelValues(l.era), took.Seconds())
 	}
 }
 

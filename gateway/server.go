@@ -84,7 +84,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "node": o.Node.ID()})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { rd.serve(w, r, o) })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
 	if (o.EnableProbe || o.EnablePprof) && o.Auth == nil {
 		return nil, errors.New("gateway: the /debug/ routes (probe, pprof) need Options.Auth")
 	}

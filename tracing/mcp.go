@@ -93,8 +93,10 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 	if v := req.HTTP.Header.Get("Mcp-Protocol-Version"); v != "" {
 		attrs = append(attrs, ProtocolVersionKey.String(v))
 	}
-	return Tracer().Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
+	sctx, span := Tracer().Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	fill(ctx, span.SpanContext())
+	return sctx, span
 }
 
 // target is the span name's target of m (tool, prompt or resource) and

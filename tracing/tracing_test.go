@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -83,12 +84,16 @@ func TestOffCostsNoAllocations(t *testing.T) {
 	}
 	ctx := context.Background()
 	msg := struct{}{}
+	histogram := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"})
 	allocs := testing.AllocsPerRun(100, func() {
 		c, end := Receive(ctx, "session", msg)
 		end()
 		_, s := Start(c, "x")
 		s.End()
 		_ = Inject(c)
+		c2, slot := WithSlot(c)
+		ObserveSpan(slot.SpanContext(), histogram, 1)
+		Observe(c2, histogram, 1)
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per call with tracing off, want 0", allocs)

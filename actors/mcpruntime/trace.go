@@ -19,29 +19,15 @@ import (
 
 // InitSpan is the name of the span of a session runtime's build (a
 // creation, or a restore after passivation or a move): the executor's
-// session init span, so the same query finds both.
-const InitSpan = "McpSessionDO.init"
-
-// restoreKey says whether an init span restored recorded state (true) or
-// built a new session's runtime (false).
-const restoreKey = attribute.Key("mcp.session.restore")
+// session init span, so the same query finds both. The session grain
+// records it (session.InitSpan, with the residency attributes), around
+// Build.
+const InitSpan = session.InitSpan
 
 // Build implements session.Builder: a handler for the session on the
-// shared server, restored from its recorded state. With tracing on the
-// build is the span InitSpan, a child of the exchange that needed it.
+// shared server, restored from its recorded state.
 func (b *Builder) Build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
-	if !tracing.On() {
-		return b.build(ctx, in)
-	}
-	ctx, span := tracing.Start(ctx, InitSpan, trace.WithAttributes(
-		tracing.SessionKey.String(in.SessionID), restoreKey.Bool(len(in.State) > 0)))
-	defer span.End()
-	rt, err := b.build(ctx, in)
-	if err != nil {
-		span.SetAttributes(semconv.ErrorTypeKey.String("build_failed"))
-		span.SetStatus(codes.Error, err.Error())
-	}
-	return rt, err
+	return b.build(ctx, in)
 }
 
 // TraceTools is a receiving middleware for a node's shared servers

@@ -44,11 +44,18 @@ type Evictor struct {
 
 // Request asks the grain id to evict itself, without waiting.
 func (e *Evictor) Request(id string) {
-	go e.request(id)
+	go e.request(context.Background(), id)
 }
 
-func (e *Evictor) request(id string) {
-	r, err := e.send(id)
+// RequestFrom is Request on behalf of ctx: Evict's context carries ctx's
+// values (its trace context: the eviction request is linked to the build
+// that asked for it), not its cancellation or deadline.
+func (e *Evictor) RequestFrom(ctx context.Context, id string) {
+	go e.request(context.WithoutCancel(ctx), id)
+}
+
+func (e *Evictor) request(parent context.Context, id string) {
+	r, err := e.send(parent, id)
 	if e.Done != nil {
 		e.Done(id, r, err)
 	}
@@ -57,12 +64,12 @@ func (e *Evictor) request(id string) {
 // send is one request. Evict runs on a goroutine of its own, so one that
 // ignores its context is given up on at the timeout, and a panic of Evict
 // is a failure, not a crash of the node (nothing else recovers there).
-func (e *Evictor) send(id string) (EvictResult, error) {
+func (e *Evictor) send(parent context.Context, id string) (EvictResult, error) {
 	timeout := e.Timeout
 	if timeout <= 0 {
 		timeout = DefaultEvictTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	type answer struct {
 		evicted bool

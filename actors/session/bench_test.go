@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/mcpgrain/mcpgrain/cluster"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Run with:
@@ -183,4 +186,22 @@ func BenchmarkSessionFootprint(b *testing.B) {
 	b.ReportMetric(float64(int64(resident1)-int64(base))/n, "B/resident-session")
 	b.ReportMetric(float64(int64(passivated2)-int64(passivated1))/n, "B/passivated-session")
 	b.ReportMetric(float64(bytes)/n, "store-B/session")
+}
+
+// The tracing cost of a session's lifecycle in one run: a cap eviction
+// and a restore (the spans McpSessionDO.requestCapEviction,
+// mcp.session.idle_runtime_dispose and McpSessionDO.init with their
+// residency attributes), tracing off and on at sampling 1.0 (batched to
+// an exporter that drops them). Fake runtime, SQLite store.
+//
+//	go test ./actors/session -run '^$' -bench LifecycleTracing -benchtime 2000x -benchmem
+func BenchmarkLifecycleTracing(b *testing.B) {
+	run := func(b *testing.B) { benchRestore(b, "sqlite:"+filepath.Join(b.TempDir(), "s.db")) }
+	b.Run("off", run)
+	b.Run("on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		uninstall := tracing.Install(tp)
+		b.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
+		run(b)
+	})
 }

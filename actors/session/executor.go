@@ -9,12 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // The grain as the lifecycle machine's executor (machine.go): it steps the
@@ -84,16 +86,20 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actHandOver:
 		s.rt.ResolveApproval(a.exec, s.rec.GetDecisions()[a.exec])
 	case actSetDeadline:
+		s.traceLease(ctx, a)
 		if err := g.SetReminder(ctx, reminderApproval+a.exec, a.at, 0); err != nil {
 			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", a.exec, "err", err)
 		}
 	case actMarkActivity:
 		s.markActivity()
 	case actCountApproval:
+		s.traceLease(ctx, a)
 		s.h.metrics.approvals.WithLabelValues(a.label).Inc()
 	case actRecordTimeout:
+		s.traceLease(ctx, a)
 		return s.recordTimeout(ctx, g, a.exec)
 	case actReleaseLease:
+		s.traceLease(ctx, a)
 		s.releaseLease(ctx, g, a.exec)
 	case actPersistActivity:
 		s.persistActivity(ctx, g)
@@ -185,7 +191,9 @@ func tombstoneReason(reason string) string {
 // build builds the runtime (a cold build or a restore after passivation):
 // a residency admission first, whose build slot is released exactly once
 // (success, failure, panic, cancellation); a failed or interrupted build
-// leaves nothing behind.
+// leaves nothing behind. With tracing on the build is the span InitSpan,
+// with the admission's residency facts; the eviction it asks for links
+// to it.
 func (s *session) build(ctx context.Context, g grain.Context) error {
 	built := false
 	defer func() {
@@ -199,16 +207,21 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	}
 	adm := s.h.registry.Admit(now)
 	defer adm.Slot.Release()
+	rec := s.record()
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = s.startInit(ctx, adm, s.rec != nil) // restore: the session exists already
+		defer func() { s.endInit(span, built) }()
+	}
 	if adm.Evict != "" {
-		s.h.requestEviction(adm.Evict)
+		s.h.requestEviction(ctx, adm.Evict)
 	}
 	if adm.Overflow {
 		s.h.metrics.overflow.Inc()
-		s.h.log.Info("session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
+		s.h.log.InfoContext(ctx, "session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
 	}
 	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
 	began := time.Now()
-	rec := s.record()
 	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
 		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
@@ -311,6 +324,11 @@ func (s *session) onIdle(ctx context.Context, g grain.Context, gen uint64) {
 // of the pauses lost with it go, and it is closed uninterruptibly (the
 // close ignores the caller's cancellation; only CloseTimeout bounds it).
 func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) error {
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = s.startDispose(ctx, a.label)
+		defer s.endDispose(span)
+	}
 	rt := s.rt
 	s.rt, s.res, s.retired = nil, nil, rt
 	s.cancelExchanges()
@@ -336,7 +354,7 @@ func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) e
 		}
 	}()
 	s.h.metrics.disposals.WithLabelValues(a.label).Inc()
-	s.h.log.Info("mcp_session_idle_runtime_dispose", "session", s.id, "reason", a.label,
+	s.h.log.InfoContext(ctx, "mcp_session_idle_runtime_dispose", "session", s.id, "reason", a.label,
 		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", s.h.registry.Resident())
 	return s.step(ctx, g, event{kind: evDisposeDone})
 }

@@ -232,7 +232,8 @@ func (h *Host) removeResident(id string) {
 // cold build that chose it (residency.Evictor: bounded, a panic of Evict
 // is a failure). A failure leaves it registered; the registry's grace
 // window makes the next admission pick another candidate.
-func (h *Host) requestEviction(id string) { h.evictor.Request(id) }
+// ctx's trace context goes with the request: the candidate links to it).
+func (h *Host) requestEviction(ctx context.Context, id string) { h.evictor.RequestFrom(ctx, id) }
 
 // evicted counts (and logs a failed) eviction request.
 func (h *Host) evicted(id string, r residency.EvictResult, err error) {

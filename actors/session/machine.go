@@ -491,7 +491,7 @@ func (m *machine) onLease(e event) {
 		if e.timedOut {
 			outcome = outcomeTimeout
 		}
-		m.emit(action{kind: actCountApproval, label: outcome})
+		m.emit(action{kind: actCountApproval, exec: e.exec, label: outcome})
 	case LeaseSettled:
 		delete(m.handedOver, e.exec)
 		if _, ok := m.leases[e.exec]; ok {

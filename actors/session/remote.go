@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // The messages other parties send to a session grain, next to the grain
@@ -20,7 +21,7 @@ import (
 // grain.Cluster (a grain.Host gets it).
 func EvictThrough(c grain.Requester) func(ctx context.Context, id string) (bool, error) {
 	return func(ctx context.Context, id string) (bool, error) {
-		r, err := c.Request(ctx, KindName, id, &pb.RequestCapEviction{})
+		r, err := c.Request(ctx, KindName, id, &pb.RequestCapEviction{LinkContext: tracing.Inject(ctx)})
 		if err != nil {
 			return false, fmt.Errorf("session: cap eviction of %s: %w", id, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Disposal reasons (label values of mcpgrain_runtime_disposals_total).
@@ -107,7 +109,7 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 	case *pb.SessionDelete:
 		return s.delete(ctx, g, m.GetPrincipal())
 	case *pb.RequestCapEviction:
-		return &pb.CapEvictionReply{Evicted: s.capEviction(ctx, g)}, nil
+		return &pb.CapEvictionReply{Evicted: s.capEviction(ctx, g, m.GetLinkContext())}, nil
 	case *pb.SessionInspect:
 		return s.snapshot(ctx, g), nil
 	case *pb.HttpExchange:
@@ -285,6 +287,11 @@ func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) err
 	if s.rt != nil {
 		return nil
 	}
+	if tracing.On() && s.rec != nil && !s.ended {
+		var span trace.Span
+		ctx, span = tracing.Start(ctx, RestoreForApprovalSpan, trace.WithAttributes(tracing.SessionKey.String(s.id)))
+		defer span.End()
+	}
 	return s.step(ctx, g, event{kind: evBuildAsked, gone: s.rec == nil || s.ended})
 }
 
@@ -358,8 +365,16 @@ func (s *session) passivateIfIdle(ctx context.Context, g grain.Context) {
 }
 
 // capEviction is requestCapEviction on the candidate: re-check liveness in
-// the session's own context, dispose with reason cap, or do nothing.
-func (s *session) capEviction(ctx context.Context, g grain.Context) bool {
+// the session's own context, dispose with reason cap, or do nothing. With
+// tracing on it is the span CapEvictionSpan, linked to the evicting build
+// (link: its trace context), the disposal's span its child.
+func (s *session) capEviction(ctx context.Context, g grain.Context, link map[string]string) bool {
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = s.startCapEviction(ctx, link)
+		defer span.End()
+		defer func() { span.SetAttributes(EvictedKey.Bool(s.rt == nil)) }()
+	}
 	evicted := len(s.decide(event{kind: evCapEviction, evictable: s.rt != nil && s.res.canEvict()})) > 0
 	_ = s.carryOut(ctx, g)
 	return evicted

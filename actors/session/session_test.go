@@ -24,6 +24,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 var (
@@ -238,7 +239,7 @@ func (e *env) build(ctx context.Context, in session.BuildInput) (session.Runtime
 }
 
 func (e *env) evict(ctx context.Context, id string) (bool, error) {
-	r, err := e.node.Request(ctx, session.KindName, id, &pb.RequestCapEviction{})
+	r, err := e.node.Request(ctx, session.KindName, id, &pb.RequestCapEviction{LinkContext: tracing.Inject(ctx)})
 	if err != nil {
 		return false, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
+	"github.com/mcpgrain/mcpgrain/tracing/otlp"
 )
 
 // A client's tools/call with a traceparent in params._meta, sent to a node
@@ -138,4 +139,123 @@ func descends(tr testenv.JaegerTrace, i int, ancestor string) bool {
 		}
 	}
 	return false
+}
+
+// A forced cap eviction, read back from the collector: with one resident
+// runtime per node, a second session on the owner node evicts the first;
+// Jaeger then has mcp.session.idle_runtime_dispose with
+// dispose_reason=cap for exactly that session, recorded on its node, the
+// child of its McpSessionDO.requestCapEviction span, which links to the
+// evicting session's McpSessionDO.init span (in that session's trace).
+func TestCapEvictionIsFoundInTheCollector(t *testing.T) {
+	j := testenv.StartJaeger(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--trace-endpoint", j.OTLPEndpoint(),
+		"--resident-memory", "0", "--resident-soft-cap", "1"}})
+	evicted := connectOwnedBy(t, c, 0, 1, nil)
+	echo(t, evicted, "first")
+	evicting := connectOwnedBy(t, c, 0, 1, nil)
+	echo(t, evicting, "second")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	tr := awaitFound(ctx, t, j, "mcp.session.idle_runtime_dispose",
+		map[string]string{"mcp.session.dispose_reason": "cap", "mcp.session.id": evicted.ID()})
+	d := spanNamed(tr, "mcp.session.idle_runtime_dispose")
+	if got := nodeOf(tr, d); got != c.Node(1).ID {
+		t.Errorf("disposal recorded on %q, want the owner %q", got, c.Node(1).ID)
+	}
+	if tagOf(tr, d, "mcp.isolate.resident_runtimes") == nil || tagOf(tr, d, "mcp.session.active_stream_count") == nil {
+		t.Errorf("disposal span without the residency or stream counts: %+v", tr.Spans[d].Tags)
+	}
+	req := spanNamed(tr, "McpSessionDO.requestCapEviction")
+	if req < 0 || parentOf(tr, d) != tr.Spans[req].SpanID {
+		t.Fatalf("disposal is not the child of a McpSessionDO.requestCapEviction span: %+v", tr.Spans)
+	}
+	var linkTrace, linkSpan string
+	for _, r := range tr.Spans[req].References {
+		if r.RefType == "FOLLOWS_FROM" {
+			linkTrace, linkSpan = r.TraceID, r.SpanID
+		}
+	}
+	if linkTrace == "" {
+		t.Fatalf("eviction request span has no link: %+v", tr.Spans[req].References)
+	}
+	build := awaitTrace(ctx, t, j, linkTrace, "McpSessionDO.init")
+	for i, s := range build.Spans {
+		if s.SpanID != linkSpan {
+			continue
+		}
+		if s.OperationName != "McpSessionDO.init" || fmt.Sprint(tagOf(build, i, "mcp.session.id")) != evicting.ID() ||
+			fmt.Sprint(tagOf(build, i, "mcpgrain.residency.eviction_candidate")) != evicted.ID() {
+			t.Fatalf("linked span %s with tags %+v, want the evicting session's init span", s.OperationName, s.Tags)
+		}
+		return
+	}
+	t.Fatalf("linked span %s not in trace %s", linkSpan, linkTrace)
+}
+
+// awaitFound polls Jaeger's search until a trace has a span named
+// operation with the tags, and returns it.
+func awaitFound(ctx context.Context, t *testing.T, j *testenv.Jaeger, operation string, tags map[string]string) testenv.JaegerTrace {
+	t.Helper()
+	var last error
+	for {
+		trs, err := j.Find(ctx, "mcpgrain", operation, tags)
+		if err == nil && len(trs) == 1 {
+			return trs[0]
+		}
+		last = fmt.Errorf("%d traces, err %v", len(trs), err)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no single trace with %s %v in jaeger: %v", operation, tags, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tagOf is span i's tag key, or nil.
+func tagOf(tr testenv.JaegerTrace, i int, key string) any {
+	for _, tag := range tr.Spans[i].Tags {
+		if tag.Key == key {
+			return tag.Value
+		}
+	}
+	return nil
+}
+
+// A durable approval pause of a real code-mode session, read back from
+// Jaeger: the pause takes its lease (McpSessionDO.pending_approval_lease.start,
+// durable), the model's accept reaches the code (begin_resume, outcome
+// accept), and the settled execution releases it (finish) — each span
+// carrying the session and the execution id.
+func TestDurablePauseLeaseSpansInTheCollector(t *testing.T) {
+	j := testenv.StartJaeger(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	shutdown, err := otlp.Setup(t.Context(), otlp.Options{Endpoint: j.OTLPEndpoint(), Node: "lease1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	info := startCodeNode(t, nil)
+	cs := connectMode(t, info.HTTPAddr, aliceToken, "")
+	id := pause(t, cs, "waiting_for_interaction")
+	res, sc := callTool(t, cs, "resume", map[string]any{"executionId": id, "action": "accept"})
+	if res.IsError || sc["status"] != "completed" {
+		t.Fatalf("resume: %v", sc)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	want := map[string]map[string]string{
+		"McpSessionDO.pending_approval_lease.start":        {"mcpgrain.execution.durable": "true"},
+		"McpSessionDO.pending_approval_lease.begin_resume": {"mcpgrain.approval.outcome": "accept"},
+		"McpSessionDO.pending_approval_lease.finish":       {},
+	}
+	for op, tags := range want {
+		tags["mcp.execution.id"] = id
+		tags["mcp.session.id"] = cs.ID()
+		tr := awaitFound(ctx, t, j, op, tags)
+		if nodeOf(tr, spanNamed(tr, op)) != "lease1" {
+			t.Errorf("%s not recorded by the node", op)
+		}
+	}
 }

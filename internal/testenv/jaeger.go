@@ -2,9 +2,11 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,6 +183,7 @@ type JaegerTrace struct {
 		ProcessID     string `json:"processID"`
 		References    []struct {
 			RefType string `json:"refType"`
+			TraceID string `json:"traceID"`
 			SpanID  string `json:"spanID"`
 		} `json:"references"`
 		Tags []JaegerTag `json:"tags"`
@@ -209,4 +212,22 @@ func (j *Jaeger) Trace(ctx context.Context, traceID string) (JaegerTrace, error)
 		return JaegerTrace{}, fmt.Errorf("trace %s: %d traces in the answer", traceID, len(v.Data))
 	}
 	return v.Data[0], ctx.Err()
+}
+
+// Find searches the query API (/api/traces) for the traces of service
+// that have a span named operation with all the tags (span attributes),
+// in the last hour; none is not an error.
+func (j *Jaeger) Find(ctx context.Context, service, operation string, tags map[string]string) ([]JaegerTrace, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	t, err := json.Marshal(tags)
+	if err != nil {
+		return nil, fmt.Errorf("jaeger: encode tags: %w", err)
+	}
+	q := url.Values{"service": {service}, "operation": {operation}, "tags": {string(t)},
+		"lookback": {"1h"}, "limit": {"100"}}
+	var v struct{ Data []JaegerTrace }
+	if err := getJSON(client, j.QueryURL()+"/api/traces?"+q.Encode(), &v); err != nil {
+		return nil, err
+	}
+	return v.Data, ctx.Err()
 }

@@ -715,7 +715,12 @@ func (x *SessionReply) GetEpoch() uint64 {
 // (no open streams, no paused or running executions) and passivates with
 // reason "cap", or does nothing. Answered with CapEvictionReply.
 type RequestCapEviction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The W3C trace context (traceparent, tracestate) of the cold build that
+	// asked for the eviction, when tracing is on: the candidate's
+	// McpSessionDO.requestCapEviction span links to it (a link, not a
+	// parent: the eviction is the candidate's own story). Empty otherwise.
+	LinkContext   map[string]string `protobuf:"bytes,1,rep,name=link_context,json=linkContext,proto3" json:"link_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,6 +753,13 @@ func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RequestCapEviction.ProtoReflect.Descriptor instead.
 func (*RequestCapEviction) Descriptor() ([]byte, []int) {
 	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RequestCapEviction) GetLinkContext() map[string]string {
+	if x != nil {
+		return x.LinkContext
+	}
+	return nil
 }
 
 // CapEvictionReply answers RequestCapEviction.
@@ -1104,8 +1116,12 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x10STATUS_NOT_FOUND\x10\x02\x12\x14\n" +
 	"\x10STATUS_FORBIDDEN\x10\x03\x12\x10\n" +
 	"\fSTATUS_ENDED\x10\x04\x12\x11\n" +
-	"\rSTATUS_EXISTS\x10\x05\"\x14\n" +
-	"\x12RequestCapEviction\",\n" +
+	"\rSTATUS_EXISTS\x10\x05\"\xa9\x01\n" +
+	"\x12RequestCapEviction\x12S\n" +
+	"\flink_context\x18\x01 \x03(\v20.mcpgrain.v1.RequestCapEviction.LinkContextEntryR\vlinkContext\x1a>\n" +
+	"\x10LinkContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\",\n" +
 	"\x10CapEvictionReply\x12\x18\n" +
 	"\aevicted\x18\x01 \x01(\bR\aevicted\"\x10\n" +
 	"\x0eSessionInspect\"\x9b\x02\n" +
@@ -1141,7 +1157,7 @@ func file_mcpgrain_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpgrain_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(SessionReply_Status)(0),   // 0: mcpgrain.v1.SessionReply.Status
 	(*Principal)(nil),          // 1: mcpgrain.v1.Principal
@@ -1161,6 +1177,7 @@ var file_mcpgrain_v1_session_proto_goTypes = []any{
 	nil,                        // 15: mcpgrain.v1.SessionRecord.DecisionsEntry
 	nil,                        // 16: mcpgrain.v1.SessionRecord.AppStateEntry
 	nil,                        // 17: mcpgrain.v1.SessionRecord.SchedulesEntry
+	nil,                        // 18: mcpgrain.v1.RequestCapEviction.LinkContextEntry
 }
 var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 0: mcpgrain.v1.SessionRecord.principal:type_name -> mcpgrain.v1.Principal
@@ -1172,14 +1189,15 @@ var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 6: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
 	1,  // 7: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
 	0,  // 8: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
-	5,  // 9: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
-	3,  // 10: mcpgrain.v1.SessionRecord.AppStateEntry.value:type_name -> mcpgrain.v1.AppState
-	14, // 11: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 9: mcpgrain.v1.RequestCapEviction.link_context:type_name -> mcpgrain.v1.RequestCapEviction.LinkContextEntry
+	5,  // 10: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
+	3,  // 11: mcpgrain.v1.SessionRecord.AppStateEntry.value:type_name -> mcpgrain.v1.AppState
+	14, // 12: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_session_proto_init() }
@@ -1193,7 +1211,7 @@ func file_mcpgrain_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_session_proto_rawDesc), len(file_mcpgrain_v1_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
