@@ -83,7 +83,7 @@ func (x SessionReply_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionReply_Status.Descriptor instead.
 func (SessionReply_Status) EnumDescriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7, 0}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8, 0}
 }
 
 // Principal is an authenticated caller: who, in which organization, with
@@ -178,8 +178,12 @@ type SessionRecord struct {
 	// quarter of the budget was written across restores, not on every
 	// disposal.
 	UntrimmedEventBytes int64 `protobuf:"varint,7,opt,name=untrimmed_event_bytes,json=untrimmedEventBytes,proto3" json:"untrimmed_event_bytes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The last disposal of the session's runtime (why and when), as of the
+	// activation that disposed it: inspection (SessionSnapshot) reports it
+	// after the session passivated or moved. Unset before the first one.
+	LastDispose   *Disposal `protobuf:"bytes,8,opt,name=last_dispose,json=lastDispose,proto3" json:"last_dispose,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -261,6 +265,68 @@ func (x *SessionRecord) GetUntrimmedEventBytes() int64 {
 	return 0
 }
 
+func (x *SessionRecord) GetLastDispose() *Disposal {
+	if x != nil {
+		return x.LastDispose
+	}
+	return nil
+}
+
+// Disposal is one disposal of a session's runtime.
+type Disposal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why: "idle", "cap", "delete", "expired", "rebalance", "shutdown", ...
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When (Unix ms).
+	AtMs          int64 `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Disposal) Reset() {
+	*x = Disposal{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Disposal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Disposal) ProtoMessage() {}
+
+func (x *Disposal) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Disposal.ProtoReflect.Descriptor instead.
+func (*Disposal) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Disposal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Disposal) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // Tombstone marks an ended session.
 type Tombstone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -274,7 +340,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +352,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[2]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +365,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Tombstone) GetReason() string {
@@ -334,7 +400,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +412,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +425,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApprovalDecision) GetAction() string {
@@ -404,7 +470,7 @@ type SessionCreate struct {
 
 func (x *SessionCreate) Reset() {
 	*x = SessionCreate{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +482,7 @@ func (x *SessionCreate) String() string {
 func (*SessionCreate) ProtoMessage() {}
 
 func (x *SessionCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +495,7 @@ func (x *SessionCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCreate.ProtoReflect.Descriptor instead.
 func (*SessionCreate) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionCreate) GetPrincipal() *Principal {
@@ -459,7 +525,7 @@ type SessionAccess struct {
 
 func (x *SessionAccess) Reset() {
 	*x = SessionAccess{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +537,7 @@ func (x *SessionAccess) String() string {
 func (*SessionAccess) ProtoMessage() {}
 
 func (x *SessionAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +550,7 @@ func (x *SessionAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAccess.ProtoReflect.Descriptor instead.
 func (*SessionAccess) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionAccess) GetPrincipal() *Principal {
@@ -505,7 +571,7 @@ type SessionDelete struct {
 
 func (x *SessionDelete) Reset() {
 	*x = SessionDelete{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +583,7 @@ func (x *SessionDelete) String() string {
 func (*SessionDelete) ProtoMessage() {}
 
 func (x *SessionDelete) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +596,7 @@ func (x *SessionDelete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionDelete.ProtoReflect.Descriptor instead.
 func (*SessionDelete) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionDelete) GetPrincipal() *Principal {
@@ -557,7 +623,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +635,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +648,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionReply) GetStatus() SessionReply_Status {
@@ -625,7 +691,7 @@ type RequestCapEviction struct {
 
 func (x *RequestCapEviction) Reset() {
 	*x = RequestCapEviction{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +703,7 @@ func (x *RequestCapEviction) String() string {
 func (*RequestCapEviction) ProtoMessage() {}
 
 func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +716,7 @@ func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestCapEviction.ProtoReflect.Descriptor instead.
 func (*RequestCapEviction) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 // CapEvictionReply answers RequestCapEviction.
@@ -664,7 +730,7 @@ type CapEvictionReply struct {
 
 func (x *CapEvictionReply) Reset() {
 	*x = CapEvictionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +742,7 @@ func (x *CapEvictionReply) String() string {
 func (*CapEvictionReply) ProtoMessage() {}
 
 func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +755,7 @@ func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapEvictionReply.ProtoReflect.Descriptor instead.
 func (*CapEvictionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CapEvictionReply) GetEvicted() bool {
@@ -709,7 +775,7 @@ type SessionInspect struct {
 
 func (x *SessionInspect) Reset() {
 	*x = SessionInspect{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +787,7 @@ func (x *SessionInspect) String() string {
 func (*SessionInspect) ProtoMessage() {}
 
 func (x *SessionInspect) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +800,7 @@ func (x *SessionInspect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInspect.ProtoReflect.Descriptor instead.
 func (*SessionInspect) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 // SessionSnapshot describes a session's lifecycle state.
@@ -759,14 +825,30 @@ type SessionSnapshot struct {
 	// Names of the session's durable reminders.
 	Reminders []string `protobuf:"bytes,9,rep,name=reminders,proto3" json:"reminders,omitempty"`
 	// Node hosting the session.
-	Node          string `protobuf:"bytes,10,opt,name=node,proto3" json:"node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Node string `protobuf:"bytes,10,opt,name=node,proto3" json:"node,omitempty"`
+	// The principal that created the session (inspection checks its
+	// organization; nothing else sees the snapshot).
+	Principal *Principal `protobuf:"bytes,11,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Creation time (Unix ms).
+	CreatedAtMs int64 `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// Ownership epoch of the activation that answered.
+	Epoch uint64 `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The last disposal of the session's runtime (unset: none yet): from
+	// this activation, else as the record kept it.
+	LastDispose *Disposal `protobuf:"bytes,14,opt,name=last_dispose,json=lastDispose,proto3" json:"last_dispose,omitempty"`
+	// The session's durable reminders with their due times (the names are
+	// in reminders too).
+	RemindersDue []*ReminderDue `protobuf:"bytes,15,rep,name=reminders_due,json=remindersDue,proto3" json:"reminders_due,omitempty"`
+	// The activation's last requests, oldest first (a small bounded ring
+	// kept in memory on the owner: empty after a passivation).
+	RecentRequests []*RequestSeen `protobuf:"bytes,16,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionSnapshot) Reset() {
 	*x = SessionSnapshot{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +860,7 @@ func (x *SessionSnapshot) String() string {
 func (*SessionSnapshot) ProtoMessage() {}
 
 func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +873,7 @@ func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
 func (*SessionSnapshot) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionSnapshot) GetExists() bool {
@@ -864,6 +946,168 @@ func (x *SessionSnapshot) GetNode() string {
 	return ""
 }
 
+func (x *SessionSnapshot) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *SessionSnapshot) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SessionSnapshot) GetLastDispose() *Disposal {
+	if x != nil {
+		return x.LastDispose
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetRemindersDue() []*ReminderDue {
+	if x != nil {
+		return x.RemindersDue
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetRecentRequests() []*RequestSeen {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
+// ReminderDue is one durable reminder of a grain and when it is due.
+type ReminderDue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reminder name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Due time (Unix ms).
+	DueAtMs       int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReminderDue) Reset() {
+	*x = ReminderDue{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReminderDue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReminderDue) ProtoMessage() {}
+
+func (x *ReminderDue) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReminderDue.ProtoReflect.Descriptor instead.
+func (*ReminderDue) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReminderDue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReminderDue) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+// RequestSeen is one request a session activation served.
+type RequestSeen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// HTTP method (POST, GET, DELETE).
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// When it was admitted (Unix ms).
+	AtMs int64 `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	// W3C trace id of the gateway's span of it (32 hex digits); empty when
+	// tracing was off.
+	TraceId       string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestSeen) Reset() {
+	*x = RequestSeen{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestSeen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestSeen) ProtoMessage() {}
+
+func (x *RequestSeen) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestSeen.ProtoReflect.Descriptor instead.
+func (*RequestSeen) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RequestSeen) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *RequestSeen) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *RequestSeen) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
 var File_mcpgrain_v1_session_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_session_proto_rawDesc = "" +
@@ -872,7 +1116,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\xc8\x03\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\x82\x04\n" +
 	"\rSessionRecord\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12(\n" +
@@ -880,10 +1124,14 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\rruntime_state\x18\x04 \x01(\fR\fruntimeState\x124\n" +
 	"\ttombstone\x18\x05 \x01(\v2\x16.mcpgrain.v1.TombstoneR\ttombstone\x12G\n" +
 	"\tdecisions\x18\x06 \x03(\v2).mcpgrain.v1.SessionRecord.DecisionsEntryR\tdecisions\x122\n" +
-	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x1a[\n" +
+	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x128\n" +
+	"\flast_dispose\x18\b \x01(\v2\x15.mcpgrain.v1.DisposalR\vlastDispose\x1a[\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
-	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\"8\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\"7\n" +
+	"\bDisposal\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"8\n" +
 	"\tTombstone\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\x90\x01\n" +
@@ -914,7 +1162,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x12RequestCapEviction\",\n" +
 	"\x10CapEvictionReply\x12\x18\n" +
 	"\aevicted\x18\x01 \x01(\bR\aevicted\"\x10\n" +
-	"\x0eSessionInspect\"\x9b\x02\n" +
+	"\x0eSessionInspect\"\xc7\x04\n" +
 	"\x0fSessionSnapshot\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x14\n" +
 	"\x05ended\x18\x02 \x01(\tR\x05ended\x12\x1a\n" +
@@ -926,7 +1174,20 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x10last_activity_ms\x18\b \x01(\x03R\x0elastActivityMs\x12\x1c\n" +
 	"\treminders\x18\t \x03(\tR\treminders\x12\x12\n" +
 	"\x04node\x18\n" +
-	" \x01(\tR\x04nodeB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	" \x01(\tR\x04node\x124\n" +
+	"\tprincipal\x18\v \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
+	"\rcreated_at_ms\x18\f \x01(\x03R\vcreatedAtMs\x12\x14\n" +
+	"\x05epoch\x18\r \x01(\x04R\x05epoch\x128\n" +
+	"\flast_dispose\x18\x0e \x01(\v2\x15.mcpgrain.v1.DisposalR\vlastDispose\x12=\n" +
+	"\rreminders_due\x18\x0f \x03(\v2\x18.mcpgrain.v1.ReminderDueR\fremindersDue\x12A\n" +
+	"\x0frecent_requests\x18\x10 \x03(\v2\x18.mcpgrain.v1.RequestSeenR\x0erecentRequests\"=\n" +
+	"\vReminderDue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\"U\n" +
+	"\vRequestSeen\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x12\x19\n" +
+	"\btrace_id\x18\x03 \x01(\tR\atraceIdB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_session_proto_rawDescOnce sync.Once
@@ -941,37 +1202,45 @@ func file_mcpgrain_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpgrain_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(SessionReply_Status)(0),   // 0: mcpgrain.v1.SessionReply.Status
 	(*Principal)(nil),          // 1: mcpgrain.v1.Principal
 	(*SessionRecord)(nil),      // 2: mcpgrain.v1.SessionRecord
-	(*Tombstone)(nil),          // 3: mcpgrain.v1.Tombstone
-	(*ApprovalDecision)(nil),   // 4: mcpgrain.v1.ApprovalDecision
-	(*SessionCreate)(nil),      // 5: mcpgrain.v1.SessionCreate
-	(*SessionAccess)(nil),      // 6: mcpgrain.v1.SessionAccess
-	(*SessionDelete)(nil),      // 7: mcpgrain.v1.SessionDelete
-	(*SessionReply)(nil),       // 8: mcpgrain.v1.SessionReply
-	(*RequestCapEviction)(nil), // 9: mcpgrain.v1.RequestCapEviction
-	(*CapEvictionReply)(nil),   // 10: mcpgrain.v1.CapEvictionReply
-	(*SessionInspect)(nil),     // 11: mcpgrain.v1.SessionInspect
-	(*SessionSnapshot)(nil),    // 12: mcpgrain.v1.SessionSnapshot
-	nil,                        // 13: mcpgrain.v1.SessionRecord.DecisionsEntry
+	(*Disposal)(nil),           // 3: mcpgrain.v1.Disposal
+	(*Tombstone)(nil),          // 4: mcpgrain.v1.Tombstone
+	(*ApprovalDecision)(nil),   // 5: mcpgrain.v1.ApprovalDecision
+	(*SessionCreate)(nil),      // 6: mcpgrain.v1.SessionCreate
+	(*SessionAccess)(nil),      // 7: mcpgrain.v1.SessionAccess
+	(*SessionDelete)(nil),      // 8: mcpgrain.v1.SessionDelete
+	(*SessionReply)(nil),       // 9: mcpgrain.v1.SessionReply
+	(*RequestCapEviction)(nil), // 10: mcpgrain.v1.RequestCapEviction
+	(*CapEvictionReply)(nil),   // 11: mcpgrain.v1.CapEvictionReply
+	(*SessionInspect)(nil),     // 12: mcpgrain.v1.SessionInspect
+	(*SessionSnapshot)(nil),    // 13: mcpgrain.v1.SessionSnapshot
+	(*ReminderDue)(nil),        // 14: mcpgrain.v1.ReminderDue
+	(*RequestSeen)(nil),        // 15: mcpgrain.v1.RequestSeen
+	nil,                        // 16: mcpgrain.v1.SessionRecord.DecisionsEntry
 }
 var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 0: mcpgrain.v1.SessionRecord.principal:type_name -> mcpgrain.v1.Principal
-	3,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
-	13, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
-	1,  // 3: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 4: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 5: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
-	0,  // 6: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
-	4,  // 7: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
+	16, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
+	3,  // 3: mcpgrain.v1.SessionRecord.last_dispose:type_name -> mcpgrain.v1.Disposal
+	1,  // 4: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 5: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 6: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
+	0,  // 7: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
+	1,  // 8: mcpgrain.v1.SessionSnapshot.principal:type_name -> mcpgrain.v1.Principal
+	3,  // 9: mcpgrain.v1.SessionSnapshot.last_dispose:type_name -> mcpgrain.v1.Disposal
+	14, // 10: mcpgrain.v1.SessionSnapshot.reminders_due:type_name -> mcpgrain.v1.ReminderDue
+	15, // 11: mcpgrain.v1.SessionSnapshot.recent_requests:type_name -> mcpgrain.v1.RequestSeen
+	5,  // 12: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_session_proto_init() }
@@ -985,7 +1254,7 @@ func file_mcpgrain_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_session_proto_rawDesc), len(file_mcpgrain_v1_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
