@@ -141,3 +141,33 @@ func seenTrace(s inspect.Session, traceID string) bool {
 	}
 	return false
 }
+
+// A paused execution is inspected with its session: the execution waits,
+// its session holds its lease; another organization's admin is told "not
+// found".
+func TestInspectPausedExecution(t *testing.T) {
+	addr := startNodeInfo(t, testcluster.CodeNode(t, nil)).HTTPAddr
+	cs := connect(t, addr, aliceToken, "2025-11-25", nil)
+	id := pause(t, cs, "waiting_for_interaction")
+	st, body := inspectGet(t, addr, "executions/"+id, aliceToken)
+	var e inspect.Execution
+	if st != http.StatusOK || json.Unmarshal(body, &e) != nil {
+		t.Fatalf("inspect execution: %d %s", st, body)
+	}
+	if e.Org != "acme" || !e.Settled.IsZero() || e.SessionID != cs.ID() || e.Session == nil ||
+		len(e.Session.Leases) != 1 || e.Session.Leases[0] != id || !hasReminder(*e.Session, "approval:"+id) {
+		t.Fatalf("paused execution: %s", body)
+	}
+	if st, _ := inspectGet(t, addr, "executions/"+id, carolToken); st != http.StatusNotFound {
+		t.Fatalf("carol inspects alice's execution: %d", st)
+	}
+}
+
+func hasReminder(s inspect.Session, name string) bool {
+	for _, r := range s.Reminders {
+		if r.Name == name && !r.Due.IsZero() {
+			return true
+		}
+	}
+	return false
+}
