@@ -82,6 +82,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		return nil, nil
 	}
 	s.markActivity()
+	s.recent.add(m, s.now())
 	s.exchanges[m.GetExchangeId()] = cancel
 	return nil, nil // answered by exchange.Start
 }

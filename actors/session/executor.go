@@ -354,6 +354,7 @@ func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) e
 		}
 	}()
 	s.h.metrics.disposals.WithLabelValues(a.label).Inc()
+	s.disposed = &pb.Disposal{Reason: a.label, AtMs: s.now().UnixMilli()}
 	s.h.log.InfoContext(ctx, "mcp_session_idle_runtime_dispose", "session", s.id, "reason", a.label,
 		"idle_ms", s.now().Sub(s.last).Milliseconds(), "resident_runtimes", s.h.registry.Resident())
 	return s.step(ctx, g, event{kind: evDisposeDone})
@@ -369,6 +370,12 @@ func (s *session) retireWrites(ctx context.Context, g grain.Context, dropped []s
 	}
 	rec := s.retiredRecord(s.retired)
 	s.retired = nil
+	if s.disposed != nil && s.rec != nil && !s.ended {
+		if rec == nil {
+			rec = proto.Clone(s.rec).(*pb.SessionRecord)
+		}
+		rec.LastDispose = s.disposed
+	}
 	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: cancel, Release: true}); err != nil {
 		s.h.log.Warn("session: persist activity and cancel reminders on disposal", "session", s.id, "err", err)
 	}

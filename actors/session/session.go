@@ -77,6 +77,10 @@ type session struct {
 	parkSeq  uint64
 	wake     chan struct{}
 	persists time.Time // last activity as persisted in the record
+	// recent is the activation's last requests (inspect.go); disposed the
+	// last disposal of its runtime, until the record keeps it.
+	recent   requestRing
+	disposed *pb.Disposal
 }
 
 func (s *session) now() time.Time { return s.h.cfg.Clock.Now() }
@@ -464,21 +468,4 @@ func (s *session) drainExecutions() {
 	for s.res.posts.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func (s *session) snapshot(ctx context.Context, g grain.Context) *pb.SessionSnapshot {
-	sn := &pb.SessionSnapshot{Exists: s.rec != nil, Resident: s.rt != nil, LastActivityMs: s.last.UnixMilli(), Node: g.Node()}
-	if s.rec.GetTombstone() != nil {
-		sn.Ended = s.rec.GetTombstone().GetReason()
-	}
-	if s.rt != nil {
-		sn.Streams, sn.Paused, sn.Running = int32(s.rt.ActiveStreams()), int32(s.rt.PausedExecutions()), int32(s.rt.RunningExecutions())
-	}
-	sn.Leases = s.m.leaseIDs()
-	if rs, err := g.Reminders(ctx); err == nil {
-		for _, r := range rs {
-			sn.Reminders = append(sn.Reminders, r.Name)
-		}
-	}
-	return sn
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/gateway"
 	"github.com/mcpgrain/mcpgrain/gateway/approvals"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
+	"github.com/mcpgrain/mcpgrain/internal/inspect"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -409,6 +410,7 @@ func (p *process) serveHTTP(context.Context) error {
 			if p.demoAPI != nil {
 				mux.Handle("/demo/", demoRoute(p.demoAPI, s))
 			}
+			inspect.Register(mux, inspect.Inspector{Node: p.node, Store: p.st}, inspect.HTTPOptions{Auth: s.authn, Limiter: s.limiter, Logger: p.log.With("component", "inspect")})
 			return approvals.Register(mux, s.approvals, approvals.HTTPOptions{Auth: s.authn, Limiter: s.limiter, PageKey: pageKey, Logger: p.log.With("component", "approvals"), Stopping: p.node.Draining})
 		},
 	})

@@ -1,5 +1,5 @@
 // Package cli is mcpgrain's command line: the commands (dev, node,
-// approve, try, bench, version), their flags and MCPGRAIN_* variables, and
+// approve, inspect, try, bench, version), their flags and MCPGRAIN_* variables, and
 // how they become an [app.Config]. One implementation serves two kinds of
 // program: the mcpgrain command (cmd/mcpgrain, the zero [Program]) and a
 // user's own server built with the SDK (the module root package mcpgrain,
@@ -8,6 +8,7 @@
 //	mcpgrain dev      one node, embedded store and membership, for trying it out
 //	mcpgrain node     a cluster member (Consul membership, Postgres store)
 //	mcpgrain approve  see and decide executions paused for approval
+//	mcpgrain inspect  one session's, task's or execution's current state (admins)
 //	mcpgrain try      run code that needs approval against an endpoint, as an MCP client
 //	mcpgrain bench    load-test an MCP endpoint (or an in-process node)
 //	mcpgrain version  print the version
@@ -96,6 +97,7 @@ Usage:
   mcpgrain dev [flags]      run one node with an embedded store (try it out)
   mcpgrain node [flags]     run a cluster member (Consul + Postgres)
   mcpgrain approve <cmd>    list, show, accept or decline paused executions
+  mcpgrain inspect <what> ID  one session's (task's, execution's) current state (admins)
   mcpgrain try [flags]      run code that needs approval against an endpoint, as an MCP client
   mcpgrain bench [flags]    load-test an MCP endpoint; --baseline compares with plain go-sdk
   mcpgrain version          print the version
@@ -109,6 +111,7 @@ Usage:
   %[1]s dev [flags]      run one node with an embedded store (try it out)
   %[1]s node [flags]     run a cluster member (Consul + Postgres)
   %[1]s approve <cmd>    list, show, accept or decline paused executions
+  %[1]s inspect <what> ID  one session's (task's, execution's) current state (admins)
   %[1]s version          print the version
 
 Run "%[1]s <command> -h" for the flags of a command.
@@ -166,6 +169,8 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		err = p.runNode(ctx, args[1:], stdout, stderr)
 	case cmd == "approve":
 		err = runApprove(ctx, args[1:], stdout, stderr)
+	case cmd == "inspect":
+		err = runInspect(ctx, args[1:], stdout, stderr)
 	case cmd == "try" && !p.sdk():
 		err = runTry(ctx, args[1:], stdout, stderr)
 	case cmd == "bench" && !p.sdk():
@@ -186,9 +191,9 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 // commands lists the program's commands.
 func (p Program) commands() string {
 	if p.sdk() {
-		return "dev, node, approve, version"
+		return "dev, node, approve, inspect, version"
 	}
-	return "dev, node, approve, try, bench, version"
+	return "dev, node, approve, inspect, try, bench, version"
 }
 
 // run is the mcpgrain command's Main (tests call it).

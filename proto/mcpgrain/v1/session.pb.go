@@ -83,7 +83,7 @@ func (x SessionReply_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionReply_Status.Descriptor instead.
 func (SessionReply_Status) EnumDescriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8, 0}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9, 0}
 }
 
 // Principal is an authenticated caller: who, in which organization, with
@@ -186,7 +186,11 @@ type SessionRecord struct {
 	// durable reminder "sdk/<key>" of the session grain; the entry holds what
 	// the reminder row cannot (the callback's name, its payload, the attempts
 	// made). An entry goes once its callback returned nil, or was given up.
-	Schedules     map[string]*SdkSchedule `protobuf:"bytes,9,rep,name=schedules,proto3" json:"schedules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Schedules map[string]*SdkSchedule `protobuf:"bytes,9,rep,name=schedules,proto3" json:"schedules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The last disposal of the session's runtime (why and when), as of the
+	// activation that disposed it: inspection (SessionSnapshot) reports it
+	// after the session passivated or moved. Unset before the first one.
+	LastDispose   *Disposal `protobuf:"bytes,10,opt,name=last_dispose,json=lastDispose,proto3" json:"last_dispose,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -284,6 +288,13 @@ func (x *SessionRecord) GetSchedules() map[string]*SdkSchedule {
 	return nil
 }
 
+func (x *SessionRecord) GetLastDispose() *Disposal {
+	if x != nil {
+		return x.LastDispose
+	}
+	return nil
+}
+
 // AppState is one saved application state value of a session: its schema
 // version and its encoding (JSON, as the SDK writes it).
 type AppState struct {
@@ -340,6 +351,61 @@ func (x *AppState) GetValue() []byte {
 	return nil
 }
 
+// Disposal is one disposal of a session's runtime.
+type Disposal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why: "idle", "cap", "delete", "expired", "rebalance", "shutdown", ...
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When (Unix ms).
+	AtMs          int64 `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Disposal) Reset() {
+	*x = Disposal{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Disposal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Disposal) ProtoMessage() {}
+
+func (x *Disposal) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Disposal.ProtoReflect.Descriptor instead.
+func (*Disposal) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Disposal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Disposal) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // Tombstone marks an ended session.
 type Tombstone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -353,7 +419,7 @@ type Tombstone struct {
 
 func (x *Tombstone) Reset() {
 	*x = Tombstone{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +431,7 @@ func (x *Tombstone) String() string {
 func (*Tombstone) ProtoMessage() {}
 
 func (x *Tombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[3]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +444,7 @@ func (x *Tombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tombstone.ProtoReflect.Descriptor instead.
 func (*Tombstone) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Tombstone) GetReason() string {
@@ -417,7 +483,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +495,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[4]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +508,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApprovalDecision) GetAction() string {
@@ -501,7 +567,7 @@ type SessionCreate struct {
 
 func (x *SessionCreate) Reset() {
 	*x = SessionCreate{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +579,7 @@ func (x *SessionCreate) String() string {
 func (*SessionCreate) ProtoMessage() {}
 
 func (x *SessionCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[5]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +592,7 @@ func (x *SessionCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCreate.ProtoReflect.Descriptor instead.
 func (*SessionCreate) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionCreate) GetPrincipal() *Principal {
@@ -556,7 +622,7 @@ type SessionAccess struct {
 
 func (x *SessionAccess) Reset() {
 	*x = SessionAccess{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +634,7 @@ func (x *SessionAccess) String() string {
 func (*SessionAccess) ProtoMessage() {}
 
 func (x *SessionAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +647,7 @@ func (x *SessionAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAccess.ProtoReflect.Descriptor instead.
 func (*SessionAccess) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionAccess) GetPrincipal() *Principal {
@@ -602,7 +668,7 @@ type SessionDelete struct {
 
 func (x *SessionDelete) Reset() {
 	*x = SessionDelete{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +680,7 @@ func (x *SessionDelete) String() string {
 func (*SessionDelete) ProtoMessage() {}
 
 func (x *SessionDelete) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +693,7 @@ func (x *SessionDelete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionDelete.ProtoReflect.Descriptor instead.
 func (*SessionDelete) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionDelete) GetPrincipal() *Principal {
@@ -654,7 +720,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +732,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +745,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionReply) GetStatus() SessionReply_Status {
@@ -727,7 +793,7 @@ type RequestCapEviction struct {
 
 func (x *RequestCapEviction) Reset() {
 	*x = RequestCapEviction{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +805,7 @@ func (x *RequestCapEviction) String() string {
 func (*RequestCapEviction) ProtoMessage() {}
 
 func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +818,7 @@ func (x *RequestCapEviction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestCapEviction.ProtoReflect.Descriptor instead.
 func (*RequestCapEviction) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequestCapEviction) GetLinkContext() map[string]string {
@@ -773,7 +839,7 @@ type CapEvictionReply struct {
 
 func (x *CapEvictionReply) Reset() {
 	*x = CapEvictionReply{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +851,7 @@ func (x *CapEvictionReply) String() string {
 func (*CapEvictionReply) ProtoMessage() {}
 
 func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +864,7 @@ func (x *CapEvictionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapEvictionReply.ProtoReflect.Descriptor instead.
 func (*CapEvictionReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CapEvictionReply) GetEvicted() bool {
@@ -818,7 +884,7 @@ type SessionInspect struct {
 
 func (x *SessionInspect) Reset() {
 	*x = SessionInspect{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +896,7 @@ func (x *SessionInspect) String() string {
 func (*SessionInspect) ProtoMessage() {}
 
 func (x *SessionInspect) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +909,7 @@ func (x *SessionInspect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInspect.ProtoReflect.Descriptor instead.
 func (*SessionInspect) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 // SessionSnapshot describes a session's lifecycle state.
@@ -868,14 +934,30 @@ type SessionSnapshot struct {
 	// Names of the session's durable reminders.
 	Reminders []string `protobuf:"bytes,9,rep,name=reminders,proto3" json:"reminders,omitempty"`
 	// Node hosting the session.
-	Node          string `protobuf:"bytes,10,opt,name=node,proto3" json:"node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Node string `protobuf:"bytes,10,opt,name=node,proto3" json:"node,omitempty"`
+	// The principal that created the session (inspection checks its
+	// organization; nothing else sees the snapshot).
+	Principal *Principal `protobuf:"bytes,11,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Creation time (Unix ms).
+	CreatedAtMs int64 `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// Ownership epoch of the activation that answered.
+	Epoch uint64 `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The last disposal of the session's runtime (unset: none yet): from
+	// this activation, else as the record kept it.
+	LastDispose *Disposal `protobuf:"bytes,14,opt,name=last_dispose,json=lastDispose,proto3" json:"last_dispose,omitempty"`
+	// The session's durable reminders with their due times (the names are
+	// in reminders too).
+	RemindersDue []*ReminderDue `protobuf:"bytes,15,rep,name=reminders_due,json=remindersDue,proto3" json:"reminders_due,omitempty"`
+	// The activation's last requests, oldest first (a small bounded ring
+	// kept in memory on the owner: empty after a passivation).
+	RecentRequests []*RequestSeen `protobuf:"bytes,16,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionSnapshot) Reset() {
 	*x = SessionSnapshot{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +969,7 @@ func (x *SessionSnapshot) String() string {
 func (*SessionSnapshot) ProtoMessage() {}
 
 func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[12]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +982,7 @@ func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
 func (*SessionSnapshot) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SessionSnapshot) GetExists() bool {
@@ -973,6 +1055,168 @@ func (x *SessionSnapshot) GetNode() string {
 	return ""
 }
 
+func (x *SessionSnapshot) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *SessionSnapshot) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SessionSnapshot) GetLastDispose() *Disposal {
+	if x != nil {
+		return x.LastDispose
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetRemindersDue() []*ReminderDue {
+	if x != nil {
+		return x.RemindersDue
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetRecentRequests() []*RequestSeen {
+	if x != nil {
+		return x.RecentRequests
+	}
+	return nil
+}
+
+// ReminderDue is one durable reminder of a grain and when it is due.
+type ReminderDue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reminder name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Due time (Unix ms).
+	DueAtMs       int64 `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReminderDue) Reset() {
+	*x = ReminderDue{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReminderDue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReminderDue) ProtoMessage() {}
+
+func (x *ReminderDue) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReminderDue.ProtoReflect.Descriptor instead.
+func (*ReminderDue) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReminderDue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReminderDue) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+// RequestSeen is one request a session activation served.
+type RequestSeen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// HTTP method (POST, GET, DELETE).
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// When it was admitted (Unix ms).
+	AtMs int64 `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	// W3C trace id of the gateway's span of it (32 hex digits); empty when
+	// tracing was off.
+	TraceId       string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestSeen) Reset() {
+	*x = RequestSeen{}
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestSeen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestSeen) ProtoMessage() {}
+
+func (x *RequestSeen) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestSeen.ProtoReflect.Descriptor instead.
+func (*RequestSeen) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RequestSeen) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *RequestSeen) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *RequestSeen) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
 // SdkSchedule is one durable schedule of a session (the SDK's ScheduleAt).
 type SdkSchedule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -993,7 +1237,7 @@ type SdkSchedule struct {
 
 func (x *SdkSchedule) Reset() {
 	*x = SdkSchedule{}
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1249,7 @@ func (x *SdkSchedule) String() string {
 func (*SdkSchedule) ProtoMessage() {}
 
 func (x *SdkSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_session_proto_msgTypes[13]
+	mi := &file_mcpgrain_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1262,7 @@ func (x *SdkSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SdkSchedule.ProtoReflect.Descriptor instead.
 func (*SdkSchedule) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_mcpgrain_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SdkSchedule) GetName() string {
@@ -1064,7 +1308,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\x84\x06\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\xbe\x06\n" +
 	"\rSessionRecord\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12(\n" +
@@ -1074,7 +1318,9 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\tdecisions\x18\x06 \x03(\v2).mcpgrain.v1.SessionRecord.DecisionsEntryR\tdecisions\x122\n" +
 	"\x15untrimmed_event_bytes\x18\a \x01(\x03R\x13untrimmedEventBytes\x12E\n" +
 	"\tapp_state\x18\b \x03(\v2(.mcpgrain.v1.SessionRecord.AppStateEntryR\bappState\x12G\n" +
-	"\tschedules\x18\t \x03(\v2).mcpgrain.v1.SessionRecord.SchedulesEntryR\tschedules\x1a[\n" +
+	"\tschedules\x18\t \x03(\v2).mcpgrain.v1.SessionRecord.SchedulesEntryR\tschedules\x128\n" +
+	"\flast_dispose\x18\n" +
+	" \x01(\v2\x15.mcpgrain.v1.DisposalR\vlastDispose\x1a[\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
 	"\x05value\x18\x02 \x01(\v2\x1d.mcpgrain.v1.ApprovalDecisionR\x05value:\x028\x01\x1aR\n" +
@@ -1086,7 +1332,10 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\":\n" +
 	"\bAppState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"8\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"7\n" +
+	"\bDisposal\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"8\n" +
 	"\tTombstone\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xd2\x01\n" +
@@ -1124,7 +1373,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\",\n" +
 	"\x10CapEvictionReply\x12\x18\n" +
 	"\aevicted\x18\x01 \x01(\bR\aevicted\"\x10\n" +
-	"\x0eSessionInspect\"\x9b\x02\n" +
+	"\x0eSessionInspect\"\xc7\x04\n" +
 	"\x0fSessionSnapshot\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x14\n" +
 	"\x05ended\x18\x02 \x01(\tR\x05ended\x12\x1a\n" +
@@ -1136,7 +1385,20 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x10last_activity_ms\x18\b \x01(\x03R\x0elastActivityMs\x12\x1c\n" +
 	"\treminders\x18\t \x03(\tR\treminders\x12\x12\n" +
 	"\x04node\x18\n" +
-	" \x01(\tR\x04node\"\x97\x01\n" +
+	" \x01(\tR\x04node\x124\n" +
+	"\tprincipal\x18\v \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
+	"\rcreated_at_ms\x18\f \x01(\x03R\vcreatedAtMs\x12\x14\n" +
+	"\x05epoch\x18\r \x01(\x04R\x05epoch\x128\n" +
+	"\flast_dispose\x18\x0e \x01(\v2\x15.mcpgrain.v1.DisposalR\vlastDispose\x12=\n" +
+	"\rreminders_due\x18\x0f \x03(\v2\x18.mcpgrain.v1.ReminderDueR\fremindersDue\x12A\n" +
+	"\x0frecent_requests\x18\x10 \x03(\v2\x18.mcpgrain.v1.RequestSeenR\x0erecentRequests\"=\n" +
+	"\vReminderDue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\"U\n" +
+	"\vRequestSeen\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x12\x19\n" +
+	"\btrace_id\x18\x03 \x01(\tR\atraceId\"\x97\x01\n" +
 	"\vSdkSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x18\n" +
@@ -1157,47 +1419,55 @@ func file_mcpgrain_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpgrain_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_mcpgrain_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_mcpgrain_v1_session_proto_goTypes = []any{
 	(SessionReply_Status)(0),   // 0: mcpgrain.v1.SessionReply.Status
 	(*Principal)(nil),          // 1: mcpgrain.v1.Principal
 	(*SessionRecord)(nil),      // 2: mcpgrain.v1.SessionRecord
 	(*AppState)(nil),           // 3: mcpgrain.v1.AppState
-	(*Tombstone)(nil),          // 4: mcpgrain.v1.Tombstone
-	(*ApprovalDecision)(nil),   // 5: mcpgrain.v1.ApprovalDecision
-	(*SessionCreate)(nil),      // 6: mcpgrain.v1.SessionCreate
-	(*SessionAccess)(nil),      // 7: mcpgrain.v1.SessionAccess
-	(*SessionDelete)(nil),      // 8: mcpgrain.v1.SessionDelete
-	(*SessionReply)(nil),       // 9: mcpgrain.v1.SessionReply
-	(*RequestCapEviction)(nil), // 10: mcpgrain.v1.RequestCapEviction
-	(*CapEvictionReply)(nil),   // 11: mcpgrain.v1.CapEvictionReply
-	(*SessionInspect)(nil),     // 12: mcpgrain.v1.SessionInspect
-	(*SessionSnapshot)(nil),    // 13: mcpgrain.v1.SessionSnapshot
-	(*SdkSchedule)(nil),        // 14: mcpgrain.v1.SdkSchedule
-	nil,                        // 15: mcpgrain.v1.SessionRecord.DecisionsEntry
-	nil,                        // 16: mcpgrain.v1.SessionRecord.AppStateEntry
-	nil,                        // 17: mcpgrain.v1.SessionRecord.SchedulesEntry
-	nil,                        // 18: mcpgrain.v1.RequestCapEviction.LinkContextEntry
+	(*Disposal)(nil),           // 4: mcpgrain.v1.Disposal
+	(*Tombstone)(nil),          // 5: mcpgrain.v1.Tombstone
+	(*ApprovalDecision)(nil),   // 6: mcpgrain.v1.ApprovalDecision
+	(*SessionCreate)(nil),      // 7: mcpgrain.v1.SessionCreate
+	(*SessionAccess)(nil),      // 8: mcpgrain.v1.SessionAccess
+	(*SessionDelete)(nil),      // 9: mcpgrain.v1.SessionDelete
+	(*SessionReply)(nil),       // 10: mcpgrain.v1.SessionReply
+	(*RequestCapEviction)(nil), // 11: mcpgrain.v1.RequestCapEviction
+	(*CapEvictionReply)(nil),   // 12: mcpgrain.v1.CapEvictionReply
+	(*SessionInspect)(nil),     // 13: mcpgrain.v1.SessionInspect
+	(*SessionSnapshot)(nil),    // 14: mcpgrain.v1.SessionSnapshot
+	(*ReminderDue)(nil),        // 15: mcpgrain.v1.ReminderDue
+	(*RequestSeen)(nil),        // 16: mcpgrain.v1.RequestSeen
+	(*SdkSchedule)(nil),        // 17: mcpgrain.v1.SdkSchedule
+	nil,                        // 18: mcpgrain.v1.SessionRecord.DecisionsEntry
+	nil,                        // 19: mcpgrain.v1.SessionRecord.AppStateEntry
+	nil,                        // 20: mcpgrain.v1.SessionRecord.SchedulesEntry
+	nil,                        // 21: mcpgrain.v1.RequestCapEviction.LinkContextEntry
 }
 var file_mcpgrain_v1_session_proto_depIdxs = []int32{
 	1,  // 0: mcpgrain.v1.SessionRecord.principal:type_name -> mcpgrain.v1.Principal
-	4,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
-	15, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
-	16, // 3: mcpgrain.v1.SessionRecord.app_state:type_name -> mcpgrain.v1.SessionRecord.AppStateEntry
-	17, // 4: mcpgrain.v1.SessionRecord.schedules:type_name -> mcpgrain.v1.SessionRecord.SchedulesEntry
-	1,  // 5: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 6: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 7: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
-	0,  // 8: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
-	18, // 9: mcpgrain.v1.RequestCapEviction.link_context:type_name -> mcpgrain.v1.RequestCapEviction.LinkContextEntry
-	5,  // 10: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
-	3,  // 11: mcpgrain.v1.SessionRecord.AppStateEntry.value:type_name -> mcpgrain.v1.AppState
-	14, // 12: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	5,  // 1: mcpgrain.v1.SessionRecord.tombstone:type_name -> mcpgrain.v1.Tombstone
+	18, // 2: mcpgrain.v1.SessionRecord.decisions:type_name -> mcpgrain.v1.SessionRecord.DecisionsEntry
+	19, // 3: mcpgrain.v1.SessionRecord.app_state:type_name -> mcpgrain.v1.SessionRecord.AppStateEntry
+	20, // 4: mcpgrain.v1.SessionRecord.schedules:type_name -> mcpgrain.v1.SessionRecord.SchedulesEntry
+	4,  // 5: mcpgrain.v1.SessionRecord.last_dispose:type_name -> mcpgrain.v1.Disposal
+	1,  // 6: mcpgrain.v1.SessionCreate.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 7: mcpgrain.v1.SessionAccess.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 8: mcpgrain.v1.SessionDelete.principal:type_name -> mcpgrain.v1.Principal
+	0,  // 9: mcpgrain.v1.SessionReply.status:type_name -> mcpgrain.v1.SessionReply.Status
+	21, // 10: mcpgrain.v1.RequestCapEviction.link_context:type_name -> mcpgrain.v1.RequestCapEviction.LinkContextEntry
+	1,  // 11: mcpgrain.v1.SessionSnapshot.principal:type_name -> mcpgrain.v1.Principal
+	4,  // 12: mcpgrain.v1.SessionSnapshot.last_dispose:type_name -> mcpgrain.v1.Disposal
+	15, // 13: mcpgrain.v1.SessionSnapshot.reminders_due:type_name -> mcpgrain.v1.ReminderDue
+	16, // 14: mcpgrain.v1.SessionSnapshot.recent_requests:type_name -> mcpgrain.v1.RequestSeen
+	6,  // 15: mcpgrain.v1.SessionRecord.DecisionsEntry.value:type_name -> mcpgrain.v1.ApprovalDecision
+	3,  // 16: mcpgrain.v1.SessionRecord.AppStateEntry.value:type_name -> mcpgrain.v1.AppState
+	17, // 17: mcpgrain.v1.SessionRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_session_proto_init() }
@@ -1211,7 +1481,7 @@ func file_mcpgrain_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_session_proto_rawDesc), len(file_mcpgrain_v1_session_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
