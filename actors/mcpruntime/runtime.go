@@ -608,31 +608,44 @@ func (r *Runtime) ActiveStreams() int { return int(r.posts.Load()) }
 // PausedExecutions implements session.Runtime: the pauses that live only
 // in memory (durable ones do not keep the runtime resident).
 func (r *Runtime) PausedExecutions() int {
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return 0
 	}
-	return r.code.eng.PausedCount() - r.code.eng.DurablePausedCount()
+	return e.PausedCount() - e.DurablePausedCount()
 }
 
 // DurablePausedExecutions implements session.Runtime.
 func (r *Runtime) DurablePausedExecutions() int {
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return 0
 	}
-	return r.code.eng.DurablePausedCount()
+	return e.DurablePausedCount()
 }
 
 // DurablePause implements session.Runtime.
 func (r *Runtime) DurablePause(execID string) bool {
-	return r.code != nil && r.code.eng.IsDurable(execID)
+	e := r.builtEngine()
+	return e != nil && e.IsDurable(execID)
 }
 
 // RunningExecutions implements session.Runtime.
 func (r *Runtime) RunningExecutions() int {
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return 0
 	}
-	return r.code.eng.RunningCount()
+	return e.RunningCount()
+}
+
+// builtEngine is the code runtime's engine if it was built (nil: no code
+// mode, or nothing ran, paused or was restored: nothing to count).
+func (r *Runtime) builtEngine() *engine.Engine {
+	if r.code == nil {
+		return nil
+	}
+	return r.code.built()
 }
 
 // ResolveApproval implements session.Runtime.
@@ -644,10 +657,11 @@ func (r *Runtime) ResolveApproval(execID string, d *pb.ApprovalDecision) {
 
 // PausedExecution implements session.Runtime.
 func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return nil, false
 	}
-	p, ok := r.code.eng.Paused(execID, engine.System) // the session checked the caller's organization
+	p, ok := e.Paused(execID, engine.System) // the session checked the caller's organization
 	if !ok {
 		return nil, false
 	}
@@ -656,11 +670,12 @@ func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
 
 // PausedExecutionList implements session.Runtime.
 func (r *Runtime) PausedExecutionList() []*pb.PausedExecution {
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return nil
 	}
 	var out []*pb.PausedExecution
-	for _, p := range r.code.eng.PausedList() {
+	for _, p := range e.PausedList() {
 		out = append(out, pausedProto(p))
 	}
 	return out
