@@ -296,7 +296,8 @@ func (a *activation) Receive(ctx actor.Context) {
 
 func (a *activation) start(ctx actor.Context) {
 	a.self, a.parent, a.system = ctx.Self(), ctx.Parent(), ctx.ActorSystem()
-	a.ctx, a.cancel = context.WithCancel(context.Background())
+	sc := newStopCtx() // its children's registrations end with them (stopctx.go)
+	a.ctx, a.cancel = sc, sc.cancel
 	began := time.Now()
 	var own store.Ownership
 	if !a.kind.Ephemeral && !a.creating {
