@@ -64,9 +64,9 @@ import (
 type eventLog struct {
 	w         *eventWriter
 	session   string
-	org, user string // the principal that owns the session
-	lim       eventLimits
-	muted     atomic.Bool // a restore replays the handshake: nothing to log
+	org, user string       // the principal that owns the session
+	lim       *eventLimits // the writer's (shared by its logs)
+	muted     atomic.Bool  // a restore replays the handshake: nothing to log
 	// handshake is set on the log of a session being created: the first
 	// stream opened (initialize's answer) is kept in memory, not stored.
 	handshake bool
@@ -99,7 +99,7 @@ type eventLimits struct {
 
 // newLog is the log of session, owned by p.
 func (w *eventWriter) newLog(session string, p *pb.Principal) *eventLog {
-	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser(), lim: w.lim}
+	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser(), lim: &w.lim}
 }
 
 // streamSet is a log's streams by id. Most sessions open one stream
