@@ -141,18 +141,80 @@ func (cfg *CodeMode) RegisterShared(s *mcp.Server, of func(*mcp.CallToolRequest)
 // handler of go-sdk's session, and closing that session waits for its
 // handlers.
 func (c *codeRuntime) Shutdown() {
-	c.closeOnce.Do(func() { close(c.closed) })
-	c.eng.Shutdown()
+	c.mu.Lock()
+	if !c.shut {
+		c.shut = true
+		if c.closed != nil {
+			close(c.closed)
+		}
+	}
+	c.mu.Unlock()
+	c.engMu.Lock()
+	c.engShut = true
+	e := c.eng.Load()
+	c.engMu.Unlock()
+	if e != nil {
+		e.Shutdown()
+	}
 }
+
+// engine returns the runtime's engine, built on first use: most sessions
+// never run code, and an engine (its maps, its context) is most of a
+// code runtime's memory. One built after Shutdown is shut down at once
+// (it refuses executions, as the runtime's would have).
+func (c *codeRuntime) engine() *engine.Engine {
+	if e := c.eng.Load(); e != nil {
+		return e
+	}
+	c.engMu.Lock()
+	defer c.engMu.Unlock()
+	if e := c.eng.Load(); e != nil {
+		return e
+	}
+	e := engine.New(engine.Config{Tools: c.cfg.Tools, Policy: c.cfg.Policy, Limits: c.cfg.Limits, ApprovalWindow: c.window(),
+		Hooks: wakeHooks{Hooks: c.hooks, c: c}, Clock: c.cfg.Clock, Journal: c.journal, Session: c.id, Logger: c.cfg.Logger,
+		EnforceDeadlines: !c.session}) // a session's deadline reminder declines; a continuation has none
+	if c.engShut {
+		e.Shutdown()
+	}
+	c.eng.Store(e)
+	return e
+}
+
+// built returns the engine if one was built (nil: none, so no execution
+// ever ran, paused or was restored in this runtime).
+func (c *codeRuntime) built() *engine.Engine { return c.eng.Load() }
+
+// done returns the channel Shutdown closes (made on first use, under
+// c.mu: only a browser-mode resume waiting for a decision needs it).
+func (c *codeRuntime) done() <-chan struct{} {
+	if c.closed == nil {
+		if c.shut {
+			return closedChan
+		}
+		c.closed = make(chan struct{})
+	}
+	return c.closed
+}
+
+// closedChan is a closed channel (done after Shutdown).
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // codeRuntime is the part of a Runtime that runs executions.
 type codeRuntime struct {
-	cfg     *CodeMode
-	id      string
-	eng     *engine.Engine
+	cfg *CodeMode
+	id  string
+	// eng is built on first use (engine), from hooks and journal; engMu
+	// orders building it with Shutdown (engShut).
+	eng     atomic.Pointer[engine.Engine]
+	engMu   sync.Mutex
+	engShut bool
+	hooks   engine.Hooks
+	journal engine.Journal
 	mu      sync.Mutex
-	waiters map[string]chan waited // browser-mode resumes waiting for a decision
+	waiters map[string]chan waited // browser-mode resumes waiting for a decision (nil: none yet)
 	publish bool                   // write pauses to cfg.Directory
+	session bool                   // a session's runtime (its deadline reminder declines a pause)
 	// journaled are the durable pauses whose directory rows the journal
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
 	// transactions that journal them.
@@ -163,21 +225,18 @@ type codeRuntime struct {
 	// forwardTimeout bounds a forwarded resume (ForwardTimeout; tests
 	// shorten it).
 	forwardTimeout time.Duration
-	// closed ends the waits of WaitDecision (Shutdown).
-	closed    chan struct{}
-	closeOnce sync.Once
+	// closed ends the waits of WaitDecision (Shutdown); guarded by mu,
+	// made by done when a wait needs it. shut: Shutdown ran.
+	closed chan struct{}
+	shut   bool
 }
 
 func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool, journal engine.Journal) *codeRuntime {
 	if hooks == nil {
 		hooks = noHooks{}
 	}
-	c := &codeRuntime{cfg: cfg, id: sessionID, waiters: map[string]chan waited{}, publish: publish && cfg.Directory != nil,
-		forwardTimeout: ForwardTimeout, closed: make(chan struct{})}
-	c.eng = engine.New(engine.Config{Tools: cfg.Tools, Policy: cfg.Policy, Limits: cfg.Limits, ApprovalWindow: c.window(),
-		Hooks: wakeHooks{Hooks: hooks, c: c}, Clock: cfg.Clock, Journal: journal, Session: sessionID, Logger: cfg.Logger,
-		EnforceDeadlines: !publish}) // a session's deadline reminder declines; a continuation has none
-	return c
+	return &codeRuntime{cfg: cfg, id: sessionID, hooks: hooks, journal: journal, publish: publish && cfg.Directory != nil, session: publish,
+		forwardTimeout: ForwardTimeout}
 }
 
 // restore brings back the session's paused durable executions (after
@@ -197,7 +256,7 @@ func (c *codeRuntime) restore(ctx context.Context, st *runstore.Store) {
 			continue
 		}
 		began := time.Now()
-		out := c.eng.RestoreDormant(run, entries)
+		out := c.engine().RestoreDormant(run, entries)
 		c.log().Info("mcpruntime: restored paused execution", "session", c.id, "run", run.ID, "execution", run.PauseID,
 			"calls", len(entries), "status", out.Status, "ms", time.Since(began).Milliseconds())
 	}
@@ -293,17 +352,21 @@ func (cfg *CodeMode) RefreshAPI(ctx context.Context) string {
 }
 
 // Engine implements codemode.Runtime.
-func (c *codeRuntime) Engine() *engine.Engine { return c.eng }
+func (c *codeRuntime) Engine() *engine.Engine { return c.engine() }
 
 // WaitDecision implements codemode.Runtime.
 func (c *codeRuntime) WaitDecision(ctx context.Context, execID string, a engine.Access) (engine.Response, bool) {
 	c.mu.Lock()
-	if _, live := c.eng.Paused(execID, a); !live {
+	if _, live := c.engine().Paused(execID, a); !live {
 		c.mu.Unlock()
 		return engine.Response{}, false // settled or unknown: nothing to wait for
 	}
 	ch := make(chan waited, 1)
+	if c.waiters == nil {
+		c.waiters = map[string]chan waited{}
+	}
 	c.waiters[execID] = ch
+	done := c.done()
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -317,7 +380,7 @@ func (c *codeRuntime) WaitDecision(ctx context.Context, execID string, a engine.
 		return r.resp, r.decided
 	case <-ctx.Done():
 		return engine.Response{}, false
-	case <-c.closed:
+	case <-done:
 		return engine.Response{}, false
 	}
 }
@@ -335,7 +398,7 @@ func (c *codeRuntime) resolve(execID string, d *pb.ApprovalDecision) {
 		return
 	}
 	c.mu.Unlock()
-	go c.eng.Resume(context.Background(), execID, engine.System, resp) // the owning grain checked the decider
+	go c.engine().Resume(context.Background(), execID, engine.System, resp) // the owning grain checked the decider
 }
 
 // wakeHooks passes the engine's lifecycle on, keeps the execution
@@ -349,7 +412,7 @@ type wakeHooks struct {
 // Paused publishes the pause before the hooks (and, after them, the client)
 // hear of it — unless its journal published it already.
 func (w wakeHooks) Paused(execID string, deadline time.Time) {
-	if c := w.c; c.publish && c.eng.IsDurable(execID) {
+	if c := w.c; c.publish && c.engine().IsDurable(execID) {
 		c.mu.Lock()
 		if c.journaled == nil {
 			c.journaled = map[string]bool{}
@@ -357,7 +420,7 @@ func (w wakeHooks) Paused(execID string, deadline time.Time) {
 		c.journaled[execID] = true
 		c.mu.Unlock()
 	} else if c.publish {
-		if p, ok := c.eng.Paused(execID, engine.System); ok {
+		if p, ok := c.engine().Paused(execID, engine.System); ok {
 			args, _ := json.Marshal(p.Args)
 			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 			row := directory.Execution{
@@ -524,9 +587,9 @@ func (c *codeRuntime) resumeForModel(ctx context.Context, execID string, m *pb.E
 	_ = json.Unmarshal([]byte(m.GetContentJson()), &content)
 	p := m.GetPrincipal()
 	owner := engine.AsOwner(engine.Principal{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole()})
-	out, found := c.eng.Resume(ctx, execID, owner, engine.Response{Action: m.GetAction(), Content: content})
+	out, found := c.engine().Resume(ctx, execID, owner, engine.Response{Action: m.GetAction(), Content: content})
 	if !found {
-		if c.eng.IsSettled(execID, owner) {
+		if c.engine().IsSettled(execID, owner) {
 			return "", pb.ExecutionReply_STATUS_ALREADY_SETTLED
 		}
 		return "", pb.ExecutionReply_STATUS_EXPIRED
@@ -570,10 +633,10 @@ func (c *codeRuntime) Decide(ctx context.Context, m *pb.ExecutionDecide, mayDeci
 		return pb.ExecutionReply_STATUS_NOT_FOUND, nil
 	}
 	a := engine.AsApprover(engine.Principal{User: who.GetUser(), Org: who.GetOrg(), Role: who.GetRole()})
-	c.eng.RestorePaused(ctx, id, a)
-	p, live := c.eng.Paused(id, a)
+	c.engine().RestorePaused(ctx, id, a)
+	p, live := c.engine().Paused(id, a)
 	switch {
-	case !live && c.eng.IsSettled(id, a):
+	case !live && c.engine().IsSettled(id, a):
 		return pb.ExecutionReply_STATUS_ALREADY_DECIDED, nil
 	case !live:
 		return pb.ExecutionReply_STATUS_NOT_FOUND, nil // unknown, another organization's, or being decided by the client
@@ -603,7 +666,7 @@ func (c *codeRuntime) Decide(ctx context.Context, m *pb.ExecutionDecide, mayDeci
 			c.mu.Unlock()
 			close(applied)
 		}()
-		c.eng.Resume(context.WithoutCancel(ctx), id, a, resp)
+		c.engine().Resume(context.WithoutCancel(ctx), id, a, resp)
 	}
 }
 
@@ -623,7 +686,7 @@ func (c *codeRuntime) DecidedOutcome(ctx context.Context, execID string, a engin
 			return engine.Outcome{}, false
 		}
 	}
-	return c.eng.Outcome(ctx, execID, a)
+	return c.engine().Outcome(ctx, execID, a)
 }
 
 // now is the runtime's clock.

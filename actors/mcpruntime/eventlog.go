@@ -64,18 +64,18 @@ import (
 type eventLog struct {
 	w         *eventWriter
 	session   string
-	org, user string // the principal that owns the session
-	lim       eventLimits
-	muted     atomic.Bool // a restore replays the handshake: nothing to log
+	org, user string       // the principal that owns the session
+	lim       *eventLimits // the writer's (shared by its logs)
+	muted     atomic.Bool  // a restore replays the handshake: nothing to log
 	// handshake is set on the log of a session being created: the first
 	// stream opened (initialize's answer) is kept in memory, not stored.
 	handshake bool
 	ended     atomic.Bool // the session ended: its events are pruned, not trimmed
 
 	mu        sync.Mutex
-	streams   map[string]*memStream // by stream id
-	bytes     int                   // of event data kept in memory
-	sinceTrim int64                 // bytes stored since the last trim
+	streams   streamSet // by stream id
+	bytes     int       // of event data kept in memory
+	sinceTrim int64     // bytes stored since the last trim
 	closed    bool
 }
 
@@ -99,7 +99,47 @@ type eventLimits struct {
 
 // newLog is the log of session, owned by p.
 func (w *eventWriter) newLog(session string, p *pb.Principal) *eventLog {
-	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser(), lim: w.lim, streams: map[string]*memStream{}}
+	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser(), lim: &w.lim}
+}
+
+// streamSet is a log's streams by id. Most sessions open one stream
+// (initialize's answer; then JSON answers, which go-sdk does not log),
+// so the first is held inline and a map made only for a second: a map
+// of one entry costs a resident session ~0.25 KB.
+type streamSet struct {
+	firstID string
+	first   *memStream
+	more    map[string]*memStream
+}
+
+func (s *streamSet) get(id string) (*memStream, bool) {
+	if s.first != nil && s.firstID == id {
+		return s.first, true
+	}
+	ms, ok := s.more[id]
+	return ms, ok
+}
+
+func (s *streamSet) put(id string, ms *memStream) {
+	if s.first == nil {
+		s.firstID, s.first = id, ms
+		return
+	}
+	if s.more == nil {
+		s.more = map[string]*memStream{}
+	}
+	s.more[id] = ms
+}
+
+// each calls f for every stream (the first first, then the others in
+// the map's order).
+func (s *streamSet) each(f func(*memStream)) {
+	if s.first != nil {
+		f(s.first)
+	}
+	for _, ms := range s.more {
+		f(ms)
+	}
 }
 
 // createdLog is the log of a session being created (see [eventLog]).
@@ -112,11 +152,11 @@ func (w *eventWriter) createdLog(session string, p *pb.Principal) *eventLog {
 // stream returns the entry of a stream, creating it (l.mu held): the
 // first one a created session opens is its initialize answer's.
 func (l *eventLog) stream(id string) *memStream {
-	ms, ok := l.streams[id]
+	ms, ok := l.streams.get(id)
 	if !ok {
 		ms = &memStream{local: l.handshake}
 		l.handshake = false
-		l.streams[id] = ms
+		l.streams.put(id, ms)
 	}
 	return ms
 }
@@ -278,7 +318,7 @@ func (l *eventLog) After(ctx context.Context, _, stream string, index int) iter.
 			return
 		}
 		l.mu.Lock()
-		ms, ok := l.streams[stream]
+		ms, ok := l.streams.get(stream)
 		if ok && ms.skipped > index+1 {
 			l.mu.Unlock()
 			yield(nil, fmt.Errorf("mcpruntime: stream %q: event %d was too large to keep: %w", stream, ms.skipped-1, mcp.ErrEventsPurged))
@@ -330,7 +370,7 @@ func (l *eventLog) SessionClosed(context.Context, string) error { return nil }
 func (l *eventLog) flushed(ev eventstore.Event) (trim bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ms, ok := l.streams[ev.Stream]; ok && ev.Index+1 > ms.flushed {
+	if ms, ok := l.streams.get(ev.Stream); ok && ev.Index+1 > ms.flushed {
 		ms.flushed = ev.Index + 1
 	}
 	l.sinceTrim += int64(len(ev.Data))
@@ -356,14 +396,14 @@ func (l *eventLog) untrimmed() int64 {
 func (l *eventLog) trimMemory() {
 	for l.bytes > l.lim.memory {
 		trimmed := false
-		for _, ms := range l.streams {
+		l.streams.each(func(ms *memStream) {
 			if len(ms.data) > 0 && ms.first < ms.flushed {
 				l.bytes -= len(ms.data[0])
 				ms.data = ms.data[1:]
 				ms.first++
 				trimmed = true
 			}
-		}
+		})
 		if !trimmed {
 			break
 		}

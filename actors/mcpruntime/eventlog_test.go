@@ -83,7 +83,7 @@ func TestEventLogSkipsAnEventOverTheBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.mu.Lock()
-		l.streams = map[string]*memStream{} // as on another node
+		l.streams = streamSet{} // as on another node
 		l.mu.Unlock()
 	}
 	if data, last, err := st.Events(ctx, "s", "x", 2); err != nil || last != 3 || len(data) != 1 {

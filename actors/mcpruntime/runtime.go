@@ -624,10 +624,11 @@ func (r *Runtime) PausedExecutions() int {
 	if r.asks != nil {
 		n, _ = r.asks.counts()
 	}
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return n
 	}
-	return n + r.code.eng.PausedCount() - r.code.eng.DurablePausedCount()
+	return n + e.PausedCount() - e.DurablePausedCount()
 }
 
 // DurablePausedExecutions implements session.Runtime.
@@ -636,10 +637,11 @@ func (r *Runtime) DurablePausedExecutions() int {
 	if r.asks != nil {
 		_, n = r.asks.counts()
 	}
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return n
 	}
-	return n + r.code.eng.DurablePausedCount()
+	return n + e.DurablePausedCount()
 }
 
 // DurablePause implements session.Runtime.
@@ -647,15 +649,26 @@ func (r *Runtime) DurablePause(execID string) bool {
 	if r.asks != nil && r.asks.durablePause(execID) {
 		return true
 	}
-	return r.code != nil && r.code.eng.IsDurable(execID)
+	e := r.builtEngine()
+	return e != nil && e.IsDurable(execID)
 }
 
 // RunningExecutions implements session.Runtime.
 func (r *Runtime) RunningExecutions() int {
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return 0
 	}
-	return r.code.eng.RunningCount()
+	return e.RunningCount()
+}
+
+// builtEngine is the code runtime's engine if it was built (nil: no code
+// mode, or nothing ran, paused or was restored: nothing to count).
+func (r *Runtime) builtEngine() *engine.Engine {
+	if r.code == nil {
+		return nil
+	}
+	return r.code.built()
 }
 
 // ResolveApproval implements session.Runtime.
@@ -675,10 +688,11 @@ func (r *Runtime) PausedExecution(execID string) (*pb.PausedExecution, bool) {
 			return p, true
 		}
 	}
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return nil, false
 	}
-	p, ok := r.code.eng.Paused(execID, engine.System) // the session checked the caller's organization
+	p, ok := e.Paused(execID, engine.System) // the session checked the caller's organization
 	if !ok {
 		return nil, false
 	}
@@ -691,10 +705,11 @@ func (r *Runtime) PausedExecutionList() []*pb.PausedExecution {
 	if r.asks != nil {
 		out = r.asks.list()
 	}
-	if r.code == nil {
+	e := r.builtEngine()
+	if e == nil {
 		return out
 	}
-	for _, p := range r.code.eng.PausedList() {
+	for _, p := range e.PausedList() {
 		out = append(out, pausedProto(p))
 	}
 	return out

@@ -82,6 +82,9 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		return nil, nil
 	}
 	s.markActivity()
+	if s.exchanges == nil {
+		s.exchanges = map[string]context.CancelFunc{}
+	}
 	s.recent.add(m, s.now())
 	s.exchanges[m.GetExchangeId()] = cancel
 	return nil, nil // answered by exchange.Start
@@ -167,6 +170,9 @@ func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
 		return grain.Reject("session: %v", err)
 	}
 	s.parkSeq++
+	if s.parked == nil {
+		s.parked = map[string]parkedStream{}
+	}
 	s.parked[m.GetExchangeId()] = parkedStream{cancel: cancel, seq: s.parkSeq}
 	return nil
 }
@@ -189,7 +195,7 @@ func (s *session) endOldestParked() {
 	}
 	if oldest != "" {
 		s.parked[oldest].cancel()
-		delete(s.parked, oldest)
+		s.parked = deleteKey(s.parked, oldest)
 	}
 }
 
@@ -204,8 +210,19 @@ func (s *session) unpark() {
 
 // cancelExchanges ends every exchange in flight (runtime disposal).
 func (s *session) cancelExchanges() {
-	for id, cancel := range s.exchanges {
+	for _, cancel := range s.exchanges {
 		cancel()
-		delete(s.exchanges, id)
 	}
+	s.exchanges = nil
+}
+
+// deleteKey deletes k from m and returns m, or nil once m is empty: an
+// emptied map keeps its table, and a resident session's maps are empty
+// between its requests (most sessions: for their whole life).
+func deleteKey[V any](m map[string]V, k string) map[string]V {
+	delete(m, k)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }

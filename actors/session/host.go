@@ -176,7 +176,7 @@ func (h *Host) Kind() grain.Kind {
 	return grain.Kind{
 		Name: KindName,
 		New: func(id string) grain.Grain {
-			return &session{h: h, id: id, m: newMachine(&h.cfg), exchanges: map[string]context.CancelFunc{}, parked: map[string]parkedStream{}}
+			return &session{h: h, id: id, m: newMachine(&h.cfg)}
 		},
 		// Sessions passivate from their own idle alarm (an in-memory timer), not the grain runtime's idle timeout.
 		// They exist once created: a request for an unknown (or guessed)

@@ -338,7 +338,7 @@ type machine struct {
 }
 
 func newMachine(cfg *Config) machine {
-	return machine{cfg: cfg, leases: map[string]*lease{}}
+	return machine{cfg: cfg} // leases: made by the first pause
 }
 
 // step applies e and returns the actions it decided, in order. They are
@@ -478,6 +478,9 @@ func (m *machine) onLease(e event) {
 	case LeasePaused:
 		if _, ok := m.leases[e.exec]; ok {
 			return
+		}
+		if m.leases == nil {
+			m.leases = map[string]*lease{}
 		}
 		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable}
 		m.emit(action{kind: actMarkActivity}, action{kind: actSetDeadline, exec: e.exec, at: e.deadline})

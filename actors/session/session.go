@@ -69,7 +69,8 @@ type session struct {
 	// epoch is the activation's ownership epoch, for the runtime's journal
 	// (read from its goroutines; set once the session exists).
 	epoch atomic.Uint64
-	// exchanges cancels the HTTP exchanges in flight, by exchange id.
+	// exchanges cancels the HTTP exchanges in flight, by exchange id (nil
+	// when none: see deleteKey, as for parked).
 	exchanges map[string]context.CancelFunc
 	// parked holds the standalone GET streams held open while the runtime
 	// is not resident (see park), by exchange id; wake ends them.
@@ -413,9 +414,9 @@ func (s *session) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	case *exchange.Done:
 		e := event{kind: evExchangeDone}
 		if _, e.parked = s.parked[m.ID]; e.parked {
-			delete(s.parked, m.ID)
+			s.parked = deleteKey(s.parked, m.ID)
 		} else if _, e.known = s.exchanges[m.ID]; e.known {
-			delete(s.exchanges, m.ID)
+			s.exchanges = deleteKey(s.exchanges, m.ID)
 		}
 		e.inFlight, e.parkedLeft = len(s.exchanges), len(s.parked)
 		_ = s.step(ctx, g, e)

@@ -45,7 +45,6 @@ type activation struct {
 	self     *actor.PID
 	parent   *actor.PID
 	system   *actor.ActorSystem
-	logger   *slog.Logger
 	ctx      context.Context // cancelled when the activation stops
 	cancel   context.CancelFunc
 	asked    bool // passivation requested
@@ -73,7 +72,17 @@ func (a *activation) Node() string                    { return a.cfg.Self.ID }
 func (a *activation) Epoch() uint64                   { return a.epoch }
 func (a *activation) Self() *actor.PID                { return a.self }
 func (a *activation) ActorSystem() *actor.ActorSystem { return a.system }
-func (a *activation) Logger() *slog.Logger            { return a.logger }
+func (a *activation) Logger() *slog.Logger            { return a.logger() }
+
+// logger is the activation's logger, with its kind, identity and (once
+// known) epoch: made for each use, as an activation rarely logs and a
+// logger kept per resident activation cost ~0.3 KB.
+func (a *activation) logger() *slog.Logger {
+	if a.epoch == 0 {
+		return lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity)
+	}
+	return lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity, "epoch", a.epoch)
+}
 
 // Save implements [grain.Context]: a write fenced by the activation's epoch.
 func (a *activation) Save(ctx context.Context, record []byte) error {
@@ -119,7 +128,6 @@ func (a *activation) create(ctx context.Context, w store.Writes) error {
 		return err
 	}
 	a.epoch, a.owned = o.Epoch, true
-	a.logger = a.logger.With("epoch", a.epoch)
 	if a.cfg.Reminders != nil {
 		a.cfg.Reminders.Applied(a.kind.Name, a.identity, stored, w.CancelReminders, w.CancelOtherReminders)
 	}
@@ -219,7 +227,6 @@ func (a *activation) own(ctx context.Context) error {
 		return fmt.Errorf("grain %s: take ownership: %w", a.key, err)
 	}
 	a.epoch, a.owned = o.Epoch, true
-	a.logger = a.logger.With("epoch", a.epoch)
 	if o.Record != nil {
 		return fmt.Errorf("grain %s created by another activation: %w", a.key, store.ErrFenced)
 	}
@@ -240,7 +247,7 @@ func (a *activation) lose(why string) {
 	}
 	a.state = stateLost
 	a.cfg.Metrics.FencedWrites.WithLabelValues(a.kind.Name).Inc()
-	a.logger.Warn("grain ownership lost: a newer activation holds the epoch; stopping this one", "why", why)
+	a.logger().Warn("grain ownership lost: a newer activation holds the epoch; stopping this one", "why", why)
 	a.requestPassivation(grain.ReasonOwnershipLost)
 }
 
@@ -289,8 +296,8 @@ func (a *activation) Receive(ctx actor.Context) {
 
 func (a *activation) start(ctx actor.Context) {
 	a.self, a.parent, a.system = ctx.Self(), ctx.Parent(), ctx.ActorSystem()
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.logger = lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity)
+	sc := newStopCtx() // its children's registrations end with them (stopctx.go)
+	a.ctx, a.cancel = sc, sc.cancel
 	began := time.Now()
 	var own store.Ownership
 	if !a.kind.Ephemeral && !a.creating {
@@ -313,9 +320,6 @@ func (a *activation) start(ctx actor.Context) {
 		}
 	}
 	a.epoch = own.Epoch
-	if a.owned {
-		a.logger = a.logger.With("epoch", a.epoch)
-	}
 	a.g = a.kind.New(a.identity)
 	var actErr error
 	a.guard("activate", func() { actErr = a.g.Activate(a.ctx, a, own.Record) })
@@ -340,7 +344,7 @@ func (a *activation) start(ctx actor.Context) {
 func (a *activation) fail(err error) {
 	a.state = stateFailed
 	a.cfg.Metrics.ActivationErrors.WithLabelValues(a.kind.Name).Inc()
-	a.logger.Warn("grain activation failed", "err", err)
+	a.logger().Warn("grain activation failed", "err", err)
 	a.requestPassivation(grain.ReasonActivationFailed)
 }
 
@@ -350,7 +354,7 @@ func (a *activation) guard(what string, fn func()) (panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
-			a.logger.Error("grain panicked", "during", what, "panic", r, "stack", string(debug.Stack()))
+			a.logger().Error("grain panicked", "during", what, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
 	fn()
@@ -391,7 +395,7 @@ func (a *activation) Defer() func(proto.Message, error) {
 		return func(proto.Message, error) {}
 	}
 	t.deferred = true
-	system, logger, node := a.system, a.logger, a.cfg.Self.ID
+	system, logger, node := a.system, a.logger(), a.cfg.Self.ID
 	var once sync.Once
 	return func(reply proto.Message, err error) {
 		once.Do(func() {
@@ -455,7 +459,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 	if a.turn != nil && a.turn.deferred {
 		return nil, nil // answered later, by the function Defer returned
 	}
-	return classify(a.logger, a.cfg.Self.ID, reply, err)
+	return classify(a.logger(), a.cfg.Self.ID, reply, err)
 }
 
 // answerNow cancels a Defer of the current request: the activation
@@ -524,7 +528,7 @@ func (a *activation) stop(ctx actor.Context, reason grain.Reason) {
 		if release && a.state != stateLost && a.owned && !a.released {
 			ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 			if err := a.cfg.Store.Release(ioctx, a.key, a.epoch); err != nil && !errors.Is(err, store.ErrFenced) {
-				a.logger.Warn("release grain ownership", "err", err)
+				a.logger().Warn("release grain ownership", "err", err)
 			}
 			cancel()
 		}
@@ -534,7 +538,7 @@ func (a *activation) stop(ctx actor.Context, reason grain.Reason) {
 		a.counted = false
 	}
 	a.cfg.Metrics.Deactivations.WithLabelValues(a.kind.Name, string(reason)).Inc()
-	a.logger.Debug("grain deactivated", "reason", reason)
+	a.logger().Debug("grain deactivated", "reason", reason)
 	a.state = stateStopping
 	ctx.Stop(a.self)
 }

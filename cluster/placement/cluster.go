@@ -24,7 +24,7 @@ func (a *activation) Request(ctx context.Context, kind, identity string, msg pro
 // Tell implements [grain.Context] (its [grain.Cluster]).
 func (a *activation) Tell(ctx context.Context, kind, identity string, msg proto.Message, opts ...grain.CallOption) {
 	if a.cfg.Cluster == nil {
-		a.logger.Warn("grain tell dropped", "err", errNoCluster)
+		a.logger().Warn("grain tell dropped", "err", errNoCluster)
 		return
 	}
 	a.cfg.Cluster.Tell(ctx, kind, identity, msg, opts...)
