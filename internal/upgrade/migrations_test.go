@@ -18,7 +18,7 @@ import (
 )
 
 // schemaStatement matches the schema statements migrations are made of.
-var schemaStatement = regexp.MustCompile(`^(CREATE (UNIQUE )?(TABLE|INDEX)|ALTER TABLE|DROP )`)
+var schemaStatement = regexp.MustCompile(`^(CREATE (UNIQUE )?(TABLE|INDEX)|ALTER TABLE|DROP (TABLE|INDEX|VIEW|SEQUENCE|TRIGGER|FUNCTION|TYPE|SCHEMA) )`)
 
 // contracting matches what an expand-only migration must not do: anything
 // that breaks a node of the previous release still reading and writing
@@ -166,4 +166,21 @@ func TestStoreMigrationsSinceThePreviousReleaseAreExpandOnly(t *testing.T) {
 		}
 	}
 	t.Logf("%d schema statements in the previous release, %d here, %d added since: %v", len(prev), len(cur), len(added), added)
+}
+
+// Prose that starts like a statement (a tool's description) is not a
+// schema statement; statements are.
+func TestSchemaStatementIgnoresProse(t *testing.T) {
+	for stmt, want := range map[string]bool{
+		"DROP THIS SESSION'S NOTES.":             false,
+		"CREATE A NOTE.":                         false,
+		"DROP TABLE MCP_EVENTS":                  true,
+		"DROP INDEX SDK_CALLS_OPEN":              true,
+		"CREATE UNIQUE INDEX X ON T (A)":         true,
+		"ALTER TABLE TASKS ADD COLUMN X INTEGER": true,
+	} {
+		if got := schemaStatement.MatchString(stmt); got != want {
+			t.Errorf("schemaStatement.MatchString(%q) = %v, want %v", stmt, got, want)
+		}
+	}
 }
