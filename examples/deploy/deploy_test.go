@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
@@ -28,30 +29,10 @@ const (
 	vicToken   = "mcpg_deploy_vic_viewer_0123456789"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // binary builds examples/deploy once per test process.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "deploy-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "deploy")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testcluster.Build(t, "./examples/deploy")
 }
 
 // server is a deploy binary run as `deploy dev` on fixed addresses, with

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
@@ -42,14 +43,11 @@ func endpointIn(line string) string {
 	return ""
 }
 
-// start builds examples/hello and runs it with args; it returns once the
+// start builds examples/hello (once per test process) and runs it with args; it returns once the
 // dev banner has named the node's MCP endpoint.
 func start(t *testing.T, args ...string) *node {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hello")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testcluster.Build(t, "./examples/hello")
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = t.Output() // the node's logs, shown when the test fails
 	stdout, err := cmd.StdoutPipe()

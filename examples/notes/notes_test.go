@@ -23,12 +23,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // binary builds examples/notes once per test process (the cluster tests
 // need Postgres: without it they skip, or fail in the integration tier,
 // before building).
@@ -37,29 +31,8 @@ func binary(t *testing.T) string {
 	if os.Getenv("MCPGRAIN_TEST_POSTGRES_URL") == "" {
 		testenv.Unavailable(t, "MCPGRAIN_TEST_POSTGRES_URL is not set: the notes cluster needs Postgres")
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "notes-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "notes")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return binPath
+	return testcluster.Build(t, "./examples/notes")
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // call calls a notes tool with the go-sdk client and returns its notes
 // (failing the test on an error).

@@ -21,40 +21,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
-)
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 // binary builds examples/watch once per test process.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "watch-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "watch")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build watch: %v", buildErr)
-	}
-	return binPath
+	return testcluster.Build(t, "./examples/watch")
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // node is a running watch binary in dev mode.
 type node struct {

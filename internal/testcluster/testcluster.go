@@ -111,44 +111,60 @@ type Node struct {
 	starts  int
 }
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
+// builds are the programs built by this test process, by package.
+var builds sync.Map // string -> *build
+
+// build is one program built once per test process.
+type build struct {
+	once sync.Once
+	bin  string
+	err  error
+}
 
 // Binary builds the mcpgrain binary once per test process and returns its
 // path. With MCPGRAIN_TEST_RACE=1 it is built with -race.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "mcpgrain-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "mcpgrain")
-		args := []string{"build", "-o", buildBin}
-		if os.Getenv("MCPGRAIN_TEST_RACE") == "1" {
-			args = append(args, "-race")
-		}
-		args = append(args, "./cmd/mcpgrain")
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build mcpgrain: %v", buildErr)
+	return Build(t, "./cmd/mcpgrain")
+}
+
+// Build builds the main package pkg (a path relative to the module root,
+// e.g. "./examples/notes": an SDK program) once per test process and
+// returns its binary's path. With MCPGRAIN_TEST_RACE=1 it is built with
+// -race.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	bd := v.(*build)
+	bd.once.Do(func() { bd.bin, bd.err = goBuild(pkg) })
+	if bd.err != nil {
+		t.Fatalf("build %s: %v", pkg, bd.err)
 	}
-	return buildBin
+	return bd.bin
+}
+
+// goBuild builds pkg into a fresh temporary directory.
+func goBuild(pkg string) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "mcpgrain-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	args := []string{"build", "-o", bin}
+	if os.Getenv("MCPGRAIN_TEST_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	args = append(args, pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
 }
 
 // Start builds the binary, starts Consul and opts.Nodes nodes, and waits
