@@ -66,6 +66,7 @@ func (s *session) snapshot(ctx context.Context, g grain.Context) *pb.SessionSnap
 	}
 	if s.rt != nil {
 		sn.Streams, sn.Paused, sn.Running = int32(s.rt.ActiveStreams()), int32(s.rt.PausedExecutions()), int32(s.rt.RunningExecutions())
+		sn.DurablePaused = int32(s.rt.DurablePausedExecutions())
 	}
 	sn.Leases = s.m.leaseIDs()
 	if rs, err := g.Reminders(ctx); err == nil {

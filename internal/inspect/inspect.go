@@ -50,15 +50,18 @@ type Session struct {
 	Resident   bool   `json:"resident"`
 	Epoch      uint64 `json:"epoch"`
 	// Ended is "deleted" or "expired" once the session ended.
-	Ended        string     `json:"ended,omitempty"`
-	Streams      int        `json:"streams"`
-	Paused       int        `json:"pausedExecutions"`
-	Running      int        `json:"runningExecutions"`
-	Leases       []string   `json:"leases"`
-	Reminders    []Reminder `json:"reminders"`
-	LastDispose  *Disposal  `json:"lastDispose,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	LastActivity time.Time  `json:"lastActivity"`
+	Ended   string `json:"ended,omitempty"`
+	Streams int    `json:"streams"`
+	// Paused counts the pauses held in the runtime's memory (they keep
+	// the session resident); DurablePaused those journaled in the store.
+	Paused        int        `json:"pausedExecutions"`
+	DurablePaused int        `json:"durablePausedExecutions"`
+	Running       int        `json:"runningExecutions"`
+	Leases        []string   `json:"leases"`
+	Reminders     []Reminder `json:"reminders"`
+	LastDispose   *Disposal  `json:"lastDispose,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	LastActivity  time.Time  `json:"lastActivity"`
 	// Requests are the activation's last requests, oldest first (with
 	// their trace ids when tracing is on); RequestsNote says why there
 	// are none.
@@ -142,7 +145,7 @@ func (in Inspector) passivated(ctx context.Context, id, key string, own store.Ow
 func FromSnapshot(id string, sn *pb.SessionSnapshot) Session {
 	s := Session{ID: id, Org: sn.GetPrincipal().GetOrg(), User: sn.GetPrincipal().GetUser(), OwnerNode: sn.GetNode(),
 		Resident: sn.GetResident(), Epoch: sn.GetEpoch(), Ended: sn.GetEnded(), Streams: int(sn.GetStreams()),
-		Paused: int(sn.GetPaused()), Running: int(sn.GetRunning()), Leases: append([]string{}, sn.GetLeases()...),
+		Paused: int(sn.GetPaused()), DurablePaused: int(sn.GetDurablePaused()), Running: int(sn.GetRunning()), Leases: append([]string{}, sn.GetLeases()...),
 		CreatedAt: ms(sn.GetCreatedAtMs()), LastActivity: ms(sn.GetLastActivityMs()), Reminders: []Reminder{}, Requests: []Request{}}
 	for _, r := range sn.GetRemindersDue() {
 		s.Reminders = append(s.Reminders, Reminder{Name: r.GetName(), Due: ms(r.GetDueAtMs())})

@@ -26,7 +26,7 @@ func (s Session) Text(w io.Writer) error {
 		row("ended", s.Ended)
 	}
 	row("streams", fmt.Sprint(s.Streams))
-	row("executions", fmt.Sprintf("%d paused, %d running", s.Paused, s.Running))
+	row("executions", fmt.Sprintf("%d paused (%d of them durable), %d running", s.Paused+s.DurablePaused, s.DurablePaused, s.Running))
 	row("leases", list(s.Leases))
 	var rs []string
 	for _, r := range s.Reminders {

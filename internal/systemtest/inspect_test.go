@@ -155,7 +155,8 @@ func TestInspectPausedExecution(t *testing.T) {
 		t.Fatalf("inspect execution: %d %s", st, body)
 	}
 	if e.Org != "acme" || !e.Settled.IsZero() || e.SessionID != cs.ID() || e.Session == nil ||
-		len(e.Session.Leases) != 1 || e.Session.Leases[0] != id || !hasReminder(*e.Session, "approval:"+id) {
+		len(e.Session.Leases) != 1 || e.Session.Leases[0] != id || !hasReminder(*e.Session, "approval:"+id) ||
+		e.Session.Paused+e.Session.DurablePaused != 1 {
 		t.Fatalf("paused execution: %s", body)
 	}
 	if st, _ := inspectGet(t, addr, "executions/"+id, carolToken); st != http.StatusNotFound {

@@ -923,7 +923,8 @@ type SessionSnapshot struct {
 	Resident bool `protobuf:"varint,3,opt,name=resident,proto3" json:"resident,omitempty"`
 	// Open response streams.
 	Streams int32 `protobuf:"varint,4,opt,name=streams,proto3" json:"streams,omitempty"`
-	// Paused executions.
+	// Paused executions whose pause lives only in the runtime's memory
+	// (they keep the session resident).
 	Paused int32 `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
 	// Running executions.
 	Running int32 `protobuf:"varint,6,opt,name=running,proto3" json:"running,omitempty"`
@@ -951,8 +952,12 @@ type SessionSnapshot struct {
 	// The activation's last requests, oldest first (a small bounded ring
 	// kept in memory on the owner: empty after a passivation).
 	RecentRequests []*RequestSeen `protobuf:"bytes,16,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Paused executions journaled in the store (code mode's durable
+	// pauses, the SDK's Ask): they survive the runtime and keep nothing
+	// resident.
+	DurablePaused int32 `protobuf:"varint,17,opt,name=durable_paused,json=durablePaused,proto3" json:"durable_paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionSnapshot) Reset() {
@@ -1095,6 +1100,13 @@ func (x *SessionSnapshot) GetRecentRequests() []*RequestSeen {
 		return x.RecentRequests
 	}
 	return nil
+}
+
+func (x *SessionSnapshot) GetDurablePaused() int32 {
+	if x != nil {
+		return x.DurablePaused
+	}
+	return 0
 }
 
 // ReminderDue is one durable reminder of a grain and when it is due.
@@ -1373,7 +1385,7 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\",\n" +
 	"\x10CapEvictionReply\x12\x18\n" +
 	"\aevicted\x18\x01 \x01(\bR\aevicted\"\x10\n" +
-	"\x0eSessionInspect\"\xc7\x04\n" +
+	"\x0eSessionInspect\"\xee\x04\n" +
 	"\x0fSessionSnapshot\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x14\n" +
 	"\x05ended\x18\x02 \x01(\tR\x05ended\x12\x1a\n" +
@@ -1391,7 +1403,8 @@ const file_mcpgrain_v1_session_proto_rawDesc = "" +
 	"\x05epoch\x18\r \x01(\x04R\x05epoch\x128\n" +
 	"\flast_dispose\x18\x0e \x01(\v2\x15.mcpgrain.v1.DisposalR\vlastDispose\x12=\n" +
 	"\rreminders_due\x18\x0f \x03(\v2\x18.mcpgrain.v1.ReminderDueR\fremindersDue\x12A\n" +
-	"\x0frecent_requests\x18\x10 \x03(\v2\x18.mcpgrain.v1.RequestSeenR\x0erecentRequests\"=\n" +
+	"\x0frecent_requests\x18\x10 \x03(\v2\x18.mcpgrain.v1.RequestSeenR\x0erecentRequests\x12%\n" +
+	"\x0edurable_paused\x18\x11 \x01(\x05R\rdurablePaused\"=\n" +
 	"\vReminderDue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\"U\n" +
