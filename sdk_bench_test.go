@@ -65,13 +65,17 @@ func (s *benchSide) p50() time.Duration {
 }
 
 func BenchmarkUserToolVsGoSDK(b *testing.B) {
+	// Both clients ask for the same version (a plain go-sdk server's
+	// latest; an mcpgrain node would otherwise negotiate 2026-07-28, whose
+	// standard-header checks cost its go-sdk server more per call).
+	const version = "2025-11-25"
 	register := func(s *mcp.Server) { mcp.AddTool(s, &mcp.Tool{Name: "greet"}, greet) }
-	grain := &benchSide{cs: connectBench(b, startDevBench(b, mcpgrain.Server{Name: "hello", Register: register}))}
+	grain := &benchSide{cs: connectBench(b, version, startDevBench(b, mcpgrain.Server{Name: "hello", Register: register}))}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hello"}, nil)
 	register(srv)
 	plain := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	b.Cleanup(plain.Close)
-	sdk := &benchSide{cs: connectBench(b, plain.URL)}
+	sdk := &benchSide{cs: connectBench(b, version, plain.URL)}
 	for _, s := range []*benchSide{grain, sdk} { // warm both: the session's first calls
 		s.round(b, 20)
 		s.walls, s.cpu = nil, 0
@@ -99,13 +103,17 @@ func BenchmarkUserToolVsGoSDK(b *testing.B) {
 	b.ReportMetric(gc/pc, "cpu-ratio")
 }
 
-// connectBench connects a go-sdk client to endpoint.
-func connectBench(b *testing.B, endpoint string) *mcp.ClientSession {
+// connectBench connects a go-sdk client asking for protocol version to
+// endpoint; it fails if the server negotiates another.
+func connectBench(b *testing.B, version, endpoint string) *mcp.ClientSession {
 	b.Helper()
 	cl := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil)
-	cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatalf("connect %s: %v", endpoint, err)
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		b.Fatalf("%s negotiated protocol %s, not %s", endpoint, got, version)
 	}
 	b.Cleanup(func() { _ = cs.Close() })
 	return cs
