@@ -1,0 +1,163 @@
+package mcpgrain_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain"
+)
+
+// Run with:
+//
+//	go test -run '^$' -bench UserToolVsGoSDK -benchtime 2000x -count 3 .
+//
+// BenchmarkUserToolVsGoSDK calls the same user tool (greet, the handler of
+// ExampleMain and examples/hello) warm over Streamable HTTP with the go-sdk
+// client on (a) a dev node run in the test process by mcpgrain.Run
+// (--no-auth, --rate-limit 0: unlimited, SQLite in a temp dir) and (b) a plain go-sdk server with the
+// same tool behind mcp.NewStreamableHTTPHandler. b.N is the number of calls
+// per side; the sides alternate in rounds of benchRound calls (ABBA order)
+// so that the machine's load drifts over both alike. It reports per side
+// the p50 wall time per call and the process CPU time (getrusage: client
+// and server) per call, and the mcpgrain/go-sdk ratios (issue 25's target:
+// ≤ 1.1). ns/op is the time of one call on each side.
+
+// benchRound is how many calls a side makes before the other's turn.
+const benchRound = 100
+
+// benchSide is one server under measurement and what its calls cost.
+type benchSide struct {
+	cs    *mcp.ClientSession
+	walls []time.Duration
+	cpu   time.Duration
+}
+
+// round makes n calls of greet and records their wall and CPU time.
+func (s *benchSide) round(b *testing.B, n int) {
+	args := map[string]any{"name": "bench"}
+	cpu0 := cpuTime()
+	for range n {
+		t0 := time.Now()
+		res, err := s.cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "greet", Arguments: args})
+		s.walls = append(s.walls, time.Since(t0))
+		if err != nil || res.IsError {
+			b.Fatalf("greet: %v %+v", err, res)
+		}
+	}
+	s.cpu += cpuTime() - cpu0
+}
+
+// p50 is the median of the recorded wall times.
+func (s *benchSide) p50() time.Duration {
+	w := slices.Clone(s.walls)
+	slices.Sort(w)
+	return w[len(w)/2]
+}
+
+func BenchmarkUserToolVsGoSDK(b *testing.B) {
+	// Both clients ask for the same version (a plain go-sdk server's
+	// latest; an mcpgrain node would otherwise negotiate 2026-07-28, whose
+	// standard-header checks cost its go-sdk server more per call).
+	const version = "2025-11-25"
+	register := func(s *mcp.Server) { mcp.AddTool(s, &mcp.Tool{Name: "greet"}, greet) }
+	grain := &benchSide{cs: connectBench(b, version, startDevBench(b, mcpgrain.Server{Name: "hello", Register: register}))}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hello"}, nil)
+	register(srv)
+	plain := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	b.Cleanup(plain.Close)
+	sdk := &benchSide{cs: connectBench(b, version, plain.URL)}
+	for _, s := range []*benchSide{grain, sdk} { // warm both: the session's first calls
+		s.round(b, 20)
+		s.walls, s.cpu = nil, 0
+	}
+	b.ResetTimer()
+	for done, i := 0, 0; done < b.N; i++ {
+		n := min(benchRound, b.N-done)
+		order := []*benchSide{grain, sdk}
+		if i%2 == 1 {
+			order[0], order[1] = sdk, grain
+		}
+		for _, s := range order {
+			s.round(b, n)
+		}
+		done += n
+	}
+	b.StopTimer()
+	g, p := float64(grain.p50().Microseconds()), float64(sdk.p50().Microseconds())
+	gc, pc := float64(grain.cpu.Microseconds())/float64(b.N), float64(sdk.cpu.Microseconds())/float64(b.N)
+	b.ReportMetric(g, "mcpgrain-p50-µs")
+	b.ReportMetric(p, "gosdk-p50-µs")
+	b.ReportMetric(g/p, "p50-ratio")
+	b.ReportMetric(gc, "mcpgrain-cpu-µs/call")
+	b.ReportMetric(pc, "gosdk-cpu-µs/call")
+	b.ReportMetric(gc/pc, "cpu-ratio")
+}
+
+// connectBench connects a go-sdk client asking for protocol version to
+// endpoint; it fails if the server negotiates another.
+func connectBench(b *testing.B, version, endpoint string) *mcp.ClientSession {
+	b.Helper()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil)
+	cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		b.Fatalf("connect %s: %v", endpoint, err)
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		b.Fatalf("%s negotiated protocol %s, not %s", endpoint, got, version)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// startDevBench runs a dev node of s in the process (mcpgrain.Run, as a
+// user's program would) and returns its MCP endpoint once it serves.
+func startDevBench(b *testing.B, s mcpgrain.Server) string {
+	b.Helper()
+	out, w := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpgrain.Run(ctx, s, []string{"dev", "--no-auth", "--http", "127.0.0.1:0", "--grpc", "", "--rate-limit", "0", "--data", b.TempDir()}, w, io.Discard)
+		_ = w.Close()
+	}()
+	b.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				b.Errorf("the node: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			b.Error("the node did not stop within 30s")
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0]+f[1] == "MCPendpoint:" {
+				found <- f[2]
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case endpoint := <-found:
+		return endpoint
+	case err := <-done:
+		b.Fatalf("the node stopped before serving: %v", err)
+	case <-time.After(60 * time.Second):
+		b.Fatal("the node named no MCP endpoint within 60s")
+	}
+	return ""
+}
