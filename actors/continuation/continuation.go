@@ -325,6 +325,16 @@ func (c *cont) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecid
 	if err := c.ensure(ctx, g); err != nil {
 		return nil, ensureError(err)
 	}
+	// Only the grain's owner answers a decision: an activation that lost
+	// its grain without knowing it yet (its node was frozen while the
+	// grain moved) would answer OK for a decision its fenced journal then
+	// refuses, while the new owner applies another (the chaos run's
+	// "two decisions"). A transaction with no writes checks the epoch; a
+	// fenced one stops this activation and the surface's retry reaches
+	// the owner.
+	if err := g.Commit(ctx, store.Writes{}); err != nil {
+		return nil, ensureError(err)
+	}
 	code, mayDecide := c.code, c.h.cfg.CodeMode.Approvers.MayDecide
 	answer := g.Defer()
 	c.serving.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -207,5 +209,44 @@ func TestStateMiddlewareVerifiesAndSignsRequestState(t *testing.T) {
 			claims.Inner != "next-state" || !claims.Expires.Equal(now.Add(time.Minute)) {
 			t.Errorf("%s: returned state %q: %+v %v, want signed for g1, alice@acme, a minute, inner next-state", tc.name, out, claims, err)
 		}
+	}
+}
+
+// lostContext is a grain context of an activation whose grain moved to
+// another node without its knowing: it still owns it by its own account,
+// and its first fenced transaction is refused.
+type lostContext struct {
+	grain.Context // what the test does not reach: nil
+	commits       int
+}
+
+func (*lostContext) Own(context.Context) error { return nil }
+func (*lostContext) Kind() string              { return KindName }
+func (*lostContext) Identity() string          { return "g1" }
+func (*lostContext) Epoch() uint64             { return 1 }
+func (l *lostContext) Commit(context.Context, store.Writes) error {
+	l.commits++
+	return fmt.Errorf("store: apply: %w", store.ErrFenced)
+}
+
+// A decision reaching an activation that lost its grain is not answered
+// OK: the fence is checked before the decision is taken (answered with
+// the fenced error, so the activation stops and the surface's retry
+// reaches the owner). Before the check, such an activation answered OK for
+// a decision its journal then refused, while the new owner applied
+// another (two decisions of one execution, both acknowledged).
+func TestDecisionOfALostGrainIsNotAcknowledged(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	h := testHost(t, Config{CodeMode: &mcpruntime.CodeMode{Durable: true}, Store: runstore.New(st)})
+	c := h.Kind().New("g1").(*cont)
+	g := &lostContext{}
+	reply, err := c.Receive(context.Background(), g, &pb.ExecutionDecide{ExecutionId: "exec_1", Action: "decline",
+		Principal: &pb.Principal{User: "bob", Org: "acme", Role: "admin"}})
+	if !errors.Is(err, store.ErrFenced) || reply != nil || g.commits != 1 {
+		t.Fatalf("decision on a lost grain: %v / %v after %d fence checks, want the fenced error after one", reply, err, g.commits)
 	}
 }
