@@ -52,22 +52,31 @@ func startDev(t *testing.T) string {
 	s := mcpgrain.Server{Name: "planner", Register: func(s *mcp.Server) {
 		mcp.AddTool(s, &mcp.Tool{Name: "plan"}, planTool)
 	}}
+	return runDev(t, s, t.Output())
+}
+
+// runDev runs a dev node of s in the test's process (mcpgrain.Run, as a
+// user's program would), its logs to logs and extra flags added, and
+// returns its MCP endpoint once it serves.
+func runDev(tb testing.TB, s mcpgrain.Server, logs io.Writer, extra ...string) string {
+	tb.Helper()
 	out, w := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- mcpgrain.Run(ctx, s, []string{"dev", "--no-auth", "--http", "127.0.0.1:0", "--grpc", "", "--data", t.TempDir()}, w, t.Output())
+		args := append([]string{"dev", "--no-auth", "--http", "127.0.0.1:0", "--grpc", "", "--data", tb.TempDir()}, extra...)
+		done <- mcpgrain.Run(ctx, s, args, w, logs)
 		_ = w.Close()
 	}()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("the node: %v", err)
+				tb.Errorf("the node: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Error("the node did not stop within 30s")
+			tb.Error("the node did not stop within 30s")
 		}
 	})
 	found := make(chan string, 1)
@@ -84,9 +93,9 @@ func startDev(t *testing.T) string {
 	case endpoint := <-found:
 		return endpoint
 	case err := <-done:
-		t.Fatalf("the node stopped before serving: %v", err)
+		tb.Fatalf("the node stopped before serving: %v", err)
 	case <-time.After(60 * time.Second):
-		t.Fatal("the node named no MCP endpoint within 60s")
+		tb.Fatal("the node named no MCP endpoint within 60s")
 	}
 	return ""
 }

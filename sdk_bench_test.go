@@ -1,14 +1,10 @@
 package mcpgrain_test
 
 import (
-	"bufio"
-	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -123,41 +119,5 @@ func connectBench(b *testing.B, version, endpoint string) *mcp.ClientSession {
 // user's program would) and returns its MCP endpoint once it serves.
 func startDevBench(b *testing.B, s mcpgrain.Server) string {
 	b.Helper()
-	out, w := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- mcpgrain.Run(ctx, s, []string{"dev", "--no-auth", "--http", "127.0.0.1:0", "--grpc", "", "--rate-limit", "0", "--data", b.TempDir()}, w, io.Discard)
-		_ = w.Close()
-	}()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				b.Errorf("the node: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			b.Error("the node did not stop within 30s")
-		}
-	})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0]+f[1] == "MCPendpoint:" {
-				found <- f[2]
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case endpoint := <-found:
-		return endpoint
-	case err := <-done:
-		b.Fatalf("the node stopped before serving: %v", err)
-	case <-time.After(60 * time.Second):
-		b.Fatal("the node named no MCP endpoint within 60s")
-	}
-	return ""
+	return runDev(b, s, io.Discard, "--rate-limit", "0")
 }
