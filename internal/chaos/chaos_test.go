@@ -379,8 +379,11 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	todos, todoFlag := testcluster.TodoAPI(t)
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag,
-		"--tools", "code,demo,conformance"}}) // conformance: the tasks fixtures the task worker calls
+	// The nodes run examples/notes, an SDK program, with the built-in
+	// packs beside its own: conformance has the tasks fixtures the task
+	// worker calls, notes the tools the notes worker calls.
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, Binary: testcluster.Build(t, "./examples/notes"),
+		ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--tools", "code,demo,conformance,notes"}})
 	c.WaitMembers(3, 30*time.Second)
 	st, err := store.Open(context.Background(), c.DSN)
 	if err != nil {
@@ -468,6 +471,16 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			tw.run(ctx, rec)
+		}()
+	}
+	// Notes (examples/notes: an SDK program's durable per-session State):
+	// sessions adding notes and reading them back through any gateway.
+	nw := newNotesWorker(lb)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nw.run(ctx, rec, w)
 		}()
 	}
 	var calls, probeAcks atomic.Int64
@@ -607,13 +620,16 @@ func TestChaos(t *testing.T) {
 		rounds = append(rounds, r)
 		sample()
 		t.Logf("round %d: %s %s at %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
-			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts(), missing)
+			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts()+"; "+nw.counts(), missing)
 	}
 	stop()
 	wg.Wait()
 	settleStart := time.Now()
 	tw.settle(rec)
 	t.Logf("tasks: the ones open at the end of the load followed to their end in %s", time.Since(settleStart).Round(time.Millisecond))
+	settleStart = time.Now()
+	nw.settle(rec)
+	t.Logf("notes: the sessions open at the end of the load read a last time in %s", time.Since(settleStart).Round(time.Millisecond))
 
 	// Checkers.
 	var violations []string
@@ -623,6 +639,9 @@ func TestChaos(t *testing.T) {
 	violations = append(violations, taskViolations...)
 	t.Logf("tasks: %s; ends seen per task: %v; answers checked: %v; violations %d", tw.counts(), taskEnds, taskAnswers, len(taskViolations))
 	tw.logLosses(t, c)
+	// (a)+(b) every acknowledged note shown exactly once by every later
+	// answer of its session, no note twice, none going backwards.
+	violations = append(violations, nw.check(t)...)
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {

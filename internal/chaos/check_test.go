@@ -300,7 +300,7 @@ func TestCheckRound(t *testing.T) {
 		// Only retryable 503s for the whole round: the liveness checker
 		// (every request answered, retryably) passes it; these do not.
 		{"only retryable 503s for the whole round", steady(0, 12000, 100), []string{
-			"> bound", "regression", "error budget", "no successful tools/call", "no successful probe", "no successful approval", "no successful sessionless approval", "no successful task"}},
+			"> bound", "regression", "error budget", "no successful tools/call", "no successful probe", "no successful approval", "no successful sessionless approval", "no successful task", "no successful notes"}},
 		{"one worker kind stuck after the fault", func() []Outcome {
 			var outs []Outcome
 			for _, o := range steady(1000, 3000, 500) {

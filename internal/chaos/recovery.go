@@ -32,6 +32,10 @@ const (
 	// KindTask is a tasks/get or tasks/cancel of the task worker (ok:
 	// answered with the task).
 	KindTask = "task"
+	// KindNotes is an add_note or list_notes of the notes worker (an SDK
+	// program's durable per-session State; ok: answered with the
+	// session's notes).
+	KindNotes = "notes"
 	// KindTaskCreate is a tools/call that should create a task (not a
 	// progress kind: a task is progress once it is followed to its end).
 	KindTaskCreate = "task create"
@@ -41,7 +45,7 @@ const (
 )
 
 // Workers are the worker kinds in which every round must show progress.
-var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask}
+var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes}
 
 // Faults are the faults the harness injects.
 var Faults = []string{"kill", "stop", "freeze", "consul", "postgres"}
