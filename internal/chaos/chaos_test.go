@@ -352,17 +352,20 @@ var timing = chaos.Timing{
 const progressWait = 20 * time.Second
 
 // TestChaos runs the chaos harness: a real Consul agent, Postgres and
-// three node processes; MCP sessions doing tools/call through a health-
+// three node processes of an SDK program (examples/notes, with the
+// built-in packs); MCP sessions doing tools/call through a health-
 // checked balancer; fenced probe counters written through random nodes;
 // reminders due across the run; approvals raced by two approvers; tasks
-// (the tasks extension) created and followed to their end. Each
+// (the tasks extension) created and followed to their end; sessions
+// adding notes to the program's durable per-session State. Each
 // round injects one fault (kill -9 and restart, graceful stop and
 // restart, SIGSTOP/SIGCONT, Consul agent restart, Postgres restart), then
 // the checkers run: single owner, nothing lost, liveness, recovery (per
 // round: service gap within a bound derived from the TTL or the store's
 // restart, every worker kind progressing, the error budget and the
 // baseline), linearizability (porcupine), bounded growth, and every
-// acknowledged task terminal exactly once.
+// acknowledged task terminal exactly once, every acknowledged note shown
+// exactly once by every later answer of its session.
 // MCPGRAIN_CHAOS=1 enables it (CI runs a short round); MCPGRAIN_CHAOS_ROUNDS,
 // _INTERVAL, _FAULTS, _FREEZE and _SESSIONS tune it.
 func TestChaos(t *testing.T) {
