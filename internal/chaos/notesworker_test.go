@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,4 +229,34 @@ func (w *notesWorker) check(t *testing.T) []string {
 	t.Logf("notes: %d sessions; %d notes sent, %d acknowledged, %d of unknown outcome (%d of them applied); violations %d",
 		len(hs), sent, acked, unknown, applied, len(out))
 	return out
+}
+
+// The notes worker classifies answers the way NotesOnce needs: the notes
+// of an answer are what it showed; a tool error wrapping the SDK's
+// ErrRetry and a client error a client is told to retry are retryable (an
+// unknown outcome), a lost session and any other tool error are not, and
+// an answer without its notes is a failure.
+func TestNotesAnswerClassifiesAnswers(t *testing.T) {
+	text := func(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
+	for _, tc := range []struct {
+		name          string
+		res           *mcp.CallToolResult
+		err           error
+		ok, retryable bool
+		notes         []string
+	}{
+		{"the notes", &mcp.CallToolResult{StructuredContent: map[string]any{"notes": []any{"a", "b"}}}, nil, true, false, []string{"a", "b"}},
+		{"no notes yet", &mcp.CallToolResult{StructuredContent: map[string]any{"notes": []any{}}}, nil, true, false, nil},
+		{"a save that was fenced", &mcp.CallToolResult{IsError: true, Content: text(`mcpgrain: session S: save state "notes": mcpgrain: the session moved or the store failed; retry the request (fenced)`)}, nil, false, true, nil},
+		{"another tool error", &mcp.CallToolResult{IsError: true, Content: text("mcpgrain: state value too large")}, nil, false, false, nil},
+		{"no notes in the answer", &mcp.CallToolResult{StructuredContent: map[string]any{"other": 1}}, nil, false, false, nil},
+		{"a note that is not a string", &mcp.CallToolResult{StructuredContent: map[string]any{"notes": []any{"a", 2}}}, nil, false, false, nil},
+		{"503", nil, errors.New(`calling "tools/call": rejected by transport: sending "tools/call": Service Unavailable`), false, true, nil},
+		{"the session lost", nil, fmt.Errorf("calling: %w", mcp.ErrConnectionClosed), false, false, nil},
+	} {
+		op, o := notesAnswer(tc.res, tc.err)
+		if o.OK != tc.ok || op.OK != tc.ok || o.Retryable != tc.retryable || !slices.Equal(op.Notes, tc.notes) || o.Kind != chaos.KindNotes {
+			t.Errorf("%s: ok %v/%v retryable %v notes %q kind %q; want ok %v retryable %v notes %q", tc.name, o.OK, op.OK, o.Retryable, op.Notes, o.Kind, tc.ok, tc.retryable, tc.notes)
+		}
+	}
 }
