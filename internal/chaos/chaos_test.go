@@ -331,6 +331,12 @@ func busy(res *mcp.CallToolResult) bool {
 // recovery bounds are derived from it.
 const membershipTTL = 2 * time.Second
 
+// sessionTimeout is the test cluster's --session-timeout: a session idle
+// this long is passivated (its record kept; the next request restores
+// it). Short, so that the notes worker's idle sessions are passivated
+// during the run.
+const sessionTimeout = 4 * time.Second
+
 // timing is what the recovery bounds of the rounds derive from (see
 // chaos.Timing and docs/reliability.md): the membership TTL, the gateway's
 // 3 s departed-node silence (exchange), the balancer's health check (every
@@ -386,7 +392,8 @@ func TestChaos(t *testing.T) {
 	// packs beside its own: conformance has the tasks fixtures the task
 	// worker calls, notes the tools the notes worker calls.
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, Binary: testcluster.Build(t, "./examples/notes"),
-		ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--tools", "code,demo,conformance,notes"}})
+		ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--tools", "code,demo,conformance,notes",
+			"--session-timeout", sessionTimeout.String()}})
 	c.WaitMembers(3, 30*time.Second)
 	st, err := store.Open(context.Background(), c.DSN)
 	if err != nil {
@@ -645,6 +652,12 @@ func TestChaos(t *testing.T) {
 	// (a)+(b) every acknowledged note shown exactly once by every later
 	// answer of its session, no note twice, none going backwards.
 	violations = append(violations, nw.check(t)...)
+	var idle float64
+	for _, n := range c.Nodes() {
+		v, _ := n.Metric(fmt.Sprintf(`mcpgrain_runtime_disposals_total{node=%q,reason="idle"}`, n.ID))
+		idle += v
+	}
+	t.Logf("notes: %s; sessions passivated idle: %.0f (the nodes' counters since their last start)", nw.counts(), idle)
 	rec.mu.Lock()
 	ids := make([]string, 0, len(rec.acks))
 	for id := range rec.acks {

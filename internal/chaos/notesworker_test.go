@@ -21,11 +21,15 @@ import (
 // Pace of the notes worker: each session adds notesPerSession notes, one
 // request at a time with notesPace between requests, reads its notes back
 // after every third add, then reads them a last time and is deleted; the
-// worker goes on with a new session. 100 notes of about 12 bytes stay far
-// below the example's 4 KiB MaxBytes.
+// worker goes on with a new session. Halfway, the session stays idle for
+// notesIdle, longer than the cluster's --session-timeout
+// (sessionTimeout), so that its node passivates it (record kept) and the
+// next request restores it. 100 notes of about 12 bytes stay far below
+// the example's 4 KiB MaxBytes.
 const (
 	notesPerSession = 100
 	notesPace       = 100 * time.Millisecond
+	notesIdle       = sessionTimeout + 2*time.Second
 )
 
 // notesWorker drives examples/notes — an SDK program's tools with durable
@@ -47,7 +51,7 @@ type notesWorker struct {
 	// unread are the sessions whose last read never got an answer.
 	unread []string
 
-	sessions, acked atomic.Int64
+	sessions, acked, idled atomic.Int64
 }
 
 func newNotesWorker(lb http.RoundTripper) *notesWorker {
@@ -56,7 +60,7 @@ func newNotesWorker(lb http.RoundTripper) *notesWorker {
 
 // counts describes the worker's progress, for the round's log line.
 func (w *notesWorker) counts() string {
-	return fmt.Sprintf("%d notes sessions, %d notes acknowledged", w.sessions.Load(), w.acked.Load())
+	return fmt.Sprintf("%d notes sessions (%d left idle past the session timeout), %d notes acknowledged", w.sessions.Load(), w.idled.Load(), w.acked.Load())
 }
 
 // run drives sessions one after the other until ctx is done; w numbers
@@ -79,6 +83,10 @@ func (w *notesWorker) run(ctx context.Context, rec *recorder, id int) {
 				lost = w.call(ctx, rec, cs, h, "")
 			}
 			time.Sleep(notesPace) // the worker's pace
+			if n == notesPerSession/2 {
+				w.idled.Add(1)
+				time.Sleep(notesIdle) // idle past the session timeout: passivated
+			}
 		}
 		switch {
 		case lost:
