@@ -50,12 +50,14 @@ type notesWorker struct {
 	open map[*chaos.NotesHistory]*mcp.ClientSession
 	// unread are the sessions whose last read never got an answer.
 	unread []string
+	// failed holds the error of every add of unknown outcome, by note.
+	failed map[string]string
 
 	sessions, acked, idled atomic.Int64
 }
 
 func newNotesWorker(lb http.RoundTripper) *notesWorker {
-	return &notesWorker{api: &http.Client{Transport: bearer{lb}}, open: map[*chaos.NotesHistory]*mcp.ClientSession{}}
+	return &notesWorker{api: &http.Client{Transport: bearer{lb}}, open: map[*chaos.NotesHistory]*mcp.ClientSession{}, failed: map[string]string{}}
 }
 
 // counts describes the worker's progress, for the round's log line.
@@ -144,6 +146,12 @@ func (w *notesWorker) call(ctx context.Context, rec *recorder, cs *mcp.ClientSes
 	o.What, o.Took, o.At = strings.TrimSpace(tool+" "+note)+" on "+cs.ID(), op.Return.Sub(began), op.Return
 	w.mu.Lock()
 	h.Ops = append(h.Ops, op)
+	if !op.OK && note != "" {
+		w.failed[note] = o.Err
+		if ctx.Err() != nil {
+			w.failed[note] = "cut by the end of the load"
+		}
+	}
 	w.mu.Unlock()
 	if op.OK && note != "" {
 		w.acked.Add(1)
@@ -233,10 +241,31 @@ func (w *notesWorker) check(t *testing.T) []string {
 	for _, s := range w.unread {
 		out = append(out, fmt.Sprintf("notes session %s: no answer to its last read", s))
 	}
+	w.logApplied(t, hs)
 	sent, acked, unknown, applied := chaos.NotesCounts(hs)
 	t.Logf("notes: %d sessions; %d notes sent, %d acknowledged, %d of unknown outcome (%d of them applied); violations %d",
 		len(hs), sent, acked, unknown, applied, len(out))
 	return out
+}
+
+// logApplied logs every add of unknown outcome that a later answer of its
+// session showed (it was applied after all), with the error its client
+// got: whether a refusal that says nothing was stored ever was.
+func (w *notesWorker) logApplied(t *testing.T, hs []chaos.NotesHistory) {
+	t.Helper()
+	for _, h := range hs {
+		var last []string
+		for _, op := range h.Ops {
+			if op.OK {
+				last = op.Notes
+			}
+		}
+		for _, op := range h.Ops {
+			if !op.OK && op.Add != "" && slices.Contains(last, op.Add) {
+				t.Logf("notes: %s of unknown outcome was applied (session %s): %.200s", op.Add, h.Session, w.failed[op.Add])
+			}
+		}
+	}
 }
 
 // The notes worker classifies answers the way NotesOnce needs: the notes
