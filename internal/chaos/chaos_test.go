@@ -651,7 +651,7 @@ func TestChaos(t *testing.T) {
 	tw.logLosses(t, c)
 	// (a)+(b) every acknowledged note shown exactly once by every later
 	// answer of its session, no note twice, none going backwards.
-	violations = append(violations, nw.check(t)...)
+	violations = append(violations, nw.check(t, c)...)
 	var idle float64
 	for _, n := range c.Nodes() {
 		v, _ := n.Metric(fmt.Sprintf(`mcpgrain_runtime_disposals_total{node=%q,reason="idle"}`, n.ID))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 // Pace of the notes worker: each session adds notesPerSession notes, one
@@ -147,7 +148,7 @@ func (w *notesWorker) call(ctx context.Context, rec *recorder, cs *mcp.ClientSes
 	w.mu.Lock()
 	h.Ops = append(h.Ops, op)
 	if !op.OK && note != "" {
-		w.failed[note] = o.Err
+		w.failed[note] = fmt.Sprintf("at %s after %s: %s", op.Return.Format("15:04:05.000"), o.Took.Round(time.Millisecond), o.Err)
 		if ctx.Err() != nil {
 			w.failed[note] = "cut by the end of the load"
 		}
@@ -228,7 +229,7 @@ func (w *notesWorker) settle(rec *recorder) {
 
 // check runs chaos.NotesOnce over every session's history; it returns the
 // violations and logs what the histories show.
-func (w *notesWorker) check(t *testing.T) []string {
+func (w *notesWorker) check(t *testing.T, c *testcluster.Cluster) []string {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -241,7 +242,7 @@ func (w *notesWorker) check(t *testing.T) []string {
 	for _, s := range w.unread {
 		out = append(out, fmt.Sprintf("notes session %s: no answer to its last read", s))
 	}
-	w.logApplied(t, hs)
+	w.logApplied(t, c, hs)
 	sent, acked, unknown, applied := chaos.NotesCounts(hs)
 	t.Logf("notes: %d sessions; %d notes sent, %d acknowledged, %d of unknown outcome (%d of them applied); violations %d",
 		len(hs), sent, acked, unknown, applied, len(out))
@@ -250,8 +251,10 @@ func (w *notesWorker) check(t *testing.T) []string {
 
 // logApplied logs every add of unknown outcome that a later answer of its
 // session showed (it was applied after all), with the error its client
-// got: whether a refusal that says nothing was stored ever was.
-func (w *notesWorker) logApplied(t *testing.T, hs []chaos.NotesHistory) {
+// got — whether an answer that says to retry (nothing ran) ever came for
+// one that ran — and the nodes' warnings and restart envelopes about its
+// session.
+func (w *notesWorker) logApplied(t *testing.T, c *testcluster.Cluster, hs []chaos.NotesHistory) {
 	t.Helper()
 	for _, h := range hs {
 		var last []string
@@ -263,6 +266,22 @@ func (w *notesWorker) logApplied(t *testing.T, hs []chaos.NotesHistory) {
 		for _, op := range h.Ops {
 			if !op.OK && op.Add != "" && slices.Contains(last, op.Add) {
 				t.Logf("notes: %s of unknown outcome was applied (session %s): %.200s", op.Add, h.Session, w.failed[op.Add])
+				logSession(t, c, h.Session)
+			}
+		}
+	}
+}
+
+// logSession logs what the nodes logged about a notes session
+// ("w0-s1 (ID)") at level INFO or above: restart envelopes, failed
+// requests, saves.
+func logSession(t *testing.T, c *testcluster.Cluster, session string) {
+	t.Helper()
+	id := strings.TrimSuffix(session[strings.LastIndexByte(session, '(')+1:], ")")
+	for _, n := range c.Nodes() {
+		for _, l := range n.LogLines(id, 400) {
+			if !strings.Contains(l, "level=DEBUG") {
+				t.Logf("  %s: %.300s", n.ID, l)
 			}
 		}
 	}
