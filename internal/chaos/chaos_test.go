@@ -105,6 +105,9 @@ type balancer struct {
 	// go-sdk's client closes its session on any non-2xx answer to a
 	// stream resume (a GET with Last-Event-ID), even a transient one.
 	synthetic func(r *http.Request, status int, why string)
+	// served, when set, is told about every request the balancer sends
+	// and the node it sends it to.
+	served func(r *http.Request, node string)
 }
 
 func newBalancer(ctx context.Context, c *testcluster.Cluster) *balancer {
@@ -166,6 +169,9 @@ func (b *balancer) RoundTrip(r *http.Request) (*http.Response, error) {
 		i := int(b.next.Add(1)) % len(nodes)
 		if !b.healthy[i].Load() {
 			continue
+		}
+		if b.served != nil {
+			b.served(r, nodes[i].ID)
 		}
 		hctx, hcancel := b.whileHealthy(r.Context(), i)
 		r2 := r.Clone(hctx)
@@ -486,6 +492,7 @@ func TestChaos(t *testing.T) {
 	// Notes (examples/notes: an SDK program's durable per-session State):
 	// sessions adding notes and reading them back through any gateway.
 	nw := newNotesWorker(lb)
+	lb.served = nw.served
 	for w := range 3 {
 		wg.Add(1)
 		go func() {

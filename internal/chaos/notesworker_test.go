@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
@@ -53,12 +54,15 @@ type notesWorker struct {
 	unread []string
 	// failed holds the error of every add of unknown outcome, by note.
 	failed map[string]string
+	// via counts the requests sent to each notes session by the node the
+	// balancer sent them to (session id → node id → requests).
+	via map[string]map[string]int
 
 	sessions, acked, idled atomic.Int64
 }
 
 func newNotesWorker(lb http.RoundTripper) *notesWorker {
-	return &notesWorker{api: &http.Client{Transport: bearer{lb}}, open: map[*chaos.NotesHistory]*mcp.ClientSession{}, failed: map[string]string{}}
+	return &notesWorker{api: &http.Client{Transport: bearer{lb}}, open: map[*chaos.NotesHistory]*mcp.ClientSession{}, failed: map[string]string{}, via: map[string]map[string]int{}}
 }
 
 // counts describes the worker's progress, for the round's log line.
@@ -108,6 +112,38 @@ func (w *notesWorker) run(ctx context.Context, rec *recorder, id int) {
 	}
 }
 
+// served counts a POST the balancer sends to a notes session (the
+// balancer's served hook).
+func (w *notesWorker) served(r *http.Request, node string) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if r.Method != http.MethodPost || id == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, ok := w.via[id]; ok {
+		n[node]++
+	}
+}
+
+// viaOthers counts the POSTs sent to notes sessions, and those sent
+// through a node that does not own the session (by the placement of the
+// whole cluster: while a node is down or out of the view its sessions
+// live elsewhere, so this is an estimate).
+func (w *notesWorker) viaOthers(c *testcluster.Cluster) (all, others int) {
+	table := c.Placement(session.KindName, 0, 1, 2)
+	for id, nodes := range w.via {
+		owner, _ := table.Owner(session.KindName, id)
+		for node, n := range nodes {
+			all += n
+			if node != owner.ID {
+				others += n
+			}
+		}
+	}
+	return all, others
+}
+
 // connect opens a session through the balancer, retrying what a client is
 // told to retry; nil once ctx is done.
 func (w *notesWorker) connect(ctx context.Context, rec *recorder) *mcp.ClientSession {
@@ -119,6 +155,9 @@ func (w *notesWorker) connect(ctx context.Context, rec *recorder) *mcp.ClientSes
 		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err == nil {
 			w.sessions.Add(1)
+			w.mu.Lock()
+			w.via[cs.ID()] = map[string]int{}
+			w.mu.Unlock()
 			return cs
 		}
 		if ctx.Err() != nil {
@@ -244,8 +283,9 @@ func (w *notesWorker) check(t *testing.T, c *testcluster.Cluster) []string {
 	}
 	w.logApplied(t, c, hs)
 	sent, acked, unknown, applied := chaos.NotesCounts(hs)
-	t.Logf("notes: %d sessions; %d notes sent, %d acknowledged, %d of unknown outcome (%d of them applied); violations %d",
-		len(hs), sent, acked, unknown, applied, len(out))
+	all, others := w.viaOthers(c)
+	t.Logf("notes: %d sessions; %d notes sent, %d acknowledged, %d of unknown outcome (%d of them applied); %d of %d requests through a node that does not own the session; violations %d",
+		len(hs), sent, acked, unknown, applied, others, all, len(out))
 	return out
 }
 
