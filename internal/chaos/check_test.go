@@ -61,14 +61,26 @@ func TestLiveness(t *testing.T) {
 }
 
 func TestGrowth(t *testing.T) {
-	if v := Growth("goroutines", []float64{100, 140, 149}, 1.5, 0); len(v) != 0 {
-		t.Fatalf("within bound: %v", v)
+	cases := []struct {
+		name    string
+		samples []float64
+		round   string // "": no violation
+	}{
+		{"within the bound", []float64{100, 140, 149}, ""},
+		{"over the larger of the first two samples", []float64{100, 120, 181}, "round 3"},
+		{"a first sample low after a restart is not the baseline", []float64{60, 100, 140}, ""},
+		{"still growing after the baseline", []float64{60, 100, 140, 151}, "round 4"},
+		{"two samples: the first is the baseline", []float64{100, 151}, "round 2"},
+		{"one sample", []float64{100}, ""},
 	}
-	if v := Growth("goroutines", []float64{100, 120, 151}, 1.5, 0); len(v) != 1 || !strings.Contains(v[0], "round 3") {
-		t.Fatalf("over bound: %v", v)
-	}
-	if v := Growth("rss", []float64{100}, 1, 0); v != nil {
-		t.Fatalf("one sample: %v", v)
+	for _, c := range cases {
+		v := Growth("rss", c.samples, 1.5, 0)
+		switch {
+		case c.round == "" && len(v) != 0:
+			t.Errorf("%s: %v", c.name, v)
+		case c.round != "" && (len(v) != 1 || !strings.Contains(v[0], c.round)):
+			t.Errorf("%s: want a violation after %s, got %v", c.name, c.round, v)
+		}
 	}
 }
 
