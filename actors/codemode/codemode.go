@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -310,7 +311,9 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 			// on an approval surface.
 			return PausedBrowser(p, t.approvalURL(req, p.ID))
 		case h.Get(exchange.HeaderMode) == "native":
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema})
+			// The public API's Elicit (what a user's tool asks with), in
+			// its stateful form: native elicitation on the session.
+			res, err := app.Elicit(ctx, req, "approval", p.Message, confirmSchema)
 			if err != nil {
 				out, _ = rt.Engine().Resume(ctx, p.ID, engine.AsOwner(principal(req)), engine.Response{Action: engine.Cancel, Reason: "elicitation failed"})
 				return &mcp.CallToolResult{IsError: true,

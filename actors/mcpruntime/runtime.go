@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,7 +259,7 @@ type Runtime struct {
 
 	mu        sync.Mutex
 	sdkID     string // go-sdk's id of the session (see the package doc)
-	state     mcp.ServerSessionState
+	state     sessionState
 	restoring bool
 	closed    bool
 }
@@ -318,15 +319,21 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 // session's handshake state (see Runtime.record).
 func (b *Builder) recordState(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err != nil {
-			return res, err
-		}
 		var h http.Header
 		if ex := req.GetExtra(); ex != nil {
 			h = ex.Header
 		}
-		if r, ok := b.runtimeOf(h); ok {
+		r, ok := b.runtimeOf(h)
+		if ok {
+			if err := r.admitSubscribe(req); err != nil {
+				return nil, err
+			}
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		if ok {
 			if err := r.record(method, req, res); err != nil {
 				return nil, err
 			}
@@ -357,6 +364,14 @@ func (r *Runtime) record(method string, req mcp.Request, res mcp.Result) error {
 			r.state.InitializedParams = p
 		case *mcp.SetLoggingLevelParams:
 			r.state.LogLevel, changed = p.Level, true
+		case *mcp.SubscribeParams:
+			if !slices.Contains(r.state.Subscriptions, p.URI) {
+				r.state.Subscriptions, changed = append(r.state.Subscriptions, p.URI), true
+			}
+		case *mcp.UnsubscribeParams:
+			if i := slices.Index(r.state.Subscriptions, p.URI); i >= 0 {
+				r.state.Subscriptions, changed = slices.Delete(slices.Clone(r.state.Subscriptions), i, i+1), true
+			}
 		}
 	}
 	var snapshot []byte
@@ -376,9 +391,47 @@ func (r *Runtime) record(method string, req mcp.Request, res mcp.Result) error {
 	return nil
 }
 
+// sessionState is what the session record keeps of a session's MCP
+// state: go-sdk's ServerSessionState and, since go-sdk's has no place for
+// them (v1.8.0: "TODO: resource subscriptions"), the URIs the session
+// subscribed to (resources/subscribe), in order. A record without the
+// field (an older node's) has none; an older node reading a newer record
+// ignores it.
+type sessionState struct {
+	mcp.ServerSessionState
+	Subscriptions []string `json:"mcpgrainResourceSubscriptions,omitempty"`
+}
+
+// Bounds of the subscriptions a session record keeps: a subscribe beyond
+// them is refused (invalid params) before the server sees it, so the
+// record of one session stays small whatever its client sends.
+const (
+	maxSubscriptions        = 64
+	maxSubscriptionURIBytes = 2048
+)
+
+// admitSubscribe refuses a resources/subscribe the session record could
+// not keep: a URI over maxSubscriptionURIBytes, or a new one beyond
+// maxSubscriptions.
+func (r *Runtime) admitSubscribe(req mcp.Request) error {
+	p, ok := req.GetParams().(*mcp.SubscribeParams)
+	if !ok || p == nil {
+		return nil
+	}
+	if len(p.URI) > maxSubscriptionURIBytes {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("resources/subscribe: a URI of at most %d bytes", maxSubscriptionURIBytes)}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.state.Subscriptions) >= maxSubscriptions && !slices.Contains(r.state.Subscriptions, p.URI) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("resources/subscribe: a session subscribes to at most %d resources", maxSubscriptions)}
+	}
+	return nil
+}
+
 // restore replays the recorded handshake into the fresh handler.
 func (r *Runtime) restore(ctx context.Context, raw []byte) error {
-	var st mcp.ServerSessionState
+	var st sessionState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("mcpruntime: decode session state: %w", err)
 	}
@@ -418,8 +471,12 @@ type replayStep struct {
 // handshake is what restoring a session replays: initialize,
 // notifications/initialized (whether or not the record has it: records no
 // longer store it, since a client sends it right after initialize and
-// nothing else may come before it), and the log level if one was set.
-func handshake(st mcp.ServerSessionState) []replayStep {
+// nothing else may come before it), the log level if one was set, and the
+// session's resource subscriptions (go-sdk's table of subscribers, and a
+// pack's SubscribeHandler, see the restored session subscribe; one the
+// server refuses now is answered with a JSON-RPC error, which the replay
+// ignores).
+func handshake(st sessionState) []replayStep {
 	initialized := st.InitializedParams
 	if initialized == nil {
 		initialized = &mcp.InitializedParams{}
@@ -430,6 +487,9 @@ func handshake(st mcp.ServerSessionState) []replayStep {
 	}
 	if st.LogLevel != "" {
 		steps = append(steps, replayStep{"logging/setLevel", `"mcpgrain-restore-level"`, &mcp.SetLoggingLevelParams{Level: st.LogLevel}, http.StatusOK})
+	}
+	for i, uri := range st.Subscriptions {
+		steps = append(steps, replayStep{"resources/subscribe", fmt.Sprintf(`"mcpgrain-restore-subscribe-%d"`, i), &mcp.SubscribeParams{URI: uri}, http.StatusOK})
 	}
 	return steps
 }

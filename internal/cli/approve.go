@@ -50,6 +50,8 @@ Flags, by group (each also settable as the MCPGRAIN_<FLAG> shown in brackets):
 
 // approveFlags are the approve command's flags.
 type approveFlags struct {
+	// prog is the program's name in the help ("": mcpgrain).
+	prog                        string
 	addr, token, caFile, reason string
 	useTLS, asJSON, quiet, all  bool
 	timeout                     time.Duration
@@ -58,7 +60,11 @@ type approveFlags struct {
 
 // flags registers the approve command's flags.
 func (f *approveFlags) flags(stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
+	prog := f.prog
+	if prog == "" {
+		prog = "mcpgrain"
+	}
+	fs := flag.NewFlagSet(prog+" approve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.addr, "grpc", defaultGRPCAddr, "gRPC address of any mcpgrain node")
 	fs.StringVar(&f.token, "token", "", "bearer token (your identity; its organization's executions are visible); prefer MCPGRAIN_TOKEN or --token-file")
@@ -72,7 +78,7 @@ func (f *approveFlags) flags(stderr io.Writer) *flag.FlagSet {
 	f.cc.register(fs)
 	addSecretFiles(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, approveUsage)
+		fmt.Fprint(stderr, strings.ReplaceAll(approveUsage, "mcpgrain approve", fs.Name()))
 		printGroupedFlags(stderr, fs, nil)
 	}
 	return fs
@@ -81,8 +87,8 @@ func (f *approveFlags) flags(stderr io.Writer) *flag.FlagSet {
 // approveTimeout is the approve command's default --timeout.
 const approveTimeout = 15 * time.Second
 
-func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var f approveFlags
+func runApprove(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) error {
+	f := approveFlags{prog: prog}
 	fs := f.flags(stderr)
 	cmd, pos, err := parseApprove(fs, args)
 	if err != nil {

@@ -35,7 +35,7 @@ func setApproveCommandUsage(fs *flag.FlagSet, cmd string) {
 	}
 	w := fs.Output()
 	fs.Usage = func() {
-		fmt.Fprintf(w, "Usage: mcpgrain approve %s [flags]\n\n%s\n\nFlags, by group (each also settable as the MCPGRAIN_<FLAG> shown in brackets):\n", c[0], c[1])
+		fmt.Fprintf(w, "Usage: %s %s [flags]\n\n%s\n\nFlags, by group (each also settable as the MCPGRAIN_<FLAG> shown in brackets):\n", fs.Name(), c[0], c[1])
 		printGroupedFlags(w, fs, func(name string) bool {
 			only, ok := approveOnlyFlags[name]
 			return ok && !strings.Contains(strings.Join(only, ","), cmd)

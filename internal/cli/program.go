@@ -168,7 +168,7 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	case cmd == "node":
 		err = p.runNode(ctx, args[1:], stdout, stderr)
 	case cmd == "approve":
-		err = runApprove(ctx, args[1:], stdout, stderr)
+		err = runApprove(ctx, p.name(), args[1:], stdout, stderr)
 	case cmd == "inspect":
 		err = runInspect(ctx, args[1:], stdout, stderr)
 	case cmd == "try" && !p.sdk():

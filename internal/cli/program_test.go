@@ -26,6 +26,16 @@ func TestProgramWithOwnPacks(t *testing.T) {
 			t.Errorf("dev -h lacks %q:\n%s", want, errOut.String())
 		}
 	}
+	for args, want := range map[string]string{
+		"approve -h":      "Usage: hello approve <command>",
+		"approve list -h": "Usage: hello approve list",
+	} {
+		errOut.Reset()
+		_ = p.Run(t.Context(), strings.Fields(args), &out, &errOut)
+		if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), "mcpgrain approve") {
+			t.Errorf("%s: want %q and no \"mcpgrain approve\" in:\n%s", args, want, errOut.String())
+		}
+	}
 	for _, cmd := range []string{"try", "bench"} {
 		if err := p.Run(t.Context(), []string{cmd}, &out, &errOut); !errors.Is(err, ErrUsage) {
 			t.Errorf("%s: %v, want ErrUsage (not a command of an SDK program)", cmd, err)

@@ -22,7 +22,10 @@ type conformanceSession struct {
 // session's state is made at its first use and dropped when the session
 // ends; ended is then called with it (outside the lock), so that what the
 // session held on the server (a subscriber of the watched resource) is
-// released even if the client never unsubscribed.
+// released even if the client never unsubscribed. Nothing here needs to
+// outlive the session's runtime: a restored session (after a move) is a
+// new go-sdk session, and the runtime replays its recorded subscriptions
+// into it, which calls the subscribe handler again (docs/sdk.md §6).
 type sessionStates struct {
 	ended func(*mcp.ServerSession, *conformanceSession)
 

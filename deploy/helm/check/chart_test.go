@@ -50,6 +50,7 @@ func cases(t *testing.T) map[string]map[string]any {
 	return map[string]map[string]any{
 		"defaults":   defaults,
 		"production": production,
+		programCase:  programValues(t),
 		"secrets created by the chart, everything optional on": withValues(withValues(defaults, created), map[string]any{
 			"ingress.enabled": true, "serviceMonitor.enabled": true, "dashboard.enabled": true, "networkPolicy.enabled": true,
 		}),
@@ -134,6 +135,7 @@ func TestRendersStrictly(t *testing.T) {
 	c := loadChart(t)
 	want := map[string][]string{
 		"defaults":   {"*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.StatefulSet", "*v1.PodDisruptionBudget"},
+		programCase:  {"*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.StatefulSet", "*v1.PodDisruptionBudget"},
 		"production": {"*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.StatefulSet", "*v1.PodDisruptionBudget", "*v1.Ingress", "*v1.NetworkPolicy", "*v1.ServiceMonitor", "*v1.ConfigMap"},
 		"secrets created by the chart, everything optional on":           {"*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.StatefulSet", "*v1.PodDisruptionBudget", "*v1.Ingress", "*v1.NetworkPolicy", "*v1.ServiceMonitor", "*v1.ConfigMap", "*v1.Secret"},
 		"existing secrets, postgres by host, consul by address, no gRPC": {"*v1.Service", "*v1.Service", "*v1.StatefulSet", "*v1.Ingress", "*v1.NetworkPolicy", "*v1.ServiceMonitor", "*v1.ConfigMap"},

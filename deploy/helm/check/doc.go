@@ -14,6 +14,11 @@
 //     answer on the port the probes name, that registers in a real Consul
 //     agent ($MCPGRAIN_CONSUL_BIN) under its pod name and advertised
 //     address, and that stops within the grace period;
+//   - an SDK program's image runs from the same chart
+//     (examples/hello/values.yaml, one more case of every structural
+//     test): its entrypoint with "node" and the flags, which are all
+//     flags of `hello node -h` too, and the rendered command line starts
+//     the hello binary serving its own pack and code mode (--tools);
 //   - secrets reach the node only as mounted files (--*-file flags) or
 //     secretKeyRef variables: no secret value appears in any other object;
 //   - terminationGracePeriodSeconds covers the preStop sleep plus the

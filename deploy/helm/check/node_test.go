@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,9 +24,10 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	buildMu  sync.Mutex
+	built    = map[string]string{} // package → binary
+	binDir   string
+	buildErr error
 )
 
 func TestMain(m *testing.M) {
@@ -40,33 +42,49 @@ func TestMain(m *testing.M) {
 // (the Go build cache makes it quick after the first time).
 func nodeBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := filepath.Abs(repoRoot)
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if binDir, err = os.MkdirTemp("", "mcpgrain-helmcheck-"); err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "mcpgrain"), "./cmd/mcpgrain")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/mcpgrain: %v\n%s", err, out)
-		}
-	})
+	return programBinary(t, "./cmd/mcpgrain")
+}
+
+// programBinary builds the program of the repository's package pkg (e.g.
+// ./examples/hello, an SDK program) once per test process.
+func programBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := built[pkg]; ok {
+		return bin
+	}
+	if buildErr == nil && binDir == "" {
+		binDir, buildErr = os.MkdirTemp("", "mcpgrain-helmcheck-")
+	}
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return filepath.Join(binDir, "mcpgrain")
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(binDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = bin
+	return bin
 }
 
 // nodeFlags returns the flags `mcpgrain node -h` lists.
 func nodeFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	out, _ := exec.Command(nodeBinary(t), "node", "-h").CombinedOutput() // -h exits non-zero
-	line := regexp.MustCompile(`^  --?([a-z][a-z0-9-]*)( |$)`)           // "  --name type" (grouped help) or "  -name" (flag.PrintDefaults)
+	return programNodeFlags(t, nodeBinary(t))
+}
+
+// programNodeFlags returns the flags `<bin> node -h` lists.
+func programNodeFlags(t *testing.T, bin string) map[string]bool {
+	t.Helper()
+	out, _ := exec.Command(bin, "node", "-h").CombinedOutput() // -h exits non-zero
+	line := regexp.MustCompile(`^  --?([a-z][a-z0-9-]*)( |$)`) // "  --name type" (grouped help) or "  -name" (flag.PrintDefaults)
 	flags := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -75,7 +93,7 @@ func nodeFlags(t *testing.T) map[string]bool {
 		}
 	}
 	if !flags["store-file"] || !flags["shutdown-timeout"] || len(flags) < 30 {
-		t.Fatalf("could not read the flags of `mcpgrain node -h` (%d found):\n%s", len(flags), out)
+		t.Fatalf("could not read the flags of `%s node -h` (%d found):\n%s", filepath.Base(bin), len(flags), out)
 	}
 	return flags
 }
@@ -105,9 +123,32 @@ func TestArgsAreNodeFlags(t *testing.T) {
 // listen addresses use 127.0.0.1 instead of every interface. The probes'
 // paths and ports must then answer, the keys file must authenticate, the
 // node must not warn about a secret on its command line, and SIGTERM must
-// stop it within the pod's grace period less the preStop sleep.
+// stop it within the pod's grace period less the preStop sleep. It runs
+// mcpgrain's image (the default values) and an SDK program's
+// (examples/hello/values.yaml, the hello binary), whose rendered --tools
+// must serve the program's own tool beside code mode's.
 func TestRenderedNodeStarts(t *testing.T) {
-	bin := nodeBinary(t)
+	t.Run("mcpgrain", func(t *testing.T) {
+		renderedNodeStarts(t, nodeBinary(t), valuesFile(t, ""), nil)
+	})
+	t.Run(programCase, func(t *testing.T) {
+		renderedNodeStarts(t, programBinary(t, programPkg), programValues(t), func(t *testing.T, mcpURL, bearer string) {
+			tools := toolNames(t, mcpURL, bearer)
+			for _, want := range []string{"greet", "execute"} {
+				if !slices.Contains(tools, want) {
+					t.Errorf("tools/list on the rendered node: %q, want %s (--tools=hello,code)", tools, want)
+				}
+			}
+			t.Logf("the rendered hello node serves %q", tools)
+		})
+	})
+}
+
+// renderedNodeStarts renders the chart with base (plus created secrets and
+// free ports), runs bin with the rendered command line as the kubelet
+// would, checks it, calls serving (if any) with its MCP endpoint and a
+// bearer token of its keys file, and stops it.
+func renderedNodeStarts(t *testing.T, bin string, base map[string]any, serving func(t *testing.T, mcpURL, bearer string)) {
 	c := loadChart(t)
 	root := t.TempDir()
 	consulPort := consulAgent(t)
@@ -115,7 +156,7 @@ func TestRenderedNodeStarts(t *testing.T) {
 		t.Log("MCPGRAIN_CONSUL_BIN is not set: the node runs without Consul (--consul=)")
 	}
 	const bearer = "helmcheck-bearer-token-0001"
-	vals := withValues(valuesFile(t, ""), map[string]any{
+	vals := withValues(base, map[string]any{
 		"secrets.create":          true,
 		"secrets.token.key":       "token",
 		"secrets.values.keysJson": `{"keys":[{"token":"` + bearer + `","user":"alice","org":"acme","role":"admin"}]}`,
@@ -282,6 +323,10 @@ func TestRenderedNodeStarts(t *testing.T) {
 		}
 	}
 
+	if serving != nil {
+		serving(t, fmt.Sprintf("http://127.0.0.1:%d/mcp", httpPort), bearer)
+	}
+
 	// The pod's stop: SIGTERM after the preStop sleep; the node must be
 	// gone before the kubelet's SIGKILL.
 	grace := time.Duration(deref64(n.pod.TerminationGracePeriodSeconds)-n.container.Lifecycle.PreStop.Sleep.Seconds) * time.Second
@@ -314,4 +359,56 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	p, _ := strconv.Atoi(strings.TrimPrefix(l.Addr().String(), "127.0.0.1:"))
 	return p
+}
+
+// toolNames lists the tools of the MCP endpoint with a bearer token, as a
+// plain HTTP client: initialize, initialized, tools/list (each response
+// JSON or one server-sent event).
+func toolNames(t *testing.T, mcpURL, bearer string) []string {
+	t.Helper()
+	session := ""
+	post := func(body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, mcpURL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("POST %s %s: %d %s", mcpURL, body, resp.StatusCode, data)
+		}
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			session = id
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "data: "); ok {
+				return []byte(rest)
+			}
+		}
+		return data
+	}
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"helmcheck","version":"1"}}}`)
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	var list struct {
+		Result struct {
+			Tools []struct{ Name string }
+		}
+	}
+	data := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatalf("tools/list: %v: %s", err, data)
+	}
+	var names []string
+	for _, tool := range list.Result.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
 }
