@@ -124,27 +124,59 @@ func (s *State[T]) Update(ctx context.Context, f func(*T) error) (T, error) {
 	}
 	unlock := lockState(sc, s.name)
 	defer unlock()
+	cs, conditional := sc.(app.ConditionalSaver)
+	for range maxUpdateAttempts {
+		v, b, saved, err := s.apply(sc, f)
+		switch {
+		case err != nil:
+			return zero, err
+		case b == nil:
+			return v, nil // unchanged: nothing to write
+		case !conditional:
+			if err := sc.SaveState(ctx, s.name, app.Saved{Version: s.version, Value: b}); err != nil {
+				return zero, err
+			}
+			return v, nil
+		}
+		done, err := cs.SaveStateIf(ctx, s.name, app.Saved{Version: s.version, Value: b}, saved.Revision)
+		if err != nil {
+			return zero, err
+		}
+		if done {
+			return v, nil
+		}
+		// Saved meanwhile elsewhere: the scope has the stored value now;
+		// apply f to it.
+	}
+	return zero, fmt.Errorf("mcpgrain: state %q: %d saves in a row lost to concurrent ones: %w", s.name, maxUpdateAttempts, ErrRetry)
+}
+
+// maxUpdateAttempts bounds the compare-and-set rounds of an Update of a
+// handle's state that other nodes' Updates keep winning.
+const maxUpdateAttempts = 16
+
+// apply applies f to the current value of sc and returns the new value and
+// its encoding (nil: unchanged, nothing to write) with what it was applied
+// to.
+func (s *State[T]) apply(sc app.Scope, f func(*T) error) (v T, b []byte, saved app.Saved, err error) {
 	v, saved, ok, err := s.load(sc)
 	if err != nil {
-		return zero, err
+		return v, nil, saved, err
 	}
 	if err := f(&v); err != nil {
-		return zero, err
+		return v, nil, saved, err
 	}
-	b, err := json.Marshal(&v)
+	b, err = json.Marshal(&v)
 	if err != nil {
-		return zero, fmt.Errorf("mcpgrain: state %q: encode: %w", s.name, err)
+		return v, nil, saved, fmt.Errorf("mcpgrain: state %q: encode: %w", s.name, err)
 	}
 	if len(b) > s.maxBytes {
-		return zero, fmt.Errorf("mcpgrain: state %q: %d bytes encoded, over MaxBytes %d: %w", s.name, len(b), s.maxBytes, ErrStateTooLarge)
+		return v, nil, saved, fmt.Errorf("mcpgrain: state %q: %d bytes encoded, over MaxBytes %d: %w", s.name, len(b), s.maxBytes, ErrStateTooLarge)
 	}
 	if bytes.Equal(b, s.unchanged(saved, ok)) {
-		return v, nil // unchanged: nothing to write
+		return v, nil, saved, nil
 	}
-	if err := sc.SaveState(ctx, s.name, app.Saved{Version: s.version, Value: b}); err != nil {
-		return zero, err
-	}
-	return v, nil
+	return v, b, saved, nil
 }
 
 // scope is the session of ctx.

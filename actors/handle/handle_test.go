@@ -1,0 +1,291 @@
+package handle_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpgrain/mcpgrain/actors/app"
+	"github.com/mcpgrain/mcpgrain/actors/handle"
+	"github.com/mcpgrain/mcpgrain/cluster"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+var (
+	t0    = time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
+	alice = &pb.Principal{User: "alice", Org: "acme", Role: "member"}
+	bob   = &pb.Principal{User: "bob", Org: "acme", Role: "member"}
+)
+
+// env is one node (SQLite store) hosting the handle kind, with a fake
+// clock that fires reminders as it reaches them.
+type env struct {
+	t   *testing.T
+	st  store.Store
+	clk *clock.Fake
+	h   *handle.Host
+	reg *prometheus.Registry
+}
+
+func newEnv(t *testing.T, ttl time.Duration) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	e := &env{t: t, st: st, clk: clock.NewFake(t0), reg: prometheus.NewRegistry()}
+	var node *cluster.Node
+	req := requester(func() *cluster.Node { return node })
+	e.h, err = handle.NewHost(handle.Config{Cluster: req, IdleTTL: ttl, Clock: e.clk, Registerer: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err = cluster.Start(context.Background(), cluster.Config{
+		Kinds: []grain.Kind{e.h.Kind()}, Store: st, Registerer: e.reg,
+		Reminders: cluster.ReminderOptions{Clock: e.clk, PollInterval: 24 * time.Hour, Lookahead: 365 * 24 * time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = node.Stop(ctx)
+	})
+	return e
+}
+
+// requester is the node, known once started.
+type requester func() *cluster.Node
+
+func (r requester) Request(ctx context.Context, kind, id string, msg proto.Message, opts ...grain.CallOption) (proto.Message, error) {
+	return r().Request(ctx, kind, id, msg, opts...)
+}
+
+func (e *env) mint(p *pb.Principal) string {
+	e.t.Helper()
+	id, err := e.h.Mint(context.Background(), p)
+	if err != nil {
+		e.t.Fatalf("mint: %v", err)
+	}
+	return id
+}
+
+func (e *env) open(p *pb.Principal, id string) app.Scope {
+	e.t.Helper()
+	sc, err := e.h.Open(context.Background(), p, id)
+	if err != nil {
+		e.t.Fatalf("open %s: %v", id, err)
+	}
+	return sc
+}
+
+// record is the handle's stored record (nil: no row).
+func (e *env) record(id string) *pb.HandleRecord {
+	e.t.Helper()
+	o, err := e.st.Load(context.Background(), grain.Key(handle.KindName, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rec := &pb.HandleRecord{}
+	if err := proto.Unmarshal(o.Record, rec); err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
+func saveIf(t *testing.T, sc app.Scope, value string, rev uint64) bool {
+	t.Helper()
+	ok, err := sc.(app.ConditionalSaver).SaveStateIf(context.Background(), "notes", app.Saved{Version: 1, Value: []byte(value)}, rev)
+	if err != nil {
+		t.Fatalf("save %s at revision %d: %v", value, rev, err)
+	}
+	return ok
+}
+
+// A handle is minted into the store; its saves are compare-and-sets whose
+// conflict answer brings the stored value; only its principal reaches it,
+// and an unknown, malformed, foreign or dropped handle is one answer.
+func TestHandleSavesConflictsAndPrincipals(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	id := e.mint(alice)
+	if rec := e.record(id); rec == nil || rec.GetPrincipal().GetUser() != "alice" {
+		t.Fatalf("minted handle's record: %v", rec)
+	}
+	a, b := e.open(alice, id), e.open(alice, id) // two handlers, e.g. on two nodes
+	if !saveIf(t, a, `["one"]`, 0) {
+		t.Fatal("first save refused")
+	}
+	if saveIf(t, b, `["two"]`, 0) {
+		t.Fatal("a save over a stale revision was taken")
+	}
+	if v, ok := b.State("notes"); !ok || string(v.Value) != `["one"]` || v.Revision != 1 {
+		t.Fatalf("after the conflict the scope has %q at %d (%v), want the stored value at revision 1", v.Value, v.Revision, ok)
+	}
+	if !saveIf(t, b, `["one","two"]`, 1) {
+		t.Fatal("a save over the current revision was refused")
+	}
+	if got := e.record(id).GetAppState()["notes"]; string(got.GetValue()) != `["one","two"]` || got.GetRevision() != 2 {
+		t.Fatalf("stored %v", got)
+	}
+	if v, _ := e.open(alice, id).State("notes"); string(v.Value) != `["one","two"]` {
+		t.Fatalf("a new open reads %q", v.Value)
+	}
+
+	unknown := []struct {
+		name string
+		p    *pb.Principal
+		id   string
+	}{
+		{"another principal", bob, id},
+		{"another org", &pb.Principal{User: "alice", Org: "other"}, id},
+		{"no principal", &pb.Principal{}, id},
+		{"malformed", alice, "h_short"},
+		{"never minted", alice, "h_AAAAAAAAAAAAAAAAAAAAAA"},
+	}
+	for _, c := range unknown {
+		if _, err := e.h.Open(ctx, c.p, c.id); !errors.Is(err, app.ErrUnknownHandle) {
+			t.Errorf("open, %s: %v, want ErrUnknownHandle", c.name, err)
+		}
+		if err := e.h.Drop(ctx, c.p, c.id); !errors.Is(err, app.ErrUnknownHandle) {
+			t.Errorf("drop, %s: %v, want ErrUnknownHandle", c.name, err)
+		}
+	}
+	if e.record("h_AAAAAAAAAAAAAAAAAAAAAA") != nil {
+		t.Error("asking for a guessed handle wrote a row")
+	}
+	if _, err := e.h.Mint(ctx, &pb.Principal{}); err == nil {
+		t.Error("a handle was minted for no principal")
+	}
+	// A foreign save changes nothing either.
+	foreign, err := e.h.Open(ctx, alice, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.Drop(ctx, alice, id); err != nil {
+		t.Fatalf("drop: %v", err)
+	}
+	if e.record(id) != nil {
+		t.Fatal("a dropped handle's row is still stored")
+	}
+	for what, err := range map[string]error{
+		"open":  func() error { _, err := e.h.Open(ctx, alice, id); return err }(),
+		"drop":  e.h.Drop(ctx, alice, id),
+		"save":  foreign.SaveState(ctx, "notes", app.Saved{Version: 1, Value: []byte(`[]`)}),
+		"again": func() error { _, err := e.h.Open(ctx, alice, id); return err }(),
+	} {
+		if !errors.Is(err, app.ErrUnknownHandle) {
+			t.Errorf("%s of a dropped handle: %v, want ErrUnknownHandle", what, err)
+		}
+	}
+	if e.record(id) != nil {
+		t.Fatal("a save of a dropped handle wrote its row again")
+	}
+	if got := metric(t, e, "dropped"); got != 1 {
+		t.Errorf("dropped handles counted: %v", got)
+	}
+}
+
+// A save of an activation whose ownership another node took is fenced:
+// it stores nothing and is retryable.
+func TestHandleSaveIsFenced(t *testing.T) {
+	e := newEnv(t, 0)
+	id := e.mint(alice)
+	sc := e.open(alice, id)
+	if _, err := e.st.Acquire(context.Background(), grain.Key(handle.KindName, id), "another-node"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sc.(app.ConditionalSaver).SaveStateIf(context.Background(), "notes", app.Saved{Version: 1, Value: []byte(`["lost"]`)}, 0)
+	if !errors.Is(err, app.ErrRetry) {
+		t.Fatalf("save of a fenced activation: %v, want ErrRetry", err)
+	}
+	if got := e.record(id).GetAppState(); len(got) != 0 {
+		t.Fatalf("a fenced save stored %v", got)
+	}
+}
+
+// An unused handle is deleted when its idle TTL has passed since its last
+// use; an open records a use (at most once per TTL/30).
+func TestHandleExpires(t *testing.T) {
+	const ttl = 30 * time.Hour
+	e := newEnv(t, ttl)
+	id := e.mint(alice)
+	e.clk.Advance(2 * time.Hour) // past ttl/30: the open records the use
+	e.open(alice, id)
+	if used := time.UnixMilli(e.record(id).GetUsedAtMs()); !used.Equal(t0.Add(2 * time.Hour)) {
+		t.Fatalf("use recorded at %v, want %v", used, t0.Add(2*time.Hour))
+	}
+	e.clk.Advance(ttl - time.Hour) // the mint's expiry passed: still used since
+	if e.record(id) == nil {
+		t.Fatal("a handle used within its TTL expired")
+	}
+	e.clk.Advance(2 * time.Hour)
+	deadline := time.Now().Add(20 * time.Second)
+	for e.record(id) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle handle was not deleted within 20s of its expiry")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store, not synchronisation
+	}
+	if _, err := e.h.Open(context.Background(), alice, id); !errors.Is(err, app.ErrUnknownHandle) {
+		t.Fatalf("open of an expired handle: %v", err)
+	}
+	if got := metric(t, e, "expired"); got != 1 {
+		t.Errorf("expired handles counted: %v", got)
+	}
+}
+
+// metric is mcpgrain_handles_total{outcome}.
+func metric(t *testing.T, e *env, outcome string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == "mcpgrain_handles_total" && l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no mcpgrain_handles_total{outcome=%q}", outcome)
+	return 0
+}
+
+func TestExpiry(t *testing.T) {
+	const ttl = 10 * time.Hour
+	for _, c := range []struct {
+		name string
+		used time.Time
+		now  time.Time
+		del  bool
+		next time.Time
+	}{
+		{"fresh", t0, t0, false, t0.Add(ttl)},
+		{"used since the reminder was set", t0, t0.Add(ttl - time.Second), false, t0.Add(ttl)},
+		{"idle exactly the TTL", t0, t0.Add(ttl), true, time.Time{}},
+		{"idle longer", t0, t0.Add(3 * ttl), true, time.Time{}},
+		{"clock behind the use", t0, t0.Add(-time.Hour), false, t0.Add(ttl)},
+	} {
+		del, next := handle.Expiry(c.used, ttl, c.now)
+		if del != c.del || !next.Equal(c.next) {
+			t.Errorf("%s: Expiry = %v, %v; want %v, %v", c.name, del, next, c.del, c.next)
+		}
+	}
+}
