@@ -35,3 +35,7 @@ func OnHandle(ctx context.Context, handle string) (context.Context, error) {
 // DropHandle deletes handle and its state. An unknown or foreign handle,
 // or one dropped already, is [ErrUnknownHandle].
 func DropHandle(ctx context.Context, handle string) error { return app.DropHandle(ctx, handle) }
+
+// ErrNoHandles is returned by the handle calls outside a request an
+// mcpgrain node serves (a context that did not come from a handler).
+var ErrNoHandles = app.ErrNoHandles

@@ -199,21 +199,38 @@ func TestHandleSavesConflictsAndPrincipals(t *testing.T) {
 	}
 }
 
-// A save of an activation whose ownership another node took is fenced:
-// it stores nothing and is retryable.
+// A save reaching an activation whose ownership another node took (and
+// saved a newer value with) is fenced: the stale activation stores
+// nothing, the request runs again on a new activation, which reads the
+// newer value and answers the conflict with it.
 func TestHandleSaveIsFenced(t *testing.T) {
 	e := newEnv(t, 0)
+	ctx := context.Background()
 	id := e.mint(alice)
 	sc := e.open(alice, id)
-	if _, err := e.st.Acquire(context.Background(), grain.Key(handle.KindName, id), "another-node"); err != nil {
+	key := grain.Key(handle.KindName, id)
+	other, err := e.st.Acquire(ctx, key, "another-node")
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := sc.(app.ConditionalSaver).SaveStateIf(context.Background(), "notes", app.Saved{Version: 1, Value: []byte(`["lost"]`)}, 0)
-	if !errors.Is(err, app.ErrRetry) {
-		t.Fatalf("save of a fenced activation: %v, want ErrRetry", err)
+	rec := e.record(id)
+	rec.AppState = map[string]*pb.HandleState{"notes": {Version: 1, Value: []byte(`["theirs"]`), Revision: 1}}
+	b, _ := proto.Marshal(rec)
+	if err := e.st.Save(ctx, key, other.Epoch, b); err != nil {
+		t.Fatal(err)
 	}
-	if got := e.record(id).GetAppState(); len(got) != 0 {
-		t.Fatalf("a fenced save stored %v", got)
+	if saveIf(t, sc, `["stale"]`, 0) {
+		t.Fatal("a save over the revision the stale activation knew was taken")
+	}
+	if v, _ := sc.State("notes"); string(v.Value) != `["theirs"]` || v.Revision != 1 {
+		t.Fatalf("the conflict answered %q at %d, want the newer owner's value", v.Value, v.Revision)
+	}
+	o, err := e.st.Load(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.record(id).GetAppState()["notes"]; string(got.GetValue()) != `["theirs"]` || o.Epoch <= other.Epoch {
+		t.Fatalf("stored %q at epoch %d (the other node's: %d)", got.GetValue(), o.Epoch, other.Epoch)
 	}
 }
 
