@@ -26,8 +26,9 @@ const (
 // handleGrain is one activation of a handle: its record (nil: no such
 // handle, or dropped).
 type handleGrain struct {
-	h   *Host
-	rec *pb.HandleRecord
+	h       *Host
+	rec     *pb.HandleRecord
+	running map[string]bool // schedules whose callback runs now, by key
 }
 
 // Activate implements grain.Grain.
@@ -65,15 +66,43 @@ func (a *handleGrain) Receive(ctx context.Context, g grain.Context, msg proto.Me
 		if !a.owned(m.GetPrincipal()) {
 			return &pb.HandleReply{Unknown: true}, nil
 		}
-		if err := g.Delete(ctx); err != nil {
-			return nil, fmt.Errorf("handle: drop: %w", err)
+		return a.drop(ctx, g)
+	default:
+		return a.receiveSchedule(ctx, g, msg)
+	}
+}
+
+// receiveSchedule answers the schedule requests.
+func (a *handleGrain) receiveSchedule(ctx context.Context, g grain.Context, msg proto.Message) (proto.Message, error) {
+	switch m := msg.(type) {
+	case *pb.HandleSchedule:
+		if !a.owned(m.GetPrincipal()) {
+			return &pb.HandleReply{Unknown: true}, nil
 		}
-		a.rec = nil
-		a.h.metrics.handles.WithLabelValues(outcomeDropped).Inc()
-		return &pb.HandleReply{}, nil
+		return a.addSchedule(ctx, g, m)
+	case *pb.HandleCancelSchedule:
+		if !a.owned(m.GetPrincipal()) {
+			return &pb.HandleReply{Unknown: true}, nil
+		}
+		return a.cancelSchedule(ctx, g, m.GetKey())
+	case *pb.HandleListSchedules:
+		if !a.owned(m.GetPrincipal()) {
+			return &pb.HandleReply{Unknown: true}, nil
+		}
+		return &pb.HandleReply{Schedules: a.scheduleList()}, nil
 	default:
 		return nil, grain.Reject("handle: unsupported request %T", msg)
 	}
+}
+
+// drop deletes the handle: record and reminders (its schedules').
+func (a *handleGrain) drop(ctx context.Context, g grain.Context) (proto.Message, error) {
+	if err := g.Delete(ctx); err != nil {
+		return nil, fmt.Errorf("handle: drop: %w", err)
+	}
+	a.rec = nil
+	a.h.metrics.handles.WithLabelValues(outcomeDropped).Inc()
+	return &pb.HandleReply{}, nil
 }
 
 // owned reports whether the handle exists and p minted it.
@@ -146,14 +175,15 @@ func (a *handleGrain) save(ctx context.Context, g grain.Context, m *pb.HandleSav
 }
 
 // commit stores rec with its expiry reminder (due when it will have been
-// idle for the TTL), fenced, and makes it the activation's.
-func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.HandleRecord) error {
+// idle for the TTL) and the reminders more, fenced, and makes it the
+// activation's.
+func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.HandleRecord, more ...store.Reminder) error {
 	b, err := proto.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("handle: encode record: %w", err)
 	}
 	due := time.UnixMilli(rec.GetUsedAtMs()).Add(a.h.cfg.IdleTTL)
-	w := store.Writes{Record: b, SetReminders: []store.Reminder{{Name: reminderExpire, DueAt: due}}}
+	w := store.Writes{Record: b, SetReminders: append([]store.Reminder{{Name: reminderExpire, DueAt: due}}, more...)}
 	if err := g.Commit(ctx, w); err != nil {
 		return fmt.Errorf("handle: save: %w", err)
 	}
@@ -161,9 +191,16 @@ func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.Handl
 	return nil
 }
 
-// OnReminder implements grain.ReminderHandler: the expiry.
+// OnReminder implements grain.ReminderHandler: the expiry, or a
+// schedule.
 func (a *handleGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
-	if fired.GetName() != reminderExpire || a.rec == nil {
+	if a.rec == nil {
+		return nil
+	}
+	if key := scheduleKey(fired.GetName()); key != "" {
+		return a.scheduleFired(ctx, g, key)
+	}
+	if fired.GetName() != reminderExpire {
 		return nil
 	}
 	del, next := Expiry(time.UnixMilli(a.rec.GetUsedAtMs()), a.h.cfg.IdleTTL, a.h.now())

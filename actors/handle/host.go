@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,6 +49,10 @@ type Config struct {
 type Host struct {
 	cfg     Config
 	metrics *metrics
+
+	mu        sync.Mutex
+	schedules map[string]app.ScheduleFunc // the servers' schedule callbacks (Bind)
+	bound     bool
 }
 
 var _ app.Handles = (*Host)(nil)
@@ -87,6 +92,25 @@ func (h *Host) Kind() grain.Kind {
 			return ok
 		},
 	}
+}
+
+// Bind adds [Host.Middleware] to a server the node built, and learns the
+// schedule callbacks of its packs (every server of a node has the same
+// packs): a handle's schedules run them.
+func (h *Host) Bind(srv *mcp.Server) {
+	srv.AddReceivingMiddleware(h.Middleware)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.bound {
+		h.schedules, h.bound = app.SchedulesOf(srv), true
+	}
+}
+
+// callbacks returns the schedule callbacks (ok false: no server bound yet).
+func (h *Host) callbacks() (map[string]app.ScheduleFunc, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.schedules, h.bound
 }
 
 // Middleware binds every request of a server to the handle service, for
@@ -189,20 +213,29 @@ const (
 )
 
 type metrics struct {
-	handles *prometheus.CounterVec
+	handles   *prometheus.CounterVec
+	schedules *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{handles: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpgrain_handles_total",
 		Help: "Server-minted handles (the SDK's NewHandle) by outcome: minted, dropped (DropHandle), expired (idle for --handle-ttl).",
+	}, []string{"outcome"}), schedules: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpgrain_handle_schedules_total",
+		Help: "Runs of the SDK's schedule callbacks on handles, by outcome: completed, failed (retried with backoff), dropped (failed its last attempt).",
 	}, []string{"outcome"})}
 	for _, o := range []string{outcomeMinted, outcomeDropped, outcomeExpired} {
 		m.handles.WithLabelValues(o)
 	}
+	for _, o := range []string{app.ScheduleCompleted, app.ScheduleFailed, app.ScheduleDropped} {
+		m.schedules.WithLabelValues(o)
+	}
 	if reg != nil {
-		if err := reg.Register(m.handles); err != nil {
-			return nil, fmt.Errorf("handle: register metrics: %w", err)
+		for _, c := range []prometheus.Collector{m.handles, m.schedules} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("handle: register metrics: %w", err)
+			}
 		}
 	}
 	return m, nil

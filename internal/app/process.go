@@ -204,7 +204,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	if err != nil {
 		return nil, err
 	}
-	newServer, catalog := p.servers(c, handles.Middleware)
+	newServer, catalog := p.servers(c, handles.Bind)
 	if codeMode != nil {
 		// The execute description declares the sources' operations: a
 		// source whose tools change (an upstream's list_changed, a late
@@ -279,8 +279,8 @@ func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory
 // servers returns how the node builds its shared servers (sessions,
 // continuations and tasks) from its tool packs, and their catalog, kept
 // equal to the other nodes' catalogs by broadcasts through c; bind (the
-// handle service's middleware) binds their requests to the node's handles.
-func (p *process) servers(c grain.Cluster, bind mcp.Middleware) (mcpruntime.ServerFactory, *toolpacks.Catalog) {
+// handle service's) binds their requests to the node's handles.
+func (p *process) servers(c grain.Cluster, bind func(*mcp.Server)) (mcpruntime.ServerFactory, *toolpacks.Catalog) {
 	catalog := toolpacks.NewCatalog()
 	catalog.SetBroadcast(continuation.BroadcastCatalog(c))
 	impl := p.cfg.MCP.Implementation
@@ -292,7 +292,7 @@ func (p *process) servers(c grain.Cluster, bind mcp.Middleware) (mcpruntime.Serv
 			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog, Packs: p.cfg.MCP.ExtraPacks})
 		if err == nil {
 			srv.AddReceivingMiddleware(mcpruntime.TraceTools) // execute_tool spans, with tracing on
-			srv.AddReceivingMiddleware(bind)                  // the SDK's handles (NewHandle, OnHandle)
+			bind(srv)                                         // the SDK's handles (NewHandle, OnHandle)
 		}
 		return srv, closeSrv, err
 	}, catalog

@@ -35,7 +35,10 @@ type HandleRecord struct {
 	// grain writes it (the idle expiry counts from it).
 	UsedAtMs int64 `protobuf:"varint,3,opt,name=used_at_ms,json=usedAtMs,proto3" json:"used_at_ms,omitempty"`
 	// The SDK's application state (mcpgrain.State) by name.
-	AppState      map[string]*HandleState `protobuf:"bytes,4,rep,name=app_state,json=appState,proto3" json:"app_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AppState map[string]*HandleState `protobuf:"bytes,4,rep,name=app_state,json=appState,proto3" json:"app_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The SDK's durable schedules (mcpgrain.ScheduleAt on a handle) by key:
+	// each has a durable reminder "sdk/<key>" of the handle grain.
+	Schedules     map[string]*SdkSchedule `protobuf:"bytes,5,rep,name=schedules,proto3" json:"schedules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +97,13 @@ func (x *HandleRecord) GetUsedAtMs() int64 {
 func (x *HandleRecord) GetAppState() map[string]*HandleState {
 	if x != nil {
 		return x.AppState
+	}
+	return nil
+}
+
+func (x *HandleRecord) GetSchedules() map[string]*SdkSchedule {
+	if x != nil {
+		return x.Schedules
 	}
 	return nil
 }
@@ -377,6 +387,173 @@ func (x *HandleDrop) GetPrincipal() *Principal {
 	return nil
 }
 
+// HandleSchedule stores a schedule on a handle (its key is minted when
+// empty; a pending key is answered unchanged).
+type HandleSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller.
+	Principal *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The schedule's key ("": mint one).
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The schedule (attempts and created_at_ms are the grain's).
+	Schedule      *SdkSchedule `protobuf:"bytes,3,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleSchedule) Reset() {
+	*x = HandleSchedule{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleSchedule) ProtoMessage() {}
+
+func (x *HandleSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleSchedule.ProtoReflect.Descriptor instead.
+func (*HandleSchedule) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HandleSchedule) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *HandleSchedule) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HandleSchedule) GetSchedule() *SdkSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// HandleCancelSchedule cancels a handle's pending schedule (an unknown key
+// is not an error).
+type HandleCancelSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller.
+	Principal *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The schedule's key.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleCancelSchedule) Reset() {
+	*x = HandleCancelSchedule{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleCancelSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleCancelSchedule) ProtoMessage() {}
+
+func (x *HandleCancelSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleCancelSchedule.ProtoReflect.Descriptor instead.
+func (*HandleCancelSchedule) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HandleCancelSchedule) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *HandleCancelSchedule) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// HandleListSchedules lists a handle's pending schedules.
+type HandleListSchedules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller.
+	Principal     *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleListSchedules) Reset() {
+	*x = HandleListSchedules{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleListSchedules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleListSchedules) ProtoMessage() {}
+
+func (x *HandleListSchedules) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleListSchedules.ProtoReflect.Descriptor instead.
+func (*HandleListSchedules) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HandleListSchedules) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
 // HandleReply answers every handle request.
 type HandleReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -390,14 +567,18 @@ type HandleReply struct {
 	// none). True: saved, current is the new value with its revision.
 	Saved bool `protobuf:"varint,3,opt,name=saved,proto3" json:"saved,omitempty"`
 	// HandleSave: see saved.
-	Current       *HandleState `protobuf:"bytes,4,opt,name=current,proto3" json:"current,omitempty"`
+	Current *HandleState `protobuf:"bytes,4,opt,name=current,proto3" json:"current,omitempty"`
+	// HandleSchedule: the schedule's key.
+	Key string `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	// HandleListSchedules: the pending schedules by key.
+	Schedules     map[string]*SdkSchedule `protobuf:"bytes,6,rep,name=schedules,proto3" json:"schedules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandleReply) Reset() {
 	*x = HandleReply{}
-	mi := &file_mcpgrain_v1_handle_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +590,7 @@ func (x *HandleReply) String() string {
 func (*HandleReply) ProtoMessage() {}
 
 func (x *HandleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_handle_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +603,7 @@ func (x *HandleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleReply.ProtoReflect.Descriptor instead.
 func (*HandleReply) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HandleReply) GetUnknown() bool {
@@ -453,20 +634,38 @@ func (x *HandleReply) GetCurrent() *HandleState {
 	return nil
 }
 
+func (x *HandleReply) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HandleReply) GetSchedules() map[string]*SdkSchedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
 var File_mcpgrain_v1_handle_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_handle_proto_rawDesc = "" +
 	"\n" +
-	"\x18mcpgrain/v1/handle.proto\x12\vmcpgrain.v1\x1a\x19mcpgrain/v1/session.proto\"\xa3\x02\n" +
+	"\x18mcpgrain/v1/handle.proto\x12\vmcpgrain.v1\x1a\x19mcpgrain/v1/session.proto\"\xc3\x03\n" +
 	"\fHandleRecord\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\"\n" +
 	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12\x1c\n" +
 	"\n" +
 	"used_at_ms\x18\x03 \x01(\x03R\busedAtMs\x12D\n" +
-	"\tapp_state\x18\x04 \x03(\v2'.mcpgrain.v1.HandleRecord.AppStateEntryR\bappState\x1aU\n" +
+	"\tapp_state\x18\x04 \x03(\v2'.mcpgrain.v1.HandleRecord.AppStateEntryR\bappState\x12F\n" +
+	"\tschedules\x18\x05 \x03(\v2(.mcpgrain.v1.HandleRecord.SchedulesEntryR\tschedules\x1aU\n" +
 	"\rAppStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.HandleStateR\x05value:\x028\x01\"Y\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.HandleStateR\x05value:\x028\x01\x1aV\n" +
+	"\x0eSchedulesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\"Y\n" +
 	"\vHandleState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1a\n" +
@@ -485,15 +684,29 @@ const file_mcpgrain_v1_handle_proto_rawDesc = "" +
 	"ifRevision\"B\n" +
 	"\n" +
 	"HandleDrop\x124\n" +
-	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"\x84\x02\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"\x8e\x01\n" +
+	"\x0eHandleSchedule\x124\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x124\n" +
+	"\bschedule\x18\x03 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\bschedule\"^\n" +
+	"\x14HandleCancelSchedule\x124\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"K\n" +
+	"\x13HandleListSchedules\x124\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"\xb5\x03\n" +
 	"\vHandleReply\x12\x18\n" +
 	"\aunknown\x18\x01 \x01(\bR\aunknown\x12<\n" +
 	"\x06states\x18\x02 \x03(\v2$.mcpgrain.v1.HandleReply.StatesEntryR\x06states\x12\x14\n" +
 	"\x05saved\x18\x03 \x01(\bR\x05saved\x122\n" +
-	"\acurrent\x18\x04 \x01(\v2\x18.mcpgrain.v1.HandleStateR\acurrent\x1aS\n" +
+	"\acurrent\x18\x04 \x01(\v2\x18.mcpgrain.v1.HandleStateR\acurrent\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\x12E\n" +
+	"\tschedules\x18\x06 \x03(\v2'.mcpgrain.v1.HandleReply.SchedulesEntryR\tschedules\x1aS\n" +
 	"\vStatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.HandleStateR\x05value:\x028\x01B;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.HandleStateR\x05value:\x028\x01\x1aV\n" +
+	"\x0eSchedulesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01B;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_handle_proto_rawDescOnce sync.Once
@@ -507,36 +720,50 @@ func file_mcpgrain_v1_handle_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_handle_proto_rawDescData
 }
 
-var file_mcpgrain_v1_handle_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_mcpgrain_v1_handle_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_mcpgrain_v1_handle_proto_goTypes = []any{
-	(*HandleRecord)(nil), // 0: mcpgrain.v1.HandleRecord
-	(*HandleState)(nil),  // 1: mcpgrain.v1.HandleState
-	(*HandleCreate)(nil), // 2: mcpgrain.v1.HandleCreate
-	(*HandleOpen)(nil),   // 3: mcpgrain.v1.HandleOpen
-	(*HandleSave)(nil),   // 4: mcpgrain.v1.HandleSave
-	(*HandleDrop)(nil),   // 5: mcpgrain.v1.HandleDrop
-	(*HandleReply)(nil),  // 6: mcpgrain.v1.HandleReply
-	nil,                  // 7: mcpgrain.v1.HandleRecord.AppStateEntry
-	nil,                  // 8: mcpgrain.v1.HandleReply.StatesEntry
-	(*Principal)(nil),    // 9: mcpgrain.v1.Principal
+	(*HandleRecord)(nil),         // 0: mcpgrain.v1.HandleRecord
+	(*HandleState)(nil),          // 1: mcpgrain.v1.HandleState
+	(*HandleCreate)(nil),         // 2: mcpgrain.v1.HandleCreate
+	(*HandleOpen)(nil),           // 3: mcpgrain.v1.HandleOpen
+	(*HandleSave)(nil),           // 4: mcpgrain.v1.HandleSave
+	(*HandleDrop)(nil),           // 5: mcpgrain.v1.HandleDrop
+	(*HandleSchedule)(nil),       // 6: mcpgrain.v1.HandleSchedule
+	(*HandleCancelSchedule)(nil), // 7: mcpgrain.v1.HandleCancelSchedule
+	(*HandleListSchedules)(nil),  // 8: mcpgrain.v1.HandleListSchedules
+	(*HandleReply)(nil),          // 9: mcpgrain.v1.HandleReply
+	nil,                          // 10: mcpgrain.v1.HandleRecord.AppStateEntry
+	nil,                          // 11: mcpgrain.v1.HandleRecord.SchedulesEntry
+	nil,                          // 12: mcpgrain.v1.HandleReply.StatesEntry
+	nil,                          // 13: mcpgrain.v1.HandleReply.SchedulesEntry
+	(*Principal)(nil),            // 14: mcpgrain.v1.Principal
+	(*SdkSchedule)(nil),          // 15: mcpgrain.v1.SdkSchedule
 }
 var file_mcpgrain_v1_handle_proto_depIdxs = []int32{
-	9,  // 0: mcpgrain.v1.HandleRecord.principal:type_name -> mcpgrain.v1.Principal
-	7,  // 1: mcpgrain.v1.HandleRecord.app_state:type_name -> mcpgrain.v1.HandleRecord.AppStateEntry
-	9,  // 2: mcpgrain.v1.HandleCreate.principal:type_name -> mcpgrain.v1.Principal
-	9,  // 3: mcpgrain.v1.HandleOpen.principal:type_name -> mcpgrain.v1.Principal
-	9,  // 4: mcpgrain.v1.HandleSave.principal:type_name -> mcpgrain.v1.Principal
-	1,  // 5: mcpgrain.v1.HandleSave.state:type_name -> mcpgrain.v1.HandleState
-	9,  // 6: mcpgrain.v1.HandleDrop.principal:type_name -> mcpgrain.v1.Principal
-	8,  // 7: mcpgrain.v1.HandleReply.states:type_name -> mcpgrain.v1.HandleReply.StatesEntry
-	1,  // 8: mcpgrain.v1.HandleReply.current:type_name -> mcpgrain.v1.HandleState
-	1,  // 9: mcpgrain.v1.HandleRecord.AppStateEntry.value:type_name -> mcpgrain.v1.HandleState
-	1,  // 10: mcpgrain.v1.HandleReply.StatesEntry.value:type_name -> mcpgrain.v1.HandleState
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	14, // 0: mcpgrain.v1.HandleRecord.principal:type_name -> mcpgrain.v1.Principal
+	10, // 1: mcpgrain.v1.HandleRecord.app_state:type_name -> mcpgrain.v1.HandleRecord.AppStateEntry
+	11, // 2: mcpgrain.v1.HandleRecord.schedules:type_name -> mcpgrain.v1.HandleRecord.SchedulesEntry
+	14, // 3: mcpgrain.v1.HandleCreate.principal:type_name -> mcpgrain.v1.Principal
+	14, // 4: mcpgrain.v1.HandleOpen.principal:type_name -> mcpgrain.v1.Principal
+	14, // 5: mcpgrain.v1.HandleSave.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 6: mcpgrain.v1.HandleSave.state:type_name -> mcpgrain.v1.HandleState
+	14, // 7: mcpgrain.v1.HandleDrop.principal:type_name -> mcpgrain.v1.Principal
+	14, // 8: mcpgrain.v1.HandleSchedule.principal:type_name -> mcpgrain.v1.Principal
+	15, // 9: mcpgrain.v1.HandleSchedule.schedule:type_name -> mcpgrain.v1.SdkSchedule
+	14, // 10: mcpgrain.v1.HandleCancelSchedule.principal:type_name -> mcpgrain.v1.Principal
+	14, // 11: mcpgrain.v1.HandleListSchedules.principal:type_name -> mcpgrain.v1.Principal
+	12, // 12: mcpgrain.v1.HandleReply.states:type_name -> mcpgrain.v1.HandleReply.StatesEntry
+	1,  // 13: mcpgrain.v1.HandleReply.current:type_name -> mcpgrain.v1.HandleState
+	13, // 14: mcpgrain.v1.HandleReply.schedules:type_name -> mcpgrain.v1.HandleReply.SchedulesEntry
+	1,  // 15: mcpgrain.v1.HandleRecord.AppStateEntry.value:type_name -> mcpgrain.v1.HandleState
+	15, // 16: mcpgrain.v1.HandleRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	1,  // 17: mcpgrain.v1.HandleReply.StatesEntry.value:type_name -> mcpgrain.v1.HandleState
+	15, // 18: mcpgrain.v1.HandleReply.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_handle_proto_init() }
@@ -551,7 +778,7 @@ func file_mcpgrain_v1_handle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_handle_proto_rawDesc), len(file_mcpgrain_v1_handle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
