@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
@@ -28,11 +31,13 @@ var (
 // env is one node (SQLite store) hosting the handle kind, with a fake
 // clock that fires reminders as it reaches them.
 type env struct {
-	t   *testing.T
-	st  store.Store
-	clk *clock.Fake
-	h   *handle.Host
-	reg *prometheus.Registry
+	t     *testing.T
+	calls chan call    // the callback's runs
+	fail  atomic.Int32 // the callback's runs that fail first
+	st    store.Store
+	clk   *clock.Fake
+	h     *handle.Host
+	reg   *prometheus.Registry
 }
 
 func newEnv(t *testing.T, ttl time.Duration) *env {
@@ -42,13 +47,17 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := &env{t: t, st: st, clk: clock.NewFake(t0), reg: prometheus.NewRegistry()}
+	e := &env{t: t, st: st, clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), calls: make(chan call, 16)}
 	var node *cluster.Node
 	req := requester(func() *cluster.Node { return node })
 	e.h, err = handle.NewHost(handle.Config{Cluster: req, IdleTTL: ttl, Clock: e.clk, Registerer: e.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The node's servers carry the schedule callbacks (Bind learns them).
+	srv := mcp.NewServer(&mcp.Implementation{Name: "handles", Version: "v0"}, nil)
+	app.BindSchedules(srv, map[string]app.ScheduleFunc{"note": e.callback})
+	e.h.Bind(srv)
 	node, err = cluster.Start(context.Background(), cluster.Config{
 		Kinds: []grain.Kind{e.h.Kind()}, Store: st, Registerer: e.reg,
 		Reminders: cluster.ReminderOptions{Clock: e.clk, PollInterval: 24 * time.Hour, Lookahead: 365 * 24 * time.Hour},
@@ -303,6 +312,132 @@ func TestExpiry(t *testing.T) {
 		del, next := handle.Expiry(c.used, ttl, c.now)
 		if del != c.del || !next.Equal(c.next) {
 			t.Errorf("%s: Expiry = %v, %v; want %v, %v", c.name, del, next, c.del, c.next)
+		}
+	}
+}
+
+// call is one run of the test's schedule callback: what it got and the
+// scope its ctx was bound to.
+type call struct {
+	c     app.ScheduleCall
+	kind  string
+	id    string
+	saved bool
+}
+
+// callback is the schedule callback "note": it fails while e.fail is
+// positive; otherwise it saves the payload in the handle's state "notes"
+// through its ctx (bound to the handle).
+func (e *env) callback(ctx context.Context, c app.ScheduleCall) error {
+	sc, err := app.ScopeOf(ctx)
+	if err != nil {
+		return err
+	}
+	got := call{c: c, kind: sc.Kind(), id: sc.ID()}
+	defer func() { e.calls <- got }()
+	if e.fail.Add(-1) >= 0 {
+		return errors.New("failing on purpose")
+	}
+	cur, _ := sc.State("notes")
+	ok, err := sc.(app.ConditionalSaver).SaveStateIf(ctx, "notes", app.Saved{Version: 1, Value: c.Payload}, cur.Revision)
+	got.saved = ok
+	return err
+}
+
+func (e *env) nextCall() call {
+	e.t.Helper()
+	select {
+	case c := <-e.calls:
+		return c
+	case <-time.After(20 * time.Second):
+		e.t.Fatal("the schedule's callback did not run within 20s")
+		return call{}
+	}
+}
+
+// waitReminder waits until the handle's reminder name is due at due.
+func (e *env) waitReminder(id, name string, due time.Time) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rs, err := e.st.Reminders(context.Background(), grain.Key(handle.KindName, id))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Name == name && r.DueAt.Equal(due) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("reminder %s not due at %v within 20s: %+v", name, due, rs)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store, not synchronisation
+	}
+}
+
+// A schedule on a handle runs its callback when due, bound to the handle
+// (it saves the handle's state through its ctx); a failed run is retried
+// after the backoff with the same key and the next attempt; the schedule
+// is gone once completed; a cancelled one is gone at once.
+func TestHandleSchedules(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	id := e.mint(alice)
+	sch := e.open(alice, id).(app.Scheduler)
+	key, err := sch.Schedule(ctx, app.Scheduled{Name: "note", Due: t0.Add(time.Hour), Payload: []byte(`["due"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := sch.Schedule(ctx, app.Scheduled{Key: key, Name: "note", Due: t0.Add(time.Minute)}); err != nil || again != key {
+		t.Fatalf("a pending key again: %q %v", again, err)
+	}
+	if list, err := sch.Schedules(ctx); err != nil || len(list) != 1 || list[0].Key != key || !list[0].Due.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("listed %+v %v", list, err)
+	}
+	if _, err := sch.Schedule(ctx, app.Scheduled{Name: ""}); err == nil {
+		t.Fatal("a schedule without a callback name was stored")
+	}
+	e.fail.Store(1)
+	e.clk.Advance(time.Hour)
+	first := e.nextCall()
+	if first.c.Key != key || first.c.Attempt != 1 || first.kind != app.KindHandle || first.id != id || string(first.c.Payload) != `["due"]` {
+		t.Fatalf("first run: %+v", first)
+	}
+	e.waitReminder(id, "sdk/"+key, t0.Add(time.Hour+time.Second)) // the backoff after attempt 1
+	e.clk.Advance(time.Second)
+	second := e.nextCall()
+	if second.c.Key != key || second.c.Attempt != 2 || !second.saved {
+		t.Fatalf("second run: %+v", second)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(e.record(id).GetSchedules()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a completed schedule is still stored after 20s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store, not synchronisation
+	}
+	if got := e.record(id).GetAppState()["notes"]; string(got.GetValue()) != `["due"]` {
+		t.Fatalf("the callback's save: %v", got)
+	}
+
+	other, err := sch.Schedule(ctx, app.Scheduled{Name: "note", Due: t0.Add(5 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.CancelSchedule(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := sch.Schedules(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("after cancel: %+v %v", list, err)
+	}
+	rs, err := e.st.Reminders(ctx, grain.Key(handle.KindName, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Name != "expire" {
+			t.Errorf("reminder %s left after completion and cancel", r.Name)
 		}
 	}
 }
