@@ -4,7 +4,9 @@
 // argument (mcpgrain.OnHandle). It needs no session, so it works the same
 // in the sessionless 2026-07-28 protocol era as in a stateful session:
 // the notes are saved in the handle's grain, on whichever node owns it,
-// before each result is sent, and survive the loss of that node.
+// before each result is sent, and survive the loss of that node. remind
+// schedules a reminder on a notebook (mcpgrain.ScheduleAt on the handle):
+// it adds a note when due, even if the node that owned the notebook died.
 // Run it as a node:
 //
 //	go run ./examples/notebook dev --no-auth
@@ -14,8 +16,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,6 +39,13 @@ type Notebook struct {
 type AddArgs struct {
 	Notebook string `json:"notebook" jsonschema:"the notebook, as new_notebook returned it"`
 	Text     string `json:"text" jsonschema:"the note"`
+}
+
+// RemindArgs are remind's arguments.
+type RemindArgs struct {
+	Notebook string `json:"notebook" jsonschema:"the notebook, as new_notebook returned it"`
+	Text     string `json:"text" jsonschema:"the reminder's note"`
+	After    string `json:"after" jsonschema:"when, from now: a Go duration such as 10s or 1h"`
 }
 
 // Notes is the result of the notes tools: the notebook's notes.
@@ -80,6 +92,40 @@ func dropNotebook(ctx context.Context, _ *mcp.CallToolRequest, args Notebook) (*
 	return result(nil, nil)
 }
 
+// remind schedules the callback "remind" on a notebook.
+func remind(ctx context.Context, _ *mcp.CallToolRequest, args RemindArgs) (*mcp.CallToolResult, any, error) {
+	after, err := time.ParseDuration(args.After)
+	if err != nil {
+		return toolError(fmt.Errorf("after: %w", err)), nil, nil
+	}
+	if ctx, err = mcpgrain.OnHandle(ctx, args.Notebook); err != nil {
+		return toolError(err), nil, nil
+	}
+	payload, _ := json.Marshal(args.Text)
+	key, err := mcpgrain.ScheduleAt(ctx, mcpgrain.Schedule{Name: "remind", After: after, Payload: payload})
+	if err != nil {
+		return toolError(err), nil, nil
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: key}}}, nil, nil
+}
+
+// reminded is the callback: it adds the reminder's note to the notebook
+// its ctx is bound to, once per schedule key (it may run again).
+func reminded(ctx context.Context, c mcpgrain.ScheduleCall) error {
+	var text string
+	if err := json.Unmarshal(c.Payload, &text); err != nil {
+		return err
+	}
+	note := "reminder " + c.Key + ": " + text
+	_, err := notes.Update(ctx, func(n *[]string) error {
+		if !slices.Contains(*n, note) {
+			*n = append(*n, note)
+		}
+		return nil
+	})
+	return err
+}
+
 // toolError is err as a tool error the model can read; an unknown
 // notebook says only that (whether it never existed, was dropped or is
 // someone else's).
@@ -110,6 +156,8 @@ func main() {
 			mcp.AddTool(s, &mcp.Tool{Name: "add_note", Description: "Add a note to a notebook."}, addNote)
 			mcp.AddTool(s, &mcp.Tool{Name: "list_notes", Description: "List a notebook's notes."}, listNotes)
 			mcp.AddTool(s, &mcp.Tool{Name: "drop_notebook", Description: "Delete a notebook and its notes."}, dropNotebook)
+			mcp.AddTool(s, &mcp.Tool{Name: "remind", Description: "Add a note to a notebook later."}, remind)
 		},
+		Schedules: map[string]mcpgrain.ScheduleFunc{"remind": reminded},
 	})
 }

@@ -76,15 +76,17 @@ func notebookOwnedBy(t *testing.T, c *testcluster.Cluster, cs *mcp.ClientSession
 // The example as a 3-node cluster (Consul, Postgres) in the sessionless
 // era: alice mints a notebook whose handle grain node 1 owns and adds
 // notes to it through every node; bob (another principal) can neither
-// read, add to nor drop it; node 1 is killed (SIGKILL); the next calls,
-// through the survivors, find every note exactly once and add to them.
+// read, add to nor drop it; a reminder is scheduled on it and node 1 is
+// killed (SIGKILL) before it is due; the next calls, through the
+// survivors, find every note exactly once and add to them, and the
+// reminder runs on the handle's new owner and adds its note once.
 func TestNotebookSurvivesTheOwnersKill(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.json")
 	body := `{"keys":[{"token":"` + testcluster.AliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + testcluster.BobToken + `","user":"bob","org":"acme","role":"member"}]}`
 	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys, "--reminder-poll", "200ms"}})
 	var alice []*mcp.ClientSession
 	for i := range 3 {
 		alice = append(alice, testcluster.Connect(t, c.Node(i).HTTP, testcluster.AliceToken, sessionless, nil))
@@ -109,13 +111,34 @@ func TestNotebookSurvivesTheOwnersKill(t *testing.T) {
 		}
 	}
 
+	res, _ := call(t, alice[2], "remind", map[string]any{"notebook": h, "text": "e", "after": "6s"})
+	if res.IsError {
+		t.Fatalf("remind: %s", mcpclient.Text(res))
+	}
+	reminder := "reminder " + mcpclient.Text(res) + ": e"
+
 	c.Kill(1)
 	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second) // the survivors no longer route to the dead node
-	if got := mustNotes(t, alice[2], "list_notes", map[string]any{"notebook": h}); !slices.Equal(got, []string{"a", "b", "c"}) {
-		t.Fatalf("after the owner's kill the notebook has %v, want [a b c]", got)
+	if got := mustNotes(t, alice[2], "list_notes", map[string]any{"notebook": h}); !slices.Equal(got[:3], []string{"a", "b", "c"}) {
+		t.Fatalf("after the owner's kill the notebook has %v, want [a b c] first", got)
 	}
-	if got := mustNotes(t, alice[0], "add_note", map[string]any{"notebook": h, "text": "d"}); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
-		t.Fatalf("after the owner's kill add_note gives %v, want [a b c d]", got)
+	mustNotes(t, alice[0], "add_note", map[string]any{"notebook": h, "text": "d"})
+	// The reminder, due after the kill, runs on the handle's new owner.
+	start := time.Now()
+	var got []string
+	for !slices.Contains(got, reminder) {
+		if time.Since(start) > 120*time.Second {
+			t.Fatalf("the reminder did not fire within 120s of the kill: %v", got)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the client's view, not synchronisation
+		got = mustNotes(t, alice[0], "list_notes", map[string]any{"notebook": h})
+	}
+	t.Logf("the reminder's note appeared %v after the kill", time.Since(start))
+	slices.Sort(got)
+	want := []string{"a", "b", "c", "d", reminder}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("notes %v, want each of %v once", got, want)
 	}
 	if res, _ := call(t, alice[2], "drop_notebook", map[string]any{"notebook": h}); res.IsError {
 		t.Fatalf("drop_notebook: %s", mcpclient.Text(res))
