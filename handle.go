@@ -20,8 +20,9 @@ var ErrUnknownHandle = app.ErrUnknownHandle
 // it was not used for the node's --handle-ttl (30 days by default).
 func NewHandle(ctx context.Context) (string, error) { return app.NewHandle(ctx) }
 
-// OnHandle returns ctx bound to handle, so [State.Get] and [State.Update]
-// made with it act on the handle's state rather than the session's. The
+// OnHandle returns ctx bound to handle, so [State.Get], [State.Update] and
+// the schedule calls ([ScheduleAt], [CancelSchedule], [Schedules]) made
+// with it act on the handle rather than the session. The
 // handle's grain may live on another node: OnHandle reads its states once
 // (a request to its owner), Get reads that copy, and Update saves with a
 // compare-and-set there — an Update that lost to another node's applies

@@ -12,10 +12,10 @@ import (
 )
 
 // ErrNoScope is returned by an SDK call (state, schedules) made outside a
-// request or schedule callback bound to a stateful session: a sessionless
-// (2026-07-28) request, a task's run, or a context that did not come from
-// a handler. (Server-minted handles, which give sessionless requests
-// state, are not built yet.)
+// request or schedule callback bound to a stateful session or a handle: a
+// sessionless (2026-07-28) request or a task's run whose handler did not
+// bind its context to a handle ([OnHandle]), or a context that did not
+// come from a handler.
 var ErrNoScope = app.ErrNoScope
 
 // ErrRetry marks a save that stored nothing because the session moved to
@@ -56,7 +56,8 @@ type StateOptions[T any] struct {
 // It is saved in the session's record on the node that owns the session,
 // with the session's own fenced commit: after the session hibernates, its
 // node restarts or is lost (kill -9), the next call (on any node) finds
-// the value saved last. Declare one per kind of state with [NewState], at
+// the value saved last. With a context bound to a handle ([OnHandle]) it
+// is the handle's state instead, saved in the handle's grain. Declare one per kind of state with [NewState], at
 // package level, and use it from handlers with the handler's context.
 type State[T any] struct {
 	name     string
@@ -115,7 +116,10 @@ func (s *State[T]) Get(ctx context.Context) (T, error) {
 // the other, so none is lost. If f fails, nothing is saved and its error
 // is returned. A value whose encoding exceeds MaxBytes fails with
 // [ErrStateTooLarge]; a save that was fenced (the session moved) or failed
-// stores nothing and fails with an error wrapping [ErrRetry].
+// stores nothing and fails with an error wrapping [ErrRetry]. On a handle,
+// Updates from any node are compare-and-sets on the handle's grain: one
+// that lost to another applies f again to the value stored meanwhile (so
+// f may run more than once), up to 16 times before [ErrRetry].
 func (s *State[T]) Update(ctx context.Context, f func(*T) error) (T, error) {
 	var zero T
 	sc, err := s.scope(ctx)
