@@ -44,12 +44,13 @@ type Schedule struct {
 type ScheduleCall = app.ScheduleCall
 
 // ScheduleFunc is a schedule callback. Its ctx is bound to the session (or
-// handle) the schedule was made on, so
-// the SDK's calls ([ScheduleAt], ...) act on it as in a handler. A nil
-// error completes the schedule; an error retries it with backoff (1s,
-// 2s, 4s, ... up to 5 min), 8 attempts in all, after which it is dropped
-// (logged as mcpgrain_sdk_schedule_dropped and counted in
-// mcpgrain_sdk_schedules_total{outcome="dropped"}).
+// handle) the schedule was made on, so the SDK's calls ([ScheduleAt],
+// [State], ...) act on it as in a handler. A nil error completes the
+// schedule; an error retries it with backoff (1s, 2s, 4s, ... up to 5
+// min), 8 attempts in all, after which it is dropped (logged as
+// mcpgrain_sdk_schedule_dropped and counted in
+// mcpgrain_sdk_schedules_total{outcome="dropped"}, on a handle
+// mcpgrain_handle_schedules_total).
 type ScheduleFunc = app.ScheduleFunc
 
 // ErrTooManySchedules refuses a schedule beyond 100 pending on a session
