@@ -37,6 +37,7 @@ type env struct {
 	st    store.Store
 	clk   *clock.Fake
 	h     *handle.Host
+	req   requester // the node
 	reg   *prometheus.Registry
 }
 
@@ -50,6 +51,7 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	e := &env{t: t, st: st, clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), calls: make(chan call, 16)}
 	var node *cluster.Node
 	req := requester(func() *cluster.Node { return node })
+	e.req = req
 	e.h, err = handle.NewHost(handle.Config{Cluster: req, IdleTTL: ttl, Clock: e.clk, Registerer: e.reg})
 	if err != nil {
 		t.Fatal(err)
@@ -419,6 +421,24 @@ func TestHandleSchedules(t *testing.T) {
 	}
 	if got := e.record(id).GetAppState()["notes"]; string(got.GetValue()) != `["due"]` {
 		t.Fatalf("the callback's save: %v", got)
+	}
+
+	// Another principal's requests, straight to the grain, get one answer
+	// and change nothing.
+	for _, m := range []proto.Message{
+		&pb.HandleSchedule{Principal: bob, Schedule: &pb.SdkSchedule{Name: "note", DueAtMs: t0.UnixMilli()}},
+		&pb.HandleListSchedules{Principal: bob},
+		&pb.HandleCancelSchedule{Principal: bob, Key: key},
+		&pb.HandleSave{Principal: bob, Name: "notes", State: &pb.HandleState{Value: []byte(`["bob"]`)}, IfRevision: 1},
+		&pb.HandleDrop{Principal: bob},
+	} {
+		r, err := e.req.Request(ctx, handle.KindName, id, m)
+		if err != nil || !r.(*pb.HandleReply).GetUnknown() {
+			t.Errorf("bob's %T: %v %v, want unknown", m, r, err)
+		}
+	}
+	if rec := e.record(id); string(rec.GetAppState()["notes"].GetValue()) != `["due"]` || len(rec.GetSchedules()) != 0 {
+		t.Fatalf("bob's requests changed the handle: %v", rec)
 	}
 
 	other, err := sch.Schedule(ctx, app.Scheduled{Name: "note", Due: t0.Add(5 * time.Hour)})
