@@ -97,9 +97,9 @@ func callHandle(t *testing.T, cs *mcp.ClientSession, tool string, args handleArg
 }
 
 // On a dev node, in the sessionless 2026-07-28 era: a handle is minted,
-// concurrent Updates of its state (each request its own scope, so they
-// race on the grain's compare-and-set) lose nothing and add each note
-// once, a stateful session of the same principal reads the same handle,
+// concurrent Updates of its state (each request reads its own snapshot
+// first, so all but the first save over a stale revision and must take
+// the grain's conflict answer) lose nothing and add each note once, a stateful session of the same principal reads the same handle,
 // and a dropped handle is unknown.
 func TestHandlesOnADevNode(t *testing.T) {
 	endpoint := runDev(t, handleServer(), io.Discard)

@@ -230,16 +230,19 @@ func (s *State[T]) load(sc app.Scope) (v T, saved app.Saved, ok bool, err error)
 	return v, saved, ok, nil
 }
 
-// stateLocks serializes the Updates of one scope's state: an entry lives
-// while an Update holds or waits for it, so finished sessions leave none.
+// stateLocks serializes the Updates of one grain's state on this node
+// (by kind and id, not by scope value: every request bound to a handle
+// has a scope of its own, and serializing them here leaves the grain's
+// compare-and-set only the other nodes' Updates to lose to). An entry
+// lives while an Update holds or waits for it, so finished sessions leave
+// none.
 var stateLocks = struct {
 	sync.Mutex
 	m map[stateKey]*stateLock
 }{m: map[stateKey]*stateLock{}}
 
 type stateKey struct {
-	scope app.Scope
-	name  string
+	kind, id, name string
 }
 
 type stateLock struct {
@@ -249,7 +252,7 @@ type stateLock struct {
 
 // lockState locks the state name of sc and returns its unlock.
 func lockState(sc app.Scope, name string) func() {
-	k := stateKey{sc, name}
+	k := stateKey{sc.Kind(), sc.ID(), name}
 	stateLocks.Lock()
 	l := stateLocks.m[k]
 	if l == nil {
