@@ -25,6 +25,13 @@
 // Elicit's [ErrInputRequired] and the client's retry runs it again with
 // the answer.
 //
+// In the sessionless 2026-07-28 era (and in sessions too), a handler
+// keeps state behind a server-minted handle: [NewHandle] mints one owned
+// by the caller, the client passes it back as a tool argument, and
+// [OnHandle] binds the handler's context to it, so [State] and the
+// schedule calls act on the handle's grain, wherever it lives
+// (examples/notebook).
+//
 // A handler schedules a callback of the server on its session
 // ([ScheduleAt], [CancelSchedule], [Schedules]; the callbacks are
 // [Server].Schedules), which runs when it is due, at least once, on

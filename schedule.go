@@ -10,11 +10,12 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
-// Schedule is a durable schedule of a session: the server's callback Name
-// runs at (never before) At, or After from now, at least once — even if
-// the session hibernated meanwhile, the node restarted or the node that
-// owned the session died. It runs on the node that owns the session then,
-// bound to the session as a handler is.
+// Schedule is a durable schedule of a session or a handle ([OnHandle]):
+// the server's callback Name runs at (never before) At, or After from now,
+// at least once — even if the session hibernated meanwhile, the node
+// restarted or the node that owned the session (or handle) died. It runs
+// on the node that owns the session or handle then, bound to it as a
+// handler is.
 type Schedule struct {
 	// Name is the callback's name, a key of [Server].Schedules.
 	Name string
@@ -36,20 +37,24 @@ type Schedule struct {
 
 // ScheduleCall is what a callback gets: the schedule's Key, Name and
 // Payload, when it was Due, the Attempt (from 1), and the session's go-sdk
-// Session to notify its client (nil when the runtime has none). A
+// Session to notify its client (nil when the runtime has none, and on a
+// handle). A
 // callback may run more than once for a key (a node lost between its
 // effect and the schedule's completion): make effects happen once by Key.
 type ScheduleCall = app.ScheduleCall
 
-// ScheduleFunc is a schedule callback. Its ctx is bound to the session, so
-// the SDK's calls ([ScheduleAt], ...) act on it as in a handler. A nil
-// error completes the schedule; an error retries it with backoff (1s,
-// 2s, 4s, ... up to 5 min), 8 attempts in all, after which it is dropped
-// (logged as mcpgrain_sdk_schedule_dropped and counted in
-// mcpgrain_sdk_schedules_total{outcome="dropped"}).
+// ScheduleFunc is a schedule callback. Its ctx is bound to the session (or
+// handle) the schedule was made on, so the SDK's calls ([ScheduleAt],
+// [State], ...) act on it as in a handler. A nil error completes the
+// schedule; an error retries it with backoff (1s, 2s, 4s, ... up to 5
+// min), 8 attempts in all, after which it is dropped (logged as
+// mcpgrain_sdk_schedule_dropped and counted in
+// mcpgrain_sdk_schedules_total{outcome="dropped"}, on a handle
+// mcpgrain_handle_schedules_total).
 type ScheduleFunc = app.ScheduleFunc
 
-// ErrTooManySchedules refuses a schedule beyond 100 pending on a session.
+// ErrTooManySchedules refuses a schedule beyond 100 pending on a session
+// or handle.
 var ErrTooManySchedules = app.ErrTooManySchedules
 
 // scheduler is the schedules of the session ctx is bound to.
@@ -65,9 +70,9 @@ func scheduler(ctx context.Context) (app.Scheduler, error) {
 	return s, nil
 }
 
-// ScheduleAt schedules s on the session of the request (or callback) ctx
-// belongs to, and returns its key once it is stored durably. An error
-// wrapping [ErrNoScope] means ctx belongs to no session.
+// ScheduleAt schedules s on the session (or handle) of the request (or
+// callback) ctx belongs to, and returns its key once it is stored
+// durably. An error wrapping [ErrNoScope] means ctx belongs to neither.
 func ScheduleAt(ctx context.Context, s Schedule) (key string, err error) {
 	sch, err := scheduler(ctx)
 	if err != nil {

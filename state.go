@@ -12,10 +12,10 @@ import (
 )
 
 // ErrNoScope is returned by an SDK call (state, schedules) made outside a
-// request or schedule callback bound to a stateful session: a sessionless
-// (2026-07-28) request, a task's run, or a context that did not come from
-// a handler. (Server-minted handles, which give sessionless requests
-// state, are not built yet.)
+// request or schedule callback bound to a stateful session or a handle: a
+// sessionless (2026-07-28) request or a task's run whose handler did not
+// bind its context to a handle ([OnHandle]), or a context that did not
+// come from a handler.
 var ErrNoScope = app.ErrNoScope
 
 // ErrRetry marks a save that stored nothing because the session moved to
@@ -56,7 +56,8 @@ type StateOptions[T any] struct {
 // It is saved in the session's record on the node that owns the session,
 // with the session's own fenced commit: after the session hibernates, its
 // node restarts or is lost (kill -9), the next call (on any node) finds
-// the value saved last. Declare one per kind of state with [NewState], at
+// the value saved last. With a context bound to a handle ([OnHandle]) it
+// is the handle's state instead, saved in the handle's grain. Declare one per kind of state with [NewState], at
 // package level, and use it from handlers with the handler's context.
 type State[T any] struct {
 	name     string
@@ -115,7 +116,10 @@ func (s *State[T]) Get(ctx context.Context) (T, error) {
 // the other, so none is lost. If f fails, nothing is saved and its error
 // is returned. A value whose encoding exceeds MaxBytes fails with
 // [ErrStateTooLarge]; a save that was fenced (the session moved) or failed
-// stores nothing and fails with an error wrapping [ErrRetry].
+// stores nothing and fails with an error wrapping [ErrRetry]. On a handle,
+// Updates from any node are compare-and-sets on the handle's grain: one
+// that lost to another applies f again to the value stored meanwhile (so
+// f may run more than once), up to 16 times before [ErrRetry].
 func (s *State[T]) Update(ctx context.Context, f func(*T) error) (T, error) {
 	var zero T
 	sc, err := s.scope(ctx)
@@ -124,27 +128,59 @@ func (s *State[T]) Update(ctx context.Context, f func(*T) error) (T, error) {
 	}
 	unlock := lockState(sc, s.name)
 	defer unlock()
+	cs, conditional := sc.(app.ConditionalSaver)
+	for range maxUpdateAttempts {
+		v, b, saved, err := s.apply(sc, f)
+		switch {
+		case err != nil:
+			return zero, err
+		case b == nil:
+			return v, nil // unchanged: nothing to write
+		case !conditional:
+			if err := sc.SaveState(ctx, s.name, app.Saved{Version: s.version, Value: b}); err != nil {
+				return zero, err
+			}
+			return v, nil
+		}
+		done, err := cs.SaveStateIf(ctx, s.name, app.Saved{Version: s.version, Value: b}, saved.Revision)
+		if err != nil {
+			return zero, err
+		}
+		if done {
+			return v, nil
+		}
+		// Saved meanwhile elsewhere: the scope has the stored value now;
+		// apply f to it.
+	}
+	return zero, fmt.Errorf("mcpgrain: state %q: %d saves in a row lost to concurrent ones: %w", s.name, maxUpdateAttempts, ErrRetry)
+}
+
+// maxUpdateAttempts bounds the compare-and-set rounds of an Update of a
+// handle's state that other nodes' Updates keep winning.
+const maxUpdateAttempts = 16
+
+// apply applies f to the current value of sc and returns the new value and
+// its encoding (nil: unchanged, nothing to write) with what it was applied
+// to.
+func (s *State[T]) apply(sc app.Scope, f func(*T) error) (v T, b []byte, saved app.Saved, err error) {
 	v, saved, ok, err := s.load(sc)
 	if err != nil {
-		return zero, err
+		return v, nil, saved, err
 	}
 	if err := f(&v); err != nil {
-		return zero, err
+		return v, nil, saved, err
 	}
-	b, err := json.Marshal(&v)
+	b, err = json.Marshal(&v)
 	if err != nil {
-		return zero, fmt.Errorf("mcpgrain: state %q: encode: %w", s.name, err)
+		return v, nil, saved, fmt.Errorf("mcpgrain: state %q: encode: %w", s.name, err)
 	}
 	if len(b) > s.maxBytes {
-		return zero, fmt.Errorf("mcpgrain: state %q: %d bytes encoded, over MaxBytes %d: %w", s.name, len(b), s.maxBytes, ErrStateTooLarge)
+		return v, nil, saved, fmt.Errorf("mcpgrain: state %q: %d bytes encoded, over MaxBytes %d: %w", s.name, len(b), s.maxBytes, ErrStateTooLarge)
 	}
 	if bytes.Equal(b, s.unchanged(saved, ok)) {
-		return v, nil // unchanged: nothing to write
+		return v, nil, saved, nil
 	}
-	if err := sc.SaveState(ctx, s.name, app.Saved{Version: s.version, Value: b}); err != nil {
-		return zero, err
-	}
-	return v, nil
+	return v, b, saved, nil
 }
 
 // scope is the session of ctx.
@@ -194,16 +230,19 @@ func (s *State[T]) load(sc app.Scope) (v T, saved app.Saved, ok bool, err error)
 	return v, saved, ok, nil
 }
 
-// stateLocks serializes the Updates of one scope's state: an entry lives
-// while an Update holds or waits for it, so finished sessions leave none.
+// stateLocks serializes the Updates of one grain's state on this node
+// (by kind and id, not by scope value: every request bound to a handle
+// has a scope of its own, and serializing them here leaves the grain's
+// compare-and-set only the other nodes' Updates to lose to). An entry
+// lives while an Update holds or waits for it, so finished sessions leave
+// none.
 var stateLocks = struct {
 	sync.Mutex
 	m map[stateKey]*stateLock
 }{m: map[stateKey]*stateLock{}}
 
 type stateKey struct {
-	scope app.Scope
-	name  string
+	kind, id, name string
 }
 
 type stateLock struct {
@@ -213,7 +252,7 @@ type stateLock struct {
 
 // lockState locks the state name of sc and returns its unlock.
 func lockState(sc app.Scope, name string) func() {
-	k := stateKey{sc, name}
+	k := stateKey{sc.Kind(), sc.ID(), name}
 	stateLocks.Lock()
 	l := stateLocks.m[k]
 	if l == nil {

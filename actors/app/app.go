@@ -45,6 +45,9 @@ type Scope interface {
 type Saved struct {
 	Version int
 	Value   []byte
+	// Revision is the value's revision in a [ConditionalSaver] scope
+	// (0 elsewhere).
+	Revision uint64
 }
 
 // Kinds of [Scope].

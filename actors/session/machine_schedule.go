@@ -1,6 +1,10 @@
 package session
 
-import "time"
+import (
+	"time"
+
+	"github.com/mcpgrain/mcpgrain/actors/app"
+)
 
 // The machine's decisions about the SDK's durable schedules (docs/sdk.md
 // §3): a schedule is a reminder "sdk/<key>" of the session grain, its
@@ -15,37 +19,19 @@ import "time"
 // scheduleMaxAttempts, after which it is dropped (logged and counted).
 // A callback running pins the runtime as a running execution does.
 
+// The bounds and decisions are the ones every grain that runs schedules
+// shares (actors/app: schedule_run.go).
 const (
-	// scheduleLease is how far the reminder of a schedule whose callback
-	// runs is moved: if its node is lost, it fires again then.
-	scheduleLease = time.Minute
-	// scheduleTimeout bounds one run of a callback (within the lease).
-	scheduleTimeout = 50 * time.Second
-	// scheduleMaxAttempts bounds the runs of one schedule's callback.
-	scheduleMaxAttempts = 8
-	// scheduleMaxBackoff caps the wait before a retry.
-	scheduleMaxBackoff = 5 * time.Minute
+	scheduleLease       = app.ScheduleLease
+	scheduleTimeout     = app.ScheduleTimeout
+	scheduleMaxAttempts = app.ScheduleMaxAttempts
+	scheduleCompleted   = app.ScheduleCompleted
+	scheduleDropped     = app.ScheduleDropped
+	scheduleFailed      = app.ScheduleFailed
 )
 
-// Outcomes of a schedule (label values of
-// mcpgrain_sdk_schedules_total, with "failed" for a retried attempt).
-const (
-	scheduleCompleted = "completed"
-	scheduleDropped   = "dropped"
-	scheduleFailed    = "failed"
-)
-
-// scheduleBackoff is the wait before the next run after attempt failed
-// (attempt counts from 1): 1s, 2s, 4s, ... up to scheduleMaxBackoff.
-func scheduleBackoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt > 12 {
-		return scheduleMaxBackoff
-	}
-	return min(time.Second<<(attempt-1), scheduleMaxBackoff)
-}
+// scheduleBackoff is app.ScheduleBackoff.
+func scheduleBackoff(attempt int) time.Duration { return app.ScheduleBackoff(attempt) }
 
 // scheduleFired decides about a schedule's reminder (evScheduleFired): a
 // session gone or ended, or a key no longer in the record, does nothing
@@ -72,13 +58,13 @@ func (m *machine) scheduleFired(e event) {
 // cancelled meanwhile (not known) needs nothing.
 func (m *machine) scheduleDone(e event) {
 	delete(m.running, e.exec)
-	switch {
-	case !e.known:
-	case !e.failed:
-		m.emit(action{kind: actCompleteSchedule, exec: e.exec, label: scheduleCompleted})
-	case e.attempt >= scheduleMaxAttempts:
-		m.emit(action{kind: actCompleteSchedule, exec: e.exec, label: scheduleDropped})
+	if !e.known {
+		return
+	}
+	switch outcome, at := app.ScheduleEnded(e.failed, e.attempt, e.now); outcome {
+	case scheduleFailed:
+		m.emit(action{kind: actRetrySchedule, exec: e.exec, at: at})
 	default:
-		m.emit(action{kind: actRetrySchedule, exec: e.exec, at: e.now.Add(scheduleBackoff(e.attempt))})
+		m.emit(action{kind: actCompleteSchedule, exec: e.exec, label: outcome})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
+	"github.com/mcpgrain/mcpgrain/actors/app"
 )
 
 func fired(key string) event {
@@ -79,7 +80,7 @@ func TestMachineSchedules(t *testing.T) {
 }
 
 func TestScheduleBackoff(t *testing.T) {
-	for attempt, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 9: 256 * time.Second, 10: scheduleMaxBackoff, 40: scheduleMaxBackoff} {
+	for attempt, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 9: 256 * time.Second, 10: app.ScheduleMaxBackoff, 40: app.ScheduleMaxBackoff} {
 		if got := scheduleBackoff(attempt); got != want {
 			t.Errorf("scheduleBackoff(%d) = %s, want %s", attempt, got, want)
 		}

@@ -160,6 +160,9 @@ type MCPConfig struct {
 	// TaskTTL is how long a task (tasks extension) is kept after its
 	// creation (zero: tasks.DefaultTTL).
 	TaskTTL time.Duration
+	// HandleTTL deletes server-minted handles idle this long (zero:
+	// handle.DefaultIdleTTL).
+	HandleTTL time.Duration
 	// SoftCap is the resident runtime soft cap (zero:
 	// residency.DefaultSoftCap, or derived from ResidentMemory).
 	SoftCap int

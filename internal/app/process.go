@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/handle"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
@@ -197,7 +198,13 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	if err != nil {
 		return nil, err
 	}
-	newServer, catalog := p.servers(c)
+	handles, err := handle.NewHost(handle.Config{
+		Cluster: c, IdleTTL: cfg.MCP.HandleTTL, Logger: p.log.With("component", "handle"), Registerer: p.nodeReg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	newServer, catalog := p.servers(c, handles.Bind)
 	if codeMode != nil {
 		// The execute description declares the sources' operations: a
 		// source whose tools change (an upstream's list_changed, a late
@@ -246,7 +253,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	if cfg.GatewayOnly {
 		return nil, nil
 	}
-	kinds := []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind()}
+	kinds := []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind(), handles.Kind()}
 	if cfg.EnableProbe {
 		kinds = append(kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
 	}
@@ -271,8 +278,9 @@ func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory
 
 // servers returns how the node builds its shared servers (sessions,
 // continuations and tasks) from its tool packs, and their catalog, kept
-// equal to the other nodes' catalogs by broadcasts through c.
-func (p *process) servers(c grain.Cluster) (mcpruntime.ServerFactory, *toolpacks.Catalog) {
+// equal to the other nodes' catalogs by broadcasts through c; bind (the
+// handle service's) binds their requests to the node's handles.
+func (p *process) servers(c grain.Cluster, bind func(*mcp.Server)) (mcpruntime.ServerFactory, *toolpacks.Catalog) {
 	catalog := toolpacks.NewCatalog()
 	catalog.SetBroadcast(continuation.BroadcastCatalog(c))
 	impl := p.cfg.MCP.Implementation
@@ -284,6 +292,7 @@ func (p *process) servers(c grain.Cluster) (mcpruntime.ServerFactory, *toolpacks
 			toolpacks.Options{ServerOptions: opts, CodeMode: codeMode, Catalog: catalog, Packs: p.cfg.MCP.ExtraPacks})
 		if err == nil {
 			srv.AddReceivingMiddleware(mcpruntime.TraceTools) // execute_tool spans, with tracing on
+			bind(srv)                                         // the SDK's handles (NewHandle, OnHandle)
 		}
 		return srv, closeSrv, err
 	}, catalog

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/handle"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
@@ -46,6 +47,7 @@ var packageDefaults = map[string]any{
 	"queue-wait":                gateway.DefaultQueueWait,
 	"session-ttl":               session.DefaultSessionTTL,
 	"task-ttl":                  tasks.DefaultTTL,
+	"handle-ttl":                handle.DefaultIdleTTL,
 	"session-timeout":           alarm.DefaultSessionTimeout,
 	"paused-lease":              alarm.DefaultPausedLease,
 	"max-paused-idle":           alarm.DefaultMaxPausedIdle,

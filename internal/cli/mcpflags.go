@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/handle"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/residency"
@@ -62,6 +63,7 @@ type mcpFlags struct {
 	policy                          alarm.Policy
 	ttl                             time.Duration
 	taskTTL                         time.Duration
+	handleTTL                       time.Duration
 	code                            codeFlags
 	oauth                           oauthFlags
 	// fs is the flag set the flags were registered on: which were given.
@@ -266,6 +268,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.DurationVar(&m.policy.MaxRunningIdle, "max-running-idle", d.MaxRunningIdle, "idle time after which a session with running work is passivated anyway")
 	fs.DurationVar(&m.ttl, "session-ttl", session.DefaultSessionTTL, "idle time after which a session ends for good (404 afterwards)")
 	fs.DurationVar(&m.taskTTL, "task-ttl", tasks.DefaultTTL, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
+	fs.DurationVar(&m.handleTTL, "handle-ttl", handle.DefaultIdleTTL, "idle time (not opened or saved) after which a server-minted handle (the SDK's NewHandle) is deleted with its state")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
 	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default "+strconv.Itoa(residency.DefaultSoftCap)+")")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
@@ -320,7 +323,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		StreamKeepalive: keepalive(m.keepalive),
 		MaxInFlight:     orNegative(m.maxInFlight), QueueWait: orNegative(m.queueWait),
-		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, SoftCap: m.softCap, ResidentMemory: budget,
+		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, HandleTTL: m.handleTTL, SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
@@ -345,6 +348,7 @@ func (m *mcpFlags) checkLifetimes() error {
 		{"--max-running-idle", m.policy.MaxRunningIdle},
 		{"--session-ttl", m.ttl},
 		{"--task-ttl", m.taskTTL},
+		{"--handle-ttl", m.handleTTL},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%w: %s must be positive", errUsage, d.flag)
