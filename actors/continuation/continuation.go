@@ -37,6 +37,15 @@
 // gets the outcome. Without durable code mode the grains are ephemeral,
 // their pauses unpublished (only the client answers them), and a node
 // loss costs what was in flight.
+//
+// The SDK's durable tool calls (mcpgrain.Step and Ask, docs/sdk.md §4)
+// live on the same grains when Config.Calls is set: a tool call whose
+// handler steps or asks is journaled as a call of the grain that served
+// it (mcpruntime.GrainCalls), its question published in the execution
+// directory and returned to the client as input_required with a
+// requestState naming the call; surfaces' decisions reach the grain as
+// code mode's do, and the client's retry runs the handler again against
+// the journal.
 package continuation
 
 import (
