@@ -140,7 +140,7 @@ func (gc *GrainCalls) Bind(ctx context.Context, req *mcp.CallToolRequest) (conte
 		if rest, ok := strings.CutPrefix(p.RequestState, callStatePrefix); ok {
 			callID, pauseID, _ := strings.Cut(rest, ".")
 			c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.Get(ctx, gc.cfg.Grain, callID) },
-				func(c *grainCall) bool { return c.row.ID == callID })
+				callID, nil)
 			if errors.Is(err, store.ErrNotFound) {
 				return ctx, func(bool) {}, ErrForeignCall
 			}
@@ -168,12 +168,13 @@ func (r *grainRun) owns(c *grainCall) bool {
 	return c.doc.User == r.who.GetUser() && c.doc.Org == r.who.GetOrg() && c.row.Ident == identity(r.tool, r.args)
 }
 
-// load returns the call held in memory that matches is, else the one
-// read reads from the store, counting the caller as a holder.
-func (gc *GrainCalls) load(ctx context.Context, read func(context.Context) (callstore.Call, error), is func(*grainCall) bool) (*grainCall, error) {
+// load returns the call held in memory with id id (if not "") or that
+// matches is, else the one read reads from the store, counting the
+// caller as a holder.
+func (gc *GrainCalls) load(ctx context.Context, read func(context.Context) (callstore.Call, error), id string, is func(*grainCall) bool) (*grainCall, error) {
 	gc.loadMu.Lock()
 	defer gc.loadMu.Unlock()
-	if c := gc.held(is); c != nil {
+	if c := gc.held(id, is); c != nil {
 		return c, nil
 	}
 	row, err := read(ctx)
@@ -193,11 +194,18 @@ func (gc *GrainCalls) load(ctx context.Context, read func(context.Context) (call
 	return c, nil
 }
 
-// held returns the call in memory that matches is (counting the caller as
-// a holder), or nil.
-func (gc *GrainCalls) held(is func(*grainCall) bool) *grainCall {
+// held returns the call in memory with id id (if not "") or that matches
+// is, counting the caller as a holder, or nil.
+func (gc *GrainCalls) held(id string, is func(*grainCall) bool) *grainCall {
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
+	if id != "" {
+		c, ok := gc.calls[id]
+		if ok {
+			c.users++
+		}
+		return c
+	}
 	for _, c := range gc.calls {
 		c.mu.Lock()
 		ok := is(c)
@@ -286,7 +294,7 @@ func (gc *GrainCalls) record(c *grainCall, i int, d *app.Decision) error {
 func (gc *GrainCalls) Decide(ctx context.Context, m *pb.ExecutionDecide) (st pb.ExecutionReply_Status, found bool, err error) {
 	id := m.GetExecutionId()
 	c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.ByPause(ctx, gc.cfg.Grain, id) },
-		func(c *grainCall) bool { return c.doc.question(id) >= 0 })
+		"", func(c *grainCall) bool { return c.doc.question(id) >= 0 })
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, false, nil
 	}
