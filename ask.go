@@ -22,8 +22,8 @@ type Question = app.Question
 type Decision = app.Decision
 
 // ErrNoCall is returned by [Ask] and [Step] outside a tool call of a
-// stateful session (another method's handler, a task, a sessionless
-// 2026-07-28 request).
+// stateful session or of a 2026-07-28 request (another method's handler,
+// a tool run as a task).
 var ErrNoCall = app.ErrNoCall
 
 // ErrDiverged is returned by [Step] when a handler run again reaches a
@@ -56,6 +56,16 @@ func callOf(ctx context.Context, req *mcp.CallToolRequest) (app.Call, error) {
 // or wrapped in a Step. Ask fails with an error when the call is
 // interrupted (the client went away, the session moved): the client's
 // retry continues it.
+//
+// In the sessionless 2026-07-28 era the handler cannot wait: Ask
+// publishes the question on the approval surfaces and returns an error
+// (errors.Is(err, [ErrInputRequired])) that the handler returns as it is;
+// the call's result is then input_required, asking the client for the
+// "approval" (the form, or a confirmation) under a requestState that
+// names the call. The client's retry runs the handler again against the
+// journal, and Ask returns the decision taken first: an approval
+// surface's, the window's decline, or the retry's answer if the caller's
+// role may decide; without one it asks again. See docs/sdk.md §4.
 func Ask(ctx context.Context, req *mcp.CallToolRequest, q Question) (Decision, error) {
 	c, err := callOf(ctx, req)
 	if err != nil {

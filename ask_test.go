@@ -70,7 +70,7 @@ func runNode(t *testing.T, s mcpgrain.Server) string {
 
 // Ask with a form: the approver's content comes back as the decision's
 // Input, with who decided; the step before it ran once. In the
-// sessionless 2026-07-28 era (no session to pause) Ask is ErrNoCall.
+// sessionless 2026-07-28 era too, through input_required and the retry.
 func TestAskWithAFormReturnsTheApproversInput(t *testing.T) {
 	origin := runNode(t, mcpgrain.Server{Name: "rel", Register: func(s *mcp.Server) {
 		mcp.AddTool(s, &mcp.Tool{Name: "release"}, release)
@@ -106,14 +106,32 @@ func TestAskWithAFormReturnsTheApproversInput(t *testing.T) {
 		t.Fatalf("the step ran %d times", n)
 	}
 
-	modern, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: origin + "/mcp"}, nil)
+	// In the sessionless 2026-07-28 era the question is an input_required
+	// result asking for the form, and also a pause on the approval
+	// surfaces; the approver's content reaches the handler on the
+	// client's retry; the step ran once for this call.
+	mc := mcp.NewClient(&mcp.Implementation{Name: "ask-test"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+	modern, err := mc.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: origin + "/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer modern.Close()
 	res, err := modern.CallTool(t.Context(), &mcp.CallToolParams{Name: "release", Arguments: map[string]any{}})
-	if err != nil || !res.IsError || !strings.Contains(mcpclient.Text(res), mcpgrain.ErrNoCall.Error()) {
-		t.Fatalf("sessionless release: %v %+v, want the ErrNoCall tool error", err, res)
+	if err != nil || !res.NeedsInput() || res.InputRequests["approval"] == nil || res.RequestState == "" {
+		t.Fatalf("sessionless release: %v %+v, want input_required asking for approval", err, res)
+	}
+	id = pausedID(t, origin, "Name release 2")
+	resp, err = http.Post(origin+"/api/executions/"+id+"/resume", "application/json", strings.NewReader(`{"action":"accept","content":{"name":"Borealis"}}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("accept the sessionless question: %v %v", err, resp)
+	}
+	_ = resp.Body.Close()
+	res, err = modern.CallTool(t.Context(), &mcp.CallToolParams{Name: "release", Arguments: map[string]any{}, RequestState: res.RequestState})
+	if err != nil || res.IsError || mcpclient.Text(res) != "2 true anonymous Borealis" {
+		t.Fatalf("sessionless retry: %v %q, want %q", err, mcpclient.Text(res), "2 true anonymous Borealis")
+	}
+	if n := releases.Load(); n != 2 {
+		t.Fatalf("the step ran %d times, want 2 (once per call)", n)
 	}
 }
 

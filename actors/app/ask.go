@@ -37,7 +37,8 @@ type Decision struct {
 
 // Call is a tool call of a program's own server that can become a durable
 // execution: the runtime binds one to the context of every tools/call it
-// hands to the shared server's handlers of a session ([WithCall]).
+// hands to the shared server's handlers of a session or of a continuation
+// grain ([WithCall]).
 type Call interface {
 	// Step returns the journaled result of the call's next step, which
 	// must be named name; the first time the call gets there it runs f
@@ -51,8 +52,8 @@ type Call interface {
 }
 
 // ErrNoCall is returned by Step and Ask outside a tool call of a session
-// (another method's handler, a task's run, a sessionless request).
-var ErrNoCall = errors.New("mcpgrain: Step and Ask need a tool call of a stateful session")
+// or of a continuation grain (another method's handler, a task's run).
+var ErrNoCall = errors.New("mcpgrain: Step and Ask need a tool call of a session or of a 2026-07-28 request")
 
 // ErrDiverged is returned when a handler run again asks for a different
 // step than its journal recorded at that position: the handler is not

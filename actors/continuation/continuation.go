@@ -37,6 +37,15 @@
 // gets the outcome. Without durable code mode the grains are ephemeral,
 // their pauses unpublished (only the client answers them), and a node
 // loss costs what was in flight.
+//
+// The SDK's durable tool calls (mcpgrain.Step and Ask, docs/sdk.md §4)
+// live on the same grains when Config.Calls is set: a tool call whose
+// handler steps or asks is journaled as a call of the grain that served
+// it (mcpruntime.GrainCalls), its question published in the execution
+// directory and returned to the client as input_required with a
+// requestState naming the call; surfaces' decisions reach the grain as
+// code mode's do, and the client's retry runs the handler again against
+// the journal.
 package continuation
 
 import (
@@ -96,6 +105,18 @@ type Config struct {
 	// server, inside the one that unwraps requestState (the tasks
 	// extension: actors/tasks).
 	Middleware mcp.Middleware
+	// Calls, if set, keeps the SDK's durable tool calls (Step, Ask) of the
+	// grains: a grain then owns itself in the store at its first exchange
+	// (Kind.CreatedByWrite), as with durable code mode. Nil: Step and Ask
+	// are app.ErrNoCall.
+	Calls store.Store
+	// MayDecide reports whether a role may decide an Ask's question
+	// (policy.Approvers.MayDecide; nil: no role may, only the approval
+	// window's decline ends a question).
+	MayDecide func(role string) bool
+	// AskWindow is how long an Ask's question waits for a decision.
+	// Default engine.DefaultApprovalWindow.
+	AskWindow time.Duration
 }
 
 // Host holds what the continuation grains of a node share: the server,
@@ -106,6 +127,7 @@ type Host struct {
 	handler   http.Handler
 	closeSrv  func()
 	codes     sync.Map // grain id -> *mcpruntime.CodeRuntime
+	calls     sync.Map // grain id -> *mcpruntime.GrainCalls
 	streams   atomic.Int32
 }
 
@@ -130,7 +152,7 @@ func NewHost(cfg Config) (*Host, error) {
 	if err := requeststate.CheckKey(cfg.Key); err != nil {
 		return nil, err
 	}
-	if cfg.durable() && cfg.Store == nil {
+	if cfg.durableCode() && cfg.Store == nil {
 		return nil, errors.New("continuation: Config.Store is required with durable code mode")
 	}
 	if cfg.StateTTL <= 0 {
@@ -162,8 +184,9 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	mws := []mcp.Middleware{h.stateMiddleware}
 	if cfg.Middleware != nil {
-		mws = append(mws, cfg.Middleware) // stateMiddleware(Middleware(handler))
+		mws = append(mws, cfg.Middleware) // stateMiddleware(Middleware(bindCall(handler)))
 	}
+	mws = append(mws, h.bindCall)
 	srv.AddReceivingMiddleware(mws...)
 	h.closeSrv = closeSrv
 	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
@@ -194,8 +217,12 @@ func (h *Host) codeOf(req *mcp.CallToolRequest) (*mcpruntime.CodeRuntime, bool) 
 	return v.(*mcpruntime.CodeRuntime), true
 }
 
-// durable reports whether code-mode executions are journaled.
-func (cfg Config) durable() bool { return cfg.CodeMode != nil && cfg.CodeMode.Durable }
+// durableCode reports whether code-mode executions are journaled.
+func (cfg Config) durableCode() bool { return cfg.CodeMode != nil && cfg.CodeMode.Durable }
+
+// durable reports whether the grains journal anything: code-mode
+// executions or the SDK's durable tool calls.
+func (cfg Config) durable() bool { return cfg.durableCode() || cfg.Calls != nil }
 
 // Kind returns the continuation grain kind.
 func (h *Host) Kind() grain.Kind {
@@ -215,6 +242,7 @@ type cont struct {
 	id        string
 	ready     bool
 	code      *mcpruntime.CodeRuntime
+	calls     *mcpruntime.GrainCalls // nil: no durable tool calls
 	exchanges map[string]context.CancelFunc
 	// serving counts the requests whose handler has not returned yet
 	// (from the turn that starts them): a graceful deactivation waits for
@@ -224,11 +252,29 @@ type cont struct {
 
 func (c *cont) Activate(context.Context, grain.Context, []byte) error { return nil }
 
-// ensure prepares the grain for its first exchange: its code runtime, if
-// code mode is on.
+// ensure prepares the grain for its first exchange: its ownership in the
+// store if it journals anything, its code runtime if code mode is on, its
+// durable tool calls if the SDK's are kept.
 func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 	if c.ready {
 		return nil
+	}
+	if c.h.cfg.durable() {
+		// The journals are fenced by the epoch: own the grain first.
+		if err := g.Own(ctx); err != nil {
+			return err
+		}
+	}
+	if c.h.cfg.Calls != nil {
+		calls, err := mcpruntime.NewGrainCalls(mcpruntime.GrainCallsConfig{
+			Store: c.h.cfg.Calls, Grain: grain.Key(g.Kind(), g.Identity()), Owner: c.id, Epoch: g.Epoch(),
+			Window: c.h.cfg.AskWindow, MayDecide: c.h.cfg.MayDecide, Now: c.h.cfg.Now, Logger: c.h.cfg.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		c.calls = calls
+		c.h.calls.Store(c.id, calls)
 	}
 	if c.h.cfg.CodeMode != nil {
 		// Pauses here have no lease or deadline reminder: the client's
@@ -238,11 +284,7 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 		// with one, a pause outlives the activation and is restored when
 		// its retry comes.
 		var journal engine.Journal
-		if c.h.cfg.durable() {
-			// The journal is fenced by the epoch: own the grain first.
-			if err := g.Own(ctx); err != nil {
-				return err
-			}
+		if c.h.cfg.durableCode() {
 			// Publish: the pause is in the execution directory, so every
 			// approval surface lists it and may decide it (Decide), as a
 			// session's or a task's; the client's retry then gets what it
@@ -319,7 +361,7 @@ func (c *cont) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecid
 	if !ok {
 		return nil, grain.Reject("continuation: action must be accept, decline or cancel")
 	}
-	if c.h.cfg.CodeMode == nil || !c.h.cfg.durable() {
+	if !c.h.cfg.durable() {
 		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil // nothing published here
 	}
 	if err := c.ensure(ctx, g); err != nil {
@@ -335,12 +377,16 @@ func (c *cont) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecid
 	if err := g.Commit(ctx, store.Writes{}); err != nil {
 		return nil, ensureError(err)
 	}
-	code, mayDecide := c.code, c.h.cfg.CodeMode.Approvers.MayDecide
+	code, calls := c.code, c.calls
 	answer := g.Defer()
 	c.serving.Add(1)
 	go func() {
 		defer c.serving.Add(-1)
-		st, apply := code.Decide(context.WithoutCancel(ctx), m, mayDecide)
+		st, apply, err := c.h.decideIn(context.WithoutCancel(ctx), code, calls, m)
+		if err != nil {
+			answer(nil, &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: "continuation: record the decision: " + err.Error()})
+			return
+		}
 		reply := &pb.ExecutionReply{Status: st}
 		if st == pb.ExecutionReply_STATUS_OK {
 			reply.Text = text
@@ -351,6 +397,50 @@ func (c *cont) decide(ctx context.Context, g grain.Context, m *pb.ExecutionDecid
 		}
 	}()
 	return nil, nil
+}
+
+// decideIn takes decision m for a question of calls (an Ask's, taken at
+// once) or else a paused execution of code (applied by apply).
+func (h *Host) decideIn(ctx context.Context, code *mcpruntime.CodeRuntime, calls *mcpruntime.GrainCalls, m *pb.ExecutionDecide) (st pb.ExecutionReply_Status, apply func(), err error) {
+	if calls != nil {
+		st, found, err := calls.Decide(ctx, m)
+		if err != nil || found {
+			return st, nil, err
+		}
+	}
+	if code == nil || !h.cfg.durableCode() {
+		return pb.ExecutionReply_STATUS_NOT_FOUND, nil, nil
+	}
+	st, apply = code.Decide(ctx, m, h.cfg.CodeMode.Approvers.MayDecide)
+	return st, apply, nil
+}
+
+// bindCall is the continuation server's receiving middleware that makes
+// every tools/call of a grain keeping durable tool calls a possible
+// durable call (mcpruntime.GrainCalls.Bind). A retry whose requestState
+// names another tool call gets the invalid-requestState error, and its
+// handler does not run.
+func (h *Host) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctr, ok := req.(*mcp.CallToolRequest)
+		if !ok || ctr.Extra == nil || ctr.Extra.Header == nil {
+			return next(ctx, method, req)
+		}
+		v, ok := h.calls.Load(ctr.Extra.Header.Get(exchange.HeaderSession))
+		if !ok {
+			return next(ctx, method, req)
+		}
+		bound, finish, err := v.(*mcpruntime.GrainCalls).Bind(ctx, ctr)
+		if errors.Is(err, mcpruntime.ErrForeignCall) {
+			return nil, invalidState()
+		}
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
+		}
+		res, err := next(bound, method, req)
+		finish(ctx.Err() != nil)
+		return res, err
+	}
 }
 
 // HandleLocal receives exchange completions.
@@ -388,6 +478,9 @@ func (c *cont) Deactivate(_ context.Context, _ grain.Context, reason grain.Reaso
 	}
 	for _, cancel := range c.exchanges {
 		cancel()
+	}
+	if c.calls != nil {
+		c.h.calls.CompareAndDelete(c.id, c.calls)
 	}
 	if c.code != nil {
 		c.h.codes.CompareAndDelete(c.id, c.code)

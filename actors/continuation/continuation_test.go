@@ -60,9 +60,15 @@ func TestNewHostRefusesAnIncompleteConfig(t *testing.T) {
 	}
 }
 
-// Continuation grains are ephemeral unless code mode is durable; then they
-// are written into existence by their first exchange.
+// Continuation grains are ephemeral unless code mode is durable or they
+// keep the SDK's durable tool calls; then they are written into existence
+// by their first exchange.
 func TestKindIsEphemeralUnlessCodeModeIsDurable(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
 	for _, tc := range []struct {
 		name                    string
 		cfg                     Config
@@ -71,6 +77,7 @@ func TestKindIsEphemeralUnlessCodeModeIsDurable(t *testing.T) {
 		{"no code mode", Config{}, true, false},
 		{"code mode in memory", Config{CodeMode: &mcpruntime.CodeMode{}}, true, false},
 		{"durable code mode", Config{CodeMode: &mcpruntime.CodeMode{Durable: true}}, false, true},
+		{"the SDK's durable tool calls", Config{Calls: st}, false, true},
 	} {
 		cfg := tc.cfg
 		h := &Host{cfg: cfg}

@@ -37,6 +37,10 @@ type callDoc struct {
 	Steps []callStep      `json:"steps,omitempty"`
 	Asks  []callQuestion  `json:"asks,omitempty"`
 	Args  json.RawMessage `json:"args,omitempty"`
+	// User and Org are the caller of a continuation grain's call (a
+	// session's calls are its principal's).
+	User string `json:"user,omitempty"`
+	Org  string `json:"org,omitempty"`
 }
 
 // callStep is one journaled Step.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/actors/continuation"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
@@ -78,5 +79,65 @@ func TestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
 	}
 	if n := countLines(t, log, "requested billing 4.2.0"); n != 2 {
 		t.Fatalf("the unjournaled work before Ask ran %d times, want 2", n)
+	}
+}
+
+// The 2026-07-28 era on three deploy nodes (Consul, Postgres): a call
+// through node 1 is served by a continuation grain node 1 owns; its
+// question is paused when node 1 is killed (kill -9). A member's accept on
+// node 2 reaches the grain's new owner (503 until one takes it), which
+// journals the decision; the client's retry through node 0 (its sealed
+// requestState names the grain) reaches that owner, whose run of the
+// handler deploys, exactly once. The work before Ask, not in a Step, ran
+// once per run.
+func TestSessionlessDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "deployments.log")
+	t.Setenv("DEPLOY_LOG", log)
+	keys := filepath.Join(dir, "keys.json")
+	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
+	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+
+	via1 := connectModern(t, "http://"+c.Node(1).HTTP+"/mcp", aliceToken, manual)
+	state := asked(t, via1, "billing", "4.2.0", "Deploy billing 4.2.0?")
+	p := awaitPause(t, "http://"+c.Node(2).HTTP+"/api/executions", "Deploy billing 4.2.0?")
+	if o, _ := c.Placement(continuation.KindName, 0, 1, 2).Owner(continuation.KindName, p.SessionID); o.ID != c.Node(1).ID {
+		t.Fatalf("the question's grain %s is owned by %q, want node 1 (%s)", p.SessionID, o.ID, c.Node(1).ID)
+	}
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+
+	url := "http://" + c.Node(2).HTTP + "/api/executions/" + p.ID + "/resume"
+	var code int
+	var answer []byte
+	began := time.Now()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		// Until the grain's new owner takes it, the decision may find no
+		// owner (503): retried, as a client of the API would.
+		if code, answer = api(t, http.MethodPost, url, bobToken, `{"action":"accept"}`); code != http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, answer)
+	}
+	t.Logf("the decision reached the grain's new owner %s after the kill", time.Since(began).Round(time.Millisecond))
+	via0 := connectModern(t, "http://"+c.Node(0).HTTP+"/mcp", aliceToken, manual)
+	res, err := deployCall(t, via0, "billing", "4.2.0", state, &mcp.ElicitResult{Action: "decline"})
+	if got, want := finished(t, res, err), "deployed billing 4.2.0, approved by bob"; got != want {
+		t.Fatalf("the retry's result %q, want %q", got, want)
+	}
+	res, err = deployCall(t, via0, "billing", "4.2.0", state, nil)
+	if got, want := finished(t, res, err), "deployed billing 4.2.0, approved by bob"; got != want {
+		t.Fatalf("a second retry's result %q, want %q", got, want)
+	}
+	if n := countLines(t, log, "deployed billing 4.2.0"); n != 1 {
+		t.Fatalf("%d deployments, want exactly 1", n)
+	}
+	if n := countLines(t, log, "requested billing 4.2.0"); n != 3 {
+		t.Fatalf("the unjournaled work before Ask ran %d times, want 3 (once per run)", n)
 	}
 }

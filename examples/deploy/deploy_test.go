@@ -188,6 +188,9 @@ type listed struct {
 	Tool      string          `json:"tool"`
 	Message   string          `json:"message"`
 	Arguments json.RawMessage `json:"arguments"`
+	// SessionID is the grain that owns it: a session, or a continuation
+	// grain for a 2026-07-28 call.
+	SessionID string `json:"sessionId"`
 }
 
 // awaitPause polls the approval API (as bob) until exactly one pause with

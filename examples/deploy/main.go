@@ -15,6 +15,12 @@
 // appends "requested SERVICE VERSION": work that is not in a Step, so it
 // runs again when the handler is run again after a node loss (see
 // docs/sdk.md §4).
+//
+// A 2026-07-28 (sessionless) client is asked too: its call ends with an
+// input_required result asking for the approval, the question is listed
+// on the same surfaces, and the client's retry (with its answer, or with
+// none once an approver decided) runs the handler again, which deploys
+// once. The handler returns Ask's error as it is for that.
 package main
 
 import (

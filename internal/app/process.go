@@ -235,6 +235,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		NewServer: newServer, CodeMode: codeMode, Store: runstore.New(p.st), Key: cfg.MCP.StateKey,
 		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
 		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
+		Calls: p.st, MayDecide: cfg.MCP.Approvers.MayDecide, AskWindow: cfg.MCP.Code.Window,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)

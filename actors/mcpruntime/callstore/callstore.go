@@ -46,11 +46,14 @@ type Store struct{ db *store.DB }
 // New returns the calls kept in st's database.
 func New(st store.Store) *Store { return &Store{db: st.DB()} }
 
-// Call is one durable tool call of a session.
+// Call is one durable tool call of a session or of a continuation grain
+// (the 2026-07-28 era).
 type Call struct {
 	// ID is the call's id (random; not shown to clients).
 	ID string
-	// Session is the identity of the session grain that owns the call.
+	// Session is the identity of the session grain that owns the call, or
+	// the store key of the continuation grain that does
+	// ("continuation/<id>": never a session id, which has no "/").
 	Session string
 	// Ident identifies the call among the session's open calls: a hash of
 	// the tool's name and its canonical arguments.
@@ -129,6 +132,31 @@ WHERE session = $1 AND completed_at_ms = 0 AND ident = $2 ORDER BY created_at_ms
 	}
 	if err != nil {
 		return Call{}, fmt.Errorf("store: open call of %s: %w", session, err)
+	}
+	return c, nil
+}
+
+// Get returns the call of owner (a session's, or a continuation grain's
+// store key) with id id, open or completed, or [store.ErrNotFound].
+func (s *Store) Get(ctx context.Context, owner, id string) (Call, error) {
+	return s.one(ctx, `SELECT `+columns+` FROM sdk_calls WHERE call_id = $1 AND session = $2`, id, owner)
+}
+
+// ByPause returns owner's open call that waits in pause pauseID, or
+// [store.ErrNotFound].
+func (s *Store) ByPause(ctx context.Context, owner, pauseID string) (Call, error) {
+	return s.one(ctx, `SELECT `+columns+` FROM sdk_calls
+WHERE session = $1 AND completed_at_ms = 0 AND pause_id = $2 ORDER BY created_at_ms, call_id LIMIT 1`, owner, pauseID)
+}
+
+// one reads the one call query selects.
+func (s *Store) one(ctx context.Context, query string, args ...any) (Call, error) {
+	c, err := scan(s.db.Reader().QueryRowContext(ctx, query, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Call{}, fmt.Errorf("%w: call %v", store.ErrNotFound, args)
+	}
+	if err != nil {
+		return Call{}, fmt.Errorf("store: read call %v: %w", args, err)
 	}
 	return c, nil
 }

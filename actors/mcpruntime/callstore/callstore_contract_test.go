@@ -47,6 +47,20 @@ func TestDurableCallsAreFencedAndPublishTheirQuestions(t *testing.T) {
 		if paused, err := calls.Paused(ctx, "s1"); err != nil || len(paused) != 1 || paused[0].ID != "call_1" {
 			t.Fatalf("paused: %+v %v", paused, err)
 		}
+		if got, err := calls.ByPause(ctx, "s1", "exec_q"); err != nil || got != c {
+			t.Fatalf("by pause: %+v %v, want %+v", got, err, c)
+		}
+		if got, err := calls.Get(ctx, "s1", "call_1"); err != nil || got != c {
+			t.Fatalf("get: %+v %v, want %+v", got, err, c)
+		}
+		// Another owner's key finds nothing (a continuation grain's calls
+		// are kept under its store key, never a session id).
+		if _, err := calls.Get(ctx, "continuation/s1", "call_1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("get as another owner: %v", err)
+		}
+		if _, err := calls.ByPause(ctx, "continuation/s1", "exec_q"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("by pause as another owner: %v", err)
+		}
 
 		// A new owner of the session fences the old one out.
 		next, err := st.Acquire(ctx, "session/s1", "n2")
@@ -79,6 +93,12 @@ func TestDurableCallsAreFencedAndPublishTheirQuestions(t *testing.T) {
 		}
 		if _, err := calls.Open(ctx, "s1", "h1"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("a completed call is still open: %v", err)
+		}
+		if _, err := calls.ByPause(ctx, "s1", "exec_q"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a completed call still waits: %v", err)
+		}
+		if got, err := calls.Get(ctx, "s1", "call_1"); err != nil || got.Completed.IsZero() {
+			t.Fatalf("a completed call by id: %+v %v", got, err)
 		}
 		if n, err := calls.Count(ctx, "s1"); err != nil || n != 1 {
 			t.Fatalf("count %d %v", n, err)
