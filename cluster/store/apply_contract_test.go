@@ -142,3 +142,96 @@ func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
 		}
 	})
 }
+
+// Each shape of a row-only Writes (record, release, both, neither) is one
+// fenced statement: a stale epoch changes nothing, the current one
+// applies.
+func TestApplyRowOnlyWritesAreFenced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		old, err := s.Acquire(ctx, "session/row", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(ctx, "session/row", old.Epoch, store.Writes{Record: []byte("v1")}); err != nil {
+			t.Fatal(err)
+		}
+		cur, err := s.Acquire(ctx, "session/row", "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []store.Writes{{Record: []byte("stale")}, {Release: true}, {Record: []byte("stale"), Release: true}, {}} {
+			if _, err := s.Apply(ctx, "session/row", old.Epoch, w); !errors.Is(err, store.ErrFenced) {
+				t.Fatalf("stale %+v: %v, want ErrFenced", w, err)
+			}
+		}
+		if got, _ := s.Load(ctx, "session/row"); got.Owner != "n2" || string(got.Record) != "v1" || got.Epoch != cur.Epoch {
+			t.Fatalf("after stale row writes: %+v", got)
+		}
+		if _, err := s.Apply(ctx, "session/row", cur.Epoch, store.Writes{}); err != nil {
+			t.Fatalf("empty writes at the current epoch: %v", err)
+		}
+		if _, err := s.Apply(ctx, "session/row", cur.Epoch, store.Writes{Release: true}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Load(ctx, "session/row"); got.Owner != "" || string(got.Record) != "v1" {
+			t.Fatalf("after a release: %+v", got)
+		}
+	})
+}
+
+// CancelOtherReminders keeps exactly the reminders the Writes set, however
+// many.
+func TestApplyCancelOtherRemindersKeepsTheSetOnes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		o, err := s.Acquire(ctx, "session/end", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		var set []store.Reminder
+		for _, n := range []string{"a", "b", "c", "d"} {
+			set = append(set, store.Reminder{Name: n, DueAt: due})
+		}
+		if _, err := s.Apply(ctx, "session/end", o.Epoch, store.Writes{SetReminders: set}); err != nil {
+			t.Fatal(err)
+		}
+		keep := []store.Reminder{{Name: "b", DueAt: due}, {Name: "e", DueAt: due}}
+		if _, err := s.Apply(ctx, "session/end", o.Epoch, store.Writes{SetReminders: keep, CancelOtherReminders: true}); err != nil {
+			t.Fatal(err)
+		}
+		rs, _ := s.Reminders(ctx, "session/end")
+		if len(rs) != 2 || rs[0].Name != "b" || rs[1].Name != "e" {
+			t.Fatalf("reminders: %+v, want b and e", rs)
+		}
+		if _, err := s.Apply(ctx, "session/end", o.Epoch, store.Writes{CancelOtherReminders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/end"); len(rs) != 0 {
+			t.Fatalf("reminders after cancelling all: %+v", rs)
+		}
+	})
+}
+
+// Create without a record takes the ownership and leaves the record
+// unset; with Release it owns nothing after, at the new epoch.
+func TestCreateWithoutRecordAndReleasing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		o, _, err := s.Create(ctx, "probe/bare", "n1", store.Writes{})
+		if err != nil || o.Epoch != 1 || o.Record != nil {
+			t.Fatalf("create without record: %+v %v", o, err)
+		}
+		if got, _ := s.Load(ctx, "probe/bare"); got.Record != nil || got.Owner != "n1" {
+			t.Fatalf("after: %+v", got)
+		}
+		o, _, err = s.Create(ctx, "probe/released", "n1", store.Writes{Record: []byte("r"), Release: true})
+		if err != nil || o.Epoch != 1 {
+			t.Fatalf("releasing create: %+v %v", o, err)
+		}
+		if got, _ := s.Load(ctx, "probe/released"); got.Owner != "" || string(got.Record) != "r" {
+			t.Fatalf("after a releasing create: %+v", got)
+		}
+	})
+}
