@@ -73,7 +73,7 @@ type opCost struct {
 	// Sent, Received and Trips are the node's bytes to and from the
 	// server and its round trips, per operation.
 	Sent, Received, Trips float64
-	Top        []string           // the statements, calls per operation
+	Top                   []string // the statements, calls per operation
 }
 
 // costOf is the cost per operation of the n operations between a and b.
@@ -99,7 +99,9 @@ func costOf(op string, n int, elapsed time.Duration, a, b pgSample) opCost {
 		}
 		tops = append(tops, top{s.Query, float64(calls) / f})
 	}
-	sort.Slice(tops, func(i, j int) bool { return tops[i].calls > tops[j].calls || tops[i].calls == tops[j].calls && tops[i].q < tops[j].q })
+	sort.Slice(tops, func(i, j int) bool {
+		return tops[i].calls > tops[j].calls || tops[i].calls == tops[j].calls && tops[i].q < tops[j].q
+	})
 	for _, t := range tops {
 		q := strings.Join(strings.Fields(t.q), " ")
 		if len(q) > 110 {
