@@ -47,9 +47,45 @@ func TestStoreCost(t *testing.T) {
 		all = append(all, costs...)
 	}
 	t.Logf("statements per operation (last round):\n%s", costStatements(all[len(all)-len(all)/rounds:]))
+	t.Logf("the node's tables after the run (%d rounds):\n%s", rounds, tableSummary(ctx, t, admin, probe.dbname))
 	if rounds > 1 {
 		t.Logf("server CPU µs per operation over %d rounds (min / median / max):\n%s", rounds, cpuSpread(all))
 	}
+}
+
+// tableSummary is each table of the node's database: its size on disk and
+// the rows inserted, updated (of which HOT: no index touched) and deleted
+// over the run, from pg_stat_user_tables (flushed by the backends when
+// idle: the node is stopped by now).
+func tableSummary(ctx context.Context, t *testing.T, admin, dbname string) string {
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		return err.Error()
+	}
+	cfg.Database = dbname
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `
+SELECT relname, pg_total_relation_size(relid), n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_live_tup
+FROM pg_stat_user_tables ORDER BY pg_total_relation_size(relid) DESC`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-22s %10s %9s %9s %9s %9s %9s\n", "table", "bytes", "inserted", "updated", "HOT", "deleted", "live")
+	for rows.Next() {
+		var name string
+		var size, ins, upd, hot, del, live int64
+		if err := rows.Scan(&name, &size, &ins, &upd, &hot, &del, &live); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "%-22s %10d %9d %9d %9d %9d %9d\n", name, size, ins, upd, hot, del, live)
+	}
+	if err := rows.Err(); err != nil {
+		t.Logf("table summary: %v", err)
+	}
+	return b.String()
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -150,14 +186,20 @@ func storeCostRound(ctx context.Context, t *testing.T, probe *pgProbe, dsn strin
 		t.Errorf("warm echo calls wrote the grains table %.2f times per call, want 0 (an unchanged state writes nothing)", w)
 	}
 	ids := make([]string, n)
-	costs = append(costs, measure("execute (pauses)", n, func() error {
+	costs = append(costs, measure("execute (n paused)", n, func() error {
 		return each(n, conc, func(i int) (err error) { ids[i], err = executePaused(ctx, sessions[i]); return err })
 	}))
-	costs = append(costs, measure("approve (HTTP)", n, func() error {
+	costs = append(costs, measure("approve (dormant)", n, func() error {
 		return each(n, conc, func(i int) error { return approveHTTP(ctx, node, ids[i]) })
 	}))
-	costs = append(costs, measure("resume", n, func() error {
+	costs = append(costs, measure("resume (dormant)", n, func() error {
 		return each(n, conc, func(i int) error { return resumeApproved(ctx, sessions[i], ids[i]) })
+	}))
+	// The cycle as a model drives it, each decided while its execution
+	// is parked (above, n pauses outstanding go dormant: their approval
+	// replays the run from the journal).
+	costs = append(costs, measure("approve cycle", n, func() error {
+		return each(n, conc, func(i int) error { return approveCycle(ctx, node, sessions[i]) })
 	}))
 	costs = append(costs, measure("delete", n, func() error {
 		return each(n, conc, func(i int) error { return sessions[i].Close() })
