@@ -235,3 +235,41 @@ func TestCreateWithoutRecordAndReleasing(t *testing.T) {
 		}
 	})
 }
+
+// Concurrent creates of one grain: exactly one wins, at epoch 1, with its
+// record and reminders; every other is fenced and changed nothing.
+func TestConcurrentCreatesOneWins(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		const n = 16
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				_, _, errs[i] = s.Create(ctx, "session/race", fmt.Sprintf("n%d", i), store.Writes{Record: []byte(fmt.Sprint(i)),
+					SetReminders: []store.Reminder{{Name: fmt.Sprintf("r%d", i), DueAt: time.Now().Add(time.Hour)}}})
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("creates %d and %d both succeeded", winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, store.ErrFenced):
+				t.Fatalf("create %d: %v, want nil or ErrFenced", i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no create succeeded")
+		}
+		got, _ := s.Load(ctx, "session/race")
+		rs, _ := s.Reminders(ctx, "session/race")
+		if got.Epoch != 1 || got.Owner != fmt.Sprintf("n%d", winner) || string(got.Record) != fmt.Sprint(winner) ||
+			len(rs) != 1 || rs[0].Name != fmt.Sprintf("r%d", winner) {
+			t.Fatalf("after the race (winner %d): %+v, reminders %+v", winner, got, rs)
+		}
+	})
+}
