@@ -273,3 +273,53 @@ func TestConcurrentCreatesOneWins(t *testing.T) {
 		}
 	})
 }
+
+// The reminder-only Writes (one reminder set; reminders cancelled by name),
+// one statement each on Postgres: fenced by the epoch like every write,
+// versions growing, a missing name no error.
+func TestApplyReminderOnlyWritesAreFenced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		old, err := s.Acquire(ctx, "session/rem", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		set := func(epoch uint64, name string) ([]store.Reminder, error) {
+			return s.Apply(ctx, "session/rem", epoch, store.Writes{SetReminders: []store.Reminder{{Name: name, DueAt: due, Period: time.Minute}}})
+		}
+		first, err := set(old.Epoch, "deadline")
+		if err != nil || len(first) != 1 || first[0].Version == 0 || first[0].Name != "deadline" || !first[0].DueAt.Equal(due) || first[0].Period != time.Minute {
+			t.Fatalf("set: %+v %v", first, err)
+		}
+		again, err := set(old.Epoch, "deadline")
+		if err != nil || len(again) != 1 || again[0].Version <= first[0].Version {
+			t.Fatalf("set again: %+v %v (the version must grow past %d)", again, err, first[0].Version)
+		}
+		if _, err := s.Apply(ctx, "session/rem", old.Epoch, store.Writes{CancelReminders: []string{"missing"}}); err != nil {
+			t.Fatalf("cancelling a missing name: %v", err)
+		}
+		cur, err := s.Acquire(ctx, "session/rem", "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := set(old.Epoch, "stale"); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale set: %v, want ErrFenced", err)
+		}
+		if _, err := s.Apply(ctx, "session/rem", old.Epoch, store.Writes{CancelReminders: []string{"deadline"}}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale cancel: %v, want ErrFenced", err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/rem"); len(rs) != 1 || rs[0].Name != "deadline" || rs[0].Version != again[0].Version {
+			t.Fatalf("after stale writes: %+v", rs)
+		}
+		if _, err := s.Apply(ctx, "session/rem", cur.Epoch, store.Writes{CancelReminders: []string{"deadline", "missing"}}); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/rem"); len(rs) != 0 {
+			t.Fatalf("after cancelling: %+v", rs)
+		}
+		if _, err := s.Apply(ctx, "session/none", 1, store.Writes{SetReminders: []store.Reminder{{Name: "x", DueAt: due}}}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("set on a grain without a row: %v, want ErrFenced", err)
+		}
+	})
+}

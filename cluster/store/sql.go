@@ -124,6 +124,9 @@ func (s *sqlStore) Apply(ctx context.Context, grain string, epoch uint64, w Writ
 		return nil, err
 	}
 	now := s.now()
+	if shape := foldable(s.d, w); shape != "" {
+		return s.applyFolded(ctx, shape, grain, epoch, w, now)
+	}
 	var stored []Reminder
 	write := s.write
 	if rowOnly(w) {
