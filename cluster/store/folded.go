@@ -9,14 +9,15 @@ import (
 	"time"
 )
 
-// Postgres runs the two commonest reminder-only Writes — one reminder set
+// Postgres runs the two commonest reminder-only writes — one reminder set
 // (a pause's deadline), reminders cancelled by name (the pause decided) —
 // as one statement: the fence is a data-modifying CTE (the same UPDATE of
 // the grain's row that [fence] runs, taking the same row lock), and the
 // reminder change reads its output, so it happens only at the current
 // epoch. One round trip instead of four (BEGIN, fence, change, COMMIT).
 // SQLite has no data-modifying CTEs; its writes are group-committed, so
-// round trips cost it little.
+// round trips cost it little. Apply, RegisterReminders and
+// CancelReminders take this path when the write has one of these shapes.
 
 // fenceCTE is the fence as a CTE that returns the grain's key when epoch
 // ($2) is current.

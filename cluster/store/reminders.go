@@ -49,7 +49,11 @@ func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch ui
 	// Versions start from the clock in nanoseconds and only grow, so a
 	// reminder cancelled and registered again never reuses a version that an
 	// in-flight completion still holds.
-	version := s.now().UnixNano()
+	now := s.now()
+	if w := (Writes{SetReminders: rs}); foldable(s.d, w) != "" {
+		return s.applyFolded(ctx, foldable(s.d, w), grain, epoch, w, now)
+	}
+	version := now.UnixNano()
 	var out []Reminder
 	err := s.write(ctx, func(ctx context.Context, tx querier) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {
@@ -131,6 +135,10 @@ func checkReminders(rs []Reminder) error {
 func (s *sqlStore) CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error {
 	if len(names) == 0 {
 		return nil
+	}
+	if w := (Writes{CancelReminders: names}); foldable(s.d, w) != "" {
+		_, err := s.applyFolded(ctx, foldable(s.d, w), grain, epoch, w, s.now())
+		return err
 	}
 	return s.write(ctx, func(ctx context.Context, tx querier) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {
