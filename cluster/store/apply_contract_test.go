@@ -142,3 +142,184 @@ func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
 		}
 	})
 }
+
+// Each shape of a row-only Writes (record, release, both, neither) is one
+// fenced statement: a stale epoch changes nothing, the current one
+// applies.
+func TestApplyRowOnlyWritesAreFenced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		old, err := s.Acquire(ctx, "session/row", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(ctx, "session/row", old.Epoch, store.Writes{Record: []byte("v1")}); err != nil {
+			t.Fatal(err)
+		}
+		cur, err := s.Acquire(ctx, "session/row", "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []store.Writes{{Record: []byte("stale")}, {Release: true}, {Record: []byte("stale"), Release: true}, {}} {
+			if _, err := s.Apply(ctx, "session/row", old.Epoch, w); !errors.Is(err, store.ErrFenced) {
+				t.Fatalf("stale %+v: %v, want ErrFenced", w, err)
+			}
+		}
+		if got, _ := s.Load(ctx, "session/row"); got.Owner != "n2" || string(got.Record) != "v1" || got.Epoch != cur.Epoch {
+			t.Fatalf("after stale row writes: %+v", got)
+		}
+		if _, err := s.Apply(ctx, "session/row", cur.Epoch, store.Writes{}); err != nil {
+			t.Fatalf("empty writes at the current epoch: %v", err)
+		}
+		if _, err := s.Apply(ctx, "session/row", cur.Epoch, store.Writes{Release: true}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Load(ctx, "session/row"); got.Owner != "" || string(got.Record) != "v1" {
+			t.Fatalf("after a release: %+v", got)
+		}
+	})
+}
+
+// CancelOtherReminders keeps exactly the reminders the Writes set, however
+// many.
+func TestApplyCancelOtherRemindersKeepsTheSetOnes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		o, err := s.Acquire(ctx, "session/end", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		var set []store.Reminder
+		for _, n := range []string{"a", "b", "c", "d"} {
+			set = append(set, store.Reminder{Name: n, DueAt: due})
+		}
+		if _, err := s.Apply(ctx, "session/end", o.Epoch, store.Writes{SetReminders: set}); err != nil {
+			t.Fatal(err)
+		}
+		keep := []store.Reminder{{Name: "b", DueAt: due}, {Name: "e", DueAt: due}}
+		if _, err := s.Apply(ctx, "session/end", o.Epoch, store.Writes{SetReminders: keep, CancelOtherReminders: true}); err != nil {
+			t.Fatal(err)
+		}
+		rs, _ := s.Reminders(ctx, "session/end")
+		if len(rs) != 2 || rs[0].Name != "b" || rs[1].Name != "e" {
+			t.Fatalf("reminders: %+v, want b and e", rs)
+		}
+		if _, err := s.Apply(ctx, "session/end", o.Epoch, store.Writes{CancelOtherReminders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/end"); len(rs) != 0 {
+			t.Fatalf("reminders after cancelling all: %+v", rs)
+		}
+	})
+}
+
+// Create without a record takes the ownership and leaves the record
+// unset; with Release it owns nothing after, at the new epoch.
+func TestCreateWithoutRecordAndReleasing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		o, _, err := s.Create(ctx, "probe/bare", "n1", store.Writes{})
+		if err != nil || o.Epoch != 1 || o.Record != nil {
+			t.Fatalf("create without record: %+v %v", o, err)
+		}
+		if got, _ := s.Load(ctx, "probe/bare"); got.Record != nil || got.Owner != "n1" {
+			t.Fatalf("after: %+v", got)
+		}
+		o, _, err = s.Create(ctx, "probe/released", "n1", store.Writes{Record: []byte("r"), Release: true})
+		if err != nil || o.Epoch != 1 {
+			t.Fatalf("releasing create: %+v %v", o, err)
+		}
+		if got, _ := s.Load(ctx, "probe/released"); got.Owner != "" || string(got.Record) != "r" {
+			t.Fatalf("after a releasing create: %+v", got)
+		}
+	})
+}
+
+// Concurrent creates of one grain: exactly one wins, at epoch 1, with its
+// record and reminders; every other is fenced and changed nothing.
+func TestConcurrentCreatesOneWins(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		const n = 16
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				_, _, errs[i] = s.Create(ctx, "session/race", fmt.Sprintf("n%d", i), store.Writes{Record: []byte(fmt.Sprint(i)),
+					SetReminders: []store.Reminder{{Name: fmt.Sprintf("r%d", i), DueAt: time.Now().Add(time.Hour)}}})
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("creates %d and %d both succeeded", winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, store.ErrFenced):
+				t.Fatalf("create %d: %v, want nil or ErrFenced", i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no create succeeded")
+		}
+		got, _ := s.Load(ctx, "session/race")
+		rs, _ := s.Reminders(ctx, "session/race")
+		if got.Epoch != 1 || got.Owner != fmt.Sprintf("n%d", winner) || string(got.Record) != fmt.Sprint(winner) ||
+			len(rs) != 1 || rs[0].Name != fmt.Sprintf("r%d", winner) {
+			t.Fatalf("after the race (winner %d): %+v, reminders %+v", winner, got, rs)
+		}
+	})
+}
+
+// The reminder-only Writes (one reminder set; reminders cancelled by name),
+// one statement each on Postgres: fenced by the epoch like every write,
+// versions growing, a missing name no error.
+func TestApplyReminderOnlyWritesAreFenced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		old, err := s.Acquire(ctx, "session/rem", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		set := func(epoch uint64, name string) ([]store.Reminder, error) {
+			return s.Apply(ctx, "session/rem", epoch, store.Writes{SetReminders: []store.Reminder{{Name: name, DueAt: due, Period: time.Minute}}})
+		}
+		first, err := set(old.Epoch, "deadline")
+		if err != nil || len(first) != 1 || first[0].Version == 0 || first[0].Name != "deadline" || !first[0].DueAt.Equal(due) || first[0].Period != time.Minute {
+			t.Fatalf("set: %+v %v", first, err)
+		}
+		again, err := set(old.Epoch, "deadline")
+		if err != nil || len(again) != 1 || again[0].Version <= first[0].Version {
+			t.Fatalf("set again: %+v %v (the version must grow past %d)", again, err, first[0].Version)
+		}
+		if _, err := s.Apply(ctx, "session/rem", old.Epoch, store.Writes{CancelReminders: []string{"missing"}}); err != nil {
+			t.Fatalf("cancelling a missing name: %v", err)
+		}
+		cur, err := s.Acquire(ctx, "session/rem", "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := set(old.Epoch, "stale"); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale set: %v, want ErrFenced", err)
+		}
+		if _, err := s.Apply(ctx, "session/rem", old.Epoch, store.Writes{CancelReminders: []string{"deadline"}}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale cancel: %v, want ErrFenced", err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/rem"); len(rs) != 1 || rs[0].Name != "deadline" || rs[0].Version != again[0].Version {
+			t.Fatalf("after stale writes: %+v", rs)
+		}
+		if _, err := s.Apply(ctx, "session/rem", cur.Epoch, store.Writes{CancelReminders: []string{"deadline", "missing"}}); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/rem"); len(rs) != 0 {
+			t.Fatalf("after cancelling: %+v", rs)
+		}
+		if _, err := s.Apply(ctx, "session/none", 1, store.Writes{SetReminders: []store.Reminder{{Name: "x", DueAt: due}}}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("set on a grain without a row: %v, want ErrFenced", err)
+		}
+	})
+}

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 )
 
@@ -49,7 +49,11 @@ func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch ui
 	// Versions start from the clock in nanoseconds and only grow, so a
 	// reminder cancelled and registered again never reuses a version that an
 	// in-flight completion still holds.
-	version := s.now().UnixNano()
+	now := s.now()
+	if w := (Writes{SetReminders: rs}); foldable(s.d, w) != "" {
+		return s.applyFolded(ctx, foldable(s.d, w), grain, epoch, w, now)
+	}
+	version := now.UnixNano()
 	var out []Reminder
 	err := s.write(ctx, func(ctx context.Context, tx querier) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {
@@ -85,33 +89,34 @@ RETURNING version`,
 	return out, nil
 }
 
-// cancelOthersIn deletes every reminder of grain not named in keep.
+// cancelOthersIn deletes every reminder of grain not named in keep, in
+// one statement.
 func cancelOthersIn(ctx context.Context, tx querier, grain string, keep []Reminder) error {
+	q, args := cancelOthersQuery(grain, keep)
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("store: cancel reminders of %s: %w", grain, err)
+	}
+	return nil
+}
+
+// cancelOthersQuery is the DELETE of grain's reminders but keep's, and its
+// arguments.
+func cancelOthersQuery(grain string, keep []Reminder) (string, []any) {
 	if len(keep) == 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1`, grain); err != nil {
-			return fmt.Errorf("store: cancel reminders of %s: %w", grain, err)
+		return `DELETE FROM reminders WHERE grain = $1`, []any{grain}
+	}
+	var b strings.Builder
+	b.WriteString(`DELETE FROM reminders WHERE grain = $1 AND name NOT IN (`)
+	args := []any{grain}
+	for i, r := range keep {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		return nil
+		args = append(args, r.Name)
+		fmt.Fprintf(&b, "$%d", len(args))
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM reminders WHERE grain = $1`, grain)
-	if err != nil {
-		return fmt.Errorf("store: list reminders of %s: %w", grain, err)
-	}
-	var drop []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: list reminders of %s: %w", grain, err)
-		}
-		if !slices.ContainsFunc(keep, func(r Reminder) bool { return r.Name == n }) {
-			drop = append(drop, n)
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fmt.Errorf("store: list reminders of %s: %w", grain, err)
-	}
-	return cancelIn(ctx, tx, grain, drop)
+	b.WriteString(")")
+	return b.String(), args
 }
 
 // checkReminders validates reminders before they are written.
@@ -130,6 +135,10 @@ func checkReminders(rs []Reminder) error {
 func (s *sqlStore) CancelReminders(ctx context.Context, grain string, epoch uint64, names ...string) error {
 	if len(names) == 0 {
 		return nil
+	}
+	if w := (Writes{CancelReminders: names}); foldable(s.d, w) != "" {
+		_, err := s.applyFolded(ctx, foldable(s.d, w), grain, epoch, w, s.now())
+		return err
 	}
 	return s.write(ctx, func(ctx context.Context, tx querier) error {
 		if err := fence(ctx, tx, grain, epoch); err != nil {

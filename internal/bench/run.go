@@ -603,15 +603,34 @@ func echo(ctx context.Context, cs *mcp.ClientSession) error {
 
 // approveCycle is execute (pauses) → approve over HTTP → resume.
 func approveCycle(ctx context.Context, t *target, cs *mcp.ClientSession) error {
+	id, err := executePaused(ctx, cs)
+	if err != nil {
+		return err
+	}
+	if err := approveHTTP(ctx, t, id); err != nil {
+		return err
+	}
+	return resumeApproved(ctx, cs, id)
+}
+
+// executePaused runs approveCode, which pauses for approval, and returns
+// the paused execution's id.
+func executePaused(ctx context.Context, cs *mcp.ClientSession) (string, error) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": approveCode}})
 	if err != nil {
-		return fmt.Errorf("execute: %w", err)
+		return "", fmt.Errorf("execute: %w", err)
 	}
 	sc := mcpclient.Structured(res)
 	id, _ := sc["executionId"].(string)
 	if res.IsError || sc["status"] != "waiting_for_interaction" || id == "" {
-		return fmt.Errorf("execute: want a pause (waiting_for_interaction), got status %v: %s", sc["status"], text(res))
+		return "", fmt.Errorf("execute: want a pause (waiting_for_interaction), got status %v: %s", sc["status"], text(res))
 	}
+	return id, nil
+}
+
+// approveHTTP accepts the paused execution id through the node's HTTP
+// approval route.
+func approveHTTP(ctx context.Context, t *target, id string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/api/executions/"+id+"/resume", strings.NewReader(`{"action":"accept"}`))
 	if err != nil {
 		return fmt.Errorf("approve: %w", err)
@@ -626,7 +645,12 @@ func approveCycle(ctx context.Context, t *target, cs *mcp.ClientSession) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("approve: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "resume", Arguments: map[string]any{"executionId": id, "action": "accept"}})
+	return nil
+}
+
+// resumeApproved is the model's resume of the approved execution id.
+func resumeApproved(ctx context.Context, cs *mcp.ClientSession, id string) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "resume", Arguments: map[string]any{"executionId": id, "action": "accept"}})
 	if err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}

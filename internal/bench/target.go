@@ -113,12 +113,15 @@ type NodeOptions struct {
 	ResidentMemory uint64
 	// Logger receives the node's log (nil: discarded).
 	Logger *slog.Logger
+	// Store is the node's store DSN (empty: SQLite in the node's
+	// temporary data directory).
+	Store string
 }
 
 // startNode runs a single mcpgrain node in this process the way `mcpgrain
-// dev` does (embedded SQLite store in a temporary directory, code mode
-// with the demo API, a generated token), on a free loopback port, without
-// rate limiting.
+// dev` does (embedded SQLite store in a temporary directory unless
+// o.Store names one, code mode with the demo API, a generated token), on a
+// free loopback port, without rate limiting.
 func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 	token, err := auth.GenerateToken()
 	if err != nil {
@@ -139,7 +142,10 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 			budget = app.DefaultResidentMemory()
 		}
 	}
-	storeDSN := "sqlite:" + filepath.Join(dir, "mcpgrain.db")
+	storeDSN := o.Store
+	if storeDSN == "" {
+		storeDSN = "sqlite:" + filepath.Join(dir, "mcpgrain.db")
+	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

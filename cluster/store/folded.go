@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Postgres runs the two commonest reminder-only writes — one reminder set
+// (a pause's deadline), reminders cancelled by name (the pause decided) —
+// as one statement: the fence is a data-modifying CTE (the same UPDATE of
+// the grain's row that [fence] runs, taking the same row lock), and the
+// reminder change reads its output, so it happens only at the current
+// epoch. One round trip instead of four (BEGIN, fence, change, COMMIT).
+// SQLite has no data-modifying CTEs; its writes are group-committed, so
+// round trips cost it little. Apply, RegisterReminders and
+// CancelReminders take this path when the write has one of these shapes.
+
+// fenceCTE is the fence as a CTE that returns the grain's key when epoch
+// ($2) is current.
+const fenceCTE = `WITH f AS (UPDATE grains SET updated_at_ms = updated_at_ms WHERE grain = $1 AND epoch = $2 RETURNING grain)`
+
+// foldedSetQuery upserts one reminder (as registerIn does) if the fence
+// holds; no row returned means fenced.
+const foldedSetQuery = fenceCTE + `
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) SELECT grain, $3::TEXT, $4::BIGINT, $5::BIGINT, $6::BIGINT FROM f
+ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END
+RETURNING version`
+
+// foldable reports which folded statement applies to w on dialect d:
+// "set", "cancel" or "" (none: the general path).
+func foldable(d dialect, w Writes) string {
+	if d.name != "postgres" || w.Record != nil || w.Release || w.CancelOtherReminders {
+		return ""
+	}
+	switch {
+	case len(w.SetReminders) == 1 && len(w.CancelReminders) == 0:
+		return "set"
+	case len(w.SetReminders) == 0 && len(w.CancelReminders) > 0:
+		return "cancel"
+	}
+	return ""
+}
+
+// applyFolded applies w (of a foldable shape) to grain in one statement.
+func (s *sqlStore) applyFolded(ctx context.Context, shape, grain string, epoch uint64, w Writes, now time.Time) ([]Reminder, error) {
+	if shape == "set" {
+		r := w.SetReminders[0]
+		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond)}
+		err := s.db.QueryRowContext(ctx, foldedSetQuery, grain, int64(epoch), r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), now.UnixNano()).
+			Scan(&stored.Version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: register reminder %s/%s at epoch %d: %w", grain, r.Name, epoch, err)
+		}
+		return []Reminder{stored}, nil
+	}
+	q, args := foldedCancelQuery(grain, epoch, w.CancelReminders)
+	var fenced int
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&fenced); err != nil {
+		return nil, fmt.Errorf("store: cancel reminders of %s at epoch %d: %w", grain, epoch, err)
+	}
+	if fenced == 0 {
+		return nil, fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
+	}
+	return nil, nil
+}
+
+// foldedCancelQuery deletes grain's reminders named in names if the fence
+// holds, and returns 1 if it held, 0 if not.
+func foldedCancelQuery(grain string, epoch uint64, names []string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(fenceCTE + `, d AS (DELETE FROM reminders WHERE grain IN (SELECT grain FROM f) AND name IN (`)
+	args := []any{grain, int64(epoch)}
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		args = append(args, n)
+		fmt.Fprintf(&b, "$%d", len(args))
+	}
+	b.WriteString(")) SELECT COUNT(*) FROM f")
+	return b.String(), args
+}
