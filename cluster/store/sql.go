@@ -125,12 +125,26 @@ func (s *sqlStore) Apply(ctx context.Context, grain string, epoch uint64, w Writ
 	}
 	now := s.now()
 	var stored []Reminder
-	err := s.write(ctx, func(ctx context.Context, q querier) error {
+	write := s.write
+	if w.oneStatement() {
+		// A record alone (a session saving its state: once per changed
+		// save) is one fenced UPDATE: on Postgres one round trip, not
+		// BEGIN, UPDATE, COMMIT.
+		write = s.writeOne
+	}
+	err := write(ctx, func(ctx context.Context, q querier) error {
 		var err error
 		stored, err = applyIn(ctx, q, grain, epoch, w, now)
 		return err
 	})
 	return stored, err
+}
+
+// oneStatement reports whether applyIn runs a single statement for w: the
+// record's fenced save (or, without one, the fence check) and nothing
+// else.
+func (w Writes) oneStatement() bool {
+	return !w.Release && !w.CancelOtherReminders && len(w.CancelReminders) == 0 && len(w.SetReminders) == 0
 }
 
 func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ownership, []Reminder, error) {
