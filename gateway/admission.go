@@ -106,11 +106,10 @@ func exemptFromShedding(method string, b rpcBody) bool {
 
 // toolName is the name a tools/call names ("" when it cannot be read).
 func (b rpcBody) toolName() string {
-	var name string
-	if !b.params || json.Unmarshal(b.pk.Params.Name, &name) != nil {
+	if !b.params {
 		return ""
 	}
-	return name
+	return jsonString(b.pk.Params.Name)
 }
 
 // admission bounds the /mcp requests a node serves at once (the gateway

@@ -59,7 +59,13 @@ func (g *browserGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // loopback (or unknown) answers to any Host: a rebound name cannot reach
 // it from the victim's own machine.
 func reboundHost(local net.Addr, host string) bool {
-	return local != nil && isLoopback(local.String()) && !isLoopback(host)
+	if local == nil {
+		return false
+	}
+	if a, ok := local.(*net.TCPAddr); ok { // the usual listener: no text to format and parse per request
+		return a.IP.IsLoopback() && !isLoopback(host)
+	}
+	return isLoopback(local.String()) && !isLoopback(host)
 }
 
 // isLoopback reports whether hostport (a host with or without a port)

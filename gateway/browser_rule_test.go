@@ -32,6 +32,8 @@ func TestReboundHost(t *testing.T) {
 		{"LAN listener, any name", lan, "mcp.example.com", false},
 		{"LAN listener, no Host", lan, "", false},
 		{"unknown listener", nil, "evil.example", false},
+		{"a listener that is not TCP (its address text is read)", &net.UnixAddr{Name: "/run/mcp.sock", Net: "unix"}, "evil.example", false},
+		{"a listener that is not TCP, named loopback", fakeAddr("127.0.0.1:8080"), "evil.example", true},
 	}
 	for _, c := range cases {
 		if got := reboundHost(c.local, c.host); got != c.want {
@@ -39,3 +41,10 @@ func TestReboundHost(t *testing.T) {
 		}
 	}
 }
+
+// fakeAddr is a net.Addr of another type than the listeners' usual
+// *net.TCPAddr, to reach reboundHost's text path.
+type fakeAddr string
+
+func (a fakeAddr) Network() string { return "fake" }
+func (a fakeAddr) String() string  { return string(a) }

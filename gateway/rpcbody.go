@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -61,9 +62,39 @@ func parseBody(body []byte) rpcBody {
 		}
 	}
 	if b.env {
-		_ = json.Unmarshal(b.pk.Method, &b.name) // not a string: stays ""
+		b.name = jsonString(b.pk.Method) // not a string: stays ""
 	}
 	return b
+}
+
+// jsonString is the string the JSON value raw holds ("" for another
+// value). A string without escapes, as every method and tool name a
+// client sends is, is read without a decoder (two reflective decodes were
+// ≈ 5 µs of a warm tools/call); one with escapes is decoded.
+func jsonString(raw json.RawMessage) string {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		in := raw[1 : len(raw)-1]
+		if bytes.IndexByte(in, '\\') < 0 && bytes.IndexByte(in, '"') < 0 && plainText(in) {
+			return string(in)
+		}
+	}
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// plainText reports whether b holds no control character and is valid
+// UTF-8 (what a JSON string may hold unescaped, and what the decoder
+// would return unchanged).
+func plainText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // method is the request's method ("" for none, or one that is not a

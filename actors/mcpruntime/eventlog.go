@@ -300,7 +300,16 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 	idx := ms.next
 	ms.next++
 	l.bytes += len(d)
-	if ms.local {
+	if ms.local || (len(d) == 0 && idx == ms.flushed) {
+		// Kept in memory only: a created session's initialize answer, or
+		// an empty event with everything before it stored — go-sdk's
+		// priming event, the first of every POST stream from 2025-11-25
+		// on (half the rows of a tool call's stream). go-sdk replays no
+		// empty event, and a resume from it on another node gets the
+		// same answer with or without its row: the response's row if it
+		// was stored, else the gateway's retryable restart error (no row
+		// at all: the replay is refused; the priming row alone: the
+		// replay ends without the response).
 		ms.flushed = ms.next // as good as stored: memory may drop it
 		l.trimMemory()
 		l.mu.Unlock()

@@ -246,8 +246,8 @@ func TestCreatedSessionsInitializeAnswerStaysInMemory(t *testing.T) {
 	if data, last, _ := st.Events(ctx, "s", "init", -1); len(data) != 0 || last != -1 {
 		t.Fatalf("the initialize answer was stored: %q (last %d)", data, last)
 	}
-	if data, last, err := st.Events(ctx, "s", "call", -1); err != nil || last != 1 || string(data[1]) != "tools/call result" {
-		t.Fatalf("the later stream: %q last %d %v", data, last, err)
+	if data, last, err := st.Events(ctx, "s", "call", 0); err != nil || last != 1 || len(data) != 1 || string(data[0]) != "tools/call result" {
+		t.Fatalf("the later stream (after its priming event, which is not stored): %q last %d %v", data, last, err)
 	}
 	// A restored session's log has no such exception: its first stream is
 	// a request's, and is stored.
@@ -259,4 +259,51 @@ func TestCreatedSessionsInitializeAnswerStaysInMemory(t *testing.T) {
 	if data, _, err := st.Events(ctx, "r", "first", -1); err != nil || len(data) != 1 {
 		t.Fatalf("a restored session's first stream: %q %v", data, err)
 	}
+}
+
+// go-sdk's priming event (empty, the first of a POST stream) is not
+// stored: a resume from it is answered from memory on the same node, and
+// on another node from the store as it would be with its row — the
+// response when it was stored, refused when it was not. An empty event
+// behind unstored ones is stored as any other (the flushed mark stays
+// exact).
+func TestPrimingEventIsNotStored(t *testing.T) {
+	st := testStore(t)
+	w := testWriter(t, st, eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20})
+	ctx := context.Background()
+	l := w.newLog("s", alice)
+	for _, e := range []struct{ stream, data string }{{"call", ""}, {"call", "tools/call result"}, {"lost", ""}, {"busy", "progress"}, {"busy", ""}} {
+		if err := l.Append(ctx, "sdk", e.stream, []byte(e.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := replay(l, "call", 0); err != nil || strings.Join(got, ",") != "tools/call result" {
+		t.Fatalf("resume from the priming event, same node: %q %v", got, err)
+	}
+	if err := l.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A client holds at least the priming event's id: reads start after it.
+	if data, last, err := st.Events(ctx, "s", "call", 0); err != nil || last != 1 || strings.Join(toStrings(data), ",") != "tools/call result" {
+		t.Fatalf("stored call stream: %q last %d %v (want the response alone, at index 1)", data, last, err)
+	}
+	if data, last, err := st.Events(ctx, "s", "busy", -1); err != nil || last != 1 || len(data) != 2 {
+		t.Fatalf("stored busy stream: %q last %d %v (an empty event behind a stored one is stored)", data, last, err)
+	}
+	// Another node's runtime of the session: from the store.
+	other := w.newLog("s", alice)
+	if got, err := replay(other, "call", 0); err != nil || strings.Join(got, ",") != "tools/call result" {
+		t.Fatalf("resume from the priming event, another node: %q %v", got, err)
+	}
+	if got, err := replay(other, "lost", 0); err == nil {
+		t.Fatalf("resume of a stream whose response was never stored, another node: %q, want it refused", got)
+	}
+}
+
+func toStrings(data [][]byte) []string {
+	out := make([]string, len(data))
+	for i, d := range data {
+		out[i] = string(d)
+	}
+	return out
 }

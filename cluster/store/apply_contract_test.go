@@ -44,6 +44,14 @@ func TestApplyWritesRecordAndRemindersTogetherFencedByEpoch(t *testing.T) {
 		if !errors.Is(err, store.ErrFenced) {
 			t.Fatalf("stale apply: %v, want ErrFenced", err)
 		}
+		// A record alone (one statement: Postgres runs it without a
+		// transaction) is fenced as well, and so is a bare fence check.
+		if _, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{Record: []byte("stale alone")}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale apply of a record alone: %v, want ErrFenced", err)
+		}
+		if _, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale empty apply: %v, want ErrFenced", err)
+		}
 		// Fenced without a record too.
 		if _, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{CancelReminders: []string{"expiry"}}); !errors.Is(err, store.ErrFenced) {
 			t.Fatalf("stale apply without record: %v, want ErrFenced", err)
