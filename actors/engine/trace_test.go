@@ -79,7 +79,7 @@ func under(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
 func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -90,8 +90,8 @@ func noSecret(t *testing.T, st spanTree, secret string) {
 	t.Helper()
 	for _, s := range st.spans {
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), secret) {
-				t.Errorf("span %s attribute %s carries a tool argument: %q", s.Name(), kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("span %s attribute %s carries a tool argument: %q", s.Name(), kv.Key, kv.Value.String())
 			}
 		}
 		if strings.Contains(s.Status().Description, secret) || strings.Contains(s.Name(), secret) {

@@ -53,8 +53,8 @@ func TestAReminderFiredSpanIsARootLinkedToItsSetter(t *testing.T) {
 	want := map[string]string{"mcpgrain.grain.kind": "session", "mcpgrain.reminder.name": "approval/exec_1",
 		"mcpgrain.reminder.tardiness_ms": "250", "mcpgrain.reminder.linked": "true"}
 	for _, kv := range linked.Attributes() {
-		if w, ok := want[string(kv.Key)]; ok && kv.Value.Emit() != w {
-			t.Errorf("%s = %s, want %s", kv.Key, kv.Value.Emit(), w)
+		if w, ok := want[string(kv.Key)]; ok && kv.Value.String() != w {
+			t.Errorf("%s = %s, want %s", kv.Key, kv.Value.String(), w)
 		}
 		delete(want, string(kv.Key))
 	}
