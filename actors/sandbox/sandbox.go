@@ -211,7 +211,11 @@ func (p *Pool) run(ctx context.Context, code string, host Host, lim Limits, tr *
 		tr.pid = w.pid()
 	}
 	d := &driver{p: p, w: w, host: host, lim: lim, sl: sl, tr: tr}
-	return d.run(ctx, code, sl)
+	res, err := d.run(ctx, code, sl)
+	if tr != nil {
+		tr.cancelled = d.killTag == killCancelled
+	}
+	return res, err
 }
 
 // hostReply is the result of one Host.Call.

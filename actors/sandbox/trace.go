@@ -57,6 +57,9 @@ type runTrace struct {
 	pid    int
 	heap   uint64
 	spans  []wireSpan // the worker's, from its done frame
+	// cancelled: the run was stopped by its caller (which gave up, or
+	// gave the worker back while the run waited), not failed.
+	cancelled bool
 }
 
 // startExec starts the span of an execution (tracing on only: the caller
@@ -68,14 +71,17 @@ func startExec(ctx context.Context, lim Limits) (context.Context, trace.Span, *r
 
 // endExec records the worker's spans under span and ends it: the tool
 // calls made, the worker, and for a failure its kind (error.type: syntax,
-// runtime, timeout, limit, busy, or internal), never its message.
+// runtime, timeout, limit, busy, or internal; cancelled for a run its
+// caller stopped, without an error status), never its message.
 func endExec(ctx context.Context, span trace.Span, tr *runTrace, res Result, err error) {
 	span.SetAttributes(ToolCallsKey.Int(res.ToolCalls))
 	if tr.pid != 0 {
 		span.SetAttributes(WorkerPIDKey.Int(tr.pid))
 	}
 	recordWorker(ctx, tr)
-	if err != nil {
+	if err != nil && tr.cancelled {
+		span.SetAttributes(errorTypeKey.String("cancelled")) // not a failure: no error status
+	} else if err != nil {
 		kind := "internal"
 		var se *Error
 		if errors.As(err, &se) {
