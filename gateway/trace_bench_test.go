@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"syscall"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -25,4 +27,69 @@ func BenchmarkToolCallTracing(b *testing.B) {
 		b.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
 		benchTarget(b, singleNodeTarget)
 	})
+}
+
+// The same-run, alternating ratio of tracing's CPU cost (docs/benchmarks.md,
+// "Tracing"): one node in this process, and rounds that alternate tracing
+// off and on (sampling 1.0, spans batched to an exporter that drops them),
+// each round timing the process's CPU (user + system, getrusage) over
+// warm tools/calls on one session and over created sessions (initialize,
+// one call, close). Alternating rounds in one process put both variants
+// under the same load, which a busy shared machine otherwise skews by
+// more than the effect. The CPU includes the go-sdk client's (untraced):
+// the on−off difference is all tracing, and its ratio to the node's part
+// alone is larger than to the whole process's.
+//
+//	go test ./gateway -run '^$' -bench ToolCallTracingCPU -benchtime 1x
+func BenchmarkToolCallTracingCPU(b *testing.B) {
+	const rounds, calls, sessions = 6, 1500, 60
+	tg := singleNodeTarget(b)
+	cs := tg.connect(b)
+	call(b, cs)
+	var callCPU, sessionCPU [2]time.Duration // [off, on]
+	for b.Loop() {
+		for r := range 2 * rounds {
+			on := r%2 == 1
+			uninstall := func() {}
+			var tp *sdktrace.TracerProvider
+			if on {
+				tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				uninstall = tracing.Install(tp)
+			}
+			v := 0
+			if on {
+				v = 1
+			}
+			c0 := processCPU()
+			for range calls {
+				call(b, cs)
+			}
+			c1 := processCPU()
+			for range sessions {
+				s := tg.connect(b)
+				call(b, s)
+				_ = s.Close()
+			}
+			callCPU[v] += c1 - c0
+			sessionCPU[v] += processCPU() - c1
+			uninstall()
+			if tp != nil {
+				_ = tp.Shutdown(context.Background())
+			}
+		}
+	}
+	n := float64(b.N * rounds)
+	for v, name := range []string{"off", "on"} {
+		b.ReportMetric(float64(callCPU[v].Microseconds())/(n*calls), "call-cpu-µs-"+name)
+		b.ReportMetric(float64(sessionCPU[v].Microseconds())/(n*sessions), "session-cpu-µs-"+name)
+	}
+	b.ReportMetric(100*(float64(callCPU[1])/float64(callCPU[0])-1), "call-cpu-%-on/off")
+	b.ReportMetric(100*(float64(sessionCPU[1])/float64(sessionCPU[0])-1), "session-cpu-%-on/off")
+}
+
+// processCPU is the CPU time this process used so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange/directory"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Journal is where durable executions are written (the session's store,
@@ -283,6 +284,23 @@ func (e *Engine) newRun(code string, who Principal) (*durable, error) {
 // or an interrupted call the code got past), which is then recorded as the
 // outcome of the run's last pause.
 func (e *Engine) Restore(run runstore.Run, entries []runstore.JournalEntry) Outcome {
+	return e.restore(context.Background(), run, entries)
+}
+
+// restore is Restore under ctx's span, recorded as a replay span when
+// tracing is on.
+func (e *Engine) restore(ctx context.Context, run runstore.Run, entries []runstore.JournalEntry) Outcome {
+	if !tracing.On() {
+		return e.replayRun(ctx, run, entries)
+	}
+	ctx, span := startReplay(ctx, run.PauseID, len(entries))
+	out := e.replayRun(ctx, run, entries)
+	endOutcome(span, out)
+	return out
+}
+
+// replayRun re-runs run from its journal entries (see Restore).
+func (e *Engine) replayRun(ctx context.Context, run runstore.Run, entries []runstore.JournalEntry) Outcome {
 	var spec runSpec
 	if err := json.Unmarshal([]byte(run.Spec), &spec); err != nil {
 		return e.restoreFailed(run, Outcome{Status: StatusInternal, Internal: fmt.Errorf("engine: decode run %s: %w", run.ID, err)})
@@ -306,7 +324,7 @@ func (e *Engine) Restore(run runstore.Run, entries []runstore.JournalEntry) Outc
 	}
 	d := &durable{j: e.cfg.Journal, run: run, spec: spec, replay: calls, pauseAt: pauseAt}
 	d.clock.Store(spec.StartMs)
-	out := e.start(context.Background(), run.Code, Principal{User: spec.User, Org: spec.Org, Role: spec.Role}, d.limits(), d)
+	out := e.start(context.WithoutCancel(ctx), run.Code, Principal{User: spec.User, Org: spec.Org, Role: spec.Role}, d.limits(), d)
 	if out.Status != StatusPaused {
 		return e.restoreFailed(run, out)
 	}
@@ -500,6 +518,7 @@ func (h *host) replayedCall(ctx context.Context, c durableStep, step Step, err e
 	case StepDiverged:
 		return nil, d.stopWith(err)
 	case StepAnswer:
+		noteCall(ctx, CallReplayedKey.Bool(true))
 		e := d.replay[c.seq]
 		d.tick(e.AtMs)
 		return e.answer()
@@ -554,6 +573,7 @@ func (h *host) liveCall(ctx context.Context, c durableStep) (any, error) {
 		return h.done(seq, path, hash, nil, fmt.Errorf("tools.%s takes one object argument", path))
 	}
 	dec := h.e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, c.tool.RequiresApproval)
+	noteCall(ctx, PolicyKey.String(dec.Action.String()))
 	switch dec.Action {
 	case policy.Block:
 		return h.done(seq, path, hash, nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, dec.Pattern))

@@ -37,6 +37,7 @@ type durableFixture struct {
 	postCut   chan struct{} // if set, told when a gated POST's client gave up
 	gets      atomic.Int32
 	posts     atomic.Int32
+	headers   sync.Map // method → the last request's http.Header
 	reg       *tools.Registry
 	st        store.Store
 	clk       *clock.Fake
@@ -48,6 +49,7 @@ func newDurableFixture(t testing.TB) *durableFixture {
 	f := &durableFixture{api: demo.NewAPI(), clk: clock.NewFake(time.UnixMilli(2_000_000_000_000)), testingTB: t}
 	h := f.api.Handler()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.headers.Store(r.Method, r.Header.Clone())
 		if r.Method == http.MethodGet {
 			f.gets.Add(1)
 		} else {

@@ -34,11 +34,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgrain/mcpgrain/actors/alarm"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/sandbox"
 	"github.com/mcpgrain/mcpgrain/actors/tools"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Decision actions of a Response.
@@ -270,8 +273,13 @@ func NewExecutionID() string {
 // (executor's execute; native elicitation works this way). A nil decide,
 // or one that returns an empty action, cancels the call needing approval.
 // If ctx ends while decide runs, the call is cancelled.
-func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide func(context.Context, Pause) Response) Outcome {
-	out := e.ExecuteWithPause(ctx, code, who)
+func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide func(context.Context, Pause) Response) (out Outcome) {
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = e.startExecute(ctx, modeInline)
+		defer func() { endOutcome(span, out) }()
+	}
+	out = e.executeWithPause(ctx, code, who)
 	for out.Status == StatusPaused {
 		p := *out.Pause
 		resp := Response{Action: Cancel, Reason: "no approver"}
@@ -294,6 +302,17 @@ func (e *Engine) Execute(ctx context.Context, code string, who Principal, decide
 // after that the execution belongs to the engine (resumed, declined at its
 // deadline, or interrupted by Shutdown).
 func (e *Engine) ExecuteWithPause(ctx context.Context, code string, who Principal) Outcome {
+	if !tracing.On() {
+		return e.executeWithPause(ctx, code, who)
+	}
+	ctx, span := e.startExecute(ctx, modePausable)
+	out := e.executeWithPause(ctx, code, who)
+	endOutcome(span, out)
+	return out
+}
+
+// executeWithPause is ExecuteWithPause without its span.
+func (e *Engine) executeWithPause(ctx context.Context, code string, who Principal) Outcome {
 	lim := e.cfg.Limits
 	var dur *durable
 	if e.cfg.Journal != nil {
@@ -334,7 +353,7 @@ func (e *Engine) start(ctx context.Context, code string, who Principal, lim sand
 		// its pause goes dormant and a decision replays it.
 		lim.Release = func() { e.release(dur) }
 	}
-	runCtx, cancelRun := context.WithCancelCause(e.base)
+	runCtx, cancelRun := context.WithCancelCause(traceRun(e.base, ctx))
 	if dur != nil {
 		dur.cancel = cancelRun
 	}
@@ -399,7 +418,20 @@ func (e *Engine) reportPause(p *Pause) {
 // The first decision claims the pause: a concurrent Resume, whatever it
 // decides, joins it and gets its outcome — also while a dormant pause is
 // being brought back by replay, which may wait for a sandbox slot.
-func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (out Outcome, found bool) {
+func (e *Engine) Resume(ctx context.Context, id string, a Access, resp Response) (out Outcome, found bool) {
+	if !tracing.On() {
+		out, found, _ = e.resume(ctx, id, a, resp)
+		return out, found
+	}
+	ctx, span := tracing.Start(ctx, ResumeSpan, trace.WithAttributes(ExecutionKey.String(id), DecisionKey.String(resp.Action),
+		tracing.SessionKey.String(e.cfg.Session)))
+	out, found, how := e.resume(ctx, id, a, resp)
+	endResume(span, how, out, found)
+	return out, found
+}
+
+// resume is Resume without its span; how says what it found.
+func (e *Engine) resume(ctx context.Context, id string, a Access, resp Response) (out Outcome, found bool, how resumePath) {
 	switch resp.Action {
 	case Accept, Decline, Cancel:
 	default:
@@ -409,37 +441,41 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	if o, ok := e.outcomes[id]; ok {
 		allowed := a.Allows(e.owners[id])
 		e.mu.Unlock()
-		return o, allowed // replay
+		return o, allowed, resumeReplayed
 	}
 	if rc, ok := e.resuming[id]; ok {
 		e.mu.Unlock()
-		return rc.join(context.Background(), a)
+		o, ok := rc.join(context.Background(), a)
+		return o, ok, resumeJoined
 	}
 	if wait, ok := e.loading[id]; ok {
 		// Being brought back from the journal: decide it once it is.
 		e.mu.Unlock()
 		<-wait
-		return e.Resume(context.Background(), id, a, resp)
+		return e.resume(ctx, id, a, resp)
 	}
 	p, ok := e.paused[id]
 	if !ok {
 		e.mu.Unlock()
-		return e.settledDurable(id, a)
+		o, ok := e.settledDurable(id, a)
+		return o, ok, resumeReplayed
 	}
 	if !a.Allows(p.Principal) {
 		e.mu.Unlock()
-		return Outcome{}, false
+		return Outcome{}, false, resumeMissed
 	}
 	rc := &resumeCall{owner: p.Principal, done: make(chan struct{})}
 	e.resuming[id] = rc // claimed
 	for p.dormant {
 		// Re-run it by replay to where it waits, then decide it (again if
 		// it gave its worker back meanwhile).
-		e.wake(p)
+		how = resumeWoken
+		e.wake(ctx, p)
 		e.mu.Lock()
 		if p, ok = e.paused[id]; !ok {
 			// The replay ended the run, or could not bring it back.
-			return e.unclaim(rc, id, a)
+			o, ok := e.unclaim(rc, id, a)
+			return o, ok, how
 		}
 	}
 	if e.cfg.EnforceDeadlines && !p.Deadline.IsZero() && e.cfg.Clock.Now().After(p.Deadline) {
@@ -471,7 +507,7 @@ func (e *Engine) Resume(_ context.Context, id string, a Access, resp Response) (
 	if out.Status == StatusPaused {
 		e.reportPause(out.Pause)
 	}
-	return out, true
+	return out, true, how
 }
 
 // unclaim ends claim rc on id when the replay of its dormant pause did not
@@ -585,7 +621,7 @@ func (e *Engine) RestorePaused(ctx context.Context, id string, a Access) bool {
 		return false // unknown, another grain's, settled (replayed by Resume), an earlier pause of a run that moved on, or not the caller's
 	}
 	began := time.Now()
-	out := e.Restore(run, entries)
+	out := e.restore(ctx, run, entries)
 	e.cfg.Logger.Info("engine: restored a paused execution on demand by replay", "owner", e.cfg.Session, "run", run.ID,
 		"execution", id, "calls", len(entries), "status", out.Status, "replay_ms", time.Since(began).Milliseconds())
 	return e.known(id)
@@ -594,7 +630,7 @@ func (e *Engine) RestorePaused(ctx context.Context, id string, a Access) bool {
 // wake brings dormant pause p back by replaying its run (e.mu held on
 // entry, released on return). Concurrent deciders of the same pause wait
 // for the one replay (e.loading).
-func (e *Engine) wake(p *pending) {
+func (e *Engine) wake(ctx context.Context, p *pending) {
 	id := p.ID
 	done := make(chan struct{})
 	e.loading[id] = done
@@ -607,15 +643,15 @@ func (e *Engine) wake(p *pending) {
 		e.mu.Unlock()
 		close(done)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
-	run, entries, ok := e.cfg.Journal.RunOf(ctx, id)
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
+	run, entries, ok := e.cfg.Journal.RunOf(jctx, id)
 	cancel()
 	if !ok || run.PauseID != id || !run.Settled.IsZero() {
 		e.cfg.Logger.Warn("engine: a dormant pause's run is gone from the journal or moved on", "owner", e.cfg.Session, "execution", id)
 		return
 	}
 	began := time.Now()
-	out := e.Restore(run, entries)
+	out := e.restore(ctx, run, entries)
 	e.cfg.Logger.Info("engine: restored paused execution by replay (a decision came for its dormant pause)", "owner", e.cfg.Session,
 		"execution", id, "calls", len(entries), "status", out.Status, "replay_ms", time.Since(began).Milliseconds())
 }
@@ -846,7 +882,19 @@ func (d *DeclinedError) Error() string {
 	return msg
 }
 
+// Call implements sandbox.Host: one tools.* call of the code, recorded as
+// a dispatch span when tracing is on.
 func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
+	if !tracing.On() {
+		return h.call(ctx, path, args)
+	}
+	ctx, span := startDispatch(ctx, path)
+	v, err := h.call(ctx, path, args)
+	endDispatch(span, err)
+	return v, err
+}
+
+func (h *host) call(ctx context.Context, path string, args any) (any, error) {
 	if h.ex.dur != nil {
 		return h.durableCall(ctx, path, args)
 	}
@@ -864,6 +912,7 @@ func (h *host) Call(ctx context.Context, path string, args any) (any, error) {
 		return nil, fmt.Errorf("tools.%s takes one object argument", path)
 	}
 	d := e.cfg.Policy.Evaluate(path, h.ex.principal.Org, h.ex.principal.User, t.RequiresApproval)
+	noteCall(ctx, PolicyKey.String(d.Action.String()))
 	switch d.Action {
 	case policy.Block:
 		return nil, fmt.Errorf("tools.%s is blocked by policy (%s)", path, d.Pattern)

@@ -17,13 +17,14 @@ import (
 // The exchange for one execution:
 //
 //	worker → parent  ready{heap}                       once, when the process is up
-//	parent → worker  start{code, lim, now}
+//	parent → worker  start{code, lim, now, trace?}
 //	worker → parent  emit{json} | log{text}            as the code produces output
 //	worker → parent  call{seq, path, json}             a tools.* call; the code waits for …
 //	parent → worker  result{seq, json | err, now}      … its answer (calls never overlap)
 //	parent → worker  interrupt                         the wall time ran out or the caller gave up
 //	worker → parent  limit{kind, err}                  the memory watchdog fired; the worker exits
-//	worker → parent  done{json?, kind?, err?, heap}    the execution ended; the worker waits for
+//	worker → parent  done{json?, kind?, err?, heap,    the execution ended; the worker waits for
+//	                      spans?}
 //	                                                   the next start
 //
 // Values (tool arguments and results, emitted values, the return value) are carried as the JSON
@@ -44,6 +45,11 @@ type frame struct {
 	Lim   *wireLimits `json:"lim,omitempty"`  // start
 	// Niced (done) reports that the worker lowered its own scheduling priority during the execution.
 	Niced bool `json:"niced,omitempty"`
+	// Trace (start) is the W3C traceparent of the parent's span of the execution: the worker times
+	// its part (absent: tracing is off, nothing is timed).
+	Trace string `json:"trace,omitempty"`
+	// Spans (done) are the spans the worker timed, for the parent to record under Trace (trace.go).
+	Spans []wireSpan `json:"spans,omitempty"`
 }
 
 // Frame types.

@@ -55,6 +55,7 @@ type execution struct {
 	lim    wireLimits
 	now    int64 // Unix nanoseconds of the last Limits.Now the parent sent (lim.FixedClock)
 	rt     *sobek.Runtime
+	timer  *workerTimer // nil: the execution is not traced
 
 	// Captured intrinsics: the code may overwrite JSON or Error, but not these references.
 	stringify      sobek.Callable
@@ -193,7 +194,12 @@ func (ex *execution) run(code string) (out outcome) {
 			out = outcome{err: fmt.Errorf("sandbox: internal error: %v", x)}
 		}
 	}()
+	var began time.Time
+	if ex.timer != nil {
+		began = time.Now()
+	}
 	prg, err := compileProgram(code)
+	ex.timer.compiled(began)
 	if err != nil {
 		return outcome{err: err}
 	}

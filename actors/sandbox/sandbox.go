@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Host answers the code's tool calls. Call blocks for as long as the tool takes — including while a call
@@ -175,6 +177,17 @@ func Run(ctx context.Context, code string, host Host, lim Limits) (Result, error
 
 // Run is the package's Run on this pool (Limits.Pool is ignored).
 func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Result, error) {
+	if !tracing.On() {
+		return p.run(ctx, code, host, lim, nil)
+	}
+	ctx, span, tr := startExec(ctx, lim)
+	res, err := p.run(ctx, code, host, lim, tr)
+	endExec(ctx, span, tr, res, err)
+	return res, err
+}
+
+// run is Run, timed into tr when it is not nil.
+func (p *Pool) run(ctx context.Context, code string, host Host, lim Limits, tr *runTrace) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: execution cancelled: %w", context.Cause(ctx))
 	}
@@ -194,8 +207,15 @@ func (p *Pool) Run(ctx context.Context, code string, host Host, lim Limits) (Res
 	if p.onLend != nil {
 		p.onLend(w)
 	}
-	d := &driver{p: p, w: w, host: host, lim: lim, sl: sl}
-	return d.run(ctx, code, sl)
+	if tr != nil {
+		tr.pid = w.pid()
+	}
+	d := &driver{p: p, w: w, host: host, lim: lim, sl: sl, tr: tr}
+	res, err := d.run(ctx, code, sl)
+	if tr != nil {
+		tr.cancelled = d.killTag == killCancelled
+	}
+	return res, err
 }
 
 // hostReply is the result of one Host.Call.
@@ -215,6 +235,7 @@ type driver struct {
 	host Host
 	lim  Limits
 	sl   *slot
+	tr   *runTrace // nil: not traced
 
 	res     Result
 	stopErr error  // why the parent stopped the execution; the first reason wins
@@ -298,6 +319,9 @@ func (d *driver) start(code string) {
 		MaxToolCalls: d.lim.MaxToolCalls, MaxOutput: d.lim.MaxOutput, MaxHeapGrowth: d.lim.MaxHeapGrowth,
 		Seed: d.lim.Seed, FixedClock: d.lim.Now != nil, NiceAfterCPU: int64(d.p.opts.NiceAfterCPU),
 	}}
+	if d.tr != nil {
+		start.Trace = d.tr.parent
+	}
 	if err := d.w.send(start); err != nil {
 		d.stop(fmt.Errorf("sandbox: internal error: starting the execution: %w", err), killCrash)
 	}
@@ -412,6 +436,9 @@ func (d *driver) ctxReason(ctx, timed context.Context) (tag string, reason error
 
 // finish handles the worker's done frame.
 func (d *driver) finish(f frame) (Result, error) {
+	if d.tr != nil {
+		d.tr.spans, d.tr.heap = f.Spans, f.Heap
+	}
 	if d.stopErr != nil {
 		if d.killTag == killCancelled && d.sl.wasAsked() {
 			// Cancelled while parked because the pool asked for the worker back: it was waiting

@@ -157,6 +157,7 @@ func (w *workerSide) execute(f frame) {
 		return
 	}
 	ex.codeLines = strings.Count(f.Code, "\n") + 1
+	ex.timer = newWorkerTimer(f)
 	w.mu.Lock()
 	w.current = ex
 	if w.interrupted {
@@ -177,7 +178,7 @@ func (w *workerSide) execute(f frame) {
 	w.mu.Lock()
 	w.current = nil
 	w.mu.Unlock()
-	done := frame{T: frameDone, Heap: w.heap.read(), Niced: niced}
+	done := frame{T: frameDone, Heap: w.heap.read(), Niced: niced, Spans: ex.timer.done()}
 	if out.value != "" {
 		done.JSON = []byte(out.value)
 	}

@@ -86,8 +86,8 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actHandOver:
 		s.rt.ResolveApproval(a.exec, s.rec.GetDecisions()[a.exec])
 	case actSetDeadline:
-		s.traceLease(ctx, a)
-		if err := g.SetReminder(ctx, reminderApproval+a.exec, a.at, 0); err != nil {
+		// The deadline's reminder links to the lease's start span.
+		if err := g.SetReminder(s.traceLease(ctx, a), reminderApproval+a.exec, a.at, 0); err != nil {
 			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", a.exec, "err", err)
 		}
 	case actMarkActivity:

@@ -138,10 +138,12 @@ func (s *session) startCapEviction(ctx context.Context, link map[string]string) 
 
 // traceLease records one step of an execution's pending-approval lease
 // (the action a carried out) as the executor's span: an instant span with
-// the session, the execution and what the step knew.
-func (s *session) traceLease(ctx context.Context, a action) {
+// the session, the execution and what the step knew. It returns ctx with
+// that span, for what the step does next to link to it (the deadline's
+// reminder).
+func (s *session) traceLease(ctx context.Context, a action) context.Context {
 	if !tracing.On() {
-		return
+		return ctx
 	}
 	var name string
 	attrs := []attribute.KeyValue{tracing.SessionKey.String(s.id), ExecutionKey.String(a.exec)}
@@ -160,8 +162,9 @@ func (s *session) traceLease(ctx context.Context, a action) {
 	case actRecordTimeout:
 		name = LeaseExpireSpan
 	default:
-		return
+		return ctx
 	}
-	_, span := tracing.Start(ctx, name, trace.WithAttributes(attrs...))
+	ctx, span := tracing.Start(ctx, name, trace.WithAttributes(attrs...))
 	span.End()
+	return ctx
 }

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // The reminders of a task grain: the lease, held while its work runs, and
@@ -44,6 +46,9 @@ type taskGrain struct {
 	// leaseDue is when this activation made the lease reminder due, for
 	// the lease of a run that drains in another activation.
 	leaseDue time.Time
+	// created is the span of the task's creation, when this activation
+	// created it (its runs link to it; trace.go).
+	created trace.SpanContext
 }
 
 // done is a run's outcome, sent to the grain by the run's goroutine.
@@ -113,7 +118,8 @@ func (t *taskGrain) start(ctx context.Context, g grain.Context, m *pb.TaskStart)
 	}
 	t.task = &task
 	t.h.metrics.created.Inc()
-	t.launch(g, inputResponsesOf(m.GetParams()))
+	t.created = trace.SpanContextFromContext(ctx)
+	t.launch(ctx, g, inputResponsesOf(m.GetParams()))
 	return startedReply(task)
 }
 
@@ -152,10 +158,16 @@ func roundPrincipal(task taskstore.Task) *pb.Principal {
 
 // launch runs the task's tool in a goroutine of its own; the outcome
 // comes back to the grain as a local message.
-func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
+func (t *taskGrain) launch(launcher context.Context, g grain.Context, responses json.RawMessage) {
 	t.round++
 	round, task := t.round, *t.task
 	ctx, cancel := context.WithCancel(context.Background())
+	var span trace.Span
+	if tracing.On() {
+		var sctx context.Context
+		sctx, span = startRun(launcher, t.created, round, task.Attempts, toolOf(task.Params))
+		ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(sctx))
+	}
 	t.cancel = cancel
 	system, self := g.ActorSystem(), g.Self()
 	p := roundPrincipal(task)
@@ -170,6 +182,9 @@ func (t *taskGrain) launch(g grain.Context, responses json.RawMessage) {
 	t.finished = finished
 	go func() {
 		d := done{round: round, out: r.run(ctx, p, task.ID, json.RawMessage(task.Params), responses, task.RequestState)}
+		if span != nil {
+			endRun(span, d.out)
+		}
 		finished <- d
 		system.Root.Send(self, d)
 	}()
@@ -377,7 +392,7 @@ func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
 	if len(responses) == 0 {
 		responses = inputResponsesOf([]byte(t.task.Params))
 	}
-	t.launch(g, responses)
+	t.launch(ctx, g, responses)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,10 +71,12 @@ func (h *Host) call(ctx context.Context, next mcp.MethodHandler, method string, 
 		return nil, fmt.Errorf("tasks: encode the call: %w", err)
 	}
 	var p *pb.Principal
+	var hdr http.Header
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-		p = exchange.PrincipalOf(ex.Header)
+		p, hdr = exchange.PrincipalOf(ex.Header), ex.Header
 	}
-	reply, err := h.cfg.Cluster.Request(ctx, KindName, newID(), &pb.TaskStart{Principal: p, Params: raw}, grain.Idempotent())
+	reply, err := h.cfg.Cluster.Request(ctx, KindName, newID(), &pb.TaskStart{Principal: p, Params: raw, TraceContext: startContext(ctx, hdr)},
+		grain.Idempotent())
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: "tasks: the task could not be created; retry: " + err.Error()}
 	}

@@ -231,7 +231,7 @@ func (t *taskGrain) respond(ctx context.Context, g grain.Context, given map[stri
 	if err := t.transition(ctx, g, next, InputComplete, 0); err != nil {
 		return true, err
 	}
-	t.launch(g, json.RawMessage(rb))
+	t.launch(ctx, g, json.RawMessage(rb))
 	return true, nil
 }
 

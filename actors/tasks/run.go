@@ -179,6 +179,7 @@ func (r *runner) run(ctx context.Context, p *pb.Principal, taskID string, params
 	req.Header.Set("Mcp-Protocol-Version", protocolVersion)
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", name)
+	injectRun(ctx, req.Header)
 	w := &buffer{header: http.Header{}}
 	handler.ServeHTTP(w, req)
 	return parseOutcome(w.status, w.body.Bytes())

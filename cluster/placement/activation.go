@@ -436,11 +436,16 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 	)
 	ctx, endSpan := tracing.Receive(a.ctx, a.kind.Name, msg) // a child of the caller's span when msg carries its trace context
 	defer endSpan()
+	if fired, ok := msg.(*pb.ReminderFired); ok {
+		var endFired func()
+		ctx, endFired = reminderSpan(a.ctx, a.kind.Name, fired) // a root, linked to the span that set the reminder
+		defer endFired()
+	}
 	receive := func() { reply, err = a.g.Receive(ctx, a, msg) }
 	if fired, ok := msg.(*pb.ReminderFired); ok {
 		if h, ok := a.g.(grain.ReminderHandler); ok {
 			receive = func() {
-				if err = h.OnReminder(a.ctx, a, fired); err == nil {
+				if err = h.OnReminder(ctx, a, fired); err == nil {
 					reply = &pb.ReminderAck{}
 				}
 			}

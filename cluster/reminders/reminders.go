@@ -439,6 +439,7 @@ func (s *Service) deliver(k key, r store.Reminder) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.DeliveryTimeout)
 	err := s.cfg.Deliver(ctx, kind, id, &pb.ReminderFired{
 		Name: r.Name, DueAtMs: r.DueAt.UnixMilli(), PeriodMs: r.Period.Milliseconds(), FiredAtMs: firedAt.UnixMilli(), Version: r.Version,
+		LinkContext: linkContext(r.Link),
 	})
 	cancel()
 	if err != nil {
@@ -504,4 +505,13 @@ func (s *Service) warn(what string, err error) {
 	if !quiet {
 		s.cfg.Logger.Warn("reminders: "+what+" failed (will retry; further failures are logged at most every 10s)", "err", err)
 	}
+}
+
+// linkContext is the trace context a ReminderFired carries for link, the
+// traceparent of the span that set the reminder (nil for none).
+func linkContext(link string) map[string]string {
+	if link == "" {
+		return nil
+	}
+	return map[string]string{"traceparent": link}
 }

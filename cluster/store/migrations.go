@@ -32,7 +32,8 @@ type Migration struct {
 // 4, 5 and 8 the execution directory's (exchange/directory); 6 the journal
 // runs' (actors/engine/runstore); 9–11 the tasks' (actors/tasks/taskstore);
 // 13 the directory's again; 14 the SDK's durable tool calls'
-// (actors/mcpruntime/callstore).
+// (actors/mcpruntime/callstore); 18 the cluster's again (the reminders'
+// trace context).
 // A new step takes the next free version.
 var clusterMigrations = []Migration{
 	{1, "grain ownership and epochs", []string{
@@ -54,6 +55,9 @@ var clusterMigrations = []Migration{
 			PRIMARY KEY (grain, name)
 		)`,
 		`CREATE INDEX reminders_due ON reminders (due_at_ms)`,
+	}},
+	{18, "the trace context of the span that set a reminder", []string{
+		`ALTER TABLE reminders ADD COLUMN trace_context TEXT NOT NULL DEFAULT ''`,
 	}},
 }
 

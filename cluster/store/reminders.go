@@ -1,12 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // fence locks grain's ownership row inside tx and checks epoch is current.
@@ -73,14 +76,17 @@ func (s *sqlStore) RegisterReminders(ctx context.Context, grain string, epoch ui
 // returns them as stored.
 func registerIn(ctx context.Context, tx querier, grain string, rs []Reminder, version int64) ([]Reminder, error) {
 	out := make([]Reminder, 0, len(rs))
+	link := tracing.Inject(ctx)["traceparent"] // "" with tracing off
 	for _, r := range rs {
-		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond)}
+		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond),
+			Link: cmp.Or(r.Link, link)}
 		err := tx.QueryRowContext(ctx, `
-INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) VALUES ($1, $2, $3, $4, $5)
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version, trace_context) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
-	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END,
+	trace_context = excluded.trace_context
 RETURNING version`,
-			grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version).Scan(&stored.Version)
+			grain, r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), version, stored.Link).Scan(&stored.Version)
 		if err != nil {
 			return nil, fmt.Errorf("store: register reminder %s/%s: %w", grain, r.Name, err)
 		}
@@ -159,11 +165,11 @@ func cancelIn(ctx context.Context, tx querier, grain string, names []string) err
 }
 
 func (s *sqlStore) Reminders(ctx context.Context, grain string) ([]Reminder, error) {
-	return s.queryReminders(ctx, `SELECT grain, name, due_at_ms, period_ms, version FROM reminders WHERE grain = $1 ORDER BY name`, grain)
+	return s.queryReminders(ctx, `SELECT grain, name, due_at_ms, period_ms, version, trace_context FROM reminders WHERE grain = $1 ORDER BY name`, grain)
 }
 
 func (s *sqlStore) DueReminders(ctx context.Context, t time.Time, limit int) ([]Reminder, error) {
-	return s.queryReminders(ctx, `SELECT grain, name, due_at_ms, period_ms, version FROM reminders WHERE due_at_ms <= $1 ORDER BY due_at_ms LIMIT $2`, t.UnixMilli(), limit)
+	return s.queryReminders(ctx, `SELECT grain, name, due_at_ms, period_ms, version, trace_context FROM reminders WHERE due_at_ms <= $1 ORDER BY due_at_ms LIMIT $2`, t.UnixMilli(), limit)
 }
 
 func (s *sqlStore) queryReminders(ctx context.Context, q string, args ...any) ([]Reminder, error) {
@@ -178,7 +184,7 @@ func (s *sqlStore) queryReminders(ctx context.Context, q string, args ...any) ([
 			r           Reminder
 			due, period int64
 		)
-		if err := rows.Scan(&r.Grain, &r.Name, &due, &period, &r.Version); err != nil {
+		if err := rows.Scan(&r.Grain, &r.Name, &due, &period, &r.Version, &r.Link); err != nil {
 			return nil, fmt.Errorf("store: scan reminder: %w", err)
 		}
 		r.DueAt, r.Period = time.UnixMilli(due), time.Duration(period)*time.Millisecond

@@ -46,6 +46,10 @@ type Reminder struct {
 	Period time.Duration
 	// Version changes whenever the reminder is replaced or advanced.
 	Version int64
+	// Link is the W3C traceparent of the span that set the reminder,
+	// taken from the registering call's context when tracing is on (""
+	// otherwise): the span of its firing links to it.
+	Link string
 }
 
 // Writes are changes to one grain's durable state that are applied

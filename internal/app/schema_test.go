@@ -13,21 +13,26 @@ import (
 // versions, in the same order, under the same names, so a database
 // migrated by an earlier build keeps working and migrates nothing again.
 func TestTheProgramMigratesTheOneSchemaHistory(t *testing.T) {
-	want := []string{
-		"grain ownership and epochs",
-		"durable reminders",
-		"mcp sse event log",
-		"paused execution directory",
-		"settled executions stay in the directory until pruned",
-		"durable executions: runs and their tool-call journal",
-		"the sse event log is pruned by age",
-		"who decided a paused execution, and how",
-		"tasks extension: durable tasks",
-		"tasks extension: the handover lease of a task's running work",
-		"tasks extension: the roles a task's rounds run with",
-		"the sse event log is kept within a budget per principal and for the store",
-		"why a paused execution was declined",
-		"durable tool calls of the SDK: Step and Ask journals",
+	// Versions are reserved per change; one not (yet) taken leaves a gap.
+	want := []struct {
+		version int
+		name    string
+	}{
+		{1, "grain ownership and epochs"},
+		{2, "durable reminders"},
+		{3, "mcp sse event log"},
+		{4, "paused execution directory"},
+		{5, "settled executions stay in the directory until pruned"},
+		{6, "durable executions: runs and their tool-call journal"},
+		{7, "the sse event log is pruned by age"},
+		{8, "who decided a paused execution, and how"},
+		{9, "tasks extension: durable tasks"},
+		{10, "tasks extension: the handover lease of a task's running work"},
+		{11, "tasks extension: the roles a task's rounds run with"},
+		{12, "the sse event log is kept within a budget per principal and for the store"},
+		{13, "why a paused execution was declined"},
+		{14, "durable tool calls of the SDK: Step and Ask journals"},
+		{18, "the trace context of the span that set a reminder"},
 	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "schema.db"))
@@ -41,6 +46,7 @@ func TestTheProgramMigratesTheOneSchemaHistory(t *testing.T) {
 	}
 	defer rows.Close()
 	var got []string
+	last := 0
 	for rows.Next() {
 		var (
 			v    int
@@ -49,20 +55,21 @@ func TestTheProgramMigratesTheOneSchemaHistory(t *testing.T) {
 		if err := rows.Scan(&v, &name); err != nil {
 			t.Fatal(err)
 		}
-		if v != len(got)+1 {
-			t.Fatalf("step %q has version %d, want %d (applied in version order)", name, v, len(got)+1)
+		if i := len(got); i >= len(want) || v != want[i].version || v <= last {
+			t.Fatalf("step %q has version %d, applied after version %d (want the steps below, in version order)", name, v, last)
 		}
+		last = v
 		got = append(got, name)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(want) || store.SchemaVersion() != len(want) {
+	if len(got) != len(want) || store.SchemaVersion() != want[len(want)-1].version {
 		t.Fatalf("migrated %d steps (schema version %d), want %d: %q", len(got), store.SchemaVersion(), len(want), got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("step %d is %q, want %q", i+1, got[i], want[i])
+		if got[i] != want[i].name {
+			t.Errorf("step %d is %q, want %q", want[i].version, got[i], want[i].name)
 		}
 	}
 }

@@ -258,4 +258,26 @@ func TestDurablePauseLeaseSpansInTheCollector(t *testing.T) {
 			t.Errorf("%s not recorded by the node", op)
 		}
 	}
+	// The execution's engine spans are in the execute call's trace, the
+	// sandbox worker process's part under the run's span (timed by the
+	// worker, recorded by the node), and the decision's resume span in the
+	// resume call's.
+	names := []string{"execute_tool execute", "mcp.execute", "executor.code.exec", "executor.code.untrusted-sandbox", "mcp.tool.dispatch"}
+	tr := awaitFound(ctx, t, j, "mcp.execute", map[string]string{"mcp.execute.paused_execution_id": id})
+	for missing(tr, names) != nil { // the run's spans end after the execute call's
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the execute call's trace: %v", missing(tr, names))
+		case <-time.After(200 * time.Millisecond):
+		}
+		tr = awaitFound(ctx, t, j, "mcp.execute", map[string]string{"mcp.execute.paused_execution_id": id})
+	}
+	run := tr.Spans[spanNamed(tr, "executor.code.exec")].SpanID
+	if w := spanNamed(tr, "executor.code.untrusted-sandbox"); parentOf(tr, w) != run || nodeOf(tr, w) != "lease1" {
+		t.Errorf("the worker's span is not the run's child recorded by the node")
+	}
+	if !descends(tr, spanNamed(tr, "mcp.execute"), tr.Spans[spanNamed(tr, "execute_tool execute")].SpanID) {
+		t.Errorf("mcp.execute is not under the execute tool's span")
+	}
+	awaitFound(ctx, t, j, "mcp.execute.resume", map[string]string{"mcp.execution.id": id, "mcp.execute.outcome": "ok"})
 }

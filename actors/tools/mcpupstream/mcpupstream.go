@@ -552,7 +552,7 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (an
 		if err != nil {
 			return nil, fmt.Errorf("%s: upstream: %w", e.tool.Path, err)
 		}
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		res, err := s.callTool(ctx, cs, name, args)
 		if err != nil {
 			// The upstream answers 404 to a session it no longer has
 			// before running anything, so that call can always be sent

@@ -82,7 +82,7 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (an
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Do(req)
+	resp, err := s.do(req, op)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%s %s: %w", op.method, op.template, ctxErr)

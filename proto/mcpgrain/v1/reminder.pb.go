@@ -35,7 +35,12 @@ type ReminderFired struct {
 	// When the node fired it (Unix milliseconds).
 	FiredAtMs int64 `protobuf:"varint,4,opt,name=fired_at_ms,json=firedAtMs,proto3" json:"fired_at_ms,omitempty"`
 	// The reminder's version, which changes whenever it is replaced.
-	Version       int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	// The W3C trace context (traceparent) of the span that set the reminder,
+	// when tracing was on then: the grain's mcpgrain.reminder.fired span links
+	// to it (a link, not a parent: the firing is a trace of its own). Empty
+	// otherwise.
+	LinkContext   map[string]string `protobuf:"bytes,6,rep,name=link_context,json=linkContext,proto3" json:"link_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -105,6 +110,13 @@ func (x *ReminderFired) GetVersion() int64 {
 	return 0
 }
 
+func (x *ReminderFired) GetLinkContext() map[string]string {
+	if x != nil {
+		return x.LinkContext
+	}
+	return nil
+}
+
 // ReminderAck acknowledges a ReminderFired.
 type ReminderAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -146,13 +158,17 @@ var File_mcpgrain_v1_reminder_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_reminder_proto_rawDesc = "" +
 	"\n" +
-	"\x1amcpgrain/v1/reminder.proto\x12\vmcpgrain.v1\"\x96\x01\n" +
+	"\x1amcpgrain/v1/reminder.proto\x12\vmcpgrain.v1\"\xa6\x02\n" +
 	"\rReminderFired\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12\x1b\n" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\x12\x1e\n" +
 	"\vfired_at_ms\x18\x04 \x01(\x03R\tfiredAtMs\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\x03R\aversion\"\r\n" +
+	"\aversion\x18\x05 \x01(\x03R\aversion\x12N\n" +
+	"\flink_context\x18\x06 \x03(\v2+.mcpgrain.v1.ReminderFired.LinkContextEntryR\vlinkContext\x1a>\n" +
+	"\x10LinkContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\r\n" +
 	"\vReminderAckB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
@@ -167,17 +183,19 @@ func file_mcpgrain_v1_reminder_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_reminder_proto_rawDescData
 }
 
-var file_mcpgrain_v1_reminder_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_mcpgrain_v1_reminder_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_mcpgrain_v1_reminder_proto_goTypes = []any{
 	(*ReminderFired)(nil), // 0: mcpgrain.v1.ReminderFired
 	(*ReminderAck)(nil),   // 1: mcpgrain.v1.ReminderAck
+	nil,                   // 2: mcpgrain.v1.ReminderFired.LinkContextEntry
 }
 var file_mcpgrain_v1_reminder_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: mcpgrain.v1.ReminderFired.link_context:type_name -> mcpgrain.v1.ReminderFired.LinkContextEntry
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_reminder_proto_init() }
@@ -191,7 +209,7 @@ func file_mcpgrain_v1_reminder_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_reminder_proto_rawDesc), len(file_mcpgrain_v1_reminder_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -30,7 +30,11 @@ type TaskStart struct {
 	// The caller; only this principal may read, update or cancel the task.
 	Principal *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	// The tools/call params (JSON), without the client's requestState.
-	Params        []byte `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	Params []byte `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	// The W3C trace context (traceparent, tracestate) of the request that
+	// creates the task, when tracing is on: the task grain's receive span is
+	// its child, and the task's runs link to that span. Empty otherwise.
+	TraceContext  map[string]string `protobuf:"bytes,3,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,6 +79,13 @@ func (x *TaskStart) GetPrincipal() *Principal {
 func (x *TaskStart) GetParams() []byte {
 	if x != nil {
 		return x.Params
+	}
+	return nil
+}
+
+func (x *TaskStart) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -129,10 +140,14 @@ var File_mcpgrain_v1_task_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x16mcpgrain/v1/task.proto\x12\vmcpgrain.v1\x1a\x19mcpgrain/v1/session.proto\"Y\n" +
+	"\x16mcpgrain/v1/task.proto\x12\vmcpgrain.v1\x1a\x19mcpgrain/v1/session.proto\"\xe9\x01\n" +
 	"\tTaskStart\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\x16\n" +
-	"\x06params\x18\x02 \x01(\fR\x06params\"%\n" +
+	"\x06params\x18\x02 \x01(\fR\x06params\x12M\n" +
+	"\rtrace_context\x18\x03 \x03(\v2(.mcpgrain.v1.TaskStart.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
 	"\vTaskStarted\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06resultB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
@@ -148,19 +163,21 @@ func file_mcpgrain_v1_task_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_task_proto_rawDescData
 }
 
-var file_mcpgrain_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_mcpgrain_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_mcpgrain_v1_task_proto_goTypes = []any{
 	(*TaskStart)(nil),   // 0: mcpgrain.v1.TaskStart
 	(*TaskStarted)(nil), // 1: mcpgrain.v1.TaskStarted
-	(*Principal)(nil),   // 2: mcpgrain.v1.Principal
+	nil,                 // 2: mcpgrain.v1.TaskStart.TraceContextEntry
+	(*Principal)(nil),   // 3: mcpgrain.v1.Principal
 }
 var file_mcpgrain_v1_task_proto_depIdxs = []int32{
-	2, // 0: mcpgrain.v1.TaskStart.principal:type_name -> mcpgrain.v1.Principal
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: mcpgrain.v1.TaskStart.principal:type_name -> mcpgrain.v1.Principal
+	2, // 1: mcpgrain.v1.TaskStart.trace_context:type_name -> mcpgrain.v1.TaskStart.TraceContextEntry
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_task_proto_init() }
@@ -175,7 +192,7 @@ func file_mcpgrain_v1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_task_proto_rawDesc), len(file_mcpgrain_v1_task_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
