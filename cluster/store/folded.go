@@ -1,12 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // Postgres runs the two commonest reminder-only writes — one reminder set
@@ -26,9 +29,10 @@ const fenceCTE = `WITH f AS (UPDATE grains SET updated_at_ms = updated_at_ms WHE
 // foldedSetQuery upserts one reminder (as registerIn does) if the fence
 // holds; no row returned means fenced.
 const foldedSetQuery = fenceCTE + `
-INSERT INTO reminders (grain, name, due_at_ms, period_ms, version) SELECT grain, $3::TEXT, $4::BIGINT, $5::BIGINT, $6::BIGINT FROM f
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version, trace_context) SELECT grain, $3::TEXT, $4::BIGINT, $5::BIGINT, $6::BIGINT, $7::TEXT FROM f
 ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
-	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END,
+	trace_context = excluded.trace_context
 RETURNING version`
 
 // foldable reports which folded statement applies to w on dialect d:
@@ -50,8 +54,9 @@ func foldable(d dialect, w Writes) string {
 func (s *sqlStore) applyFolded(ctx context.Context, shape, grain string, epoch uint64, w Writes, now time.Time) ([]Reminder, error) {
 	if shape == "set" {
 		r := w.SetReminders[0]
-		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond)}
-		err := s.db.QueryRowContext(ctx, foldedSetQuery, grain, int64(epoch), r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), now.UnixNano()).
+		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond),
+			Link: cmp.Or(r.Link, tracing.Inject(ctx)["traceparent"])} // as registerIn
+		err := s.db.QueryRowContext(ctx, foldedSetQuery, grain, int64(epoch), r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), now.UnixNano(), stored.Link).
 			Scan(&stored.Version)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
