@@ -319,12 +319,14 @@ func TestExpiry(t *testing.T) {
 }
 
 // call is one run of the test's schedule callback: what it got and the
-// scope its ctx was bound to.
+// scope its ctx was bound to; noCall: its ctx has no tool call (Ask and
+// Step answer app.ErrNoCall there).
 type call struct {
-	c     app.ScheduleCall
-	kind  string
-	id    string
-	saved bool
+	c      app.ScheduleCall
+	kind   string
+	id     string
+	saved  bool
+	noCall bool
 }
 
 // callback is the schedule callback "note": it fails while e.fail is
@@ -335,7 +337,8 @@ func (e *env) callback(ctx context.Context, c app.ScheduleCall) error {
 	if err != nil {
 		return err
 	}
-	got := call{c: c, kind: sc.Kind(), id: sc.ID()}
+	_, cerr := app.CallOf(ctx)
+	got := call{c: c, kind: sc.Kind(), id: sc.ID(), noCall: errors.Is(cerr, app.ErrNoCall)}
 	defer func() { e.calls <- got }()
 	if e.fail.Add(-1) >= 0 {
 		return errors.New("failing on purpose")
@@ -381,7 +384,8 @@ func (e *env) waitReminder(id, name string, due time.Time) {
 // A schedule on a handle runs its callback when due, bound to the handle
 // (it saves the handle's state through its ctx); a failed run is retried
 // after the backoff with the same key and the next attempt; the schedule
-// is gone once completed; a cancelled one is gone at once.
+// is gone once completed; a cancelled one is gone at once. The callback's
+// ctx carries no tool call: Ask and Step there are app.ErrNoCall.
 func TestHandleSchedules(t *testing.T) {
 	e := newEnv(t, 0)
 	ctx := context.Background()
@@ -403,7 +407,7 @@ func TestHandleSchedules(t *testing.T) {
 	e.fail.Store(1)
 	e.clk.Advance(time.Hour)
 	first := e.nextCall()
-	if first.c.Key != key || first.c.Attempt != 1 || first.kind != app.KindHandle || first.id != id || string(first.c.Payload) != `["due"]` {
+	if first.c.Key != key || first.c.Attempt != 1 || first.kind != app.KindHandle || first.id != id || string(first.c.Payload) != `["due"]` || !first.noCall {
 		t.Fatalf("first run: %+v", first)
 	}
 	e.waitReminder(id, "sdk/"+key, t0.Add(time.Hour+time.Second)) // the backoff after attempt 1
