@@ -43,7 +43,14 @@ type env struct {
 
 func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "h.db"))
+	return newEnvOn(t, "sqlite:"+filepath.Join(t.TempDir(), "h.db"), handle.Config{IdleTTL: ttl})
+}
+
+// newEnvOn is newEnv on the store dsn, with the host's configuration cfg
+// (its Cluster, Clock and Registerer are the env's).
+func newEnvOn(t *testing.T, dsn string, cfg handle.Config) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,8 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	var node *cluster.Node
 	req := requester(func() *cluster.Node { return node })
 	e.req = req
-	e.h, err = handle.NewHost(handle.Config{Cluster: req, IdleTTL: ttl, Clock: e.clk, Registerer: e.reg})
+	cfg.Cluster, cfg.Clock, cfg.Registerer = req, e.clk, e.reg
+	e.h, err = handle.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +69,7 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	app.BindSchedules(srv, map[string]app.ScheduleFunc{"note": e.callback})
 	e.h.Bind(srv)
 	node, err = cluster.Start(context.Background(), cluster.Config{
-		Kinds: []grain.Kind{e.h.Kind()}, Store: st, Registerer: e.reg,
+		Kinds: []grain.Kind{e.h.Kind(), e.h.QuotaKind()}, Store: st, Registerer: e.reg,
 		Reminders: cluster.ReminderOptions{Clock: e.clk, PollInterval: 24 * time.Hour, Lookahead: 365 * 24 * time.Hour},
 	})
 	if err != nil {
