@@ -23,8 +23,9 @@ import (
 )
 
 // devNode runs the notebook binary as `notebook dev` (SQLite, alice an
-// admin and bob a member of acme) and returns its address.
-func devNode(t *testing.T) string {
+// admin and bob a member of acme) with the flags extra, and returns its
+// address.
+func devNode(t *testing.T, extra ...string) string {
 	t.Helper()
 	ports := testenv.FreePorts(t, 2)
 	dir := t.TempDir()
@@ -36,6 +37,7 @@ func devNode(t *testing.T) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	cmd := exec.Command(testcluster.Build(t, "./examples/notebook"), "dev", "--http", addr,
 		"--grpc", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--data", filepath.Join(dir, "data"), "--keys-file", keys)
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stderr = t.Output()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -206,4 +208,24 @@ func TestPublishNotebookSessionless(t *testing.T) {
 	if got := mustNotes(t, alice, "list_notes", map[string]any{"notebook": d}); len(got) != 1 {
 		t.Fatalf("notes after the declined publication: %v, want [secret]", got)
 	}
+}
+
+// A node run with --max-handles-per-principal 2: alice's third notebook
+// is refused with a clear error while bob mints his; after alice drops
+// one she mints again.
+func TestNotebooksCappedPerPrincipal(t *testing.T) {
+	addr := devNode(t, "--max-handles-per-principal", "2")
+	alice := testcluster.Connect(t, addr, testcluster.AliceToken, sessionless, nil)
+	bob := testcluster.Connect(t, addr, testcluster.BobToken, sessionless, nil)
+	first := newNote(t, alice, "one")
+	newNote(t, alice, "two")
+	if res, _ := call(t, alice, "new_notebook", nil); !res.IsError || !strings.Contains(mcpclient.Text(res), "too many live handles") {
+		t.Fatalf("alice's third notebook: %q, want the cap's error", mcpclient.Text(res))
+	}
+	newNote(t, bob, "bob's")
+	newNote(t, bob, "bob's too")
+	if res, _ := call(t, alice, "drop_notebook", map[string]any{"notebook": first}); res.IsError {
+		t.Fatalf("drop_notebook: %s", mcpclient.Text(res))
+	}
+	newNote(t, alice, "three")
 }
