@@ -37,6 +37,11 @@ func OnHandle(ctx context.Context, handle string) (context.Context, error) {
 // or one dropped already, is [ErrUnknownHandle].
 func DropHandle(ctx context.Context, handle string) error { return app.DropHandle(ctx, handle) }
 
+// ErrTooManyHandles is returned by [NewHandle] when the caller's principal
+// has the node's --max-handles-per-principal live handles already (1000
+// by default): nothing was minted; [DropHandle] (or an expiry) makes room.
+var ErrTooManyHandles = app.ErrTooManyHandles
+
 // ErrNoHandles is returned by the handle calls outside a request an
 // mcpgrain node serves (a context that did not come from a handler).
 var ErrNoHandles = app.ErrNoHandles

@@ -46,6 +46,11 @@ type ConditionalSaver interface {
 // caller cannot probe for other principals' handles.
 var ErrUnknownHandle = errors.New("mcpgrain: unknown handle")
 
+// ErrTooManyHandles is the answer of a mint by a principal that has the
+// node's --max-handles-per-principal live handles already: nothing was
+// created; dropping a handle (or its expiry) makes room.
+var ErrTooManyHandles = errors.New("mcpgrain: too many live handles for this principal")
+
 // ErrNoHandles is returned by the handle calls in a request the node did
 // not bind to its handle service (a server the node did not build).
 var ErrNoHandles = errors.New("mcpgrain: this request cannot reach handles (not served by an mcpgrain node)")

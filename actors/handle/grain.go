@@ -97,6 +97,9 @@ func (a *handleGrain) receiveSchedule(ctx context.Context, g grain.Context, msg 
 
 // drop deletes the handle: record and reminders (its schedules').
 func (a *handleGrain) drop(ctx context.Context, g grain.Context) (proto.Message, error) {
+	if err := a.h.uncount(ctx, a.rec.GetPrincipal(), g.Identity()); err != nil {
+		return nil, fmt.Errorf("handle: drop: %w", err)
+	}
 	if err := g.Delete(ctx); err != nil {
 		return nil, fmt.Errorf("handle: drop: %w", err)
 	}
@@ -206,6 +209,9 @@ func (a *handleGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb
 	del, next := Expiry(time.UnixMilli(a.rec.GetUsedAtMs()), a.h.cfg.IdleTTL, a.h.now())
 	if !del {
 		return g.SetReminder(ctx, reminderExpire, next, 0)
+	}
+	if err := a.h.uncount(ctx, a.rec.GetPrincipal(), g.Identity()); err != nil {
+		return fmt.Errorf("handle: expire: %w", err) // the reminder fires again
 	}
 	if err := g.Delete(ctx); err != nil {
 		return fmt.Errorf("handle: expire: %w", err)

@@ -43,7 +43,14 @@ type env struct {
 
 func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "h.db"))
+	return newEnvOn(t, "sqlite:"+filepath.Join(t.TempDir(), "h.db"), handle.Config{IdleTTL: ttl})
+}
+
+// newEnvOn is newEnv on the store dsn, with the host's configuration cfg
+// (its Cluster, Clock and Registerer are the env's).
+func newEnvOn(t *testing.T, dsn string, cfg handle.Config) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,8 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	var node *cluster.Node
 	req := requester(func() *cluster.Node { return node })
 	e.req = req
-	e.h, err = handle.NewHost(handle.Config{Cluster: req, IdleTTL: ttl, Clock: e.clk, Registerer: e.reg})
+	cfg.Cluster, cfg.Clock, cfg.Registerer = req, e.clk, e.reg
+	e.h, err = handle.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +69,7 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	app.BindSchedules(srv, map[string]app.ScheduleFunc{"note": e.callback})
 	e.h.Bind(srv)
 	node, err = cluster.Start(context.Background(), cluster.Config{
-		Kinds: []grain.Kind{e.h.Kind()}, Store: st, Registerer: e.reg,
+		Kinds: []grain.Kind{e.h.Kind(), e.h.QuotaKind()}, Store: st, Registerer: e.reg,
 		Reminders: cluster.ReminderOptions{Clock: e.clk, PollInterval: 24 * time.Hour, Lookahead: 365 * 24 * time.Hour},
 	})
 	if err != nil {
@@ -319,12 +327,14 @@ func TestExpiry(t *testing.T) {
 }
 
 // call is one run of the test's schedule callback: what it got and the
-// scope its ctx was bound to.
+// scope its ctx was bound to; noCall: its ctx has no tool call (Ask and
+// Step answer app.ErrNoCall there).
 type call struct {
-	c     app.ScheduleCall
-	kind  string
-	id    string
-	saved bool
+	c      app.ScheduleCall
+	kind   string
+	id     string
+	saved  bool
+	noCall bool
 }
 
 // callback is the schedule callback "note": it fails while e.fail is
@@ -335,7 +345,8 @@ func (e *env) callback(ctx context.Context, c app.ScheduleCall) error {
 	if err != nil {
 		return err
 	}
-	got := call{c: c, kind: sc.Kind(), id: sc.ID()}
+	_, cerr := app.CallOf(ctx)
+	got := call{c: c, kind: sc.Kind(), id: sc.ID(), noCall: errors.Is(cerr, app.ErrNoCall)}
 	defer func() { e.calls <- got }()
 	if e.fail.Add(-1) >= 0 {
 		return errors.New("failing on purpose")
@@ -381,7 +392,8 @@ func (e *env) waitReminder(id, name string, due time.Time) {
 // A schedule on a handle runs its callback when due, bound to the handle
 // (it saves the handle's state through its ctx); a failed run is retried
 // after the backoff with the same key and the next attempt; the schedule
-// is gone once completed; a cancelled one is gone at once.
+// is gone once completed; a cancelled one is gone at once. The callback's
+// ctx carries no tool call: Ask and Step there are app.ErrNoCall.
 func TestHandleSchedules(t *testing.T) {
 	e := newEnv(t, 0)
 	ctx := context.Background()
@@ -403,7 +415,7 @@ func TestHandleSchedules(t *testing.T) {
 	e.fail.Store(1)
 	e.clk.Advance(time.Hour)
 	first := e.nextCall()
-	if first.c.Key != key || first.c.Attempt != 1 || first.kind != app.KindHandle || first.id != id || string(first.c.Payload) != `["due"]` {
+	if first.c.Key != key || first.c.Attempt != 1 || first.kind != app.KindHandle || first.id != id || string(first.c.Payload) != `["due"]` || !first.noCall {
 		t.Fatalf("first run: %+v", first)
 	}
 	e.waitReminder(id, "sdk/"+key, t0.Add(time.Hour+time.Second)) // the backoff after attempt 1

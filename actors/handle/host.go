@@ -36,6 +36,10 @@ type Config struct {
 	// IdleTTL deletes a handle not opened or saved for this long.
 	// Default DefaultIdleTTL.
 	IdleTTL time.Duration
+	// MaxPerPrincipal caps the live handles of one principal (user and
+	// org): a mint past it is app.ErrTooManyHandles. Default
+	// DefaultMaxPerPrincipal; negative: unlimited.
+	MaxPerPrincipal int
 	// Clock is the grains' clock. Default the system clock.
 	Clock clock.Clock
 	// Logger logs problems. Default slog.Default().
@@ -64,6 +68,9 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	if cfg.IdleTTL <= 0 {
 		cfg.IdleTTL = DefaultIdleTTL
+	}
+	if cfg.MaxPerPrincipal == 0 {
+		cfg.MaxPerPrincipal = DefaultMaxPerPrincipal
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
@@ -178,9 +185,16 @@ func (h *Host) Mint(ctx context.Context, p *pb.Principal) (string, error) {
 		return "", errors.New("mcpgrain: a handle needs an authenticated caller")
 	}
 	id := newID()
-	if _, err := h.request(ctx, id, &pb.HandleCreate{Principal: p}); err != nil {
+	if err := h.count(ctx, p, id); err != nil {
 		return "", err
 	}
+	if _, err := h.request(ctx, id, &pb.HandleCreate{Principal: p}); err != nil {
+		if uerr := h.uncount(context.WithoutCancel(ctx), p, id); uerr != nil {
+			h.cfg.Logger.Warn("a handle not created stays counted until reclaimed", "handle", id, "err", uerr)
+		}
+		return "", err
+	}
+	h.confirm(ctx, p, id)
 	return id, nil
 }
 
@@ -210,6 +224,7 @@ const (
 	outcomeMinted  = "minted"
 	outcomeDropped = "dropped"
 	outcomeExpired = "expired"
+	outcomeRefused = "refused"
 )
 
 type metrics struct {
@@ -220,12 +235,12 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{handles: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpgrain_handles_total",
-		Help: "Server-minted handles (the SDK's NewHandle) by outcome: minted, dropped (DropHandle), expired (idle for --handle-ttl).",
+		Help: "Server-minted handles (the SDK's NewHandle) by outcome: minted, dropped (DropHandle), expired (idle for --handle-ttl), refused (the principal had --max-handles-per-principal).",
 	}, []string{"outcome"}), schedules: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpgrain_handle_schedules_total",
 		Help: "Runs of the SDK's schedule callbacks on handles, by outcome: completed, failed (retried with backoff), dropped (failed its last attempt).",
 	}, []string{"outcome"})}
-	for _, o := range []string{outcomeMinted, outcomeDropped, outcomeExpired} {
+	for _, o := range []string{outcomeMinted, outcomeDropped, outcomeExpired, outcomeRefused} {
 		m.handles.WithLabelValues(o)
 	}
 	for _, o := range []string{app.ScheduleCompleted, app.ScheduleFailed, app.ScheduleDropped} {

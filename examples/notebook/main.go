@@ -7,6 +7,10 @@
 // before each result is sent, and survive the loss of that node. remind
 // schedules a reminder on a notebook (mcpgrain.ScheduleAt on the handle):
 // it adds a note when due, even if the node that owned the notebook died.
+// publish_notebook asks a human to approve publishing a notebook
+// (mcpgrain.Ask on a handle-bound context: the question belongs to the
+// tool call, a session's or a 2026-07-28 request's) and then records the
+// publication as a note in a journaled step (mcpgrain.Step), once.
 // Run it as a node:
 //
 //	go run ./examples/notebook dev --no-auth
@@ -92,6 +96,35 @@ func dropNotebook(ctx context.Context, _ *mcp.CallToolRequest, args Notebook) (*
 	return result(nil, nil)
 }
 
+// publishNotebook asks for approval to publish a notebook and, once a
+// human accepted, adds the note "published, approved by USER" in a step:
+// a retry of the call (the 2026-07-28 era's, or one after a node loss)
+// finds the step journaled and does not add it again. A decline adds
+// nothing.
+func publishNotebook(ctx context.Context, req *mcp.CallToolRequest, args Notebook) (*mcp.CallToolResult, Notes, error) {
+	ctx, err := mcpgrain.OnHandle(ctx, args.Notebook)
+	if err != nil {
+		return toolError(err), Notes{}, nil
+	}
+	d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{
+		Summary: "Publish notebook " + args.Notebook + "?",
+		Details: map[string]any{"notebook": args.Notebook},
+	})
+	if err != nil {
+		return nil, Notes{}, err // ErrInputRequired as it is (2026-07-28)
+	}
+	if !d.Accepted {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("publication declined by %q: %s", d.By, d.Reason)}}}, Notes{}, nil
+	}
+	all, err := mcpgrain.Step(ctx, req, "publish", func(ctx context.Context) ([]string, error) {
+		return notes.Update(ctx, func(n *[]string) error {
+			*n = append(*n, "published, approved by "+d.By)
+			return nil
+		})
+	})
+	return result(all, err)
+}
+
 // remind schedules the callback "remind" on a notebook.
 func remind(ctx context.Context, _ *mcp.CallToolRequest, args RemindArgs) (*mcp.CallToolResult, any, error) {
 	after, err := time.ParseDuration(args.After)
@@ -156,6 +189,7 @@ func main() {
 			mcp.AddTool(s, &mcp.Tool{Name: "add_note", Description: "Add a note to a notebook."}, addNote)
 			mcp.AddTool(s, &mcp.Tool{Name: "list_notes", Description: "List a notebook's notes."}, listNotes)
 			mcp.AddTool(s, &mcp.Tool{Name: "drop_notebook", Description: "Delete a notebook and its notes."}, dropNotebook)
+			mcp.AddTool(s, &mcp.Tool{Name: "publish_notebook", Description: "Publish a notebook, once a human approved it."}, publishNotebook)
 			mcp.AddTool(s, &mcp.Tool{Name: "remind", Description: "Add a note to a notebook later."}, remind)
 		},
 		Schedules: map[string]mcpgrain.ScheduleFunc{"remind": reminded},

@@ -163,6 +163,9 @@ type MCPConfig struct {
 	// HandleTTL deletes server-minted handles idle this long (zero:
 	// handle.DefaultIdleTTL).
 	HandleTTL time.Duration
+	// MaxHandlesPerPrincipal caps one principal's live handles (zero:
+	// handle.DefaultMaxPerPrincipal; negative: unlimited).
+	MaxHandlesPerPrincipal int
 	// SoftCap is the resident runtime soft cap (zero:
 	// residency.DefaultSoftCap, or derived from ResidentMemory).
 	SoftCap int

@@ -199,7 +199,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		return nil, err
 	}
 	handles, err := handle.NewHost(handle.Config{
-		Cluster: c, IdleTTL: cfg.MCP.HandleTTL, Logger: p.log.With("component", "handle"), Registerer: p.nodeReg,
+		Cluster: c, IdleTTL: cfg.MCP.HandleTTL, MaxPerPrincipal: cfg.MCP.MaxHandlesPerPrincipal, Logger: p.log.With("component", "handle"), Registerer: p.nodeReg,
 	})
 	if err != nil {
 		return nil, err
@@ -254,7 +254,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	if cfg.GatewayOnly {
 		return nil, nil
 	}
-	kinds := []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind(), handles.Kind()}
+	kinds := []grain.Kind{sessions.Kind(), continuations.Kind(), taskHost.Kind(), handles.Kind(), handles.QuotaKind()}
 	if cfg.EnableProbe {
 		kinds = append(kinds, probe.Kind(probe.Options{IdleTimeout: cfg.ProbeIdle}))
 	}

@@ -48,6 +48,7 @@ var packageDefaults = map[string]any{
 	"session-ttl":               session.DefaultSessionTTL,
 	"task-ttl":                  tasks.DefaultTTL,
 	"handle-ttl":                handle.DefaultIdleTTL,
+	"max-handles-per-principal": handle.DefaultMaxPerPrincipal,
 	"session-timeout":           alarm.DefaultSessionTimeout,
 	"paused-lease":              alarm.DefaultPausedLease,
 	"max-paused-idle":           alarm.DefaultMaxPausedIdle,

@@ -648,6 +648,321 @@ func (x *HandleReply) GetSchedules() map[string]*SdkSchedule {
 	return nil
 }
 
+// HandleQuotaRecord is a handle-quota grain's durable record: the live
+// handles of one principal (the grain's identity), at most the node's
+// --max-handles-per-principal. Minting adds a handle as pending before
+// the handle is created and confirms it after; drop and expiry remove
+// it. A pending entry older than a minute may be reclaimed at the cap (a
+// mint that failed between the two), so the count cannot drift upward.
+type HandleQuotaRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Live          []*HandleQuotaEntry    `protobuf:"bytes,1,rep,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleQuotaRecord) Reset() {
+	*x = HandleQuotaRecord{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleQuotaRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleQuotaRecord) ProtoMessage() {}
+
+func (x *HandleQuotaRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleQuotaRecord.ProtoReflect.Descriptor instead.
+func (*HandleQuotaRecord) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HandleQuotaRecord) GetLive() []*HandleQuotaEntry {
+	if x != nil {
+		return x.Live
+	}
+	return nil
+}
+
+// HandleQuotaEntry is one live handle of a HandleQuotaRecord.
+type HandleQuotaEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The handle.
+	Handle string `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// When it was added (Unix ms).
+	AddedAtMs int64 `protobuf:"varint,2,opt,name=added_at_ms,json=addedAtMs,proto3" json:"added_at_ms,omitempty"`
+	// Added by a mint that has not confirmed the handle's creation yet.
+	Pending       bool `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleQuotaEntry) Reset() {
+	*x = HandleQuotaEntry{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleQuotaEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleQuotaEntry) ProtoMessage() {}
+
+func (x *HandleQuotaEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleQuotaEntry.ProtoReflect.Descriptor instead.
+func (*HandleQuotaEntry) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HandleQuotaEntry) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *HandleQuotaEntry) GetAddedAtMs() int64 {
+	if x != nil {
+		return x.AddedAtMs
+	}
+	return 0
+}
+
+func (x *HandleQuotaEntry) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+// HandleQuotaAdd asks a handle-quota grain to count handle (pending)
+// under cap, before it is created. Adding a handle counted already is
+// accepted (a retry).
+type HandleQuotaAdd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Cap           uint32                 `protobuf:"varint,2,opt,name=cap,proto3" json:"cap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleQuotaAdd) Reset() {
+	*x = HandleQuotaAdd{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleQuotaAdd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleQuotaAdd) ProtoMessage() {}
+
+func (x *HandleQuotaAdd) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleQuotaAdd.ProtoReflect.Descriptor instead.
+func (*HandleQuotaAdd) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HandleQuotaAdd) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *HandleQuotaAdd) GetCap() uint32 {
+	if x != nil {
+		return x.Cap
+	}
+	return 0
+}
+
+// HandleQuotaConfirm marks handle created (no longer pending).
+type HandleQuotaConfirm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleQuotaConfirm) Reset() {
+	*x = HandleQuotaConfirm{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleQuotaConfirm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleQuotaConfirm) ProtoMessage() {}
+
+func (x *HandleQuotaConfirm) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleQuotaConfirm.ProtoReflect.Descriptor instead.
+func (*HandleQuotaConfirm) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HandleQuotaConfirm) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+// HandleQuotaRemove uncounts handle (dropped, expired, or its creation
+// failed). Removing one not counted is a no-op.
+type HandleQuotaRemove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleQuotaRemove) Reset() {
+	*x = HandleQuotaRemove{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleQuotaRemove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleQuotaRemove) ProtoMessage() {}
+
+func (x *HandleQuotaRemove) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleQuotaRemove.ProtoReflect.Descriptor instead.
+func (*HandleQuotaRemove) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HandleQuotaRemove) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+// HandleQuotaReply answers every handle-quota request.
+type HandleQuotaReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// HandleQuotaAdd: the principal has cap live handles already.
+	Refused bool `protobuf:"varint,1,opt,name=refused,proto3" json:"refused,omitempty"`
+	// The live handles counted after the request.
+	Live          uint32 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleQuotaReply) Reset() {
+	*x = HandleQuotaReply{}
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleQuotaReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleQuotaReply) ProtoMessage() {}
+
+func (x *HandleQuotaReply) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_handle_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleQuotaReply.ProtoReflect.Descriptor instead.
+func (*HandleQuotaReply) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_handle_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HandleQuotaReply) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
+func (x *HandleQuotaReply) GetLive() uint32 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
 var File_mcpgrain_v1_handle_proto protoreflect.FileDescriptor
 
 const file_mcpgrain_v1_handle_proto_rawDesc = "" +
@@ -706,7 +1021,23 @@ const file_mcpgrain_v1_handle_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.HandleStateR\x05value:\x028\x01\x1aV\n" +
 	"\x0eSchedulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01B;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\v2\x18.mcpgrain.v1.SdkScheduleR\x05value:\x028\x01\"F\n" +
+	"\x11HandleQuotaRecord\x121\n" +
+	"\x04live\x18\x01 \x03(\v2\x1d.mcpgrain.v1.HandleQuotaEntryR\x04live\"d\n" +
+	"\x10HandleQuotaEntry\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x1e\n" +
+	"\vadded_at_ms\x18\x02 \x01(\x03R\taddedAtMs\x12\x18\n" +
+	"\apending\x18\x03 \x01(\bR\apending\":\n" +
+	"\x0eHandleQuotaAdd\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x10\n" +
+	"\x03cap\x18\x02 \x01(\rR\x03cap\",\n" +
+	"\x12HandleQuotaConfirm\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\"+\n" +
+	"\x11HandleQuotaRemove\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\"@\n" +
+	"\x10HandleQuotaReply\x12\x18\n" +
+	"\arefused\x18\x01 \x01(\bR\arefused\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\rR\x04liveB;Z9github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1;mcpgrainv1b\x06proto3"
 
 var (
 	file_mcpgrain_v1_handle_proto_rawDescOnce sync.Once
@@ -720,7 +1051,7 @@ func file_mcpgrain_v1_handle_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_handle_proto_rawDescData
 }
 
-var file_mcpgrain_v1_handle_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_mcpgrain_v1_handle_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_mcpgrain_v1_handle_proto_goTypes = []any{
 	(*HandleRecord)(nil),         // 0: mcpgrain.v1.HandleRecord
 	(*HandleState)(nil),          // 1: mcpgrain.v1.HandleState
@@ -732,38 +1063,45 @@ var file_mcpgrain_v1_handle_proto_goTypes = []any{
 	(*HandleCancelSchedule)(nil), // 7: mcpgrain.v1.HandleCancelSchedule
 	(*HandleListSchedules)(nil),  // 8: mcpgrain.v1.HandleListSchedules
 	(*HandleReply)(nil),          // 9: mcpgrain.v1.HandleReply
-	nil,                          // 10: mcpgrain.v1.HandleRecord.AppStateEntry
-	nil,                          // 11: mcpgrain.v1.HandleRecord.SchedulesEntry
-	nil,                          // 12: mcpgrain.v1.HandleReply.StatesEntry
-	nil,                          // 13: mcpgrain.v1.HandleReply.SchedulesEntry
-	(*Principal)(nil),            // 14: mcpgrain.v1.Principal
-	(*SdkSchedule)(nil),          // 15: mcpgrain.v1.SdkSchedule
+	(*HandleQuotaRecord)(nil),    // 10: mcpgrain.v1.HandleQuotaRecord
+	(*HandleQuotaEntry)(nil),     // 11: mcpgrain.v1.HandleQuotaEntry
+	(*HandleQuotaAdd)(nil),       // 12: mcpgrain.v1.HandleQuotaAdd
+	(*HandleQuotaConfirm)(nil),   // 13: mcpgrain.v1.HandleQuotaConfirm
+	(*HandleQuotaRemove)(nil),    // 14: mcpgrain.v1.HandleQuotaRemove
+	(*HandleQuotaReply)(nil),     // 15: mcpgrain.v1.HandleQuotaReply
+	nil,                          // 16: mcpgrain.v1.HandleRecord.AppStateEntry
+	nil,                          // 17: mcpgrain.v1.HandleRecord.SchedulesEntry
+	nil,                          // 18: mcpgrain.v1.HandleReply.StatesEntry
+	nil,                          // 19: mcpgrain.v1.HandleReply.SchedulesEntry
+	(*Principal)(nil),            // 20: mcpgrain.v1.Principal
+	(*SdkSchedule)(nil),          // 21: mcpgrain.v1.SdkSchedule
 }
 var file_mcpgrain_v1_handle_proto_depIdxs = []int32{
-	14, // 0: mcpgrain.v1.HandleRecord.principal:type_name -> mcpgrain.v1.Principal
-	10, // 1: mcpgrain.v1.HandleRecord.app_state:type_name -> mcpgrain.v1.HandleRecord.AppStateEntry
-	11, // 2: mcpgrain.v1.HandleRecord.schedules:type_name -> mcpgrain.v1.HandleRecord.SchedulesEntry
-	14, // 3: mcpgrain.v1.HandleCreate.principal:type_name -> mcpgrain.v1.Principal
-	14, // 4: mcpgrain.v1.HandleOpen.principal:type_name -> mcpgrain.v1.Principal
-	14, // 5: mcpgrain.v1.HandleSave.principal:type_name -> mcpgrain.v1.Principal
+	20, // 0: mcpgrain.v1.HandleRecord.principal:type_name -> mcpgrain.v1.Principal
+	16, // 1: mcpgrain.v1.HandleRecord.app_state:type_name -> mcpgrain.v1.HandleRecord.AppStateEntry
+	17, // 2: mcpgrain.v1.HandleRecord.schedules:type_name -> mcpgrain.v1.HandleRecord.SchedulesEntry
+	20, // 3: mcpgrain.v1.HandleCreate.principal:type_name -> mcpgrain.v1.Principal
+	20, // 4: mcpgrain.v1.HandleOpen.principal:type_name -> mcpgrain.v1.Principal
+	20, // 5: mcpgrain.v1.HandleSave.principal:type_name -> mcpgrain.v1.Principal
 	1,  // 6: mcpgrain.v1.HandleSave.state:type_name -> mcpgrain.v1.HandleState
-	14, // 7: mcpgrain.v1.HandleDrop.principal:type_name -> mcpgrain.v1.Principal
-	14, // 8: mcpgrain.v1.HandleSchedule.principal:type_name -> mcpgrain.v1.Principal
-	15, // 9: mcpgrain.v1.HandleSchedule.schedule:type_name -> mcpgrain.v1.SdkSchedule
-	14, // 10: mcpgrain.v1.HandleCancelSchedule.principal:type_name -> mcpgrain.v1.Principal
-	14, // 11: mcpgrain.v1.HandleListSchedules.principal:type_name -> mcpgrain.v1.Principal
-	12, // 12: mcpgrain.v1.HandleReply.states:type_name -> mcpgrain.v1.HandleReply.StatesEntry
+	20, // 7: mcpgrain.v1.HandleDrop.principal:type_name -> mcpgrain.v1.Principal
+	20, // 8: mcpgrain.v1.HandleSchedule.principal:type_name -> mcpgrain.v1.Principal
+	21, // 9: mcpgrain.v1.HandleSchedule.schedule:type_name -> mcpgrain.v1.SdkSchedule
+	20, // 10: mcpgrain.v1.HandleCancelSchedule.principal:type_name -> mcpgrain.v1.Principal
+	20, // 11: mcpgrain.v1.HandleListSchedules.principal:type_name -> mcpgrain.v1.Principal
+	18, // 12: mcpgrain.v1.HandleReply.states:type_name -> mcpgrain.v1.HandleReply.StatesEntry
 	1,  // 13: mcpgrain.v1.HandleReply.current:type_name -> mcpgrain.v1.HandleState
-	13, // 14: mcpgrain.v1.HandleReply.schedules:type_name -> mcpgrain.v1.HandleReply.SchedulesEntry
-	1,  // 15: mcpgrain.v1.HandleRecord.AppStateEntry.value:type_name -> mcpgrain.v1.HandleState
-	15, // 16: mcpgrain.v1.HandleRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
-	1,  // 17: mcpgrain.v1.HandleReply.StatesEntry.value:type_name -> mcpgrain.v1.HandleState
-	15, // 18: mcpgrain.v1.HandleReply.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	19, // 14: mcpgrain.v1.HandleReply.schedules:type_name -> mcpgrain.v1.HandleReply.SchedulesEntry
+	11, // 15: mcpgrain.v1.HandleQuotaRecord.live:type_name -> mcpgrain.v1.HandleQuotaEntry
+	1,  // 16: mcpgrain.v1.HandleRecord.AppStateEntry.value:type_name -> mcpgrain.v1.HandleState
+	21, // 17: mcpgrain.v1.HandleRecord.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	1,  // 18: mcpgrain.v1.HandleReply.StatesEntry.value:type_name -> mcpgrain.v1.HandleState
+	21, // 19: mcpgrain.v1.HandleReply.SchedulesEntry.value:type_name -> mcpgrain.v1.SdkSchedule
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_handle_proto_init() }
@@ -778,7 +1116,7 @@ func file_mcpgrain_v1_handle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_handle_proto_rawDesc), len(file_mcpgrain_v1_handle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
