@@ -21,7 +21,7 @@ func TestReminderLinkIsStoredOnEveryWritePath(t *testing.T) {
 		}
 		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
 		for _, w := range []store.Writes{
-			{SetReminders: []store.Reminder{{Name: "alone", DueAt: due, Link: link}}},                           // folded on Postgres
+			{SetReminders: []store.Reminder{{Name: "alone", DueAt: due, Link: link}}},                            // folded on Postgres
 			{Record: []byte("r"), SetReminders: []store.Reminder{{Name: "with-record", DueAt: due, Link: link}}}, // a transaction
 		} {
 			stored, err := s.Apply(ctx, "session/l", o.Epoch, w)
