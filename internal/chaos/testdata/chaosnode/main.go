@@ -1,0 +1,24 @@
+// Command chaosnode is the SDK program the chaos harness (TestChaos) runs
+// on its three nodes: the tools of examples/notes (durable per-session
+// State) and examples/deploy (Ask and Step) in one binary, beside the
+// built-in packs the harness enables with --tools.
+package main
+
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain"
+	"github.com/mcpgrain/mcpgrain/examples/deploy/deploytool"
+	"github.com/mcpgrain/mcpgrain/examples/notes/notestool"
+)
+
+func main() {
+	mcpgrain.Main(mcpgrain.Server{
+		Name:    "chaosnode",
+		Version: "1.0.0",
+		Register: func(s *mcp.Server) {
+			notestool.Register(s)
+			deploytool.Register(s)
+		},
+	})
+}
