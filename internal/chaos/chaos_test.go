@@ -679,7 +679,7 @@ func TestChaos(t *testing.T) {
 	violations = append(violations, nw.check(t, c)...)
 	// (a)+(b) every answered accepted deploy happened exactly once, none
 	// twice, no declined one.
-	violations = append(violations, dw.check(t)...)
+	violations = append(violations, dw.check(t, c)...)
 	var idle float64
 	for _, n := range c.Nodes() {
 		v, _ := n.Metric(fmt.Sprintf(`mcpgrain_runtime_disposals_total{node=%q,reason="idle"}`, n.ID))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 // deployWorker drives examples/deploy's tool (Ask, then a journaled Step)
@@ -34,12 +36,19 @@ type deployWorker struct {
 
 	mu  sync.Mutex
 	ops []*chaos.DeployOp
+	// trace holds, by service, what the worker saw of a deploy that was
+	// slow or never answered (calls, pause, decisions), for the report.
+	trace map[string][]string
+	slow  map[string]bool
+	// ids holds, by service, the session and the execution of its calls,
+	// to find the nodes' log lines about a slow one.
+	ids map[string][]string
 
 	sessions, answered atomic.Int64
 }
 
 func newDeployWorker(lb http.RoundTripper, log string) *deployWorker {
-	return &deployWorker{api: &http.Client{Transport: bearer{lb}}, log: log}
+	return &deployWorker{api: &http.Client{Transport: bearer{lb}}, log: log, trace: map[string][]string{}, slow: map[string]bool{}, ids: map[string][]string{}}
 }
 
 // counts describes the worker's progress, for the round's log line.
@@ -140,6 +149,15 @@ func (w *deployWorker) deploy(ctx context.Context, rec *recorder, cs *mcp.Client
 			o.Err, o.Retryable = "tool error: "+text, strings.Contains(text, "retry")
 		}
 		rec.outcome(o)
+		w.mu.Lock()
+		w.ids[op.Service] = append(w.ids[op.Service], cs.ID())
+		w.mu.Unlock()
+		w.note(op.Service, fmt.Sprintf("call on %s failed after %s: %.200s", cs.ID(), o.Took.Round(time.Millisecond), o.Err))
+		if o.Took > 10*time.Second {
+			w.mu.Lock()
+			w.slow[op.Service] = true
+			w.mu.Unlock()
+		}
 		if errors.Is(err, mcp.ErrConnectionClosed) {
 			return true
 		}
@@ -165,7 +183,12 @@ func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.Depl
 		case <-time.After(100 * time.Millisecond): // poll interval of the approver
 		}
 		if id == "" {
-			id = w.pauseOf(ctx, "Deploy "+op.Service+" 1?")
+			if id = w.pauseOf(ctx, "Deploy "+op.Service+" 1?"); id != "" {
+				w.note(op.Service, "paused as "+id)
+				w.mu.Lock()
+				w.ids[op.Service] = append(w.ids[op.Service], id)
+				w.mu.Unlock()
+			}
 			continue
 		}
 		began := time.Now()
@@ -176,6 +199,7 @@ func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.Depl
 		if !o.OK {
 			o.Err = fmt.Sprintf("status %d %v", status, err)
 		}
+		w.note(op.Service, fmt.Sprintf("%s %s: status %d %v", action, id, status, err))
 		if ctx.Err() == nil {
 			rec.outcome(o)
 		}
@@ -187,6 +211,13 @@ func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.Depl
 		}
 	}
 	return false
+}
+
+// note adds a line to a deploy's trace.
+func (w *deployWorker) note(service, line string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace[service] = append(w.trace[service], time.Now().Format("15:04:05.000 ")+line)
 }
 
 // pauseOf returns the id of the listed paused execution whose message is
@@ -229,7 +260,7 @@ func (w *deployWorker) post(ctx context.Context, url, body string) (int, error) 
 
 // check runs chaos.DeployOnce over the worker's deploys and the
 // deployment log; it returns the violations.
-func (w *deployWorker) check(t *testing.T) []string {
+func (w *deployWorker) check(t *testing.T, c *testcluster.Cluster) []string {
 	t.Helper()
 	b, err := os.ReadFile(w.log)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -248,6 +279,20 @@ func (w *deployWorker) check(t *testing.T) []string {
 	for _, l := range lines {
 		if strings.HasPrefix(l, "requested ") {
 			requested++
+		}
+	}
+	for _, op := range ops {
+		if w.slow[op.Service] || (!op.Answered && len(out) > 0) {
+			t.Logf("deploy %s (answered %v): %q", op.Service, op.Answered, w.trace[op.Service])
+			for _, id := range slices.Compact(slices.Sorted(slices.Values(w.ids[op.Service]))) {
+				for _, n := range c.Nodes() {
+					for _, l := range n.LogLines(id, 40) {
+						if !strings.Contains(l, "level=DEBUG") {
+							t.Logf("  %s: %.400s", n.ID, l)
+						}
+					}
+				}
+			}
 		}
 	}
 	t.Logf("deploy: %d deploys on %d sessions; %d answered deployed, %d answered declined, %d unanswered; %d handler runs (requested lines); violations %d",
