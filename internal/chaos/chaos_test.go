@@ -404,6 +404,8 @@ func TestChaos(t *testing.T) {
 	// chaosnode the tools the notes and deploy workers call.
 	deployLog := filepath.Join(t.TempDir(), "deployments.log")
 	t.Setenv("DEPLOY_LOG", deployLog) // the nodes' shared deployment log
+	watchDir := t.TempDir()
+	t.Setenv("WATCH_DIR", watchDir) // the nodes' shared schedule records
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, Binary: testcluster.Build(t, "./internal/chaos/testdata/chaosnode"),
 		ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--tools", "code,demo,conformance,chaosnode",
 			"--session-timeout", sessionTimeout.String()}})
@@ -516,6 +518,16 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			dw.run(ctx, rec, w)
+		}()
+	}
+	// Schedules (examples/watch: an SDK program's durable schedules):
+	// reminders with unique keys due shortly, each to fire.
+	sw := newScheduleWorker(lb, watchDir)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sw.run(ctx, rec, w)
 		}()
 	}
 	var calls, probeAcks atomic.Int64
@@ -655,7 +667,7 @@ func TestChaos(t *testing.T) {
 		rounds = append(rounds, r)
 		sample()
 		t.Logf("round %d: %s %s at %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
-			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts()+"; "+nw.counts()+"; "+dw.counts(), missing)
+			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts()+"; "+nw.counts()+"; "+dw.counts()+"; "+sw.counts(), missing)
 	}
 	stop()
 	wg.Wait()
@@ -680,6 +692,8 @@ func TestChaos(t *testing.T) {
 	// (a)+(b) every answered accepted deploy happened exactly once, none
 	// twice, no declined one.
 	violations = append(violations, dw.check(t, c)...)
+	// (b) every acknowledged schedule fired, none early, none unasked.
+	violations = append(violations, sw.check(t)...)
 	var idle float64
 	for _, n := range c.Nodes() {
 		v, _ := n.Metric(fmt.Sprintf(`mcpgrain_runtime_disposals_total{node=%q,reason="idle"}`, n.ID))

@@ -45,6 +45,9 @@ type deployWorker struct {
 	ids map[string][]string
 
 	sessions, answered atomic.Int64
+	// reasked counts the pauses listed for a deploy after one of its
+	// pauses had been decided (acknowledged): questions asked again.
+	reasked atomic.Int64
 }
 
 func newDeployWorker(lb http.RoundTripper, log string) *deployWorker {
@@ -105,12 +108,14 @@ func (w *deployWorker) connect(ctx context.Context, rec *recorder) *mcp.ClientSe
 	return nil
 }
 
-// deploy calls deploy for op until it is answered (bounded), deciding its
-// pause while the first call that reaches it waits. A call's outcome
+// deploy calls deploy for op until it is answered (bounded), deciding
+// every pause of op while a call waits (a pause listed after an
+// acknowledged decision, a question asked again, is decided too and
+// counted). A call's outcome
 // counts its time from the decision (the wait for the approver is not the
 // cluster's). It reports whether go-sdk closed the session.
 func (w *deployWorker) deploy(ctx context.Context, rec *recorder, cs *mcp.ClientSession, op *chaos.DeployOp) bool {
-	decided := false
+	decided := map[string]bool{} // the executions of op decided
 	for range 30 {
 		began := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -121,10 +126,9 @@ func (w *deployWorker) deploy(ctx context.Context, rec *recorder, cs *mcp.Client
 			defer close(done)
 			res, err = cs.CallTool(cctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": op.Service, "version": "1"}})
 		}()
-		if !decided {
-			if decided = w.decide(cctx, rec, op, done); decided {
-				began = time.Now() // the call's time is what it took once decided
-			}
+		if id := w.decide(cctx, rec, op, done, decided); id != "" {
+			decided[id] = true
+			began = time.Now() // the call's time is what it took once decided
 		}
 		<-done
 		cancel()
@@ -166,11 +170,12 @@ func (w *deployWorker) deploy(ctx context.Context, rec *recorder, cs *mcp.Client
 	return false
 }
 
-// decide finds op's pause in the approval API and sends the worker's
-// action until it is decided (200, or 409: an earlier attempt of unknown
-// outcome decided it); false if the call ended first (the next call
-// pauses again, or finds the decision).
-func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.DeployOp, done <-chan struct{}) bool {
+// decide finds a pause of op in the approval API that is not one of
+// decided and sends the worker's action until it is decided (200, or 409:
+// an earlier attempt of unknown outcome decided it), and returns its
+// execution id; "" if the call ended first (the next call pauses again,
+// or finds the decision).
+func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.DeployOp, done <-chan struct{}, decided map[string]bool) string {
 	action := "decline"
 	if op.Accept {
 		action = "accept"
@@ -179,12 +184,18 @@ func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.Depl
 	for ctx.Err() == nil {
 		select {
 		case <-done:
-			return false
+			return ""
 		case <-time.After(100 * time.Millisecond): // poll interval of the approver
 		}
 		if id == "" {
-			if id = w.pauseOf(ctx, "Deploy "+op.Service+" 1?"); id != "" {
+			if id = w.pauseOf(ctx, "Deploy "+op.Service+" 1?", decided); id != "" {
 				w.note(op.Service, "paused as "+id)
+				if len(decided) > 0 {
+					w.reasked.Add(1)
+					w.mu.Lock()
+					w.slow[op.Service] = true // traced in the report
+					w.mu.Unlock()
+				}
 				w.mu.Lock()
 				w.ids[op.Service] = append(w.ids[op.Service], id)
 				w.mu.Unlock()
@@ -204,13 +215,13 @@ func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.Depl
 			rec.outcome(o)
 		}
 		if o.OK {
-			return true
+			return id
 		}
 		if !o.Retryable {
-			return false
+			return ""
 		}
 	}
-	return false
+	return ""
 }
 
 // note adds a line to a deploy's trace.
@@ -220,9 +231,9 @@ func (w *deployWorker) note(service, line string) {
 	w.trace[service] = append(w.trace[service], time.Now().Format("15:04:05.000 ")+line)
 }
 
-// pauseOf returns the id of the listed paused execution whose message is
-// message, or "".
-func (w *deployWorker) pauseOf(ctx context.Context, message string) string {
+// pauseOf returns the id of a listed paused execution whose message is
+// message and that is not one of skip, or "".
+func (w *deployWorker) pauseOf(ctx context.Context, message string, skip map[string]bool) string {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://gateway/api/executions", nil)
 	resp, err := w.api.Do(req)
 	if err != nil {
@@ -239,7 +250,7 @@ func (w *deployWorker) pauseOf(ctx context.Context, message string) string {
 		return ""
 	}
 	for _, e := range got.Executions {
-		if e.Message == message {
+		if e.Message == message && !skip[e.ID] {
 			return e.ID
 		}
 	}
@@ -295,7 +306,7 @@ func (w *deployWorker) check(t *testing.T, c *testcluster.Cluster) []string {
 			}
 		}
 	}
-	t.Logf("deploy: %d deploys on %d sessions; %d answered deployed, %d answered declined, %d unanswered; %d handler runs (requested lines); violations %d",
-		sent, w.sessions.Load(), accepted, declined, unanswered, requested, len(out))
+	t.Logf("deploy: %d deploys on %d sessions; %d answered deployed, %d answered declined, %d unanswered; %d handler runs (requested lines); %d questions asked again after an acknowledged decision; violations %d",
+		sent, w.sessions.Load(), accepted, declined, unanswered, requested, w.reasked.Load(), len(out))
 	return out
 }

@@ -1,7 +1,8 @@
 // Command chaosnode is the SDK program the chaos harness (TestChaos) runs
 // on its three nodes: the tools of examples/notes (durable per-session
-// State) and examples/deploy (Ask and Step) in one binary, beside the
-// built-in packs the harness enables with --tools.
+// State), examples/deploy (Ask and Step) and examples/watch (durable
+// schedules) in one binary, beside the built-in packs the harness enables
+// with --tools.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"github.com/mcpgrain/mcpgrain"
 	"github.com/mcpgrain/mcpgrain/examples/deploy/deploytool"
 	"github.com/mcpgrain/mcpgrain/examples/notes/notestool"
+	"github.com/mcpgrain/mcpgrain/examples/watch/watchtool"
 )
 
 func main() {
@@ -19,6 +21,8 @@ func main() {
 		Register: func(s *mcp.Server) {
 			notestool.Register(s)
 			deploytool.Register(s)
+			watchtool.Register(s)
 		},
+		Schedules: watchtool.Schedules(),
 	})
 }
