@@ -366,13 +366,14 @@ const progressWait = 20 * time.Second
 
 // TestChaos runs the chaos harness: a real Consul agent, Postgres and
 // three node processes of an SDK program (testdata/chaosnode: the tools
-// of examples/notes and examples/deploy, with the built-in packs); MCP
+// of examples/notes, deploy and watch, with the built-in packs); MCP
 // sessions doing tools/call through a health-checked balancer; fenced
 // probe counters written through random nodes; reminders due across the
 // run; approvals raced by two approvers; tasks (the tasks extension)
 // created and followed to their end; sessions adding notes to the
 // program's durable per-session State; deploys that ask (Ask), are
-// decided through the approval API and deploy in a journaled Step. Each
+// decided through the approval API and deploy in a journaled Step;
+// schedules with unique keys due shortly. Each
 // round injects one fault (kill -9 and restart, graceful stop and
 // restart, SIGSTOP/SIGCONT, Consul agent restart, Postgres restart), then
 // the checkers run: single owner, nothing lost, liveness, recovery (per
@@ -381,7 +382,8 @@ const progressWait = 20 * time.Second
 // baseline), linearizability (porcupine), bounded growth, and every
 // acknowledged task terminal exactly once, every acknowledged note shown
 // exactly once by every later answer of its session, every answered
-// accepted deploy deployed exactly once and no declined one.
+// accepted deploy deployed exactly once and no declined one, every
+// acknowledged schedule fired.
 // MCPGRAIN_CHAOS=1 enables it (CI runs a short round); MCPGRAIN_CHAOS_ROUNDS,
 // _INTERVAL, _FAULTS, _FREEZE and _SESSIONS tune it.
 func TestChaos(t *testing.T) {
@@ -399,9 +401,9 @@ func TestChaos(t *testing.T) {
 	}
 	todos, todoFlag := testcluster.TodoAPI(t)
 	// The nodes run testdata/chaosnode, an SDK program with the tools of
-	// examples/notes and examples/deploy, with the built-in packs beside
+	// examples/notes, deploy and watch, with the built-in packs beside
 	// its own: conformance has the tasks fixtures the task worker calls,
-	// chaosnode the tools the notes and deploy workers call.
+	// chaosnode the tools the notes, deploy and schedule workers call.
 	deployLog := filepath.Join(t.TempDir(), "deployments.log")
 	t.Setenv("DEPLOY_LOG", deployLog) // the nodes' shared deployment log
 	watchDir := t.TempDir()
