@@ -22,6 +22,7 @@ type callRun struct {
 	req     *mcp.CallToolRequest
 	c       *durableCall  // nil until the first Step or Ask
 	preempt chan struct{} // closed when a newer run of the call takes over
+	cut     <-chan struct{} // closed once the exchange that carried the call ended (nil: never)
 	steps   int
 	asked   int
 	keep    bool // interrupted: the call stays open for the client's retry
@@ -32,6 +33,23 @@ var _ app.Call = (*callRun)(nil)
 // errPreempted ends a run that a newer run of the same call (the client's
 // retry) took over.
 var errPreempted = fmt.Errorf("%w: a newer run of this tool call took over", app.ErrRetry)
+
+// errCut ends a run whose exchange ended (the client went away, or was
+// told to retry as the session's node stopped): go-sdk does not cancel a
+// handler's context then, and a run that went on would complete the call
+// with a result nobody receives, so that the client's retry would be a new
+// call — asked again, its steps run again.
+var errCut = fmt.Errorf("%w: the request that carried this tool call ended", app.ErrRetry)
+
+// isCut reports whether the exchange that carried the run ended.
+func (cr *callRun) isCut() bool {
+	select {
+	case <-cr.cut:
+		return true
+	default:
+		return false
+	}
+}
 
 // bindCall is the shared server's receiving middleware that makes every
 // tools/call of a session a possible durable call (app.WithCall): when the
@@ -52,9 +70,9 @@ func (b *Builder) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || r.asks == nil {
 			return next(ctx, method, req)
 		}
-		run := &callRun{a: r.asks, req: ctr}
+		run := &callRun{a: r.asks, req: ctr, cut: r.cutOf(h)}
 		res, err := next(app.WithCall(ctx, run), method, req)
-		run.finish(ctx.Err() != nil)
+		run.finish(ctx.Err() != nil || run.isCut())
 		return res, err
 	}
 }
@@ -149,6 +167,10 @@ func (cr *callRun) Step(ctx context.Context, name string, f func(context.Context
 		return s.Result, nil
 	}
 	c.mu.Unlock()
+	if cr.isCut() { // nobody waits for this run's result: the client's retry runs the step
+		cr.keep = true
+		return nil, errCut
+	}
 	res, err := f(ctx)
 	if err != nil {
 		return nil, err
@@ -235,6 +257,10 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 	var err error
 	select {
 	case <-p.done:
+		if cr.isCut() { // journaled: the client's retry gets the decision
+			err = errCut
+			break
+		}
 		p.c.mu.Lock()
 		d := p.c.doc.Asks[p.idx].Decision
 		p.c.mu.Unlock()
@@ -244,6 +270,8 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 		err = fmt.Errorf("%w: %v", app.ErrRetry, ctx.Err())
 	case <-cr.preempt:
 		err = errPreempted
+	case <-cr.cut:
+		err = errCut
 	case <-cr.a.closed:
 		err = fmt.Errorf("%w: the session's runtime closed while the call waited for a decision", app.ErrRetry)
 	}
