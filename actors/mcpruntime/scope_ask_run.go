@@ -20,8 +20,8 @@ import (
 type callRun struct {
 	a       *asks
 	req     *mcp.CallToolRequest
-	c       *durableCall  // nil until the first Step or Ask
-	preempt chan struct{} // closed when a newer run of the call takes over
+	c       *durableCall    // nil until the first Step or Ask
+	preempt chan struct{}   // closed when a newer run of the call takes over
 	cut     <-chan struct{} // closed once the exchange that carried the call ended (nil: never)
 	steps   int
 	asked   int
