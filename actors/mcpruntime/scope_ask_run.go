@@ -41,6 +41,12 @@ var errPreempted = fmt.Errorf("%w: a newer run of this tool call took over", app
 // call — asked again, its steps run again.
 var errCut = fmt.Errorf("%w: the request that carried this tool call ended", app.ErrRetry)
 
+// stepKeyOf is the idempotency key of step i (named name) of call id: the
+// same in every run of the call (app.StepKeyOf).
+func stepKeyOf(id string, i int, name string) string {
+	return fmt.Sprintf("%s/%d/%s", id, i, name)
+}
+
 // isCut reports whether the exchange that carried the run ended.
 func (cr *callRun) isCut() bool {
 	select {
@@ -166,12 +172,20 @@ func (cr *callRun) Step(ctx context.Context, name string, f func(context.Context
 		cr.steps++
 		return s.Result, nil
 	}
-	c.mu.Unlock()
 	if cr.isCut() { // nobody waits for this run's result: the client's retry runs the step
+		c.mu.Unlock()
 		cr.keep = true
 		return nil, errCut
 	}
-	res, err := f(ctx)
+	// A fenced write first: an owner that lost the session never runs f.
+	if err := cr.a.save(c, nil, nil); err != nil {
+		c.mu.Unlock()
+		cr.keep = true
+		return nil, err
+	}
+	key := stepKeyOf(c.row.ID, i, name)
+	c.mu.Unlock()
+	res, err := f(app.WithStepKey(ctx, key))
 	if err != nil {
 		return nil, err
 	}

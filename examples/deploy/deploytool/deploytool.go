@@ -3,13 +3,17 @@
 // journaled step (mcpgrain.Step). The "deployment" appends a line to the
 // file $DEPLOY_LOG (default deployments.log): "deployed SERVICE VERSION";
 // before it asks, the tool appends "requested SERVICE VERSION", work that
-// is not in a Step (see the command's documentation).
+// is not in a Step (see the command's documentation). The deployment is
+// preceded by "step KEY" (mcpgrain.StepKey), by which a step run again
+// after an interruption finds it deployed already.
 package deploytool
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,15 +30,38 @@ type DeployArgs struct {
 // logMu orders the writes of this process to the deployment log.
 var logMu sync.Mutex
 
-// record appends one line to the deployment log.
-func record(line string) error {
-	path := os.Getenv("DEPLOY_LOG")
-	if path == "" {
-		path = "deployments.log"
+// logPath is the deployment log's path.
+func logPath() string {
+	if path := os.Getenv("DEPLOY_LOG"); path != "" {
+		return path
 	}
+	return "deployments.log"
+}
+
+// record appends one line to the deployment log.
+func record(line string) error { return appendOnce("", line) }
+
+// appendOnce appends line to the deployment log, after a line "step KEY"
+// in the same write if key is not "" — unless that line is in the log
+// already: the effect of a step the client's retry runs again (it was
+// interrupted after its effect, before its journal write) is visible once.
+// The check and the write are ordered within this process; runs of one
+// call on two nodes overlap only if the first was inside its step as its
+// session moved (the example does not lock the file across processes).
+func appendOnce(key, line string) error {
 	logMu.Lock()
 	defer logMu.Unlock()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if key != "" {
+		b, err := os.ReadFile(logPath())
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("read the deployment log: %w", err)
+		}
+		if slices.Contains(strings.Split(string(b), "\n"), "step "+key) {
+			return nil
+		}
+		line = "step " + key + "\n" + line
+	}
+	f, err := os.OpenFile(logPath(), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("open the deployment log: %w", err)
 	}
@@ -69,8 +96,9 @@ func deploy(ctx context.Context, req *mcp.CallToolRequest, args DeployArgs) (*mc
 	if !d.Accepted {
 		return text(fmt.Sprintf("deploy of %s %s declined by %q: %s", args.Service, args.Version, d.By, d.Reason)), nil, nil
 	}
-	n, err := mcpgrain.Step(ctx, req, "deploy", func(context.Context) (string, error) {
-		return "deployed " + args.Service + " " + args.Version, record("deployed " + args.Service + " " + args.Version)
+	n, err := mcpgrain.Step(ctx, req, "deploy", func(ctx context.Context) (string, error) {
+		line := "deployed " + args.Service + " " + args.Version
+		return line, appendOnce(mcpgrain.StepKey(ctx), line)
 	})
 	if err != nil {
 		return nil, nil, err
