@@ -30,6 +30,15 @@ var ErrNoCall = app.ErrNoCall
 // step other than the one its journal recorded at that position.
 var ErrDiverged = app.ErrDiverged
 
+// StepKey returns the idempotency key of the [Step] whose function runs
+// with ctx ("" elsewhere): the call's id, the step's position and its
+// name, the same in every run of the durable call. A completed step runs
+// once; a step interrupted between its function's effect and its journal
+// write (the node lost, the session moved) runs again on the client's
+// retry, with the same key: an effect that must be visible once
+// deduplicates by it (docs/sdk.md §4).
+func StepKey(ctx context.Context) string { return app.StepKeyOf(ctx) }
+
 // callOf is the durable tool call req's handler runs.
 func callOf(ctx context.Context, req *mcp.CallToolRequest) (app.Call, error) {
 	if req == nil {

@@ -217,6 +217,11 @@ func deployNow(_ context.Context, service, version string) (string, error) {
 	return "dep-" + service + "-" + version, nil
 }
 
+// deployWithKey stands for a deployment system that deploys once per key.
+func deployWithKey(_ context.Context, key, service, version string) (string, error) {
+	return "dep-" + service + "-" + version + "-" + key, nil
+}
+
 // A tool that asks a human before it acts. The call waits until someone
 // decides on an approval surface (or the window lapses), also across the
 // loss of its node (the client retries the call).
@@ -250,6 +255,24 @@ func ExampleStep() {
 		}
 		id, err := mcpgrain.Step(ctx, req, "deploy", func(ctx context.Context) (string, error) {
 			return deployNow(ctx, args.Service, args.Version)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployment " + id}}}, nil, nil
+	}
+	mcpgrain.Main(mcpgrain.Server{Name: "deploy", Register: func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "deploy"}, deploy)
+	}})
+}
+
+// A step's effect deduplicated by its key: a step interrupted after its
+// effect, before its result was journaled, runs again on the client's
+// retry with the same key, and the deployment system ignores the repeat.
+func ExampleStepKey() {
+	deploy := func(ctx context.Context, req *mcp.CallToolRequest, args releaseArgs) (*mcp.CallToolResult, any, error) {
+		id, err := mcpgrain.Step(ctx, req, "deploy", func(ctx context.Context) (string, error) {
+			return deployWithKey(ctx, mcpgrain.StepKey(ctx), args.Service, args.Version)
 		})
 		if err != nil {
 			return nil, nil, err

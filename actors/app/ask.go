@@ -74,3 +74,18 @@ func CallOf(ctx context.Context) (Call, error) {
 	}
 	return nil, ErrNoCall
 }
+
+type stepKey struct{}
+
+// WithStepKey binds ctx, the context a Step's function runs with, to the
+// step's idempotency key.
+func WithStepKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, stepKey{}, key)
+}
+
+// StepKeyOf returns the idempotency key ctx is bound to ("" outside a
+// Step's function).
+func StepKeyOf(ctx context.Context) string {
+	k, _ := ctx.Value(stepKey{}).(string)
+	return k
+}

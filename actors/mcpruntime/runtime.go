@@ -256,6 +256,7 @@ type Runtime struct {
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 	streams   atomic.Int32 // open SSE responses: POST streams and GET listeners
+	cuts      sync.Map     // POST exchanges in flight: token (headerExchange) -> their request's Done
 
 	mu        sync.Mutex
 	sdkID     string // go-sdk's id of the session (see the package doc)
@@ -587,6 +588,10 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rw := &refusalWriter{ResponseWriter: w}
+	tok := newExchangeToken()
+	req.Header.Set(headerExchange, tok) // replaces any value a client sent
+	r.cuts.Store(tok, req.Context().Done())
+	defer r.cuts.Delete(tok)
 	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r}, req)
 	rw.finish(req)
 }
@@ -816,4 +821,26 @@ func (r *Runtime) Close(ctx context.Context) error {
 		}
 	}
 	return r.events.close(ctx)
+}
+
+// headerExchange carries, from serve to bindCall, the token of the POST
+// exchange that carries a request (go-sdk hands handlers the request's
+// headers, not its context).
+const headerExchange = "X-Mcpgrain-Exchange-Token"
+
+// newExchangeToken returns a random exchange token.
+func newExchangeToken() string { return newCallID() }
+
+// cutOf is the channel closed once the exchange whose headers are h ended:
+// nil if h carries no token (a request not served through serve), closed
+// if its exchange is already over.
+func (r *Runtime) cutOf(h http.Header) <-chan struct{} {
+	tok := h.Get(headerExchange)
+	if tok == "" {
+		return nil
+	}
+	if v, ok := r.cuts.Load(tok); ok {
+		return v.(<-chan struct{})
+	}
+	return closedChan
 }

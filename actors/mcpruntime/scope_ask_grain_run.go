@@ -136,8 +136,15 @@ func (r *grainRun) Step(ctx context.Context, name string, f func(context.Context
 		r.steps++
 		return s.Result, nil
 	}
+	// A fenced write first: an activation that lost the grain never runs f.
+	if err := r.gc.save(c, nil, nil); err != nil {
+		c.mu.Unlock()
+		r.keep = true
+		return nil, err
+	}
+	key := stepKeyOf(c.row.ID, i, name)
 	c.mu.Unlock()
-	res, err := f(ctx)
+	res, err := f(app.WithStepKey(ctx, key))
 	if err != nil {
 		return nil, err
 	}

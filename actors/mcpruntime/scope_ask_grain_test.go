@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -169,5 +170,38 @@ func TestASessionlessCallIsOnlyItsCallers(t *testing.T) {
 		Principal: &pb.Principal{User: "vic", Org: "acme", Role: "viewer"}})
 	if st != pb.ExecutionReply_STATUS_FORBIDDEN {
 		t.Fatalf("a viewer's decision: %v, want FORBIDDEN", st)
+	}
+}
+
+// A step of an activation that lost its grain (another node acquired it)
+// never runs its function: the fenced write before it fails, retryable.
+// An activation that owns its grain runs it with the step's key.
+func TestAStepOfALostGrainDoesNotRun(t *testing.T) {
+	gc, st := grainCalls(t)
+	step := func() (ran bool, key string, err error) {
+		ctx, finish, err := gc.Bind(context.Background(), toolCall("ann", "admin", "", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer finish(false)
+		c, err := app.CallOf(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Step(ctx, "deploy", func(ctx context.Context) (json.RawMessage, error) {
+			ran, key = true, app.StepKeyOf(ctx)
+			return json.RawMessage(`"ok"`), nil
+		})
+		return ran, key, err
+	}
+	if ran, key, err := step(); err != nil || !ran || !strings.HasSuffix(key, "/0/deploy") || !strings.HasPrefix(key, "call_") {
+		t.Fatalf("the owner's step: ran %v, key %q, %v; want it run with key call_…/0/deploy", ran, key, err)
+	}
+	if _, err := st.Acquire(context.Background(), "continuation/c-n1-0", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	ran, _, err := step()
+	if ran || !errors.Is(err, app.ErrRetry) {
+		t.Fatalf("the deposed activation's step: ran %v, %v; want not run, a retryable error", ran, err)
 	}
 }

@@ -20,8 +20,9 @@ import (
 type callRun struct {
 	a       *asks
 	req     *mcp.CallToolRequest
-	c       *durableCall  // nil until the first Step or Ask
-	preempt chan struct{} // closed when a newer run of the call takes over
+	c       *durableCall    // nil until the first Step or Ask
+	preempt chan struct{}   // closed when a newer run of the call takes over
+	cut     <-chan struct{} // closed once the exchange that carried the call ended (nil: never)
 	steps   int
 	asked   int
 	keep    bool // interrupted: the call stays open for the client's retry
@@ -32,6 +33,29 @@ var _ app.Call = (*callRun)(nil)
 // errPreempted ends a run that a newer run of the same call (the client's
 // retry) took over.
 var errPreempted = fmt.Errorf("%w: a newer run of this tool call took over", app.ErrRetry)
+
+// errCut ends a run whose exchange ended (the client went away, or was
+// told to retry as the session's node stopped): go-sdk does not cancel a
+// handler's context then, and a run that went on would complete the call
+// with a result nobody receives, so that the client's retry would be a new
+// call — asked again, its steps run again.
+var errCut = fmt.Errorf("%w: the request that carried this tool call ended", app.ErrRetry)
+
+// stepKeyOf is the idempotency key of step i (named name) of call id: the
+// same in every run of the call (app.StepKeyOf).
+func stepKeyOf(id string, i int, name string) string {
+	return fmt.Sprintf("%s/%d/%s", id, i, name)
+}
+
+// isCut reports whether the exchange that carried the run ended.
+func (cr *callRun) isCut() bool {
+	select {
+	case <-cr.cut:
+		return true
+	default:
+		return false
+	}
+}
 
 // bindCall is the shared server's receiving middleware that makes every
 // tools/call of a session a possible durable call (app.WithCall): when the
@@ -52,9 +76,9 @@ func (b *Builder) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || r.asks == nil {
 			return next(ctx, method, req)
 		}
-		run := &callRun{a: r.asks, req: ctr}
+		run := &callRun{a: r.asks, req: ctr, cut: r.cutOf(h)}
 		res, err := next(app.WithCall(ctx, run), method, req)
-		run.finish(ctx.Err() != nil)
+		run.finish(ctx.Err() != nil || run.isCut())
 		return res, err
 	}
 }
@@ -148,8 +172,20 @@ func (cr *callRun) Step(ctx context.Context, name string, f func(context.Context
 		cr.steps++
 		return s.Result, nil
 	}
+	if cr.isCut() { // nobody waits for this run's result: the client's retry runs the step
+		c.mu.Unlock()
+		cr.keep = true
+		return nil, errCut
+	}
+	// A fenced write first: an owner that lost the session never runs f.
+	if err := cr.a.save(c, nil, nil); err != nil {
+		c.mu.Unlock()
+		cr.keep = true
+		return nil, err
+	}
+	key := stepKeyOf(c.row.ID, i, name)
 	c.mu.Unlock()
-	res, err := f(ctx)
+	res, err := f(app.WithStepKey(ctx, key))
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +271,10 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 	var err error
 	select {
 	case <-p.done:
+		if cr.isCut() { // journaled: the client's retry gets the decision
+			err = errCut
+			break
+		}
 		p.c.mu.Lock()
 		d := p.c.doc.Asks[p.idx].Decision
 		p.c.mu.Unlock()
@@ -244,6 +284,8 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 		err = fmt.Errorf("%w: %v", app.ErrRetry, ctx.Err())
 	case <-cr.preempt:
 		err = errPreempted
+	case <-cr.cut:
+		err = errCut
 	case <-cr.a.closed:
 		err = fmt.Errorf("%w: the session's runtime closed while the call waited for a decision", app.ErrRetry)
 	}

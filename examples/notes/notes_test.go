@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/examples/notes/notestool"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
@@ -56,7 +57,7 @@ func resultText(res *mcp.CallToolResult) string {
 func notesOf(t *testing.T, structured any) []string {
 	t.Helper()
 	b, _ := json.Marshal(structured)
-	var n Notes
+	var n notestool.Notes
 	if err := json.Unmarshal(b, &n); err != nil {
 		t.Fatalf("result %s: %v", b, err)
 	}

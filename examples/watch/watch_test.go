@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain/examples/watch/watchtool"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
@@ -136,13 +137,13 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any)
 }
 
 // waitFired polls dir for the record of key until within has passed.
-func waitFired(t *testing.T, dir, key string, within time.Duration) Fired {
+func waitFired(t *testing.T, dir, key string, within time.Duration) watchtool.Fired {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, key+".json"))
 		if err == nil {
-			var f Fired
+			var f watchtool.Fired
 			if err := json.Unmarshal(b, &f); err != nil {
 				t.Fatalf("record of %s: %v", key, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -364,12 +365,15 @@ var timing = chaos.Timing{
 const progressWait = 20 * time.Second
 
 // TestChaos runs the chaos harness: a real Consul agent, Postgres and
-// three node processes of an SDK program (examples/notes, with the
-// built-in packs); MCP sessions doing tools/call through a health-
-// checked balancer; fenced probe counters written through random nodes;
-// reminders due across the run; approvals raced by two approvers; tasks
-// (the tasks extension) created and followed to their end; sessions
-// adding notes to the program's durable per-session State. Each
+// three node processes of an SDK program (testdata/chaosnode: the tools
+// of examples/notes, deploy and watch, with the built-in packs); MCP
+// sessions doing tools/call through a health-checked balancer; fenced
+// probe counters written through random nodes; reminders due across the
+// run; approvals raced by two approvers; tasks (the tasks extension)
+// created and followed to their end; sessions adding notes to the
+// program's durable per-session State; deploys that ask (Ask), are
+// decided through the approval API and deploy in a journaled Step;
+// schedules with unique keys due shortly. Each
 // round injects one fault (kill -9 and restart, graceful stop and
 // restart, SIGSTOP/SIGCONT, Consul agent restart, Postgres restart), then
 // the checkers run: single owner, nothing lost, liveness, recovery (per
@@ -377,7 +381,9 @@ const progressWait = 20 * time.Second
 // restart, every worker kind progressing, the error budget and the
 // baseline), linearizability (porcupine), bounded growth, and every
 // acknowledged task terminal exactly once, every acknowledged note shown
-// exactly once by every later answer of its session.
+// exactly once by every later answer of its session, every answered
+// accepted deploy deployed exactly once and no declined one, every
+// acknowledged schedule fired.
 // MCPGRAIN_CHAOS=1 enables it (CI runs a short round); MCPGRAIN_CHAOS_ROUNDS,
 // _INTERVAL, _FAULTS, _FREEZE and _SESSIONS tune it.
 func TestChaos(t *testing.T) {
@@ -394,11 +400,16 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	todos, todoFlag := testcluster.TodoAPI(t)
-	// The nodes run examples/notes, an SDK program, with the built-in
-	// packs beside its own: conformance has the tasks fixtures the task
-	// worker calls, notes the tools the notes worker calls.
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, Binary: testcluster.Build(t, "./examples/notes"),
-		ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--tools", "code,demo,conformance,notes",
+	// The nodes run testdata/chaosnode, an SDK program with the tools of
+	// examples/notes, deploy and watch, with the built-in packs beside
+	// its own: conformance has the tasks fixtures the task worker calls,
+	// chaosnode the tools the notes, deploy and schedule workers call.
+	deployLog := filepath.Join(t.TempDir(), "deployments.log")
+	t.Setenv("DEPLOY_LOG", deployLog) // the nodes' shared deployment log
+	watchDir := t.TempDir()
+	t.Setenv("WATCH_DIR", watchDir) // the nodes' shared schedule records
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: membershipTTL, Binary: testcluster.Build(t, "./internal/chaos/testdata/chaosnode"),
+		ExtraArgs: []string{"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--tools", "code,demo,conformance,chaosnode",
 			"--session-timeout", sessionTimeout.String()}})
 	c.WaitMembers(3, 30*time.Second)
 	st, err := store.Open(context.Background(), c.DSN)
@@ -498,6 +509,27 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			nw.run(ctx, rec, w)
+		}()
+	}
+	// Deploys (examples/deploy: an SDK program's Ask and Step): calls
+	// that pause for an approver, decided through the approval API,
+	// retried until answered; each deployed at most once.
+	dw := newDeployWorker(lb, deployLog)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dw.run(ctx, rec, w)
+		}()
+	}
+	// Schedules (examples/watch: an SDK program's durable schedules):
+	// reminders with unique keys due shortly, each to fire.
+	sw := newScheduleWorker(lb, watchDir)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sw.run(ctx, rec, w)
 		}()
 	}
 	var calls, probeAcks atomic.Int64
@@ -637,7 +669,7 @@ func TestChaos(t *testing.T) {
 		rounds = append(rounds, r)
 		sample()
 		t.Logf("round %d: %s %s at %s (outage %s), cluster whole again after %s; %d calls, %d probe writes acknowledged, %s so far; no progress yet: %v",
-			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts()+"; "+nw.counts(), missing)
+			r.N, fault, r.Node, r.Began.Format("15:04:05.000"), r.Outage.Round(time.Millisecond), r.Healed.Sub(r.Began).Round(time.Millisecond), calls.Load(), probeAcks.Load(), tw.counts()+"; "+nw.counts()+"; "+dw.counts()+"; "+sw.counts(), missing)
 	}
 	stop()
 	wg.Wait()
@@ -659,6 +691,11 @@ func TestChaos(t *testing.T) {
 	// (a)+(b) every acknowledged note shown exactly once by every later
 	// answer of its session, no note twice, none going backwards.
 	violations = append(violations, nw.check(t, c)...)
+	// (a)+(b) every answered accepted deploy happened exactly once, none
+	// twice, no declined one.
+	violations = append(violations, dw.check(t, c)...)
+	// (b) every acknowledged schedule fired, none early, none unasked.
+	violations = append(violations, sw.check(t)...)
 	var idle float64
 	for _, n := range c.Nodes() {
 		v, _ := n.Metric(fmt.Sprintf(`mcpgrain_runtime_disposals_total{node=%q,reason="idle"}`, n.ID))

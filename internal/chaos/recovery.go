@@ -36,6 +36,12 @@ const (
 	// program's durable per-session State; ok: answered with the
 	// session's notes).
 	KindNotes = "notes"
+	// KindDeploy is a deploy call of the deploy worker (an SDK program's
+	// Ask and Step; ok: answered with the deployment or the decline).
+	KindDeploy = "deploy"
+	// KindSchedule is a remind_me of the schedule worker (an SDK
+	// program's durable schedules; ok: answered with its key).
+	KindSchedule = "schedule"
 	// KindTaskCreate is a tools/call that should create a task (not a
 	// progress kind: a task is progress once it is followed to its end).
 	KindTaskCreate = "task create"
@@ -45,7 +51,7 @@ const (
 )
 
 // Workers are the worker kinds in which every round must show progress.
-var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes}
+var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes, KindDeploy, KindSchedule}
 
 // Faults are the faults the harness injects.
 var Faults = []string{"kill", "stop", "freeze", "consul", "postgres"}

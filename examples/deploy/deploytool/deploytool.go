@@ -1,0 +1,112 @@
+// Package deploytool is examples/deploy's tool, deploy, which asks a human
+// before it deploys (mcpgrain.Ask) and performs the deployment in a
+// journaled step (mcpgrain.Step). The "deployment" appends a line to the
+// file $DEPLOY_LOG (default deployments.log): "deployed SERVICE VERSION";
+// before it asks, the tool appends "requested SERVICE VERSION", work that
+// is not in a Step (see the command's documentation). The deployment is
+// preceded by "step KEY" (mcpgrain.StepKey), by which a step run again
+// after an interruption finds it deployed already.
+package deploytool
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgrain/mcpgrain"
+)
+
+// DeployArgs are the deploy tool's arguments.
+type DeployArgs struct {
+	Service string `json:"service" jsonschema:"the service to deploy"`
+	Version string `json:"version" jsonschema:"the version to deploy"`
+}
+
+// logMu orders the writes of this process to the deployment log.
+var logMu sync.Mutex
+
+// logPath is the deployment log's path.
+func logPath() string {
+	if path := os.Getenv("DEPLOY_LOG"); path != "" {
+		return path
+	}
+	return "deployments.log"
+}
+
+// record appends one line to the deployment log.
+func record(line string) error { return appendOnce("", line) }
+
+// appendOnce appends line to the deployment log, after a line "step KEY"
+// in the same write if key is not "" — unless that line is in the log
+// already: the effect of a step the client's retry runs again (it was
+// interrupted after its effect, before its journal write) is visible once.
+// The check and the write are ordered within this process; runs of one
+// call on two nodes overlap only if the first was inside its step as its
+// session moved (the example does not lock the file across processes).
+func appendOnce(key, line string) error {
+	logMu.Lock()
+	defer logMu.Unlock()
+	if key != "" {
+		b, err := os.ReadFile(logPath())
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("read the deployment log: %w", err)
+		}
+		if slices.Contains(strings.Split(string(b), "\n"), "step "+key) {
+			return nil
+		}
+		line = "step " + key + "\n" + line
+	}
+	f, err := os.OpenFile(logPath(), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open the deployment log: %w", err)
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write the deployment log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync the deployment log: %w", err)
+	}
+	return f.Close()
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// deploy asks for approval, then deploys args.Service at args.Version once.
+func deploy(ctx context.Context, req *mcp.CallToolRequest, args DeployArgs) (*mcp.CallToolResult, any, error) {
+	// Not journaled: runs again if the handler is run again.
+	if err := record("requested " + args.Service + " " + args.Version); err != nil {
+		return nil, nil, err
+	}
+	d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{
+		Summary: fmt.Sprintf("Deploy %s %s?", args.Service, args.Version),
+		Details: map[string]any{"service": args.Service, "version": args.Version},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !d.Accepted {
+		return text(fmt.Sprintf("deploy of %s %s declined by %q: %s", args.Service, args.Version, d.By, d.Reason)), nil, nil
+	}
+	n, err := mcpgrain.Step(ctx, req, "deploy", func(ctx context.Context) (string, error) {
+		line := "deployed " + args.Service + " " + args.Version
+		return line, appendOnce(mcpgrain.StepKey(ctx), line)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprintf("%s, approved by %s", n, d.By)), nil, nil
+}
+
+// Register adds the deploy tool to s.
+func Register(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{Name: "deploy", Description: "Deploy a service at a version, once a human approved it."}, deploy)
+}
