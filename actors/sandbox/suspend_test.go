@@ -10,6 +10,9 @@ import (
 // The host's wait stands in for a human approval; it is the behaviour
 // under test (time passing), not synchronisation.
 func TestSuspendStopsTheWallClockWhileAHostWaits(t *testing.T) {
+	// The run's own work must fit in the wall time on a loaded machine
+	// (150 ms did not, in CI's tests step); the host's wait outlasts it.
+	const wall = time.Second
 	wait := func(suspend bool) HostFunc {
 		return func(ctx context.Context, path string, args any) (any, error) {
 			if suspend {
@@ -17,14 +20,14 @@ func TestSuspendStopsTheWallClockWhileAHostWaits(t *testing.T) {
 				defer resume()
 			}
 			select {
-			case <-time.After(400 * time.Millisecond):
+			case <-time.After(wall + wall/2): // the host's wait (not a synchronisation): longer than the wall time
 				return "approved", nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
 	}
-	lim := Limits{WallTime: 150 * time.Millisecond}
+	lim := Limits{WallTime: wall}
 	res, err := Run(t.Context(), `return await tools.wait()`, wait(true), lim)
 	if err != nil || res.Value != "approved" {
 		t.Fatalf("suspended wait: %v %v", res.Value, err)

@@ -288,7 +288,9 @@ func toolParams(name string) *mcp.CallToolParams { return &mcp.CallToolParams{Na
 // A session holds at most 100 pending reminders: the next is refused with
 // a clear error, and cancelling one makes room again.
 func TestWatchBoundsPendingReminders(t *testing.T) {
-	n := start(t, t.TempDir())
+	// 100+ calls in a burst: on a quiet machine faster than the default
+	// --rate-limit (50/s per principal), whose 429 is not what this tests.
+	n := start(t, t.TempDir(), "--rate-limit", "0")
 	cs := connect(t, n.endpoint, nil)
 	for i := range 100 {
 		call(t, cs, "remind_me", map[string]any{"after": "1h", "text": "later", "key": fmt.Sprintf("k%d", i)})

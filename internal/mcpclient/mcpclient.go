@@ -43,8 +43,12 @@ func Structured(res *mcp.CallToolResult) map[string]any {
 	return m
 }
 
-// Text concatenates a tool result's text content.
+// Text concatenates a tool result's text content ("" for no result, as a
+// failed call returns: a test's failure message then shows the error).
 func Text(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
