@@ -315,7 +315,7 @@ func TestCheckRound(t *testing.T) {
 		// (every request answered, retryably) passes it; these do not.
 		{"only retryable 503s for the whole round", steady(0, 12000, 100), []string{
 			"> bound", "regression", "error budget", "no successful tools/call", "no successful probe", "no successful approval", "no successful sessionless approval", "no successful task", "no successful notes",
-			"no successful deploy", "no successful schedule"}},
+			"no successful schedule"}},
 		{"one worker kind stuck after the fault", func() []Outcome {
 			var outs []Outcome
 			for _, o := range steady(1000, 3000, 500) {

@@ -50,6 +50,16 @@ type deployWorker struct {
 	reasked atomic.Int64
 }
 
+// deployWorkers is how many deploy workers run: 2 with
+// MCPGRAIN_CHAOS_DEPLOY=1, else none (the worker's check then sees no
+// deploys and reports nothing).
+func deployWorkers() int {
+	if os.Getenv("MCPGRAIN_CHAOS_DEPLOY") == "1" {
+		return 2
+	}
+	return 0
+}
+
 func newDeployWorker(lb http.RoundTripper, log string) *deployWorker {
 	return &deployWorker{api: &http.Client{Transport: bearer{lb}}, log: log, trace: map[string][]string{}, slow: map[string]bool{}, ids: map[string][]string{}}
 }

@@ -51,7 +51,7 @@ const (
 )
 
 // Workers are the worker kinds in which every round must show progress.
-var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes, KindDeploy, KindSchedule}
+var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes, KindSchedule}
 
 // Faults are the faults the harness injects.
 var Faults = []string{"kill", "stop", "freeze", "consul", "postgres"}
