@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -125,43 +126,30 @@ func (r *grainRun) Step(ctx context.Context, name string, f func(context.Context
 	if err := r.acquire(ctx); err != nil {
 		return nil, err
 	}
-	c, i := r.c, r.steps
-	c.mu.Lock()
-	if i < len(c.doc.Steps) {
-		s := c.doc.Steps[i]
-		c.mu.Unlock()
-		if s.Name != name {
-			return nil, fmt.Errorf("%w: step %d is %q in the journal, the handler asks for %q", app.ErrDiverged, i, s.Name, name)
-		}
-		r.steps++
-		return s.Result, nil
-	}
-	// A fenced write first: an activation that lost the grain never runs f.
-	if err := r.gc.save(c, nil, nil); err != nil {
-		c.mu.Unlock()
+	res, interrupted, err := runStep(ctx, grainJournal{r}, r.steps, name, f)
+	if interrupted {
 		r.keep = true
-		return nil, err
 	}
-	key := stepKeyOf(c.row.ID, i, name)
-	c.mu.Unlock()
-	res, err := f(app.WithStepKey(ctx, key))
 	if err != nil {
-		return nil, err
-	}
-	if res == nil {
-		res = json.RawMessage("null")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.doc.Steps = append(c.doc.Steps, callStep{Name: name, Result: res})
-	if err := r.gc.save(c, nil, nil); err != nil {
-		c.doc.Steps = c.doc.Steps[:i]
-		r.keep = true
 		return nil, err
 	}
 	r.steps++
 	return res, nil
 }
+
+// grainJournal is the journal of the grain's call a run holds.
+type grainJournal struct{ r *grainRun }
+
+func (j grainJournal) lockJournal() (*callDoc, *sync.Mutex, string) {
+	c := j.r.c
+	c.mu.Lock()
+	return &c.doc, &c.mu, c.row.ID
+}
+
+func (j grainJournal) saveJournal() error { return j.r.gc.save(j.r.c, nil, nil) }
+
+// cutErr: a grain's run is never cut (its request's context ends it).
+func (grainJournal) cutErr() error { return nil }
 
 // Ask implements app.Call: the question's decision if it has one (or
 // gets one now: the window's decline, the retry's answer), else an

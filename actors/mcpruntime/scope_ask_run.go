@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -161,48 +162,35 @@ func (cr *callRun) Step(ctx context.Context, name string, f func(context.Context
 	if err := cr.acquire(ctx); err != nil {
 		return nil, err
 	}
-	c, i := cr.c, cr.steps
-	c.mu.Lock()
-	if i < len(c.doc.Steps) {
-		s := c.doc.Steps[i]
-		c.mu.Unlock()
-		if s.Name != name {
-			return nil, fmt.Errorf("%w: step %d is %q in the journal, the handler asks for %q", app.ErrDiverged, i, s.Name, name)
-		}
-		cr.steps++
-		return s.Result, nil
-	}
-	if cr.isCut() { // nobody waits for this run's result: the client's retry runs the step
-		c.mu.Unlock()
+	res, interrupted, err := runStep(ctx, sessionJournal{cr}, cr.steps, name, f)
+	if interrupted {
 		cr.keep = true
-		return nil, errCut
 	}
-	// A fenced write first: an owner that lost the session never runs f.
-	if err := cr.a.save(c, nil, nil); err != nil {
-		c.mu.Unlock()
-		cr.keep = true
-		return nil, err
-	}
-	key := stepKeyOf(c.row.ID, i, name)
-	c.mu.Unlock()
-	res, err := f(app.WithStepKey(ctx, key))
 	if err != nil {
 		return nil, err
 	}
-	if res == nil {
-		res = json.RawMessage("null")
-	}
-	c.mu.Lock()
-	c.doc.Steps = append(c.doc.Steps, callStep{Name: name, Result: res})
-	if err := cr.a.save(c, nil, nil); err != nil {
-		c.doc.Steps = c.doc.Steps[:i]
-		c.mu.Unlock()
-		cr.keep = true
-		return nil, err
-	}
-	c.mu.Unlock()
 	cr.steps++
 	return res, nil
+}
+
+// sessionJournal is the journal of the session's call a run holds.
+type sessionJournal struct{ cr *callRun }
+
+func (j sessionJournal) lockJournal() (*callDoc, *sync.Mutex, string) {
+	c := j.cr.c
+	c.mu.Lock()
+	return &c.doc, &c.mu, c.row.ID
+}
+
+func (j sessionJournal) saveJournal() error { return j.cr.a.save(j.cr.c, nil, nil) }
+
+// cutErr: a run whose exchange ended does not start a step (the client's
+// retry runs it).
+func (j sessionJournal) cutErr() error {
+	if j.cr.isCut() {
+		return errCut
+	}
+	return nil
 }
 
 // Ask implements app.Call.
