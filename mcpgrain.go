@@ -94,7 +94,26 @@ type Server struct {
 	// schedules one on its session with [ScheduleAt], and it runs when it
 	// is due, at least once. Nil: none.
 	Schedules map[string]ScheduleFunc
+	// Tasks are the tools that may run as MCP tasks in the 2026-07-28 era
+	// (a client that declares the tasks extension gets a task and follows
+	// it with tasks/get), by tool name: [TaskOptional] or [TaskRequired].
+	// Step and Ask work in a task's run (docs/sdk.md §4). Nil: none.
+	Tasks map[string]TaskMode
 }
+
+// TaskMode is how a tool supports MCP tasks ([Server].Tasks).
+type TaskMode = app.TaskMode
+
+// The task modes of a tool.
+const (
+	// TaskNone: the tool answers in its request (the default).
+	TaskNone = app.TaskNone
+	// TaskOptional: the tool runs as a task when the request declares the
+	// tasks extension, else in its request.
+	TaskOptional = app.TaskOptional
+	// TaskRequired: the tool runs only as a task.
+	TaskRequired = app.TaskRequired
+)
 
 // Pack is a named set of MCP features a node can serve. It is the
 // mechanism of mcpgrain's built-in packs, and what [Server.Pack] turns a
@@ -145,6 +164,12 @@ func (s Server) Pack() (Pack, error) {
 	if err := toolpacks.ValidateWith(s.With, []Pack{p}); err != nil {
 		return Pack{}, fmt.Errorf("mcpgrain: Server %q: %w", s.Name, err)
 	}
+	for tool, m := range s.Tasks {
+		if tool == "" || m < TaskNone || m > TaskRequired {
+			return Pack{}, fmt.Errorf("mcpgrain: Server %q: Tasks[%q] = %d: want a tool name and TaskNone, TaskOptional or TaskRequired", s.Name, tool, m)
+		}
+	}
+	p.Tasks = s.Tasks
 	return p, nil
 }
 

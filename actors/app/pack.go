@@ -25,7 +25,26 @@ type Pack struct {
 	// the server. Setup is nil only for the built-in code pack, whose tools
 	// the session runtime registers.
 	Setup func(e Env) (Handlers, func(s *mcp.Server) (stop func()))
+	// Tasks are the pack's tools that may run as MCP tasks (the tasks
+	// extension of the 2026-07-28 era), by tool name. Nil: none; every
+	// tool answers in its request.
+	Tasks map[string]TaskMode
 }
+
+// TaskMode is how a tool supports MCP tasks.
+type TaskMode int
+
+// The task modes of a tool.
+const (
+	// TaskNone: the tool answers in its request (the default).
+	TaskNone TaskMode = iota
+	// TaskOptional: the tool runs as a task when the request declares the
+	// tasks extension, else in its request.
+	TaskOptional
+	// TaskRequired: the tool runs only as a task; a request that does not
+	// declare the extension is refused (-32021).
+	TaskRequired
+)
 
 // Env is what a pack's Setup gets from the node.
 type Env struct {

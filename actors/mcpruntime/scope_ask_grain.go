@@ -68,6 +68,12 @@ type GrainCallsConfig struct {
 	Owner string
 	// Epoch is the activation's ownership epoch.
 	Epoch uint64
+	// Call, if set, is the id of the grain's one durable call: every
+	// tools/call the grain serves is this call, whatever its
+	// requestState (a task grain: its rounds and its re-runs after a node
+	// loss are one tool call). "": each call is its own (a continuation
+	// grain: the requestState of an Ask names the call).
+	Call string
 	// Window is how long a question waits for a decision. Default
 	// engine.DefaultApprovalWindow.
 	Window time.Duration
@@ -137,6 +143,9 @@ func (gc *GrainCalls) Bind(ctx context.Context, req *mcp.CallToolRequest) (conte
 	}
 	if p := req.Params; p != nil {
 		run.tool, run.args = p.Name, p.Arguments
+		if gc.cfg.Call != "" {
+			return gc.bindOne(ctx, run, p)
+		}
 		if rest, ok := strings.CutPrefix(p.RequestState, callStatePrefix); ok {
 			callID, pauseID, _ := strings.Cut(rest, ".")
 			c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.Get(ctx, gc.cfg.Grain, callID) },
@@ -158,6 +167,42 @@ func (gc *GrainCalls) Bind(ctx context.Context, req *mcp.CallToolRequest) (conte
 		}
 	}
 	return app.WithCall(ctx, run), run.finish, nil
+}
+
+// bindOne binds a run of the grain's one call (GrainCallsConfig.Call):
+// the call as journaled, if it was, and the answer the request brings
+// to the question its requestState names.
+func (gc *GrainCalls) bindOne(ctx context.Context, run *grainRun, p *mcp.CallToolParamsRaw) (context.Context, func(bool), error) {
+	id := gc.cfg.Call
+	c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.Get(ctx, gc.cfg.Grain, id) }, id, nil)
+	switch {
+	case errors.Is(err, store.ErrNotFound): // nothing journaled yet: created at the first Step or Ask
+	case err != nil:
+		return ctx, func(bool) {}, err
+	case !run.owns(c):
+		gc.release(c)
+		return ctx, func(bool) {}, ErrForeignCall
+	default:
+		run.c = c
+	}
+	if callID, pauseID, ok := CallState(p.RequestState); ok && callID == id {
+		run.answerFor = pauseID
+		if r, ok := p.InputResponses[approvalKey].(*mcp.ElicitResult); ok && r != nil {
+			run.answer = r
+		}
+	}
+	return app.WithCall(ctx, run), run.finish, nil
+}
+
+// CallState parses the requestState of an Ask's input_required result:
+// the call and the question (execution id) it names.
+func CallState(state string) (callID, execID string, ok bool) {
+	rest, ok := strings.CutPrefix(state, callStatePrefix)
+	if !ok {
+		return "", "", false
+	}
+	callID, execID, ok = strings.Cut(rest, ".")
+	return callID, execID, ok && callID != "" && execID != ""
 }
 
 // owns reports whether c is the run's tool call: same caller, tool and
@@ -220,8 +265,12 @@ func (gc *GrainCalls) held(id string, is func(*grainCall) bool) *grainCall {
 
 // create holds a new call (stored at its first journal write).
 func (gc *GrainCalls) create(r *grainRun) *grainCall {
+	id := gc.cfg.Call
+	if id == "" {
+		id = newCallID()
+	}
 	c := &grainCall{turn: make(chan struct{}, 1), users: 1,
-		row: callstore.Call{ID: newCallID(), Session: gc.cfg.Grain, Ident: identity(r.tool, r.args), Created: gc.cfg.Now()},
+		row: callstore.Call{ID: id, Session: gc.cfg.Grain, Ident: identity(r.tool, r.args), Created: gc.cfg.Now()},
 		doc: callDoc{Tool: r.tool, Args: r.args, User: r.who.GetUser(), Org: r.who.GetOrg()}}
 	gc.mu.Lock()
 	gc.calls[c.row.ID] = c
@@ -337,4 +386,75 @@ func (d *callDoc) question(id string) int {
 		}
 	}
 	return -1
+}
+
+// Lapse settles question execID as the approval window does: once its
+// deadline passed, the window's decline is journaled (unless a decision
+// was recorded first). decided reports that the question has its
+// decision now; else deadline is when the window lapses. found is false
+// if execID is none of the grain's questions.
+func (gc *GrainCalls) Lapse(ctx context.Context, execID string) (decided bool, deadline time.Time, found bool, err error) {
+	c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.ByPause(ctx, gc.cfg.Grain, execID) },
+		"", func(c *grainCall) bool { return c.doc.question(execID) >= 0 })
+	if errors.Is(err, store.ErrNotFound) {
+		return false, time.Time{}, false, nil
+	}
+	if err != nil {
+		return false, time.Time{}, true, err
+	}
+	defer gc.release(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := c.doc.question(execID)
+	if i < 0 {
+		return false, time.Time{}, false, nil
+	}
+	d, v := settleQuestion(c.doc.Asks[i], gc.cfg.Now(), nil, gc.cfg.MayDecide)
+	switch v {
+	case verdictDecided:
+		return true, time.Time{}, true, nil
+	case verdictLapsed:
+		if err := gc.record(c, i, d); err != nil {
+			return false, time.Time{}, true, err
+		}
+		return true, time.Time{}, true, nil
+	}
+	return false, time.UnixMilli(c.doc.Asks[i].DeadlineMs), true, nil
+}
+
+// Withdraw ends question execID without a human's decision (its task was
+// cancelled): a decline with reason, journaled, and its directory row
+// settled, so it leaves the approval surfaces. A decided question is left
+// as it is.
+func (gc *GrainCalls) Withdraw(ctx context.Context, execID, reason string) error {
+	c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.ByPause(ctx, gc.cfg.Grain, execID) },
+		"", func(c *grainCall) bool { return c.doc.question(execID) >= 0 })
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer gc.release(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := c.doc.question(execID)
+	if i < 0 || c.doc.Asks[i].Decision != nil {
+		return nil
+	}
+	return gc.record(c, i, &app.Decision{Reason: reason})
+}
+
+// Journaled reports whether the grain's one call (GrainCallsConfig.Call)
+// journaled anything: a re-run of its handler replays its steps and
+// decisions.
+func (gc *GrainCalls) Journaled(ctx context.Context) (bool, error) {
+	if gc.cfg.Call == "" {
+		return false, nil
+	}
+	_, err := gc.st.Get(ctx, gc.cfg.Grain, gc.cfg.Call)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

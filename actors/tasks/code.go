@@ -63,8 +63,12 @@ func (t *taskGrain) decide(ctx context.Context, g grain.Context, m *pb.Execution
 	if !ok {
 		return nil, grain.Reject("tasks: action must be accept, decline or cancel")
 	}
-	// Only a code-mode task's pause is an execution (in the directory); the
-	// input requests of other tools are the client's to answer.
+	if t.task != nil && !isCodeTool(t.task.Params) && t.h.cfg.Calls != nil && t.h.cfg.Now().Before(t.task.Expires) {
+		return t.decideAsk(ctx, g, m, text) // an SDK handler's Ask (calls.go)
+	}
+	// Only a code-mode task's pause (or an Ask's) is an execution (in the
+	// directory); the input requests of other tools are the client's to
+	// answer.
 	if t.task == nil || t.task.Org != m.GetPrincipal().GetOrg() || !isCodeTool(t.task.Params) || !t.h.cfg.Now().Before(t.task.Expires) {
 		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_NOT_FOUND}, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -41,6 +42,9 @@ type taskGrain struct {
 	round int
 	// code runs code mode's tools for this task (nil until needed).
 	code *codeRunner
+	// calls is the task's durable call (SDK Step and Ask; nil until
+	// needed, or without Config.Calls).
+	calls *mcpruntime.GrainCalls
 	// finished receives the outcome of the latest run too.
 	finished <-chan done
 	// leaseDue is when this activation made the lease reminder due, for
@@ -177,6 +181,8 @@ func (t *taskGrain) launch(launcher context.Context, g grain.Context, responses 
 			t.code = newCodeRunner(t.h, g)
 		}
 		r = t.code.runner
+	} else if _, err := t.callsOf(g); err != nil {
+		g.Logger().Warn("tasks: bind the task's durable call", "task", t.id, "err", err) // Step and Ask: ErrNoCall
 	}
 	finished := make(chan done, 1) // for a deactivation that waits (see Deactivate)
 	t.finished = finished
@@ -213,6 +219,9 @@ func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 		next.Result = string(d.out.result)
 	}
 	err := t.transition(ctx, g, next, e, outageBound)
+	if err == nil && e == NeedInput {
+		err = t.awaitDecision(ctx, g)
+	}
 	switch {
 	case errors.Is(err, taskstore.ErrTaskChanged):
 		// Another activation cancelled the task, or found the work lost
@@ -328,7 +337,8 @@ func (t *taskGrain) recover(ctx context.Context, g grain.Context) {
 		t.awaitLease(ctx, g)
 		return
 	}
-	if afterLoss(t.task.Attempts, t.h.runner.restartable(toolOf(t.task.Params))) == Rerun {
+	safe := t.h.runner.restartable(toolOf(t.task.Params)) || t.journaled(ctx, g)
+	if afterLoss(t.task.Attempts, safe) == Rerun {
 		t.h.metrics.lost.WithLabelValues("rerun").Inc()
 		if err := t.rerun(ctx, g); err != nil {
 			g.Logger().Warn("tasks: resume a lost task", "task", t.id, "err", err)
@@ -402,6 +412,8 @@ func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.R
 	switch fired.GetName() {
 	case reminderExpire:
 		return t.expire(ctx, g)
+	case reminderApproval:
+		return t.awaitDecision(ctx, g)
 	case reminderLease:
 	default:
 		return g.CancelReminders(ctx, fired.GetName())
@@ -460,6 +472,7 @@ func (t *taskGrain) Deactivate(ctx context.Context, g grain.Context, reason grai
 	if t.code != nil {
 		t.code.close()
 	}
+	t.dropCalls()
 }
 
 // claim takes the lease on the task's running work for a drain: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -13,6 +14,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 )
 
@@ -44,6 +46,15 @@ type Config struct {
 	CodeMode *mcpruntime.CodeMode
 	// RunStore journals code-mode executions (required with CodeMode).
 	RunStore engine.RunStore
+	// Calls, if set, keeps the SDK's durable tool calls (Step, Ask) of
+	// the tasks: each task's tool is one durable call of its grain, and an
+	// Ask's question is the task's input_required, decided on the approval
+	// surfaces or with tasks/update (calls.go). Nil: Step and Ask are
+	// app.ErrNoCall in a task's run.
+	Calls store.Store
+	// AskWindow is how long an Ask's question waits for a decision before
+	// the window declines it. Default engine.DefaultApprovalWindow.
+	AskWindow time.Duration
 	// MayDecide reports whether a role may decide a code-mode task's
 	// paused execution, with tasks/update or on an approval surface (the
 	// node's --approvers; nil: nobody).
@@ -83,6 +94,7 @@ type Host struct {
 	cfg     Config
 	runner  *runner
 	metrics *metrics
+	calls   sync.Map // task id -> *mcpruntime.GrainCalls of its activation on this node
 }
 
 // NewHost returns the tasks extension of a node.
@@ -121,11 +133,15 @@ func NewHost(cfg Config) (*Host, error) {
 	// Code-mode tools never run on the node's runner (see code.go): it
 	// registers none.
 	noCode := func(*mcp.Server) {}
-	return &Host{
-		cfg:     cfg,
-		runner:  &runner{newServer: func() (*mcp.Server, func(), error) { return newServer(&mcp.ServerOptions{}, noCode) }},
-		metrics: newMetrics(cfg.Registerer),
-	}, nil
+	h := &Host{cfg: cfg, metrics: newMetrics(cfg.Registerer)}
+	h.runner = &runner{newServer: func() (*mcp.Server, func(), error) {
+		srv, stop, err := newServer(&mcp.ServerOptions{}, noCode)
+		if err == nil && cfg.Calls != nil {
+			srv.AddReceivingMiddleware(h.bindCall)
+		}
+		return srv, stop, err
+	}}
+	return h, nil
 }
 
 // Close stops the server the node's task grains run tools on.

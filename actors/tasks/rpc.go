@@ -130,7 +130,7 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 		t.cancel = nil
 		t.round++ // the cut run's outcome is dropped
 	}
-	waiting := Status(t.task.Status) == InputRequired
+	waiting, asked := Status(t.task.Status) == InputRequired, t.question()
 	next := *t.task
 	next.StatusMessage = "cancelled by the client"
 	if err := t.transition(ctx, g, next, Cancel, 0); err != nil {
@@ -138,6 +138,9 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 	}
 	if waiting && t.h.cfg.CodeMode != nil && isCodeTool(t.task.Params) {
 		t.settleExecution(g)
+	}
+	if asked != "" {
+		t.withdrawAsk(ctx, g, asked)
 	}
 	return resultReply(id, ack)
 }
@@ -152,7 +155,7 @@ func (t *taskGrain) cancelTask(ctx context.Context, g grain.Context, id json.Raw
 // waits for input, and an approver can decide it.
 func (t *taskGrain) update(ctx context.Context, g grain.Context, id json.RawMessage, given map[string]json.RawMessage, p *pb.Principal) reply {
 	if t.decides(given) && !t.h.cfg.MayDecide(p.GetRole()) {
-		return errorReply(http.StatusOK, id, insufficientRole(p.GetRole(), t.task.RequestState))
+		return errorReply(http.StatusOK, id, insufficientRole(p.GetRole(), t.pausedExecution()))
 	}
 	if _, err := t.respond(ctx, g, given, p.GetRole()); err != nil {
 		return t.storeError(id, err)
@@ -161,10 +164,10 @@ func (t *taskGrain) update(ctx context.Context, g grain.Context, id json.RawMess
 }
 
 // decides reports whether given would decide the task's paused execution:
-// the task is code mode's, waits for input, and given answers a pending
-// request.
+// the task is code mode's or waits for an SDK handler's Ask, waits for
+// input, and given answers a pending request.
 func (t *taskGrain) decides(given map[string]json.RawMessage) bool {
-	if !isCodeTool(t.task.Params) || Status(t.task.Status) != InputRequired {
+	if !(isCodeTool(t.task.Params) || t.question() != "") || Status(t.task.Status) != InputRequired {
 		return false
 	}
 	var pending map[string]json.RawMessage

@@ -21,6 +21,12 @@
 // on the same surfaces, and the client's retry (with its answer, or with
 // none once an approver decided) runs the handler again, which deploys
 // once. The handler returns Ask's error as it is for that.
+//
+// A 2026-07-28 client that declares the MCP tasks extension gets deploy
+// as a task (Server.Tasks): the task waits in input_required while the
+// question is listed on the same surfaces, an approver's decision there
+// (or the task owner's tasks/update, if their role may decide) resumes
+// it, and tasks/get shows the result.
 package main
 
 import (
@@ -33,5 +39,9 @@ func main() {
 		Name:     "deploy",
 		Version:  "1.0.0",
 		Register: deploytool.Register,
+		// deploy may run as an MCP task: a client that declares the tasks
+		// extension follows it with tasks/get, and its question is the
+		// task's input_required, decided on the approval surfaces.
+		Tasks: map[string]mcpgrain.TaskMode{"deploy": mcpgrain.TaskOptional},
 	})
 }

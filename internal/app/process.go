@@ -267,7 +267,8 @@ func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory
 	cfg := p.cfg
 	h, err := tasks.NewHost(tasks.Config{
 		NewServer: newServer, CodeMode: codeMode, RunStore: runstore.New(p.st), Store: taskstore.New(p.st), Cluster: c,
-		Support: toolpacks.TaskSupport, MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
+		Support: toolpacks.TaskSupportWith(cfg.MCP.ExtraPacks, cfg.MCP.Packs), MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
+		Calls: p.st, AskWindow: cfg.MCP.Code.Window,
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
 	if err != nil {
