@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/continuation"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/actors/tasks"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
@@ -139,5 +140,70 @@ func TestSessionlessDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
 	}
 	if n := countLines(t, log, "requested billing 4.2.0"); n != 3 {
 		t.Fatalf("the unjournaled work before Ask ran %d times, want 3 (once per run)", n)
+	}
+}
+
+// deploy as an MCP task on three deploy nodes (Consul, Postgres): the
+// task grain's owner is killed (kill -9) while the task waits for its
+// decision. The question stays listed on the survivors; a member's accept
+// there reaches the task grain's new owner (503 until one takes it),
+// which journals the decision and runs the next round from the task's
+// durable call; tasks/get through another survivor shows the task
+// completed, deployed exactly once.
+func TestTaskDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "deployments.log")
+	t.Setenv("DEPLOY_LOG", log)
+	keys := filepath.Join(dir, "keys.json")
+	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
+	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+
+	id := deployTask(t, "http://"+c.Node(0).HTTP+"/mcp", aliceToken, "billing", "4.2.0")
+	awaitStatus(t, "http://"+c.Node(0).HTTP+"/mcp", aliceToken, id, "input_required")
+	owner := -1
+	o, _ := c.Placement(tasks.KindName, 0, 1, 2).Owner(tasks.KindName, id)
+	for i := range 3 {
+		if c.Node(i).ID == o.ID {
+			owner = i
+		}
+	}
+	if owner < 0 {
+		t.Fatalf("task %s: no owner among the nodes (%q)", id, o.ID)
+	}
+	a, b := (owner+1)%3, (owner+2)%3
+	p := awaitPause(t, "http://"+c.Node(a).HTTP+"/api/executions", "Deploy billing 4.2.0?")
+	if p.SessionID != id {
+		t.Fatalf("listed %+v, want the question of task %s", p, id)
+	}
+	c.Kill(owner)
+	c.WaitMembersOn([]int{a, b}, 2, 30*time.Second)
+
+	if again := awaitPause(t, "http://"+c.Node(b).HTTP+"/api/executions", "Deploy billing 4.2.0?"); again.ID != p.ID {
+		t.Fatalf("after the kill %s is listed, want %s", again.ID, p.ID)
+	}
+	url := "http://" + c.Node(a).HTTP + "/api/executions/" + p.ID + "/resume"
+	var code int
+	var answer []byte
+	began := time.Now()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		// Until the task grain's new owner takes it, the decision may
+		// find no owner (503): retried, as a client of the API would.
+		if code, answer = api(t, http.MethodPost, url, bobToken, `{"action":"accept"}`); code != http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, answer)
+	}
+	t.Logf("the decision reached the task grain's new owner %s after the kill", time.Since(began).Round(time.Millisecond))
+	task := awaitStatus(t, "http://"+c.Node(b).HTTP+"/mcp", aliceToken, id, "completed")
+	if got, want := taskText(t, task), "deployed billing 4.2.0, approved by bob"; got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+	if n := countLines(t, log, "deployed billing 4.2.0"); n != 1 {
+		t.Fatalf("%d deployments, want exactly 1", n)
 	}
 }
