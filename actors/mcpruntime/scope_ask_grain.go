@@ -202,7 +202,10 @@ func CallState(state string) (callID, execID string, ok bool) {
 		return "", "", false
 	}
 	callID, execID, ok = strings.Cut(rest, ".")
-	return callID, execID, ok && callID != "" && execID != ""
+	if !ok || callID == "" || execID == "" {
+		return "", "", false
+	}
+	return callID, execID, true
 }
 
 // owns reports whether c is the run's tool call: same caller, tool and

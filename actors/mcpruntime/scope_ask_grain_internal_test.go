@@ -63,3 +63,21 @@ func sameDecision(a, b *app.Decision) bool {
 	}
 	return true
 }
+
+// CallState reads the call and the question an Ask's requestState names;
+// anything else is not one.
+func TestCallState(t *testing.T) {
+	for state, want := range map[string][2]string{
+		callStatePrefix + "call_x.exec_1": {"call_x", "exec_1"},
+		callStatePrefix + "call_x.":       {},
+		callStatePrefix + ".exec_1":       {},
+		callStatePrefix + "call_x":        {},
+		"exec_1":                          {},
+		"":                                {},
+	} {
+		c, e, ok := CallState(state)
+		if ok != (want[0] != "") || c != want[0] || e != want[1] {
+			t.Errorf("CallState(%q) = %q %q %v, want %q %q", state, c, e, ok, want[0], want[1])
+		}
+	}
+}
