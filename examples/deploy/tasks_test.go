@@ -271,3 +271,37 @@ func TestTaskDeployDecisionSurvivesKillOfTheNode(t *testing.T) {
 		t.Fatalf("%d deployments, want exactly 1", n)
 	}
 }
+
+// A task cancelled while it waits for its decision takes its question
+// off the approval surfaces (withdrawn by the task grain, not decided):
+// it is no longer listed, a decision finds it settled, and nothing is
+// deployed.
+func TestCancelledTaskDeployLeavesTheApprovalSurfaces(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	id := deployTask(t, s.endpoint, aliceToken, "cache", "1.0.0")
+	awaitStatus(t, s.endpoint, aliceToken, id, "input_required")
+	p := s.awaitPause("Deploy cache 1.0.0?")
+	if a := modern(t, s.endpoint, aliceToken, "tasks/cancel", id, map[string]any{"taskId": id}); a.Error != nil {
+		t.Fatalf("tasks/cancel: %+v", a)
+	}
+	awaitStatus(t, s.endpoint, aliceToken, id, "cancelled")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, body := api(t, http.MethodGet, s.approvals, bobToken, "")
+		if code == http.StatusOK && !strings.Contains(string(body), p.ID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled task's question is still listed after 60s: %s", body)
+		}
+	}
+	if code, body := api(t, http.MethodPost, s.approvals+"/"+p.ID+"/resume", bobToken, `{"action":"accept"}`); code == http.StatusOK {
+		t.Fatalf("an accept of the withdrawn question: %d %s", code, body)
+	}
+	if task := awaitStatus(t, s.endpoint, aliceToken, id, "cancelled"); task["status"] != "cancelled" {
+		t.Fatalf("after the late accept: %+v", task)
+	}
+	if n := s.lines("deployed cache 1.0.0"); n != 0 {
+		t.Fatalf("%d deployments of a cancelled task", n)
+	}
+}
