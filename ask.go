@@ -22,8 +22,8 @@ type Question = app.Question
 type Decision = app.Decision
 
 // ErrNoCall is returned by [Ask] and [Step] outside a tool call of a
-// stateful session or of a 2026-07-28 request (another method's handler,
-// a tool run as a task).
+// stateful session, of a 2026-07-28 request or of a task (another
+// method's handler, a schedule callback).
 var ErrNoCall = app.ErrNoCall
 
 // ErrDiverged is returned by [Step] when a handler run again reaches a

@@ -51,8 +51,9 @@ type Call interface {
 	Ask(ctx context.Context, q Question) (Decision, error)
 }
 
-// ErrNoCall is returned by Step and Ask outside a tool call of a session
-// or of a continuation grain (another method's handler, a task's run).
+// ErrNoCall is returned by Step and Ask outside a tool call of a
+// session, a continuation grain or a task (another method's handler, a
+// schedule callback).
 var ErrNoCall = errors.New("mcpgrain: Step and Ask need a tool call of a session or of a 2026-07-28 request")
 
 // ErrDiverged is returned when a handler run again asks for a different

@@ -26,6 +26,14 @@
 // A task waiting for input runs nothing and survives anything: tasks/update
 // re-runs the tool from its stored requestState and the responses.
 //
+// An SDK handler's Step and Ask work in a task's run (Config.Calls): the
+// task's tool is one durable call of the task grain; an Ask's question is
+// the task's input_required and a pause in the execution directory, owned
+// by the task id, decided on every approval surface or by tasks/update
+// (an approver's), or declined by the approval reminder when its window
+// lapses; the next round re-runs the handler against the call's journal,
+// after a node loss too (calls.go).
+//
 // Code mode's execute is task-supporting: the task grain runs it on an
 // execution engine of its own, journaled under the grain, so a pause for
 // approval is the task's input_required; tasks/update, or a decision on
