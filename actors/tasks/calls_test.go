@@ -56,8 +56,8 @@ func (s *stepper) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, fu
 // owner's run replays step "a" and runs step "b"; the lost owner's run,
 // still going in the test's process, is fenced before its step "b" runs
 // and its outcome is dropped. Each step's function ran exactly once, and
-// the task completed in its second attempt. Without Config.Calls the task
-// fails as lost (the step is ErrNoCall, so nothing journals).
+// the task completed in its second attempt. Without the journal's say
+// (recover asking the tool's annotations only) the task fails as lost.
 func TestAJournaledTaskIsReRunAfterItsNodeIsLost(t *testing.T) {
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
 	if err != nil {
