@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	sdkapp "github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
@@ -61,7 +65,43 @@ const (
 	dsNative      = "native"      // a stateful session in native mode: execute elicits the decision in-band
 	dsSessionless = "sessionless" // a 2026-07-28 client: execute answers an input request with a requestState
 	dsTask        = "task"        // a 2026-07-28 client with the tasks extension: the task waits in input_required
+	dsSDKTask     = "sdk task"    // an SDK tool run as a task whose handler asks (Ask): the task waits in input_required
 )
+
+// dsSDKWrites counts the writes of the SDK tool (sdk_todo) by title.
+var dsSDKWrites sync.Map // title -> *atomic.Int32
+
+// dsSDKPack is an SDK server's pack whose tool sdk_todo, run as a task,
+// asks before it "writes" title (a Step counting in dsSDKWrites).
+func dsSDKPack() toolpacks.Pack {
+	p := toolpacks.NewPack("sdkask", func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "sdk_todo"}, func(ctx context.Context, _ *mcp.CallToolRequest, args struct {
+			Title string `json:"title"`
+		}) (*mcp.CallToolResult, any, error) {
+			c, err := sdkapp.CallOf(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			d, err := c.Ask(ctx, sdkapp.Question{Summary: "Create " + args.Title + "?", Details: map[string]any{"title": args.Title}})
+			if err != nil {
+				return nil, nil, err
+			}
+			if !d.Accepted {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "declined"}}}, nil, nil
+			}
+			if _, err := c.Step(ctx, "write", func(context.Context) (json.RawMessage, error) {
+				n, _ := dsSDKWrites.LoadOrStore(args.Title, new(atomic.Int32))
+				n.(*atomic.Int32).Add(1)
+				return json.RawMessage(`true`), nil
+			}); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created by " + d.By}}}, nil, nil
+		})
+	})
+	p.Tasks = map[string]sdkapp.TaskMode{"sdk_todo": sdkapp.TaskOptional}
+	return p
+}
 
 // dsPause is one paused write (one case's).
 type dsPause struct {
@@ -108,12 +148,12 @@ var dsSurfaces = []dsSurface{
 	{"stateful resume", []string{dsSession}, true, dsResume},
 	{"native elicitation", []string{dsNative}, true, dsElicitation},
 	{"sessionless retry", []string{dsSessionless}, true, dsRetry},
-	{"tasks/update", []string{dsTask}, true, dsTasksUpdate},
-	{"approval page", []string{dsSession, dsTask, dsSessionless}, false, dsPage},
-	{"inbox", []string{dsSession, dsTask, dsSessionless}, false, dsInbox},
-	{"HTTP API", []string{dsSession, dsTask, dsSessionless}, false, dsHTTP},
-	{"gRPC", []string{dsSession, dsTask, dsSessionless}, false, dsGRPC},
-	{"CLI", []string{dsSession, dsTask, dsSessionless}, false, dsCLI},
+	{"tasks/update", []string{dsTask, dsSDKTask}, true, dsTasksUpdate},
+	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsPage},
+	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsInbox},
+	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsHTTP},
+	{"gRPC", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsGRPC},
+	{"CLI", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsCLI},
 }
 
 // For each --approvers setting, every decision surface (in-band resume,
@@ -169,6 +209,8 @@ func startDecideNode(t *testing.T, approvers policy.Approvers, bin string) *dsNo
 	info := startCodeNode(t, func(c *app.Config) {
 		c.MCP.Keys = keys
 		c.MCP.Approvers = approvers
+		c.MCP.ExtraPacks = append(c.MCP.ExtraPacks, dsSDKPack())
+		c.MCP.Packs = append(c.MCP.Packs, "sdkask")
 	})
 	return &dsNode{info: info, approvers: approvers, grpc: approvalClient(t, info.GRPCAddr), bin: bin}
 }
@@ -263,6 +305,17 @@ func (n *dsNode) pause(t *testing.T, kind string, owner dsUser, title string) *d
 			t.Fatalf("execute task: %v, want input_required", st)
 		}
 		p.execID = n.taskExecution(t, p.taskID)
+	case dsSDKTask:
+		a := modernCall(t, n.info.HTTPAddr, owner.token, "tools/call", "sdk_todo",
+			map[string]any{"name": "sdk_todo", "arguments": map[string]any{"title": title}}, true)
+		p.taskID, _ = a.Result["taskId"].(string)
+		if a.Error != nil || p.taskID == "" {
+			t.Fatalf("sdk_todo as a task: %+v", a)
+		}
+		if st := n.waitTask(t, p).Result["status"]; st != "input_required" {
+			t.Fatalf("sdk_todo task: %v, want input_required", st)
+		}
+		p.execID = n.taskExecution(t, p.taskID)
 	default:
 		t.Fatalf("unknown pause kind %q", kind)
 	}
@@ -338,6 +391,14 @@ func (n *dsNode) outcome(t *testing.T, p *dsPause) string {
 			return fmt.Sprintf("task %v, execution %v (%v)", a.Result["status"], sc["status"], a.Result["statusMessage"])
 		}
 		return "completed"
+	case dsSDKTask:
+		a := n.waitTask(t, p)
+		res, _ := a.Result["result"].(map[string]any)
+		content, _ := res["content"].([]any)
+		if a.Result["status"] != "completed" || len(content) != 1 || !strings.HasPrefix(fmt.Sprint(content[0].(map[string]any)["text"]), "created by ") {
+			return fmt.Sprintf("task %v: %v (%v)", a.Result["status"], res, a.Result["statusMessage"])
+		}
+		return "completed"
 	}
 	return "unreported"
 }
@@ -345,7 +406,7 @@ func (n *dsNode) outcome(t *testing.T, p *dsPause) string {
 // stillPaused asserts that a refused decision left p waiting.
 func (n *dsNode) stillPaused(t *testing.T, p *dsPause) {
 	t.Helper()
-	if p.kind == dsTask {
+	if p.kind == dsTask || p.kind == dsSDKTask {
 		a := taskCall(t, n.info.HTTPAddr, p.owner.token, "tasks/get", p.taskID)
 		if requests, _ := a.Result["inputRequests"].(map[string]any); a.Result["status"] != "input_required" || len(requests) != 1 {
 			t.Fatalf("after the refusal the task is %v (%v), want input_required with its approval request", a.Result["status"], a.Result["statusMessage"])
@@ -366,9 +427,12 @@ func (n *dsNode) adminDecides(t *testing.T, p *dsPause) {
 	}
 }
 
-// writes counts the to-dos titled title.
+// writes counts the to-dos titled title (the SDK tool's writes too).
 func (n *dsNode) writes(t *testing.T, title string) int {
 	t.Helper()
+	if c, ok := dsSDKWrites.Load(title); ok {
+		return int(c.(*atomic.Int32).Load())
+	}
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", n.base()+"/demo/todos", nil)
 	req.Header.Set("Authorization", "Bearer "+dsAdmin.token)
 	resp, err := http.DefaultClient.Do(req)
