@@ -169,29 +169,49 @@ func (gc *GrainCalls) Bind(ctx context.Context, req *mcp.CallToolRequest) (conte
 	return app.WithCall(ctx, run), run.finish, nil
 }
 
-// bindOne binds a run of the grain's one call (GrainCallsConfig.Call):
-// the call as journaled, if it was, and the answer the request brings
-// to the question its requestState names.
+// bindOne binds a run of the grain's one call (GrainCallsConfig.Call)
+// with the answer the request brings to the question its requestState
+// names. The call is read at the run's first Step or Ask (loadOne): a
+// handler that calls neither reads nothing.
 func (gc *GrainCalls) bindOne(ctx context.Context, run *grainRun, p *mcp.CallToolParamsRaw) (context.Context, func(bool), error) {
-	id := gc.cfg.Call
-	c, err := gc.load(ctx, func(ctx context.Context) (callstore.Call, error) { return gc.st.Get(ctx, gc.cfg.Grain, id) }, id, nil)
-	switch {
-	case errors.Is(err, store.ErrNotFound): // nothing journaled yet: created at the first Step or Ask
-	case err != nil:
-		return ctx, func(bool) {}, err
-	case !run.owns(c):
-		gc.release(c)
-		return ctx, func(bool) {}, ErrForeignCall
-	default:
-		run.c = c
-	}
-	if callID, pauseID, ok := CallState(p.RequestState); ok && callID == id {
+	if callID, pauseID, ok := CallState(p.RequestState); ok && callID == gc.cfg.Call {
 		run.answerFor = pauseID
 		if r, ok := p.InputResponses[approvalKey].(*mcp.ElicitResult); ok && r != nil {
 			run.answer = r
 		}
 	}
 	return app.WithCall(ctx, run), run.finish, nil
+}
+
+// loadOne holds the grain's one call for run: as journaled, or a new one
+// (stored at its first journal write). A journal of another caller, tool
+// or arguments is ErrForeignCall.
+func (gc *GrainCalls) loadOne(ctx context.Context, run *grainRun) (*grainCall, error) {
+	id := gc.cfg.Call
+	gc.loadMu.Lock()
+	defer gc.loadMu.Unlock()
+	c := gc.held(id, nil)
+	if c == nil {
+		row, err := gc.st.Get(ctx, gc.cfg.Grain, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return gc.create(run), nil
+		case err != nil:
+			return nil, fmt.Errorf("%w: read the tool call: %v", app.ErrRetry, err)
+		}
+		c = &grainCall{row: row, stored: true, turn: make(chan struct{}, 1), users: 1}
+		if err := json.Unmarshal([]byte(row.Doc), &c.doc); err != nil {
+			return nil, fmt.Errorf("mcpgrain: read the journal of call %s: %w", row.ID, err)
+		}
+		gc.mu.Lock()
+		gc.calls[id] = c
+		gc.mu.Unlock()
+	}
+	if !run.owns(c) {
+		gc.release(c)
+		return nil, ErrForeignCall
+	}
+	return c, nil
 }
 
 // CallState parses the requestState of an Ask's input_required result:

@@ -83,6 +83,14 @@ var _ app.Call = (*grainRun)(nil)
 // acquire holds the call (a new one for a first request) and its turn:
 // runs of one call use its journal one at a time.
 func (r *grainRun) acquire(ctx context.Context) error {
+	if r.c == nil && r.gc.cfg.Call != "" {
+		c, err := r.gc.loadOne(ctx, r)
+		if err != nil {
+			r.keep = true
+			return err
+		}
+		r.c = c
+	}
 	if r.c == nil {
 		r.c = r.gc.create(r)
 	}
