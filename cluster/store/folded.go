@@ -38,7 +38,7 @@ RETURNING version`
 // foldable reports which folded statement applies to w on dialect d:
 // "set", "cancel" or "" (none: the general path).
 func foldable(d dialect, w Writes) string {
-	if d.name != "postgres" || w.Record != nil || w.Release || w.CancelOtherReminders {
+	if d.name != "postgres" || w.Record != nil || w.Release || w.CancelOtherReminders || w.Also != nil {
 		return ""
 	}
 	switch {

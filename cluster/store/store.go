@@ -71,6 +71,14 @@ type Writes struct {
 	// Release clears the grain's owner as [Store.Release] does: the
 	// activation's last step before it passivates.
 	Release bool
+	// Also, if not nil, runs more statements in the same transaction,
+	// after the grain's row and reminders: the writes of the
+	// application's domains (their own tables, see [DB]) that belong to
+	// the same step, such as a decision's entry in the execution
+	// directory. The grain's row is written (or fenced) at the epoch
+	// first, so they are fenced with the rest; an error from Also rolls
+	// the whole step back.
+	Also WriteFunc
 }
 
 // Store is the cluster's durable state: grain ownership, records and
