@@ -11,9 +11,12 @@ package directory
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
@@ -176,7 +179,14 @@ ORDER BY settled_at_ms DESC, exec_id LIMIT $2`, org, limit)
 // the row settled at at unless it already is. A missing row is not an
 // error.
 func (s *Store) RecordDecision(ctx context.Context, execID, user, action, reason string, at time.Time) error {
-	return s.db.WriteOne(ctx, func(ctx context.Context, q store.Querier) error {
+	return s.db.WriteOne(ctx, DecisionIn(execID, user, action, reason, at))
+}
+
+// DecisionIn is [Store.RecordDecision] as a write to run in another
+// domain's transaction (a session grain records its decision and the
+// directory's entry in one step: store.Writes.Also).
+func DecisionIn(execID, user, action, reason string, at time.Time) store.WriteFunc {
+	return func(ctx context.Context, q store.Querier) error {
 		_, err := q.ExecContext(ctx, `UPDATE executions SET decided_by = $1, decision = $2, decision_reason = $3,
 	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $4 ELSE settled_at_ms END
 WHERE exec_id = $5 AND decision = ''`, user, action, reason, at.UnixMilli(), execID)
@@ -184,7 +194,39 @@ WHERE exec_id = $5 AND decision = ''`, user, action, reason, at.UnixMilli(), exe
 			return fmt.Errorf("store: record decision of %s: %w", execID, err)
 		}
 		return nil
-	})
+	}
+}
+
+// MaxReasonShown bounds the reason a decision's directory entry (the
+// inbox's history) keeps, in bytes.
+const MaxReasonShown = 500
+
+// ReasonShown is the reason a decision's directory entry keeps: r
+// trimmed, made valid UTF-8 and cut to [MaxReasonShown] bytes on a
+// character boundary (with an ellipsis when cut).
+func ReasonShown(r string) string {
+	r = strings.ToValidUTF8(strings.TrimSpace(r), "\uFFFD")
+	if len(r) <= MaxReasonShown {
+		return r
+	}
+	r = r[:MaxReasonShown]
+	for len(r) > 0 && !utf8.ValidString(r) {
+		r = r[:len(r)-1]
+	}
+	return r + "…"
+}
+
+// ReasonShownOf is [ReasonShown] of the "reason" string of a decision's
+// content (a JSON object; "" if it has none).
+func ReasonShownOf(contentJSON string) string {
+	var c struct {
+		Reason any `json:"reason"`
+	}
+	if contentJSON == "" || json.Unmarshal([]byte(contentJSON), &c) != nil {
+		return ""
+	}
+	r, _ := c.Reason.(string)
+	return ReasonShown(r)
 }
 
 // scanExecutions reads directory rows and closes rows.
