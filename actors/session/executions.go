@@ -109,9 +109,9 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	// The directory's entry (who decided, and why: the inbox's history)
 	// commits with the decision: one transaction, not a second write by
 	// the surface after the answer.
-	var entry store.WriteFunc
+	var entry []store.Stmt
 	if s.h.cfg.Directory != nil {
-		entry = directory.DecisionIn(id, d.GetDecidedBy(), d.GetAction(), directory.ReasonShownOf(d.GetContentJson()), s.now())
+		entry = []store.Stmt{directory.DecisionIn(id, d.GetDecidedBy(), d.GetAction(), directory.ReasonShownOf(d.GetContentJson()), s.now())}
 	}
 	if err := s.recordDecision(ctx, g, id, d, entry); err != nil {
 		return nil, err
@@ -138,9 +138,9 @@ func DecisionReason(contentJSON string) string {
 }
 
 // recordDecision saves d as execution id's decision in the record, with
-// entry (if not nil: the directory's entry of a human decision) in the
-// same transaction.
-func (s *session) recordDecision(ctx context.Context, g grain.Context, id string, d *pb.ApprovalDecision, entry store.WriteFunc) error {
+// entry (the directory's entry of a human decision, if any) in the same
+// transaction.
+func (s *session) recordDecision(ctx context.Context, g grain.Context, id string, d *pb.ApprovalDecision, entry []store.Stmt) error {
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	if rec.Decisions == nil {
 		rec.Decisions = map[string]*pb.ApprovalDecision{}

@@ -145,7 +145,7 @@ func (s *sqlStore) Apply(ctx context.Context, grain string, epoch uint64, w Writ
 // rowOnly reports whether w changes nothing but the grain's row (record,
 // owner), which applyIn writes in one statement.
 func rowOnly(w Writes) bool {
-	return len(w.SetReminders) == 0 && len(w.CancelReminders) == 0 && !w.CancelOtherReminders && w.Also == nil
+	return len(w.SetReminders) == 0 && len(w.CancelReminders) == 0 && !w.CancelOtherReminders && len(w.Also) == 0
 }
 
 func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ownership, []Reminder, error) {
@@ -176,7 +176,7 @@ func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ow
 		if stored, err = remindersIn(ctx, q, grain, w, now); err != nil {
 			return err
 		}
-		return alsoIn(ctx, q, w)
+		return alsoIn(ctx, q, grain, o.Epoch, w)
 	})
 	if err != nil {
 		return Ownership{}, nil, err
@@ -216,19 +216,26 @@ func applyIn(ctx context.Context, q querier, grain string, epoch uint64, w Write
 	if err != nil {
 		return nil, err
 	}
-	if err := alsoIn(ctx, q, w); err != nil {
+	if err := alsoIn(ctx, q, grain, epoch, w); err != nil {
 		return nil, err
 	}
 	return stored, nil
 }
 
+// alsoFence is the CTE f of a domain statement in a transaction whose
+// grain's row was written (or fenced) before it: the grain's key while
+// epoch is current.
+const alsoFence = `WITH f AS (SELECT grain FROM grains WHERE grain = $1 AND epoch = $2) `
+
 // alsoIn runs w's domain statements on q (after the grain's own writes,
 // which fenced the transaction).
-func alsoIn(ctx context.Context, q querier, w Writes) error {
-	if w.Also == nil {
-		return nil
+func alsoIn(ctx context.Context, q querier, grain string, epoch uint64, w Writes) error {
+	for _, st := range w.Also {
+		if _, err := q.ExecContext(ctx, alsoFence+st.SQL, append([]any{grain, int64(epoch)}, st.Args...)...); err != nil {
+			return fmt.Errorf("store: a step's statement for %s at epoch %d: %w", grain, epoch, err)
+		}
 	}
-	return w.Also(ctx, q)
+	return nil
 }
 
 // remindersIn applies w's reminder changes to grain on q (fenced by the

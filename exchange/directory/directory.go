@@ -179,14 +179,7 @@ ORDER BY settled_at_ms DESC, exec_id LIMIT $2`, org, limit)
 // the row settled at at unless it already is. A missing row is not an
 // error.
 func (s *Store) RecordDecision(ctx context.Context, execID, user, action, reason string, at time.Time) error {
-	return s.db.WriteOne(ctx, DecisionIn(execID, user, action, reason, at))
-}
-
-// DecisionIn is [Store.RecordDecision] as a write to run in another
-// domain's transaction (a session grain records its decision and the
-// directory's entry in one step: store.Writes.Also).
-func DecisionIn(execID, user, action, reason string, at time.Time) store.WriteFunc {
-	return func(ctx context.Context, q store.Querier) error {
+	return s.db.WriteOne(ctx, func(ctx context.Context, q store.Querier) error {
 		_, err := q.ExecContext(ctx, `UPDATE executions SET decided_by = $1, decision = $2, decision_reason = $3,
 	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $4 ELSE settled_at_ms END
 WHERE exec_id = $5 AND decision = ''`, user, action, reason, at.UnixMilli(), execID)
@@ -194,7 +187,16 @@ WHERE exec_id = $5 AND decision = ''`, user, action, reason, at.UnixMilli(), exe
 			return fmt.Errorf("store: record decision of %s: %w", execID, err)
 		}
 		return nil
-	}
+	})
+}
+
+// DecisionIn is [Store.RecordDecision] as a statement of a grain's step
+// (store.Writes.Also): a session grain records its decision and the
+// directory's entry in one transaction, fenced by its epoch.
+func DecisionIn(execID, user, action, reason string, at time.Time) store.Stmt {
+	return store.Stmt{SQL: `UPDATE executions SET decided_by = $3, decision = $4, decision_reason = $5,
+	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $6 ELSE settled_at_ms END
+WHERE exec_id = $7 AND decision = '' AND EXISTS (SELECT 1 FROM f)`, Args: []any{user, action, reason, at.UnixMilli(), execID}}
 }
 
 // MaxReasonShown bounds the reason a decision's directory entry (the
