@@ -8,6 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -104,13 +106,20 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 		OrgWriteAccess: m.GetPrincipal().GetRole() == "admin", DecidedAtMs: s.now().UnixMilli(),
 		DecidedBy: m.GetPrincipal().GetUser(), ContentJson: m.GetContentJson(),
 	}
-	if err := s.recordDecision(ctx, g, id, d); err != nil {
+	// The directory's entry (who decided, and why: the inbox's history)
+	// commits with the decision: one transaction, not a second write by
+	// the surface after the answer.
+	var entry []store.Stmt
+	if s.h.cfg.Directory != nil {
+		entry = []store.Stmt{directory.DecisionIn(id, d.GetDecidedBy(), d.GetAction(), directory.ReasonShownOf(d.GetContentJson()), s.now())}
+	}
+	if err := s.recordDecision(ctx, g, id, d, entry); err != nil {
 		return nil, err
 	}
 	if err := s.step(ctx, g, event{kind: evDecided, exec: id}); err != nil {
 		return nil, err
 	}
-	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0]}, nil
+	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: texts[0], Recorded: entry != nil}, nil
 }
 
 // DecisionReason is the "reason" string of a decision's content, if any
@@ -128,13 +137,16 @@ func DecisionReason(contentJSON string) string {
 	return c.Reason
 }
 
-func (s *session) recordDecision(ctx context.Context, g grain.Context, id string, d *pb.ApprovalDecision) error {
+// recordDecision saves d as execution id's decision in the record, with
+// entry (the directory's entry of a human decision, if any) in the same
+// transaction.
+func (s *session) recordDecision(ctx context.Context, g grain.Context, id string, d *pb.ApprovalDecision, entry []store.Stmt) error {
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
 	if rec.Decisions == nil {
 		rec.Decisions = map[string]*pb.ApprovalDecision{}
 	}
 	rec.Decisions[id] = d
-	return s.save(ctx, g, rec)
+	return s.commit(ctx, g, rec, store.Writes{Also: entry})
 }
 
 // executionResume serves a `resume` forwarded from another session: only

@@ -426,7 +426,7 @@ func (s *session) onApprovalDeadline(ctx context.Context, g grain.Context, execI
 // approval_timeout), then steps the machine, which hands it over.
 func (s *session) recordTimeout(ctx context.Context, g grain.Context, execID string) error {
 	d := &pb.ApprovalDecision{Action: "decline", Reason: ReasonApprovalTimeout, DecidedAtMs: s.now().UnixMilli()}
-	if err := s.recordDecision(ctx, g, execID, d); err != nil {
+	if err := s.recordDecision(ctx, g, execID, d, nil); err != nil {
 		return err
 	}
 	s.h.log.Info("mcp_pending_approval_lease_expire", "session", s.id, "execution", execID)

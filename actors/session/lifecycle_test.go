@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/residency"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -615,5 +616,41 @@ func TestOnlyRolesThatMayDecideDecide(t *testing.T) {
 	}
 	if _, err := session.NewHost(session.Config{Builder: session.BuilderFunc(nil), Evict: func(context.Context, string) (bool, error) { return false, nil }, Approvers: "owner"}); err == nil {
 		t.Fatal("an unknown Approvers value was accepted")
+	}
+}
+
+// noDirectory stands for a node's execution directory: deciding needs
+// only that one is configured (the grain writes the entry itself).
+type noDirectory struct{}
+
+func (noDirectory) DeleteExecutions(context.Context, ...string) error { return nil }
+
+// A human decision writes the directory's entry (who decided, and why)
+// in the transaction that records it in the session, and says so in its
+// reply: the approval surface writes nothing after the answer. A
+// deadline's decline writes no entry (the directory shows it timed out).
+func TestDecisionWritesItsDirectoryEntryWithTheRecord(t *testing.T) {
+	e := newEnvWith(t, 32, shortPolicy(), func(c *session.Config) { c.Directory = noDirectory{} })
+	dir := directory.New(e.st)
+	ctx := context.Background()
+	if err := dir.PutExecution(ctx, directory.Execution{ID: "exec-1", Session: "s1", User: "alice", Org: "acme", Deadline: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	e.durablePause("s1", "exec-1")
+	r := e.do("s1", &pb.ExecutionDecide{Principal: bob, ExecutionId: "exec-1", Action: "decline",
+		ContentJson: `{"reason":"  not today  "}`}).(*pb.ExecutionReply)
+	if r.GetStatus() != pb.ExecutionReply_STATUS_OK || !r.GetRecorded() {
+		t.Fatalf("decision: %v recorded=%v, want OK and recorded", r.GetStatus(), r.GetRecorded())
+	}
+	row, err := dir.GetExecution(ctx, "exec-1")
+	if err != nil || row.DecidedBy != "bob" || row.Decision != "decline" || row.Reason != "not today" || row.Settled.IsZero() {
+		t.Fatalf("directory entry after the answer: %+v %v", row, err)
+	}
+	// Without a directory the node has no entry to write: the reply leaves
+	// it to the surface.
+	e2 := newEnv(t, 32, shortPolicy())
+	e2.durablePause("s1", "exec-1")
+	if r := e2.do("s1", &pb.ExecutionDecide{Principal: bob, ExecutionId: "exec-1", Action: "accept"}).(*pb.ExecutionReply); r.GetStatus() != pb.ExecutionReply_STATUS_OK || r.GetRecorded() {
+		t.Fatalf("decision without a directory: %v recorded=%v", r.GetStatus(), r.GetRecorded())
 	}
 }

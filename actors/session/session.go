@@ -258,19 +258,6 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	return s.step(ctx, g, event{kind: evEnded, reason: reason})
 }
 
-func (s *session) save(ctx context.Context, g grain.Context, rec *pb.SessionRecord) error {
-	b, err := proto.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("session %s: encode record: %w", s.id, err)
-	}
-	if err := g.Save(ctx, b); err != nil {
-		return fmt.Errorf("session %s: save: %w", s.id, err)
-	}
-	s.rec = rec
-	s.persists = time.UnixMilli(rec.GetLastActivityMs())
-	return nil
-}
-
 func (s *session) markActivity() {
 	s.last = s.now()
 	s.h.registry.Touch(s.id, s.last)

@@ -331,3 +331,66 @@ func TestApplyReminderOnlyWritesAreFenced(t *testing.T) {
 		}
 	})
 }
+
+// A step's domain statements (Writes.Also) commit with the grain's own
+// writes, fenced by the same epoch, or not at all: whatever shape the rest
+// of the step has (a record alone and one reminder set are single
+// statements on Postgres otherwise; a record and one statement are one
+// statement there).
+func TestApplyAlsoCommitsDomainStatementsWithTheStep(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		if _, err := s.Acquire(ctx, "side/b", "n1"); err != nil {
+			t.Fatal(err)
+		}
+		mark := func(v string) store.Stmt {
+			return store.Stmt{SQL: `UPDATE grains SET record = $3 WHERE grain = 'side/b' AND EXISTS (SELECT 1 FROM f)`, Args: []any{[]byte(v)}}
+		}
+		side := func() string { o, _ := s.Load(ctx, "side/b"); return string(o.Record) }
+		o, _, err := s.Create(ctx, "session/a", "n1", store.Writes{Record: []byte("v0"), Also: []store.Stmt{mark("created")}})
+		if err != nil || side() != "created" {
+			t.Fatalf("create with Also: %v, side row %q", err, side())
+		}
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		for i, w := range []store.Writes{
+			{Record: []byte("v1")},
+			{SetReminders: []store.Reminder{{Name: "deadline", DueAt: due}}},
+			{CancelReminders: []string{"deadline"}},
+			{},
+			{Record: []byte("v2"), CancelReminders: []string{"x"}},
+		} {
+			want := fmt.Sprintf("step %d", i)
+			w.Also = []store.Stmt{mark(want)}
+			if _, err := s.Apply(ctx, "session/a", o.Epoch, w); err != nil || side() != want {
+				t.Fatalf("apply %d with Also: %v, side row %q", i, err, side())
+			}
+		}
+		if got, _ := s.Load(ctx, "session/a"); string(got.Record) != "v2" {
+			t.Fatalf("record after the steps: %q", got.Record)
+		}
+		// Also fails (the side row exists): neither the record nor the
+		// statements before it are kept.
+		failing := store.Stmt{SQL: `INSERT INTO grains (grain, owner_node, epoch, updated_at_ms) SELECT 'side/b', '', 1, 0 FROM f`}
+		for _, also := range [][]store.Stmt{{failing}, {mark("half"), failing}} {
+			if _, err := s.Apply(ctx, "session/a", o.Epoch, store.Writes{Record: []byte("v3"), Also: also}); err == nil {
+				t.Fatal("a failing Also did not fail the step")
+			}
+			if got, _ := s.Load(ctx, "session/a"); string(got.Record) != "v2" || side() != "step 4" {
+				t.Fatalf("after a failing Also: record %q, side row %q", got.Record, side())
+			}
+		}
+		// A newer activation: the stale step's domain statements do not run.
+		if _, err := s.Acquire(ctx, "session/a", "n2"); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []store.Writes{{Record: []byte("stale")}, {}, {Record: []byte("stale"), Release: true}} {
+			w.Also = []store.Stmt{mark("stale")}
+			if _, err := s.Apply(ctx, "session/a", o.Epoch, w); !errors.Is(err, store.ErrFenced) {
+				t.Fatalf("stale apply with Also: %v, want ErrFenced", err)
+			}
+		}
+		if got, _ := s.Load(ctx, "session/a"); side() != "step 4" || string(got.Record) != "v2" {
+			t.Fatalf("a stale step's Also ran: side row %q, record %q", side(), got.Record)
+		}
+	})
+}

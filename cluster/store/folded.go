@@ -36,9 +36,15 @@ ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_m
 RETURNING version`
 
 // foldable reports which folded statement applies to w on dialect d:
-// "set", "cancel" or "" (none: the general path).
+// "set", "cancel", "also" or "" (none: the general path).
 func foldable(d dialect, w Writes) string {
-	if d.name != "postgres" || w.Record != nil || w.Release || w.CancelOtherReminders {
+	if d.name != "postgres" || w.Release || w.CancelOtherReminders {
+		return ""
+	}
+	if w.Record != nil || len(w.Also) > 0 {
+		if w.Record != nil && len(w.Also) == 1 && len(w.SetReminders) == 0 && len(w.CancelReminders) == 0 {
+			return "also"
+		}
 		return ""
 	}
 	switch {
@@ -52,6 +58,9 @@ func foldable(d dialect, w Writes) string {
 
 // applyFolded applies w (of a foldable shape) to grain in one statement.
 func (s *sqlStore) applyFolded(ctx context.Context, shape, grain string, epoch uint64, w Writes, now time.Time) ([]Reminder, error) {
+	if shape == "also" {
+		return nil, s.applyAlsoFolded(ctx, grain, epoch, w.Record, w.Also[0], now)
+	}
 	if shape == "set" {
 		r := w.SetReminders[0]
 		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond),
@@ -92,4 +101,22 @@ func foldedCancelQuery(grain string, epoch uint64, names []string) (string, []an
 	}
 	b.WriteString(")) SELECT COUNT(*) FROM f")
 	return b.String(), args
+}
+
+// applyAlsoFolded saves record and runs st (a step's domain statement) in
+// one statement: the record's fenced UPDATE is the CTE f that st reads,
+// so st changes nothing at a stale epoch, and neither does the UPDATE.
+func (s *sqlStore) applyAlsoFolded(ctx context.Context, grain string, epoch uint64, record []byte, st Stmt, now time.Time) error {
+	n := len(st.Args) + 2
+	q := fmt.Sprintf(`WITH f AS (UPDATE grains SET record = $%d, updated_at_ms = $%d WHERE grain = $1 AND epoch = $2 RETURNING grain), d AS (%s) SELECT COUNT(*) FROM f`,
+		n+1, n+2, st.SQL)
+	args := append(append([]any{grain, int64(epoch)}, st.Args...), record, now.UnixMilli())
+	var fenced int
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&fenced); err != nil {
+		return fmt.Errorf("store: save %s at epoch %d with a step's statement: %w", grain, epoch, err)
+	}
+	if fenced == 0 {
+		return fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
+	}
+	return nil
 }

@@ -145,7 +145,7 @@ func (s *sqlStore) Apply(ctx context.Context, grain string, epoch uint64, w Writ
 // rowOnly reports whether w changes nothing but the grain's row (record,
 // owner), which applyIn writes in one statement.
 func rowOnly(w Writes) bool {
-	return len(w.SetReminders) == 0 && len(w.CancelReminders) == 0 && !w.CancelOtherReminders
+	return len(w.SetReminders) == 0 && len(w.CancelReminders) == 0 && !w.CancelOtherReminders && len(w.Also) == 0
 }
 
 func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ownership, []Reminder, error) {
@@ -173,8 +173,10 @@ func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ow
 				return err
 			}
 		}
-		stored, err = remindersIn(ctx, q, grain, w, now)
-		return err
+		if stored, err = remindersIn(ctx, q, grain, w, now); err != nil {
+			return err
+		}
+		return alsoIn(ctx, q, grain, o.Epoch, w)
 	})
 	if err != nil {
 		return Ownership{}, nil, err
@@ -210,7 +212,30 @@ func applyIn(ctx context.Context, q querier, grain string, epoch uint64, w Write
 	if err := rowIn(ctx, q, grain, epoch, w, now); err != nil {
 		return nil, err
 	}
-	return remindersIn(ctx, q, grain, w, now)
+	stored, err := remindersIn(ctx, q, grain, w, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := alsoIn(ctx, q, grain, epoch, w); err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// alsoFence is the CTE f of a domain statement in a transaction whose
+// grain's row was written (or fenced) before it: the grain's key while
+// epoch is current.
+const alsoFence = `WITH f AS (SELECT grain FROM grains WHERE grain = $1 AND epoch = $2) `
+
+// alsoIn runs w's domain statements on q (after the grain's own writes,
+// which fenced the transaction).
+func alsoIn(ctx context.Context, q querier, grain string, epoch uint64, w Writes) error {
+	for _, st := range w.Also {
+		if _, err := q.ExecContext(ctx, alsoFence+st.SQL, append([]any{grain, int64(epoch)}, st.Args...)...); err != nil {
+			return fmt.Errorf("store: a step's statement for %s at epoch %d: %w", grain, epoch, err)
+		}
+	}
+	return nil
 }
 
 // remindersIn applies w's reminder changes to grain on q (fenced by the

@@ -71,6 +71,24 @@ type Writes struct {
 	// Release clears the grain's owner as [Store.Release] does: the
 	// activation's last step before it passivates.
 	Release bool
+	// Also are statements of the application's domains (their own
+	// tables, see [DB]) that belong to the same step, such as a
+	// decision's entry in the execution directory: they run after the
+	// grain's own writes, in the same transaction, fenced by the same
+	// epoch ([Stmt]). On Postgres a record and one such statement, when
+	// that is the whole step, are one statement.
+	Also []Stmt
+}
+
+// Stmt is a statement of another domain that a grain's step carries
+// ([Writes.Also]). SQL may use $1 (the grain's key) and $2 (its epoch);
+// Args are $3 on. SQL must be conditioned on `EXISTS (SELECT 1 FROM f)`:
+// the store runs it with a CTE f that holds the grain's key only while
+// the epoch is current (on Postgres, in the folded statement, the
+// grain's row update itself), so a stale step changes nothing.
+type Stmt struct {
+	SQL  string
+	Args []any
 }
 
 // Store is the cluster's durable state: grain ownership, records and

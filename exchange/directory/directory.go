@@ -11,9 +11,12 @@ package directory
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
@@ -185,6 +188,47 @@ WHERE exec_id = $5 AND decision = ''`, user, action, reason, at.UnixMilli(), exe
 		}
 		return nil
 	})
+}
+
+// DecisionIn is [Store.RecordDecision] as a statement of a grain's step
+// (store.Writes.Also): a session grain records its decision and the
+// directory's entry in one transaction, fenced by its epoch.
+func DecisionIn(execID, user, action, reason string, at time.Time) store.Stmt {
+	return store.Stmt{SQL: `UPDATE executions SET decided_by = $3, decision = $4, decision_reason = $5,
+	settled_at_ms = CASE WHEN settled_at_ms = 0 THEN $6 ELSE settled_at_ms END
+WHERE exec_id = $7 AND decision = '' AND EXISTS (SELECT 1 FROM f)`, Args: []any{user, action, reason, at.UnixMilli(), execID}}
+}
+
+// MaxReasonShown bounds the reason a decision's directory entry (the
+// inbox's history) keeps, in bytes.
+const MaxReasonShown = 500
+
+// ReasonShown is the reason a decision's directory entry keeps: r
+// trimmed, made valid UTF-8 and cut to [MaxReasonShown] bytes on a
+// character boundary (with an ellipsis when cut).
+func ReasonShown(r string) string {
+	r = strings.ToValidUTF8(strings.TrimSpace(r), "\uFFFD")
+	if len(r) <= MaxReasonShown {
+		return r
+	}
+	r = r[:MaxReasonShown]
+	for len(r) > 0 && !utf8.ValidString(r) {
+		r = r[:len(r)-1]
+	}
+	return r + "…"
+}
+
+// ReasonShownOf is [ReasonShown] of the "reason" string of a decision's
+// content (a JSON object; "" if it has none).
+func ReasonShownOf(contentJSON string) string {
+	var c struct {
+		Reason any `json:"reason"`
+	}
+	if contentJSON == "" || json.Unmarshal([]byte(contentJSON), &c) != nil {
+		return ""
+	}
+	r, _ := c.Reason.(string)
+	return ReasonShown(r)
 }
 
 // scanExecutions reads directory rows and closes rows.

@@ -137,3 +137,46 @@ func TestDecisionHistory(t *testing.T) {
 		}
 	})
 }
+
+// A session's decision writes its entry in the grain's step
+// (DecisionIn): the entry is kept as RecordDecision keeps it (the first
+// decision sticks), and a step at a stale epoch writes none.
+func TestDecisionInTheGrainsStep(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st store.Store, _ string) {
+		s := newFixture(st)
+		ctx := context.Background()
+		now := time.UnixMilli(1_900_000_000_000)
+		for _, id := range []string{"d1", "d2"} {
+			if err := s.PutExecution(ctx, directory.Execution{ID: id, Session: "s", User: "alice", Org: "acme", ArgsJSON: `{}`, Deadline: now.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o, err := st.Acquire(ctx, "session/s", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		decide := func(epoch uint64, id, user string) error {
+			_, err := st.Apply(ctx, "session/s", epoch, store.Writes{Record: []byte("decided " + id),
+				Also: []store.Stmt{directory.DecisionIn(id, user, "decline", "not now", now)}})
+			return err
+		}
+		if err := decide(o.Epoch, "d1", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		if err := decide(o.Epoch, "d1", "carol"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetExecution(ctx, "d1"); err != nil || got.DecidedBy != "bob" || got.Decision != "decline" || got.Reason != "not now" || !got.Settled.Equal(now) {
+			t.Fatalf("entry: %+v %v, want bob's decline", got, err)
+		}
+		if _, err := st.Acquire(ctx, "session/s", "n2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := decide(o.Epoch, "d2", "bob"); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale step: %v, want ErrFenced", err)
+		}
+		if got, _ := s.GetExecution(ctx, "d2"); got.DecidedBy != "" || !got.Settled.IsZero() {
+			t.Fatalf("a stale step wrote the entry: %+v", got)
+		}
+	})
+}

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -118,22 +117,11 @@ func (in Inbox) Key() string {
 	return b.String()
 }
 
-// maxReasonShown bounds the reason a decision's history entry keeps.
-const maxReasonShown = 500
-
 // reasonOf is the "reason" string of a decision's content ("" if none),
-// cut to maxReasonShown bytes on a character boundary.
+// as the directory keeps it ([directory.ReasonShown]).
 func reasonOf(content map[string]any) string {
 	r, _ := content["reason"].(string)
-	r = strings.ToValidUTF8(strings.TrimSpace(r), "\uFFFD")
-	if len(r) <= maxReasonShown {
-		return r
-	}
-	r = r[:maxReasonShown]
-	for len(r) > 0 && !utf8.ValidString(r) {
-		r = r[:len(r)-1]
-	}
-	return r + "…"
+	return directory.ReasonShown(r)
 }
 
 // record keeps who's decision (and its reason) in the directory for the

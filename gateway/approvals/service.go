@@ -288,7 +288,9 @@ func (s *Service) Decide(ctx context.Context, who *pb.Principal, sessionID, exec
 	}
 	switch r.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
-		s.record(ctx, who, execID, action, reasonOf(content))
+		if !r.GetRecorded() { // an owner that wrote the entry with its decision needs no second write
+			s.record(ctx, who, execID, action, reasonOf(content))
+		}
 		return Decision{Status: status, Text: r.GetText(), By: who.GetUser()}, nil
 	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
 		return Decision{}, ErrAlreadyDecided

@@ -19,6 +19,7 @@ import (
 type settlingDirectory struct {
 	reads   int
 	settles bool
+	records int // RecordDecision calls
 }
 
 func (d *settlingDirectory) GetExecution(_ context.Context, id string) (directory.Execution, error) {
@@ -35,6 +36,7 @@ func (d *settlingDirectory) ListExecutions(context.Context, string, time.Time, i
 }
 
 func (d *settlingDirectory) RecordDecision(context.Context, string, string, string, string, time.Time) error {
+	d.records++
 	return nil
 }
 
@@ -78,5 +80,35 @@ func TestDecisionRacingTheSettlementIsAlreadyDecided(t *testing.T) {
 				t.Errorf("Get = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// decidingSession decides, and says whether it wrote the directory's
+// entry with its decision.
+type decidingSession struct{ recorded bool }
+
+func (s decidingSession) Request(context.Context, string, string, proto.Message, ...cluster.CallOption) (proto.Message, error) {
+	return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_OK, Text: "I've accepted it", Recorded: s.recorded}, nil
+}
+
+// TestDecisionRecordedByTheOwnerIsNotWrittenAgain: an owner that wrote the
+// decision's directory entry in its decision's transaction (a session
+// grain) says so, and the surface writes nothing more; an owner that does
+// not (a task, a continuation, a node of an older version) leaves the
+// entry to the surface, as before.
+func TestDecisionRecordedByTheOwnerIsNotWrittenAgain(t *testing.T) {
+	who := &pb.Principal{User: "u", Org: "acme", Role: "member"}
+	for _, tc := range []struct {
+		recorded bool
+		writes   int
+	}{{true, 0}, {false, 1}} {
+		dir := &settlingDirectory{}
+		svc := NewService(decidingSession{recorded: tc.recorded}, dir, ServiceOptions{})
+		if _, err := svc.Decide(context.Background(), who, "", "exec_1", "accept", map[string]any{"reason": "ok"}); err != nil {
+			t.Fatalf("recorded=%v: Decide: %v", tc.recorded, err)
+		}
+		if dir.records != tc.writes {
+			t.Errorf("recorded=%v: the surface wrote the entry %d times, want %d", tc.recorded, dir.records, tc.writes)
+		}
 	}
 }

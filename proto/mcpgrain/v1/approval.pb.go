@@ -458,7 +458,12 @@ type ExecutionReply struct {
 	// The MCP tool result as JSON, for a forwarded resume.
 	ResultJson string `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// For decide: the human-readable confirmation ("I've accepted it").
-	Text          string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// For decide: the owner wrote the decision's entry in the execution
+	// directory (who decided, and why) in the same transaction as the
+	// decision, so the surface does not write it again. Owners that do not
+	// set it leave the entry to the surface.
+	Recorded      bool `protobuf:"varint,5,opt,name=recorded,proto3" json:"recorded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +524,13 @@ func (x *ExecutionReply) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *ExecutionReply) GetRecorded() bool {
+	if x != nil {
+		return x.Recorded
+	}
+	return false
 }
 
 // ListPausedExecutionsRequest is empty: the caller's organization is implied.
@@ -929,7 +941,7 @@ const file_mcpgrain_v1_approval_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12!\n" +
-	"\fcontent_json\x18\x04 \x01(\tR\vcontentJson\"\xe9\x02\n" +
+	"\fcontent_json\x18\x04 \x01(\tR\vcontentJson\"\x85\x03\n" +
 	"\x0eExecutionReply\x12:\n" +
 	"\x06status\x18\x01 \x01(\x0e2\".mcpgrain.v1.ExecutionReply.StatusR\x06status\x12<\n" +
 	"\n" +
@@ -937,7 +949,8 @@ const file_mcpgrain_v1_approval_proto_rawDesc = "" +
 	"executions\x12\x1f\n" +
 	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"\xa7\x01\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x1a\n" +
+	"\brecorded\x18\x05 \x01(\bR\brecorded\"\xa7\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x14\n" +
