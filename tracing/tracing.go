@@ -90,6 +90,16 @@ type carrierOf interface {
 	GetTraceContext() map[string]string
 }
 
+// Remote returns ctx carrying the trace context msg carries (a message
+// with a trace_context field, e.g. HttpExchange, as Inject made it); ctx
+// itself when tracing is off or msg carries none.
+func Remote(ctx context.Context, msg any) context.Context {
+	if c, ok := msg.(carrierOf); ok && On() {
+		return Extract(ctx, c.GetTraceContext())
+	}
+	return ctx
+}
+
 // ReceiveKey names the attribute of a grain.receive span with the grain
 // kind that received the message.
 const ReceiveKey = attribute.Key("mcpgrain.grain.kind")
