@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -70,7 +69,18 @@ func serveSpan(ctx context.Context, m *pb.HttpExchange, req *http.Request) (cont
 		return ctx, func() {}
 	}
 	ctx = tracing.Extract(ctx, m.GetTraceContext())
-	ctx, span := tracing.Start(ctx, "mcpgrain.exchange.serve "+m.GetMethod(), trace.WithSpanKind(trace.SpanKindInternal))
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+	ctx, span := tracing.Start(ctx, serveName(m.GetMethod()), trace.WithSpanKind(trace.SpanKindInternal))
+	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(req.Header))
 	return ctx, func() { span.End() }
+}
+
+// serveName is the exchange span's name for an HTTP method: the methods
+// MCP uses from the name cache, anything else made afresh (a client's
+// method must not grow the cache).
+func serveName(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+		return tracing.Name("mcpgrain.exchange.serve", method)
+	}
+	return "mcpgrain.exchange.serve " + method
 }

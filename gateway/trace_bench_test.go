@@ -29,6 +29,33 @@ func BenchmarkToolCallTracing(b *testing.B) {
 	})
 }
 
+// The allocations of a created session (initialize, one call, close) with
+// tracing off and on at sampling 1.0, one node in this process: the
+// allocation count is steady where CPU time on a shared machine is not,
+// so it shows what a change to the spans of a session's creation saves
+// (docs/benchmarks.md, "Tracing").
+//
+//	go test ./gateway -run '^$' -bench SessionTracing -benchtime 300x -benchmem
+func BenchmarkSessionTracing(b *testing.B) {
+	session := func(b *testing.B) {
+		tg := singleNodeTarget(b)
+		call(b, tg.connect(b))
+		b.ReportAllocs()
+		for b.Loop() {
+			s := tg.connect(b)
+			call(b, s)
+			_ = s.Close()
+		}
+	}
+	b.Run("off", session)
+	b.Run("on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		uninstall := tracing.Install(tp)
+		b.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
+		session(b)
+	})
+}
+
 // The same-run, alternating ratio of tracing's CPU cost (docs/benchmarks.md,
 // "Tracing"): one node in this process, and rounds that alternate tracing
 // off and on (sampling 1.0, spans batched to an exporter that drops them),

@@ -64,7 +64,7 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	prop := otel.GetTextMapPropagator()
-	httpCtx := prop.Extract(ctx, propagation.HeaderCarrier(req.HTTP.Header))
+	httpCtx := prop.Extract(ctx, Header(req.HTTP.Header))
 	var m rpcMessage
 	_ = json.Unmarshal(req.Body, &m) // not JSON: a span named after the HTTP method
 	parent := httpCtx

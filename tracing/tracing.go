@@ -116,7 +116,7 @@ func Receive(ctx context.Context, kind string, msg any) (context.Context, func()
 		return ctx, func() {}
 	}
 	ctx = Extract(ctx, c.GetTraceContext())
-	ctx, span := Tracer().Start(ctx, "mcpgrain.grain.receive "+kind,
+	ctx, span := Tracer().Start(ctx, Name("mcpgrain.grain.receive", kind),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(ReceiveKey.String(kind)))
 	return ctx, func() { span.End() }
 }

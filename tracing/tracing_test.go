@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -117,5 +119,29 @@ func TestHandlerStampsTraceAndSpanIDs(t *testing.T) {
 	}
 	if strings.Contains(lines[1], "trace_id") {
 		t.Errorf("line without a span has a trace id: %q", lines[1])
+	}
+}
+
+// The W3C keys go through an http.Header under their canonical names
+// (what net/http and propagation.HeaderCarrier use), and reading them
+// allocates nothing: the gateway reads them on every request.
+func TestHeaderCarrierUsesCanonicalKeysWithoutAllocating(t *testing.T) {
+	recording(t)
+	ctx, span := Start(context.Background(), "s")
+	defer span.End()
+	h := http.Header{}
+	otel.GetTextMapPropagator().Inject(ctx, Header(h))
+	if h.Get("traceparent") == "" || len(h["Traceparent"]) != 1 {
+		t.Fatalf("header after inject: %v", h)
+	}
+	back := otel.GetTextMapPropagator().Extract(context.Background(), Header(h))
+	if got := trace.SpanContextFromContext(back); !got.Equal(span.SpanContext().WithRemote(true)) {
+		t.Errorf("extracted %v, want %v", got, span.SpanContext())
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Header(h).Get("traceparent") }); n != 0 {
+		t.Errorf("Get allocates %v times, want 0", n)
+	}
+	if a, b := Name("p", "k"), Name("p", "k"); a != "p k" || b != a {
+		t.Errorf("Name: %q %q", a, b)
 	}
 }
