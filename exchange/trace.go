@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 
@@ -18,7 +19,7 @@ import (
 func traced(w http.ResponseWriter, r *http.Request, t Target) (http.ResponseWriter, *http.Request, func()) {
 	ctx, span := tracing.StartServer(r.Context(), tracing.Request{HTTP: r, Body: t.Body, Session: sessionOf(t)})
 	sw := &statusWriter{ResponseWriter: w}
-	return sw, r.WithContext(ctx), func() { tracing.EndServer(span, sw.status, "") }
+	return sw, r.WithContext(ctx), func() { tracing.EndServer(span, sw.status, sw.rpcCode) }
 }
 
 // sessionOf is the MCP session id a request to t belongs to, if any.
@@ -29,10 +30,13 @@ func sessionOf(t Target) string {
 	return ""
 }
 
-// statusWriter records the response status for the gateway's span.
+// statusWriter records the response status for the gateway's span, and
+// the JSON-RPC error code of the answer (rpc.response.status_code).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	rpcCode string // the answer's JSON-RPC error code ("" for none)
+	rpcSeen bool   // the answer (a result or an error) was written
 }
 
 // WriteHeader implements http.ResponseWriter.
@@ -47,6 +51,9 @@ func (s *statusWriter) WriteHeader(code int) {
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
+	}
+	if !s.rpcSeen {
+		s.rpcCode, s.rpcSeen = rpcErrorCode(b)
 	}
 	return s.ResponseWriter.Write(b)
 }
@@ -83,4 +90,31 @@ func serveName(method string) string {
 		return tracing.Name("mcpgrain.exchange.serve", method)
 	}
 	return "mcpgrain.exchange.serve " + method
+}
+
+var (
+	rpcErrorMark  = []byte(`"error":{"code":`)
+	rpcResultMark = []byte(`"result":`)
+)
+
+// rpcErrorCode reads one written chunk of an MCP answer (a JSON body, or
+// an SSE event's data: go-sdk writes compact JSON): the JSON-RPC error
+// code when the chunk holds an error, and whether it holds the answer
+// (a result or an error; a notification before it holds neither). Only
+// the first of the two marks counts: a result may carry an "error" key of
+// its own. Text in a string is escaped (\"error\") and never matches.
+func rpcErrorCode(b []byte) (code string, answered bool) {
+	e, r := bytes.Index(b, rpcErrorMark), bytes.Index(b, rpcResultMark)
+	switch {
+	case e < 0 && r < 0:
+		return "", false
+	case e < 0 || (r >= 0 && r < e):
+		return "", true
+	}
+	rest := b[e+len(rpcErrorMark):]
+	n := 0
+	for n < len(rest) && n < 12 && (rest[n] == '-' || rest[n] >= '0' && rest[n] <= '9') {
+		n++
+	}
+	return string(rest[:n]), true
 }
