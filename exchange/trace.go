@@ -17,7 +17,7 @@ import (
 // client got and the function that ends the span. Its trace context goes
 // to the grain in HttpExchange.trace_context (see outbound).
 func traced(w http.ResponseWriter, r *http.Request, t Target) (http.ResponseWriter, *http.Request, func()) {
-	ctx, span := tracing.StartServer(r.Context(), tracing.Request{HTTP: r, Body: t.Body, Session: sessionOf(t)})
+	ctx, span := tracing.StartServer(r.Context(), tracing.Request{HTTP: r, Body: t.Body, Session: sessionOf(t), Parsed: t.Trace})
 	sw := &statusWriter{ResponseWriter: w}
 	return sw, r.WithContext(ctx), func() { tracing.EndServer(span, sw.status, sw.rpcCode) }
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // rpcBody is what the gateway reads of a POST's JSON-RPC body. It is
@@ -36,7 +37,8 @@ type peeked struct {
 		Meta         map[string]any  `json:"_meta"`
 		RequestState *string         `json:"requestState"`
 		TaskID       json.RawMessage `json:"taskId"`
-		Name         json.RawMessage `json:"name"` // a tools/call's tool (admission: resume is exempt)
+		Name         json.RawMessage `json:"name"` // a tools/call's tool (admission: resume is exempt), a prompt
+		URI          json.RawMessage `json:"uri"`  // a resource's (the span's target)
 	} `json:"params"`
 }
 
@@ -146,5 +148,17 @@ func (b rpcBody) methodLabel() string {
 // target addresses a grain with the request: its body and the id the
 // gateway read of it.
 func (b rpcBody) target(kind, id string, p *pb.Principal) exchange.Target {
-	return exchange.Target{Kind: kind, ID: id, Principal: p, Body: b.raw, RequestID: b.requestID()}
+	return exchange.Target{Kind: kind, ID: id, Principal: p, Body: b.raw, RequestID: b.requestID(), Trace: b.trace()}
+}
+
+// trace is what the gateway's span reads of the body (tracing on only),
+// from the parse the gateway made: the span does not decode the body
+// again. A batch or a body whose params had another shape is left to the
+// span's own decoding (nil).
+func (b rpcBody) trace() *tracing.Message {
+	if !tracing.On() || !b.params {
+		return nil
+	}
+	return &tracing.Message{Method: b.name, Name: jsonString(b.pk.Params.Name), URI: jsonString(b.pk.Params.URI),
+		ID: b.pk.ID, Meta: b.pk.Params.Meta}
 }
