@@ -159,6 +159,12 @@ func (b rpcBody) trace() *tracing.Message {
 	if !tracing.On() || !b.params {
 		return nil
 	}
-	return &tracing.Message{Method: b.name, Name: jsonString(b.pk.Params.Name), URI: jsonString(b.pk.Params.URI),
-		ID: b.pk.ID, Meta: b.pk.Params.Meta}
+	m := &tracing.Message{Method: b.name, ID: b.pk.ID, Meta: b.pk.Params.Meta}
+	if len(b.pk.Params.Name) > 0 {
+		m.Name = jsonString(b.pk.Params.Name)
+	}
+	if len(b.pk.Params.URI) > 0 {
+		m.URI = jsonString(b.pk.Params.URI)
+	}
+	return m
 }

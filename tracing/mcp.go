@@ -117,7 +117,9 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 // one JSON object: a span named after the HTTP method).
 func decode(body []byte) *Message {
 	var m rpcMessage
-	_ = json.Unmarshal(body, &m)
+	if len(body) > 0 { // a GET's or a DELETE's: none
+		_ = json.Unmarshal(body, &m)
+	}
 	return &Message{Method: m.Method, Name: m.Params.Name, URI: m.Params.URI, ID: m.ID, Meta: m.Params.Meta}
 }
 
@@ -161,6 +163,9 @@ func metaCarrier(meta map[string]any) propagation.MapCarrier {
 
 // idString is a JSON-RPC id in string form (a string id unquoted).
 func idString(id json.RawMessage) string {
+	if id[0] != '"' { // a number (or null): as written
+		return string(id)
+	}
 	var s string
 	if json.Unmarshal(id, &s) == nil {
 		return s
