@@ -91,6 +91,9 @@ func TestAnActivationIsASpanOfTheRequestThatCausedIt(t *testing.T) {
 			t.Errorf("the restore's activation ended at %v, after the first receive began (%v)", s.EndTime(), receives[0].StartTime())
 		}
 	}
+	if id := attr(activations["true"], string(placement.ActivateIdentityKey)); id != "passivated" {
+		t.Errorf("restored activation's identity %q, want passivated", id)
+	}
 	if e := attr(activations["true"], string(placement.ActivateEpochKey)); e != "2" {
 		t.Errorf("restored activation's epoch %s, want 2 (the earlier owner held 1)", e)
 	}

@@ -418,7 +418,7 @@ func (a *activation) Defer() func(proto.Message, error) {
 // handle runs one request through the grain and classifies the outcome.
 func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 	if a.started != nil {
-		traceStart(a.ctx, a.kind.Name, msg, a.started) // before the receive span: the activation came first
+		traceStart(a.ctx, a.kind.Name, a.identity, msg, a.started) // before the receive span: the activation came first
 		a.started = nil
 	}
 	switch a.state {

@@ -62,7 +62,10 @@ const (
 	// ActivateEpochKey is the ownership epoch the activation holds (0:
 	// none yet, a CreatedByWrite grain not written).
 	ActivateEpochKey = attribute.Key("mcpgrain.grain.epoch")
-	errorTypeKey     = attribute.Key("error.type")
+	// ActivateIdentityKey is the grain's identity within its kind (a
+	// session's is its MCP session id).
+	ActivateIdentityKey = attribute.Key("mcpgrain.grain.identity")
+	errorTypeKey        = attribute.Key("error.type")
 )
 
 // startTrace is what an activation's start did, kept (tracing on only)
@@ -81,10 +84,10 @@ func newStartTrace(began time.Time, own store.Ownership, state activationState) 
 
 // traceStart records st as the activation's span, under the trace context
 // msg (the activation's first request) carries.
-func traceStart(ctx context.Context, kind string, msg any, st *startTrace) {
+func traceStart(ctx context.Context, kind, identity string, msg any, st *startTrace) {
 	parent := tracing.Remote(ctx, msg)
 	opts := []trace.SpanStartOption{trace.WithTimestamp(st.began), trace.WithAttributes(tracing.ReceiveKey.String(kind),
-		ActivateRestoredKey.Bool(st.restored), ActivateEpochKey.Int64(int64(st.epoch)))}
+		ActivateIdentityKey.String(identity), ActivateRestoredKey.Bool(st.restored), ActivateEpochKey.Int64(int64(st.epoch)))}
 	if !trace.SpanContextFromContext(parent).IsValid() {
 		opts = append(opts, trace.WithNewRoot())
 	}
