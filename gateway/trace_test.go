@@ -85,7 +85,7 @@ func TestAJSONRPCErrorIsOnTheGatewaySpan(t *testing.T) {
 	gw := awaitSpans(ctx, t, rec, traceID, "tools/call no-such-tool")["tools/call no-such-tool"]
 	got := map[string]string{}
 	for _, kv := range gw.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	if c := got["rpc.response.status_code"]; c == "" || c[0] != '-' || got["error.type"] != c || got["http.response.status_code"] != "200" {
 		t.Errorf("gateway span attributes %v, want the JSON-RPC error code as rpc.response.status_code and error.type", got)

@@ -89,7 +89,7 @@ func TestHostToolSpansOfABrowserModeResume(t *testing.T) {
 func attrOf(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
