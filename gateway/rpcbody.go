@@ -39,6 +39,8 @@ type peeked struct {
 		TaskID       json.RawMessage `json:"taskId"`
 		Name         json.RawMessage `json:"name"` // a tools/call's tool (admission: resume is exempt), a prompt
 		URI          json.RawMessage `json:"uri"`  // a resource's (the span's target)
+		// An initialize's requested version (the span's mcp.protocol.version).
+		ProtocolVersion json.RawMessage `json:"protocolVersion"`
 	} `json:"params"`
 }
 
@@ -165,6 +167,9 @@ func (b rpcBody) trace() *tracing.Message {
 	}
 	if len(b.pk.Params.URI) > 0 {
 		m.URI = jsonString(b.pk.Params.URI)
+	}
+	if len(b.pk.Params.ProtocolVersion) > 0 {
+		m.ProtocolVersion = jsonString(b.pk.Params.ProtocolVersion)
 	}
 	return m
 }

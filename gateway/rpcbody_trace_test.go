@@ -33,6 +33,8 @@ func TestTheGatewaySpanReadsTheGatewaysParse(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p\u00e9"}}`,
 			&tracing.Message{Method: "prompts/get", Name: "pé", ID: []byte("2")}},
 		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, &tracing.Message{Method: "notifications/initialized"}},
+		{`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+			&tracing.Message{Method: "initialize", ProtocolVersion: "2025-11-25", ID: []byte("0")}},
 		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, nil},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, nil},
 	} {

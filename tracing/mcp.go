@@ -33,9 +33,10 @@ type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name string         `json:"name"`
-		URI  string         `json:"uri"`
-		Meta map[string]any `json:"_meta"`
+		Name            string         `json:"name"`
+		URI             string         `json:"uri"`
+		ProtocolVersion string         `json:"protocolVersion"`
+		Meta            map[string]any `json:"_meta"`
 	} `json:"params"`
 }
 
@@ -60,8 +61,11 @@ type Request struct {
 // a resource's URI), id and params._meta.
 type Message struct {
 	Method, Name, URI string
-	ID                json.RawMessage
-	Meta              map[string]any
+	// ProtocolVersion is an initialize's params.protocolVersion (the
+	// version the client asks for; later requests send the header).
+	ProtocolVersion string
+	ID              json.RawMessage
+	Meta            map[string]any
 }
 
 // StartServer starts the SERVER span of one MCP request on the gateway,
@@ -106,6 +110,8 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 	}
 	if v := req.HTTP.Header.Get("Mcp-Protocol-Version"); v != "" {
 		attrs = append(attrs, ProtocolVersionKey.String(v))
+	} else if m.ProtocolVersion != "" {
+		attrs = append(attrs, ProtocolVersionKey.String(m.ProtocolVersion))
 	}
 	sctx, span := Tracer().Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attrs...), trace.WithLinks(links...))
@@ -120,7 +126,8 @@ func decode(body []byte) *Message {
 	if len(body) > 0 { // a GET's or a DELETE's: none
 		_ = json.Unmarshal(body, &m)
 	}
-	return &Message{Method: m.Method, Name: m.Params.Name, URI: m.Params.URI, ID: m.ID, Meta: m.Params.Meta}
+	return &Message{Method: m.Method, Name: m.Params.Name, URI: m.Params.URI, ProtocolVersion: m.Params.ProtocolVersion,
+		ID: m.ID, Meta: m.Params.Meta}
 }
 
 // target is the span name's target of m (tool, prompt or resource) and

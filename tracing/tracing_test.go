@@ -69,6 +69,34 @@ func TestStartServerTakesTheParentFromMetaAndLinksTheHTTPOne(t *testing.T) {
 	}
 }
 
+// An initialize has no Mcp-Protocol-Version header yet: its span takes
+// the version the client asks for from params.protocolVersion, whether the
+// gateway parsed the body (Parsed) or the span decodes it; a string id is
+// recorded unquoted, a numeric one as written.
+func TestInitializeSpanHasTheRequestedProtocolVersion(t *testing.T) {
+	rec := recording(t)
+	body := `{"jsonrpc":"2.0","id":"a1","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`
+	r := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+	_, span := StartServer(context.Background(), Request{HTTP: r, Body: []byte(body)})
+	EndServer(span, 200, "")
+	_, span = StartServer(context.Background(), Request{HTTP: r, Body: []byte(body),
+		Parsed: &Message{Method: "initialize", ProtocolVersion: "2025-11-25", ID: []byte("12")}})
+	EndServer(span, 200, "")
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, id := range []string{"a1", "12"} {
+		got := map[string]string{}
+		for _, kv := range spans[i].Attributes() {
+			got[string(kv.Key)] = kv.Value.String()
+		}
+		if spans[i].Name() != "initialize" || got["mcp.protocol.version"] != "2025-11-25" || got["jsonrpc.request.id"] != id {
+			t.Errorf("span %d: %q %v, want initialize with version 2025-11-25 and id %s", i, spans[i].Name(), got, id)
+		}
+	}
+}
+
 func TestInjectExtractCarriesTheSpanAcrossAMessage(t *testing.T) {
 	recording(t)
 	ctx, span := Start(context.Background(), "gateway")
