@@ -99,6 +99,9 @@ type Target struct {
 	RequestID json.RawMessage
 	// Create says the request initializes a new session with this id.
 	Create bool
+	// Trace is what the gateway read of Body for its span, with tracing
+	// on (nil: the span decodes Body itself).
+	Trace *tracing.Message
 }
 
 // Forward forwards r to t's grain and relays the response to w, until the

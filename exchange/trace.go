@@ -1,11 +1,11 @@
 package exchange
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -17,9 +17,9 @@ import (
 // client got and the function that ends the span. Its trace context goes
 // to the grain in HttpExchange.trace_context (see outbound).
 func traced(w http.ResponseWriter, r *http.Request, t Target) (http.ResponseWriter, *http.Request, func()) {
-	ctx, span := tracing.StartServer(r.Context(), tracing.Request{HTTP: r, Body: t.Body, Session: sessionOf(t)})
+	ctx, span := tracing.StartServer(r.Context(), tracing.Request{HTTP: r, Body: t.Body, Session: sessionOf(t), Parsed: t.Trace})
 	sw := &statusWriter{ResponseWriter: w}
-	return sw, r.WithContext(ctx), func() { tracing.EndServer(span, sw.status, "") }
+	return sw, r.WithContext(ctx), func() { tracing.EndServer(span, sw.status, sw.rpcCode) }
 }
 
 // sessionOf is the MCP session id a request to t belongs to, if any.
@@ -30,10 +30,13 @@ func sessionOf(t Target) string {
 	return ""
 }
 
-// statusWriter records the response status for the gateway's span.
+// statusWriter records the response status for the gateway's span, and
+// the JSON-RPC error code of the answer (rpc.response.status_code).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	rpcCode string // the answer's JSON-RPC error code ("" for none)
+	rpcSeen bool   // the answer (a result or an error) was written
 }
 
 // WriteHeader implements http.ResponseWriter.
@@ -48,6 +51,9 @@ func (s *statusWriter) WriteHeader(code int) {
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
+	}
+	if !s.rpcSeen {
+		s.rpcCode, s.rpcSeen = rpcErrorCode(b)
 	}
 	return s.ResponseWriter.Write(b)
 }
@@ -70,7 +76,45 @@ func serveSpan(ctx context.Context, m *pb.HttpExchange, req *http.Request) (cont
 		return ctx, func() {}
 	}
 	ctx = tracing.Extract(ctx, m.GetTraceContext())
-	ctx, span := tracing.Start(ctx, "mcpgrain.exchange.serve "+m.GetMethod(), trace.WithSpanKind(trace.SpanKindInternal))
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+	ctx, span := tracing.Start(ctx, serveName(m.GetMethod()), trace.WithSpanKind(trace.SpanKindInternal))
+	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(req.Header))
 	return ctx, func() { span.End() }
+}
+
+// serveName is the exchange span's name for an HTTP method: the methods
+// MCP uses from the name cache, anything else made afresh (a client's
+// method must not grow the cache).
+func serveName(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+		return tracing.Name("mcpgrain.exchange.serve", method)
+	}
+	return "mcpgrain.exchange.serve " + method
+}
+
+var (
+	rpcErrorMark  = []byte(`"error":{"code":`)
+	rpcResultMark = []byte(`"result":`)
+)
+
+// rpcErrorCode reads one written chunk of an MCP answer (a JSON body, or
+// an SSE event's data: go-sdk writes compact JSON): the JSON-RPC error
+// code when the chunk holds an error, and whether it holds the answer
+// (a result or an error; a notification before it holds neither). Only
+// the first of the two marks counts: a result may carry an "error" key of
+// its own. Text in a string is escaped (\"error\") and never matches.
+func rpcErrorCode(b []byte) (code string, answered bool) {
+	e, r := bytes.Index(b, rpcErrorMark), bytes.Index(b, rpcResultMark)
+	switch {
+	case e < 0 && r < 0:
+		return "", false
+	case e < 0 || (r >= 0 && r < e):
+		return "", true
+	}
+	rest := b[e+len(rpcErrorMark):]
+	n := 0
+	for n < len(rest) && n < 12 && (rest[n] == '-' || rest[n] >= '0' && rest[n] <= '9') {
+		n++
+	}
+	return string(rest[:n]), true
 }

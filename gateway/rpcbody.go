@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+	"github.com/mcpgrain/mcpgrain/tracing"
 )
 
 // rpcBody is what the gateway reads of a POST's JSON-RPC body. It is
@@ -36,7 +37,10 @@ type peeked struct {
 		Meta         map[string]any  `json:"_meta"`
 		RequestState *string         `json:"requestState"`
 		TaskID       json.RawMessage `json:"taskId"`
-		Name         json.RawMessage `json:"name"` // a tools/call's tool (admission: resume is exempt)
+		Name         json.RawMessage `json:"name"` // a tools/call's tool (admission: resume is exempt), a prompt
+		URI          json.RawMessage `json:"uri"`  // a resource's (the span's target)
+		// An initialize's requested version (the span's mcp.protocol.version).
+		ProtocolVersion json.RawMessage `json:"protocolVersion"`
 	} `json:"params"`
 }
 
@@ -146,5 +150,26 @@ func (b rpcBody) methodLabel() string {
 // target addresses a grain with the request: its body and the id the
 // gateway read of it.
 func (b rpcBody) target(kind, id string, p *pb.Principal) exchange.Target {
-	return exchange.Target{Kind: kind, ID: id, Principal: p, Body: b.raw, RequestID: b.requestID()}
+	return exchange.Target{Kind: kind, ID: id, Principal: p, Body: b.raw, RequestID: b.requestID(), Trace: b.trace()}
+}
+
+// trace is what the gateway's span reads of the body (tracing on only),
+// from the parse the gateway made: the span does not decode the body
+// again. A batch or a body whose params had another shape is left to the
+// span's own decoding (nil).
+func (b rpcBody) trace() *tracing.Message {
+	if !tracing.On() || !b.params {
+		return nil
+	}
+	m := &tracing.Message{Method: b.name, ID: b.pk.ID, Meta: b.pk.Params.Meta}
+	if len(b.pk.Params.Name) > 0 {
+		m.Name = jsonString(b.pk.Params.Name)
+	}
+	if len(b.pk.Params.URI) > 0 {
+		m.URI = jsonString(b.pk.Params.URI)
+	}
+	if len(b.pk.Params.ProtocolVersion) > 0 {
+		m.ProtocolVersion = jsonString(b.pk.Params.ProtocolVersion)
+	}
+	return m
 }

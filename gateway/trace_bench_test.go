@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +31,33 @@ func BenchmarkToolCallTracing(b *testing.B) {
 	})
 }
 
+// The allocations of a created session (initialize, one call, close) with
+// tracing off and on at sampling 1.0, one node in this process: the
+// allocation count is steady where CPU time on a shared machine is not,
+// so it shows what a change to the spans of a session's creation saves
+// (docs/benchmarks.md, "Tracing").
+//
+//	go test ./gateway -run '^$' -bench SessionTracing -benchtime 300x -benchmem
+func BenchmarkSessionTracing(b *testing.B) {
+	session := func(b *testing.B) {
+		tg := singleNodeTarget(b)
+		call(b, tg.connect(b))
+		b.ReportAllocs()
+		for b.Loop() {
+			s := tg.connect(b)
+			call(b, s)
+			_ = s.Close()
+		}
+	}
+	b.Run("off", session)
+	b.Run("on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		uninstall := tracing.Install(tp)
+		b.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
+		session(b)
+	})
+}
+
 // The same-run, alternating ratio of tracing's CPU cost (docs/benchmarks.md,
 // "Tracing"): one node in this process, and rounds that alternate tracing
 // off and on (sampling 1.0, spans batched to an exporter that drops them),
@@ -41,37 +70,49 @@ func BenchmarkToolCallTracing(b *testing.B) {
 // alone is larger than to the whole process's.
 //
 //	go test ./gateway -run '^$' -bench ToolCallTracingCPU -benchtime 1x
-func BenchmarkToolCallTracingCPU(b *testing.B) {
-	const rounds, calls, sessions = 6, 1500, 60
+func BenchmarkToolCallTracingCPU(b *testing.B) { benchTracingCPU(b, 1500, 60, false) }
+
+// The same rounds with the collector stopped during each timed phase
+// (and run, untimed, between them): the CPU of the code itself
+// ("mutator"), without the garbage collector's, whose share on a loaded
+// machine varies with how long its marking takes in wall time more than
+// with the garbage; the bytes each phase allocated are reported beside
+// it (what the collector's cost follows). Fewer calls per round: the heap
+// grows unchecked within a phase (≈ 0.45 GB).
+//
+//	go test ./gateway -run '^$' -bench ToolCallTracingMutatorCPU -benchtime 1x
+func BenchmarkToolCallTracingMutatorCPU(b *testing.B) { benchTracingCPU(b, 1000, 60, true) }
+
+func benchTracingCPU(b *testing.B, calls, sessions int, gcOff bool) {
+	const rounds = 6
 	tg := singleNodeTarget(b)
 	cs := tg.connect(b)
 	call(b, cs)
 	var callCPU, sessionCPU [2]time.Duration // [off, on]
+	var callBytes, sessionBytes [2]uint64
 	for b.Loop() {
 		for r := range 2 * rounds {
-			on := r%2 == 1
+			v := r % 2 // 1: tracing on
 			uninstall := func() {}
 			var tp *sdktrace.TracerProvider
-			if on {
+			if v == 1 {
 				tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 				uninstall = tracing.Install(tp)
 			}
-			v := 0
-			if on {
-				v = 1
-			}
-			c0 := processCPU()
-			for range calls {
-				call(b, cs)
-			}
-			c1 := processCPU()
-			for range sessions {
-				s := tg.connect(b)
-				call(b, s)
-				_ = s.Close()
-			}
-			callCPU[v] += c1 - c0
-			sessionCPU[v] += processCPU() - c1
+			c, a := phaseCPU(tp, gcOff, func() {
+				for range calls {
+					call(b, cs)
+				}
+			})
+			callCPU[v], callBytes[v] = callCPU[v]+c, callBytes[v]+a
+			c, a = phaseCPU(tp, gcOff, func() {
+				for range sessions {
+					s := tg.connect(b)
+					call(b, s)
+					_ = s.Close()
+				}
+			})
+			sessionCPU[v], sessionBytes[v] = sessionCPU[v]+c, sessionBytes[v]+a
 			uninstall()
 			if tp != nil {
 				_ = tp.Shutdown(context.Background())
@@ -80,11 +121,36 @@ func BenchmarkToolCallTracingCPU(b *testing.B) {
 	}
 	n := float64(b.N * rounds)
 	for v, name := range []string{"off", "on"} {
-		b.ReportMetric(float64(callCPU[v].Microseconds())/(n*calls), "call-cpu-µs-"+name)
-		b.ReportMetric(float64(sessionCPU[v].Microseconds())/(n*sessions), "session-cpu-µs-"+name)
+		b.ReportMetric(float64(callCPU[v].Microseconds())/(n*float64(calls)), "call-cpu-µs-"+name)
+		b.ReportMetric(float64(sessionCPU[v].Microseconds())/(n*float64(sessions)), "session-cpu-µs-"+name)
 	}
 	b.ReportMetric(100*(float64(callCPU[1])/float64(callCPU[0])-1), "call-cpu-%-on/off")
 	b.ReportMetric(100*(float64(sessionCPU[1])/float64(sessionCPU[0])-1), "session-cpu-%-on/off")
+	b.ReportMetric(100*(float64(callBytes[1])/float64(callBytes[0])-1), "call-bytes-%-on/off")
+	b.ReportMetric(100*(float64(sessionBytes[1])/float64(sessionBytes[0])-1), "session-bytes-%-on/off")
+}
+
+// phaseCPU is the process's CPU time over run, and over the processing of
+// the spans run made (tp's flush; tp nil: tracing off), and the bytes it
+// allocated. A collection before it, not timed, keeps the garbage of what
+// ran before out of the phase's figure, so the call and the session
+// phases do not pay for each other; gcOff stops the collector while it
+// runs (the CPU is then the code's alone).
+func phaseCPU(tp *sdktrace.TracerProvider, gcOff bool, run func()) (time.Duration, uint64) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	if gcOff {
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	}
+	c0 := processCPU()
+	run()
+	if tp != nil {
+		_ = tp.ForceFlush(context.Background())
+	}
+	c := processCPU() - c0
+	runtime.ReadMemStats(&m1)
+	return c, m1.TotalAlloc - m0.TotalAlloc
 }
 
 // processCPU is the CPU time this process used so far (user + system).

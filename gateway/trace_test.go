@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -60,6 +61,37 @@ func TestToolCallSpansFollowTheRequest(t *testing.T) {
 	}
 	if !init {
 		t.Errorf("no %s span under the stateful session's creation", mcpruntime.InitSpan)
+	}
+}
+
+// A request answered with a JSON-RPC error (here a tools/call of a tool
+// that does not exist, on a stateful session) has the error's code on the
+// gateway's span as rpc.response.status_code and error.type, with an
+// error status; the HTTP status is 200 all the same.
+func TestAJSONRPCErrorIsOnTheGatewaySpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	uninstall := tracing.Install(tp)
+	t.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
+	addr := startNode(t, nil)
+	cs := connect(t, addr, aliceToken, "2025-06-18", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const traceID = "6bf92f3577b34da6a3ce929d0e0e4738"
+	p := &mcp.CallToolParams{Name: "no-such-tool", Meta: mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}}
+	if _, err := cs.CallTool(ctx, p); err == nil {
+		t.Fatal("a call of an unknown tool succeeded")
+	}
+	gw := awaitSpans(ctx, t, rec, traceID, "tools/call no-such-tool")["tools/call no-such-tool"]
+	got := map[string]string{}
+	for _, kv := range gw.Attributes() {
+		got[string(kv.Key)] = kv.Value.String()
+	}
+	if c := got["rpc.response.status_code"]; c == "" || c[0] != '-' || got["error.type"] != c || got["http.response.status_code"] != "200" {
+		t.Errorf("gateway span attributes %v, want the JSON-RPC error code as rpc.response.status_code and error.type", got)
+	}
+	if gw.Status().Code != codes.Error {
+		t.Errorf("status %v, want an error", gw.Status())
 	}
 }
 

@@ -33,9 +33,10 @@ type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name string         `json:"name"`
-		URI  string         `json:"uri"`
-		Meta map[string]any `json:"_meta"`
+		Name            string         `json:"name"`
+		URI             string         `json:"uri"`
+		ProtocolVersion string         `json:"protocolVersion"`
+		Meta            map[string]any `json:"_meta"`
 	} `json:"params"`
 }
 
@@ -50,6 +51,21 @@ type Request struct {
 	Body []byte
 	// Session is the MCP session id, empty for none.
 	Session string
+	// Parsed is what the gateway read of Body already, if it did (nil:
+	// StartServer decodes Body itself).
+	Parsed *Message
+}
+
+// Message is what the gateway's span names itself after and records of a
+// single JSON-RPC request: its method, target (a tool's or prompt's name,
+// a resource's URI), id and params._meta.
+type Message struct {
+	Method, Name, URI string
+	// ProtocolVersion is an initialize's params.protocolVersion (the
+	// version the client asks for; later requests send the header).
+	ProtocolVersion string
+	ID              json.RawMessage
+	Meta            map[string]any
 }
 
 // StartServer starts the SERVER span of one MCP request on the gateway,
@@ -64,12 +80,14 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	prop := otel.GetTextMapPropagator()
-	httpCtx := prop.Extract(ctx, propagation.HeaderCarrier(req.HTTP.Header))
-	var m rpcMessage
-	_ = json.Unmarshal(req.Body, &m) // not JSON: a span named after the HTTP method
+	httpCtx := prop.Extract(ctx, Header(req.HTTP.Header))
+	m := req.Parsed
+	if m == nil {
+		m = decode(req.Body)
+	}
 	parent := httpCtx
 	var links []trace.Link
-	if meta := metaCarrier(m.Params.Meta); meta != nil {
+	if meta := metaCarrier(m.Meta); meta != nil {
 		parent = prop.Extract(ctx, meta)
 		if sc := trace.SpanContextFromContext(httpCtx); sc.IsValid() && !sc.Equal(trace.SpanContextFromContext(parent)) {
 			links = append(links, trace.Link{SpanContext: sc})
@@ -80,7 +98,7 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 	if m.Method != "" {
 		name = m.Method
 		attrs = append(attrs, MethodKey.String(m.Method))
-		if t := target(&m, &attrs); t != "" {
+		if t := target(m, &attrs); t != "" {
 			name += " " + t
 		}
 	}
@@ -92,6 +110,8 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 	}
 	if v := req.HTTP.Header.Get("Mcp-Protocol-Version"); v != "" {
 		attrs = append(attrs, ProtocolVersionKey.String(v))
+	} else if m.ProtocolVersion != "" {
+		attrs = append(attrs, ProtocolVersionKey.String(m.ProtocolVersion))
 	}
 	sctx, span := Tracer().Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attrs...), trace.WithLinks(links...))
@@ -99,25 +119,36 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 	return sctx, span
 }
 
+// decode reads a request body as a Message (empty for a body that is not
+// one JSON object: a span named after the HTTP method).
+func decode(body []byte) *Message {
+	var m rpcMessage
+	if len(body) > 0 { // a GET's or a DELETE's: none
+		_ = json.Unmarshal(body, &m)
+	}
+	return &Message{Method: m.Method, Name: m.Params.Name, URI: m.Params.URI, ProtocolVersion: m.Params.ProtocolVersion,
+		ID: m.ID, Meta: m.Params.Meta}
+}
+
 // target is the span name's target of m (tool, prompt or resource) and
 // adds its attribute.
-func target(m *rpcMessage, attrs *[]attribute.KeyValue) string {
+func target(m *Message, attrs *[]attribute.KeyValue) string {
 	switch m.Method {
 	case "tools/call":
-		if m.Params.Name != "" {
-			*attrs = append(*attrs, ToolNameKey.String(m.Params.Name), OperationKey.String("execute_tool"))
+		if m.Name != "" {
+			*attrs = append(*attrs, ToolNameKey.String(m.Name), OperationKey.String("execute_tool"))
 		}
-		return m.Params.Name
+		return m.Name
 	case "prompts/get":
-		if m.Params.Name != "" {
-			*attrs = append(*attrs, PromptNameKey.String(m.Params.Name))
+		if m.Name != "" {
+			*attrs = append(*attrs, PromptNameKey.String(m.Name))
 		}
-		return m.Params.Name
+		return m.Name
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		if m.Params.URI != "" {
-			*attrs = append(*attrs, ResourceURIKey.String(m.Params.URI))
+		if m.URI != "" {
+			*attrs = append(*attrs, ResourceURIKey.String(m.URI))
 		}
-		return m.Params.URI
+		return m.URI
 	}
 	return ""
 }
@@ -139,6 +170,9 @@ func metaCarrier(meta map[string]any) propagation.MapCarrier {
 
 // idString is a JSON-RPC id in string form (a string id unquoted).
 func idString(id json.RawMessage) string {
+	if id[0] != '"' { // a number (or null): as written
+		return string(id)
+	}
 	var s string
 	if json.Unmarshal(id, &s) == nil {
 		return s

@@ -90,6 +90,16 @@ type carrierOf interface {
 	GetTraceContext() map[string]string
 }
 
+// Remote returns ctx carrying the trace context msg carries (a message
+// with a trace_context field, e.g. HttpExchange, as Inject made it); ctx
+// itself when tracing is off or msg carries none.
+func Remote(ctx context.Context, msg any) context.Context {
+	if c, ok := msg.(carrierOf); ok && On() {
+		return Extract(ctx, c.GetTraceContext())
+	}
+	return ctx
+}
+
 // ReceiveKey names the attribute of a grain.receive span with the grain
 // kind that received the message.
 const ReceiveKey = attribute.Key("mcpgrain.grain.kind")
@@ -106,7 +116,7 @@ func Receive(ctx context.Context, kind string, msg any) (context.Context, func()
 		return ctx, func() {}
 	}
 	ctx = Extract(ctx, c.GetTraceContext())
-	ctx, span := Tracer().Start(ctx, "mcpgrain.grain.receive "+kind,
+	ctx, span := Tracer().Start(ctx, Name("mcpgrain.grain.receive", kind),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(ReceiveKey.String(kind)))
 	return ctx, func() { span.End() }
 }

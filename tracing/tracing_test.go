@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -67,6 +69,34 @@ func TestStartServerTakesTheParentFromMetaAndLinksTheHTTPOne(t *testing.T) {
 	}
 }
 
+// An initialize has no Mcp-Protocol-Version header yet: its span takes
+// the version the client asks for from params.protocolVersion, whether the
+// gateway parsed the body (Parsed) or the span decodes it; a string id is
+// recorded unquoted, a numeric one as written.
+func TestInitializeSpanHasTheRequestedProtocolVersion(t *testing.T) {
+	rec := recording(t)
+	body := `{"jsonrpc":"2.0","id":"a1","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`
+	r := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+	_, span := StartServer(context.Background(), Request{HTTP: r, Body: []byte(body)})
+	EndServer(span, 200, "")
+	_, span = StartServer(context.Background(), Request{HTTP: r, Body: []byte(body),
+		Parsed: &Message{Method: "initialize", ProtocolVersion: "2025-11-25", ID: []byte("12")}})
+	EndServer(span, 200, "")
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, id := range []string{"a1", "12"} {
+		got := map[string]string{}
+		for _, kv := range spans[i].Attributes() {
+			got[string(kv.Key)] = kv.Value.String()
+		}
+		if spans[i].Name() != "initialize" || got["mcp.protocol.version"] != "2025-11-25" || got["jsonrpc.request.id"] != id {
+			t.Errorf("span %d: %q %v, want initialize with version 2025-11-25 and id %s", i, spans[i].Name(), got, id)
+		}
+	}
+}
+
 func TestInjectExtractCarriesTheSpanAcrossAMessage(t *testing.T) {
 	recording(t)
 	ctx, span := Start(context.Background(), "gateway")
@@ -94,6 +124,7 @@ func TestOffCostsNoAllocations(t *testing.T) {
 		c2, slot := WithSlot(c)
 		ObserveSpan(slot.SpanContext(), histogram, 1)
 		Observe(c2, histogram, 1)
+		_ = Remote(c2, msg)
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per call with tracing off, want 0", allocs)
@@ -117,5 +148,29 @@ func TestHandlerStampsTraceAndSpanIDs(t *testing.T) {
 	}
 	if strings.Contains(lines[1], "trace_id") {
 		t.Errorf("line without a span has a trace id: %q", lines[1])
+	}
+}
+
+// The W3C keys go through an http.Header under their canonical names
+// (what net/http and propagation.HeaderCarrier use), and reading them
+// allocates nothing: the gateway reads them on every request.
+func TestHeaderCarrierUsesCanonicalKeysWithoutAllocating(t *testing.T) {
+	recording(t)
+	ctx, span := Start(context.Background(), "s")
+	defer span.End()
+	h := http.Header{}
+	otel.GetTextMapPropagator().Inject(ctx, Header(h))
+	if h.Get("traceparent") == "" || len(h["Traceparent"]) != 1 {
+		t.Fatalf("header after inject: %v", h)
+	}
+	back := otel.GetTextMapPropagator().Extract(context.Background(), Header(h))
+	if got := trace.SpanContextFromContext(back); !got.Equal(span.SpanContext().WithRemote(true)) {
+		t.Errorf("extracted %v, want %v", got, span.SpanContext())
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Header(h).Get("traceparent") }); n != 0 {
+		t.Errorf("Get allocates %v times, want 0", n)
+	}
+	if a, b := Name("p", "k"), Name("p", "k"); a != "p k" || b != a {
+		t.Errorf("Name: %q %q", a, b)
 	}
 }

@@ -171,7 +171,7 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 			// the directory; a decision still on its way to the execution
 			// is waited for), or by an earlier retry: what it came to,
 			// whatever this retry answers and whoever may decide.
-			return t.answer(ctx, req, rt, out, false)
+			return t.answer(ctx, req, rt, out, false, sourceExecute)
 		}
 		resp := responseFromInput(req.Params.InputResponses)
 		if who := principal(req); !t.o.Approvers.MayDecide(who.Role) {
@@ -186,13 +186,13 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		if !found {
 			return ResumeMiss(t.miss(e, req.Params.RequestState, owner), req.Params.RequestState, t.o.Window), nil, nil
 		}
-		return t.answer(ctx, req, rt, out, false)
+		return t.answer(ctx, req, rt, out, false, sourceExecute)
 	}
 	code := strings.TrimSpace(in.Code)
 	if code == "" {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: code must not be empty"}}}, nil, nil
 	}
-	return t.answer(ctx, req, rt, e.ExecuteWithPause(ctx, code, principal(req)), true)
+	return t.answer(ctx, req, rt, e.ExecuteWithPause(ctx, code, principal(req)), true, sourceExecute)
 }
 
 func responseFromInput(in mcp.InputResponseMap) engine.Response {
@@ -222,10 +222,14 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 	who := principal(req)
 	owner := engine.AsOwner(who)
 	var resp engine.Response
+	source := sourceResume
 	if in.Action == "" {
 		// Browser mode: wait for the user's decision on an approval surface.
+		source = sourceBrowserResume
 		wctx, cancel := context.WithTimeout(ctx, t.o.Window+time.Second)
+		endWait := startBrowserWait(ctx, id)
 		r, ok := rt.WaitDecision(wctx, id, owner)
+		endWait(ok)
 		cancel()
 		if !ok {
 			// No decision: the outcome of one being applied or settled, the
@@ -233,9 +237,10 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 			// bringing a dormant pause back may be about to take a
 			// decision) and never forward: there is no decision to send.
 			if out, found := e.Outcome(ctx, id, owner); found {
-				return t.answer(ctx, req, rt, out, false)
+				return t.answer(ctx, req, rt, out, false, source)
 			}
 			if _, live := e.Paused(id, owner); live {
+				traceUserApprovalRequired(ctx, id)
 				return UserApprovalRequired(id, t.approvalURL(req, id)), nil, nil
 			}
 			return ResumeMiss(t.miss(e, id, owner), id, t.o.Window), nil, nil
@@ -259,7 +264,7 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		out, found = e.Outcome(ctx, id, owner)
 	}
 	if found {
-		return t.answer(ctx, req, rt, out, false)
+		return t.answer(ctx, req, rt, out, false, source)
 	}
 	if e.IsSettled(id, owner) {
 		return ResumeMiss(AlreadySettled, id, t.o.Window), nil, nil
@@ -348,7 +353,8 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 // getting an opaque internal error. A resume stopped by an unreachable
 // store keeps the internal error: its outcome is what a retry would
 // replay here, so a retry could never succeed.
-func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, rt Runtime, out engine.Outcome, fresh bool) (*mcp.CallToolResult, any, error) {
+func (t *tools) answer(ctx context.Context, req *mcp.CallToolRequest, rt Runtime, out engine.Outcome, fresh bool, source string) (*mcp.CallToolResult, any, error) {
+	tracePause(ctx, out, source)
 	if out.Status == engine.StatusInternal && (errors.Is(out.Internal, store.ErrFenced) || fresh && store.Unavailable(out.Internal)) {
 		t.o.Logger.Info("execution stopped: its session moved on or its store was unreachable; the client is told to retry", "err", out.Internal)
 		return nil, nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}

@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -46,10 +45,10 @@ func TraceTools(next mcp.MethodHandler) mcp.MethodHandler {
 		if ex := req.GetExtra(); ex != nil {
 			h = ex.Header
 		}
-		if h.Get("Traceparent") != "" {
+		if len(h["Traceparent"]) > 0 {
 			// The request's, set by exchange.Start: ctx is the session's
 			// connection's (its initialize's span, if any).
-			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
+			ctx = otel.GetTextMapPropagator().Extract(ctx, tracing.Header(h))
 		}
 		attrs := []attribute.KeyValue{tracing.OperationKey.String("execute_tool"),
 			tracing.ToolNameKey.String(call.Params.Name), tracing.MethodKey.String(method)}

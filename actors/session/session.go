@@ -341,10 +341,15 @@ func (s *session) commit(ctx context.Context, g grain.Context, rec *pb.SessionRe
 // persistActivity writes the in-memory last activity to the record if it
 // moved (at most once per idle period, never per request).
 func (s *session) persistActivity(ctx context.Context, g grain.Context) {
-	if rec := s.activityRecord(); rec != nil {
-		if err := s.commit(ctx, g, rec, store.Writes{}); err != nil {
-			s.h.log.Warn("session: persist last activity", "session", s.id, "err", err)
-		}
+	rec := s.activityRecord()
+	if rec == nil {
+		return
+	}
+	ctx, end := s.traceMarkActivity(ctx)
+	err := s.commit(ctx, g, rec, store.Writes{})
+	end(err)
+	if err != nil {
+		s.h.log.Warn("session: persist last activity", "session", s.id, "err", err)
 	}
 }
 

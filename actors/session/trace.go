@@ -38,6 +38,12 @@ const (
 	LeaseBeginResumeSpan = "McpSessionDO.pending_approval_lease.begin_resume"
 	LeaseFinishSpan      = "McpSessionDO.pending_approval_lease.finish"
 	LeaseExpireSpan      = "McpSessionDO.pending_approval_lease.expire"
+	// MarkActivitySpan is the durable part of the executor's
+	// markActivity: the session's last activity written to its record.
+	// Here activity is kept in memory on every request (no I/O, no span)
+	// and written when the idle alarm finds the session active, so the
+	// span marks that write: a root, as the idle alarm's disposal is.
+	MarkActivitySpan = "McpSessionDO.markActivity"
 )
 
 // The executor's attributes of those spans, and mcpgrain's additions.
@@ -167,4 +173,21 @@ func (s *session) traceLease(ctx context.Context, a action) context.Context {
 	ctx, span := tracing.Start(ctx, name, trace.WithAttributes(attrs...))
 	span.End()
 	return ctx
+}
+
+// traceMarkActivity starts the span of the last activity's write; end
+// records the write's failure, if any (its kind, not its text).
+func (s *session) traceMarkActivity(ctx context.Context) (context.Context, func(error)) {
+	if !tracing.On() {
+		return ctx, func(error) {}
+	}
+	ctx, span := tracing.Start(ctx, MarkActivitySpan, trace.WithAttributes(tracing.SessionKey.String(s.id),
+		IdleMsKey.Int64(s.now().Sub(s.last).Milliseconds())))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetAttributes(errorTypeKey.String("store_write_failed"))
+			span.SetStatus(codes.Error, "persist last activity failed")
+		}
+		span.End()
+	}
 }

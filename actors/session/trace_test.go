@@ -182,3 +182,27 @@ func TestLifecycleTracingOffRecordsNothing(t *testing.T) {
 		t.Fatalf("tracing off recorded %d spans", n)
 	}
 }
+
+// The executor's markActivity writes the last activity durably; here the
+// idle alarm writes it when it finds the session active within the
+// timeout: that write is the span McpSessionDO.markActivity of the
+// session, a root (the idle alarm, like the idle disposal's), with the
+// idle time the alarm saw, once for one write.
+func TestPersistedActivityIsTheMarkActivitySpan(t *testing.T) {
+	rec := traced(t)
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	e.clk.Advance(2 * time.Minute)
+	e.access("s1", alice) // activity at t0+2m
+	e.clk.Advance(time.Minute)
+	s := awaitSpan(t, rec, session.MarkActivitySpan, "s1")
+	if got := attr(s, session.IdleMsKey).AsInt64(); got != time.Minute.Milliseconds() {
+		t.Errorf("idle_ms %d, want %d", got, time.Minute.Milliseconds())
+	}
+	if s.Parent().IsValid() {
+		t.Errorf("parent %s, want a root (the idle alarm is the activation's own timer)", s.Parent().SpanID())
+	}
+	if n := len(spansOf(rec, session.MarkActivitySpan, "s1")); n != 1 {
+		t.Errorf("%d markActivity spans, want 1", n)
+	}
+}

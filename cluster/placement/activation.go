@@ -55,6 +55,9 @@ type activation struct {
 	lastSeen time.Time
 	timer    *time.Timer
 	turn     *turn // the request being handled (nil between requests)
+	// started is what start did, with tracing on and a store read: the
+	// span of it is recorded under the first request's trace (trace.go).
+	started *startTrace
 }
 
 // turn is the request an activation is handling, for a deferred reply.
@@ -300,6 +303,9 @@ func (a *activation) start(ctx actor.Context) {
 	a.ctx, a.cancel = sc, sc.cancel
 	began := time.Now()
 	var own store.Ownership
+	if tracing.On() && !a.kind.Ephemeral && !a.creating {
+		defer func() { a.started = newStartTrace(began, own, a.state) }()
+	}
 	if !a.kind.Ephemeral && !a.creating {
 		ioctx, cancel := context.WithTimeout(a.ctx, a.cfg.IOTimeout)
 		var err error
@@ -411,6 +417,10 @@ func (a *activation) Defer() func(proto.Message, error) {
 
 // handle runs one request through the grain and classifies the outcome.
 func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
+	if a.started != nil {
+		traceStart(a.ctx, a.kind.Name, a.identity, msg, a.started) // before the receive span: the activation came first
+		a.started = nil
+	}
 	switch a.state {
 	case stateFailed:
 		return nil, a.errorf(pb.GrainError_CODE_UNAVAILABLE, "activation failed; retry")

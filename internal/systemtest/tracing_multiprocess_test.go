@@ -49,6 +49,17 @@ func TestOneTraceAcrossTheCluster(t *testing.T) {
 	if !descends(tr, tool, tr.Spans[gw].SpanID) {
 		t.Errorf("execute_tool span does not descend from the gateway's span; trace: %+v", tr.Spans)
 	}
+	// Placement: the session's activation on its owner, started by the
+	// initialize forwarded from the node the client called, is a span of
+	// that initialize's trace, a child of its gateway span.
+	act := awaitFound(ctx, t, j, "mcpgrain.grain.activate session", map[string]string{"mcpgrain.grain.identity": cs.ID()})
+	a, init := spanNamed(act, "mcpgrain.grain.activate session"), spanNamed(act, "initialize")
+	if got := nodeOf(act, a); got != c.Node(1).ID {
+		t.Errorf("activation recorded on %q, want the owner %q", got, c.Node(1).ID)
+	}
+	if init < 0 || parentOf(act, a) != act.Spans[init].SpanID || nodeOf(act, init) != c.Node(0).ID {
+		t.Errorf("the activation is not the child of the initialize's gateway span on %q: %+v", c.Node(0).ID, act.Spans)
+	}
 }
 
 func randomHex(n int) string {
