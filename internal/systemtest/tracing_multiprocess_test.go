@@ -169,8 +169,18 @@ func TestCapEvictionIsFoundInTheCollector(t *testing.T) {
 	echo(t, evicting, "second")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	tr := awaitFound(ctx, t, j, "mcp.session.idle_runtime_dispose",
-		map[string]string{"mcp.session.dispose_reason": "cap", "mcp.session.id": evicted.ID()})
+	tags := map[string]string{"mcp.session.dispose_reason": "cap", "mcp.session.id": evicted.ID()}
+	tr := awaitFound(ctx, t, j, "mcp.session.idle_runtime_dispose", tags)
+	// The disposal's parent ends after it and may reach the collector in a
+	// later batch: poll until the trace has it too.
+	for spanNamed(tr, "McpSessionDO.requestCapEviction") < 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the disposal's trace has no McpSessionDO.requestCapEviction span: %+v", tr.Spans)
+		case <-time.After(200 * time.Millisecond):
+		}
+		tr = awaitFound(ctx, t, j, "mcp.session.idle_runtime_dispose", tags)
+	}
 	d := spanNamed(tr, "mcp.session.idle_runtime_dispose")
 	if got := nodeOf(tr, d); got != c.Node(1).ID {
 		t.Errorf("disposal recorded on %q, want the owner %q", got, c.Node(1).ID)
