@@ -745,6 +745,13 @@ func (r *Runtime) builtEngine() *engine.Engine {
 	return r.code.built()
 }
 
+// JournaledPause implements session.PauseJournal: every question of an
+// SDK durable call is journaled (a fresh runtime restores it), even while
+// a handler waits for it in memory.
+func (r *Runtime) JournaledPause(execID string) bool {
+	return r.asks != nil && r.asks.has(execID)
+}
+
 // ResolveApproval implements session.Runtime.
 func (r *Runtime) ResolveApproval(execID string, d *pb.ApprovalDecision) {
 	if r.asks != nil && r.asks.resolve(execID, d) {

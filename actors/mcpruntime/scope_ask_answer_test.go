@@ -169,6 +169,9 @@ func TestACallWhoseAnswerWasNotWrittenStaysOpenForTheRetry(t *testing.T) {
 	if id == "" {
 		t.Fatalf("the call answered before it was decided: %s", first.w.Body)
 	}
+	if j, ok := built.(session.PauseJournal); !ok || !j.JournaledPause(id) {
+		t.Fatal("the question a handler waits for is not reported journaled: a disposal would unpublish it")
+	}
 	built.ResolveApproval(id, &pb.ApprovalDecision{Action: "accept", DecidedBy: "bob"})
 	select {
 	case <-hold.returned:

@@ -425,6 +425,14 @@ func (a *asks) counts() (inMemory, durable int) {
 	return inMemory, durable
 }
 
+// has reports whether execID is one of the runtime's questions.
+func (a *asks) has(execID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.pauses[execID]
+	return ok
+}
+
 // durablePause reports whether execID is a question no handler run waits
 // for in memory.
 func (a *asks) durablePause(execID string) bool {
