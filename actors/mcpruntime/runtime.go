@@ -256,7 +256,7 @@ type Runtime struct {
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 	streams   atomic.Int32 // open SSE responses: POST streams and GET listeners
-	cuts      sync.Map     // POST exchanges in flight: token (headerExchange) -> their request's Done
+	cuts      sync.Map     // POST exchanges in flight: token (headerExchange) -> *postExchange
 
 	mu        sync.Mutex
 	sdkID     string // go-sdk's id of the session (see the package doc)
@@ -590,9 +590,13 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	rw := &refusalWriter{ResponseWriter: w}
 	tok := newExchangeToken()
 	req.Header.Set(headerExchange, tok) // replaces any value a client sent
-	r.cuts.Store(tok, req.Context().Done())
-	defer r.cuts.Delete(tok)
-	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r}, req)
+	ex := &postExchange{done: req.Context().Done()}
+	r.cuts.Store(tok, ex)
+	defer func() {
+		r.cuts.Delete(tok)
+		ex.over() // after go-sdk's handler: its answers are written or dropped
+	}()
+	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r, written: &ex.written}, req)
 	rw.finish(req)
 }
 
@@ -627,7 +631,8 @@ func (r *Runtime) isClosed() bool {
 type closingGuard struct {
 	http.ResponseWriter
 	r        *Runtime
-	swallow  bool // the 404 was replaced: drop its body
+	written  *atomic.Int64 // bytes written to the response (nil: not counted)
+	swallow  bool          // the 404 was replaced: drop its body
 	wroteHdr bool
 }
 
@@ -662,7 +667,11 @@ func (g *closingGuard) Write(p []byte) (int, error) {
 	if g.swallow {
 		return len(p), nil
 	}
-	return g.ResponseWriter.Write(p)
+	n, err := g.ResponseWriter.Write(p)
+	if g.written != nil {
+		g.written.Add(int64(n))
+	}
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the tunnel's writer (Flush).
@@ -734,6 +743,13 @@ func (r *Runtime) builtEngine() *engine.Engine {
 		return nil
 	}
 	return r.code.built()
+}
+
+// JournaledPause implements session.PauseJournal: every question of an
+// SDK durable call is journaled (a fresh runtime restores it), even while
+// a handler waits for it in memory.
+func (r *Runtime) JournaledPause(execID string) bool {
+	return r.asks != nil && r.asks.has(execID)
 }
 
 // ResolveApproval implements session.Runtime.
@@ -831,16 +847,66 @@ const headerExchange = "X-Mcpgrain-Exchange-Token"
 // newExchangeToken returns a random exchange token.
 func newExchangeToken() string { return newCallID() }
 
-// cutOf is the channel closed once the exchange whose headers are h ended:
-// nil if h carries no token (a request not served through serve), closed
-// if its exchange is already over.
-func (r *Runtime) cutOf(h http.Header) <-chan struct{} {
+// exchangeOf is the POST exchange whose headers are h, and the channel
+// closed once it ended: nil and nil if h carries no token (a request not
+// served through serve), nil and a closed channel if its exchange is
+// already over.
+func (r *Runtime) exchangeOf(h http.Header) (*postExchange, <-chan struct{}) {
 	tok := h.Get(headerExchange)
 	if tok == "" {
-		return nil
+		return nil, nil
 	}
 	if v, ok := r.cuts.Load(tok); ok {
-		return v.(<-chan struct{})
+		ex := v.(*postExchange)
+		return ex, ex.done
 	}
-	return closedChan
+	return nil, closedChan
+}
+
+// postExchange is one POST exchange in flight: its request's end, the
+// bytes written to its response, and the durable calls it carried whose
+// handlers returned, to complete once their answers went out on it.
+type postExchange struct {
+	done    <-chan struct{}
+	written atomic.Int64
+
+	mu      sync.Mutex
+	ended   bool
+	pending []pendingAnswer
+}
+
+// pendingAnswer is a returned run whose answer was not written yet when
+// its handler returned: written bytes had gone out on the exchange then.
+type pendingAnswer struct {
+	run     *callRun
+	written int64
+}
+
+// await registers cr, whose handler returned, to be completed once the
+// exchange is over if its answer went out (bytes were written after now);
+// false if the exchange is over already (the answer may not have gone
+// out).
+func (ex *postExchange) await(cr *callRun) bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.ended {
+		return false
+	}
+	ex.pending = append(ex.pending, pendingAnswer{run: cr, written: ex.written.Load()})
+	return true
+}
+
+// over ends the exchange (go-sdk's handler returned: nothing more is
+// written to it): each awaiting run's call is completed if its answer
+// went out, and stays open for the client's retry if not (the request
+// ended first: go-sdk then drops the answer).
+func (ex *postExchange) over() {
+	ex.mu.Lock()
+	ex.ended = true
+	pending := ex.pending
+	ex.pending = nil
+	ex.mu.Unlock()
+	for _, p := range pending {
+		p.run.settle(ex.written.Load() > p.written)
+	}
 }

@@ -62,13 +62,14 @@ type callQuestion struct {
 // durableCall is one open durable call of the session, shared by the
 // handler runs of the call and its pause.
 type durableCall struct {
-	mu      sync.Mutex // guards row, doc, stored, preempt
-	row     callstore.Call
-	doc     callDoc
-	stored  bool          // the row exists in the store
-	preempt chan struct{} // closed to ask the run holding turn to let go
-	turn    chan struct{} // holds one token per running handler run (capacity 1)
-	users   int           // runs using it (guarded by asks.mu)
+	mu        sync.Mutex // guards row, doc, stored, completed, preempt
+	row       callstore.Call
+	doc       callDoc
+	stored    bool          // the row exists in the store
+	completed bool          // a run's handler returned and its answer went out: the call is over
+	preempt   chan struct{} // closed to ask the run holding turn to let go
+	turn      chan struct{} // holds one token per running handler run (capacity 1)
+	users     int           // runs using it (guarded by asks.mu)
 }
 
 // askPause is an asked question waiting for its decision.

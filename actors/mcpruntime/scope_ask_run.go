@@ -24,6 +24,7 @@ type callRun struct {
 	c       *durableCall    // nil until the first Step or Ask
 	preempt chan struct{}   // closed when a newer run of the call takes over
 	cut     <-chan struct{} // closed once the exchange that carried the call ended (nil: never)
+	ex      *postExchange   // that exchange, while in flight (nil: none, or over)
 	steps   int
 	asked   int
 	keep    bool // interrupted: the call stays open for the client's retry
@@ -77,7 +78,8 @@ func (b *Builder) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || r.asks == nil {
 			return next(ctx, method, req)
 		}
-		run := &callRun{a: r.asks, req: ctr, cut: r.cutOf(h)}
+		run := &callRun{a: r.asks, req: ctr}
+		run.ex, run.cut = r.exchangeOf(h)
 		res, err := next(app.WithCall(ctx, run), method, req)
 		run.finish(ctx.Err() != nil || run.isCut())
 		return res, err
@@ -85,7 +87,9 @@ func (b *Builder) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // acquire loads the call (once per run) and takes its turn: an older run
-// of the same call still holding it is asked to let go.
+// of the same call still holding it is asked to let go. A call completed
+// while this run waited for its turn (its answer went out) is over: this
+// run is a new call.
 func (cr *callRun) acquire(ctx context.Context) error {
 	if cr.c != nil {
 		return nil
@@ -95,40 +99,66 @@ func (cr *callRun) acquire(ctx context.Context) error {
 	if p := cr.req.Params; p != nil {
 		name, args = p.Name, p.Arguments
 	}
-	c, err := cr.a.callFor(ctx, identity(name, args), name, args)
-	if err != nil {
-		cr.keep = true
-		return err
+	for {
+		c, err := cr.a.callFor(ctx, identity(name, args), name, args)
+		if err != nil {
+			cr.keep = true
+			return err
+		}
+		c.mu.Lock()
+		if c.preempt != nil {
+			close(c.preempt)
+			c.preempt = nil
+		}
+		c.mu.Unlock()
+		select {
+		case c.turn <- struct{}{}:
+		case <-ctx.Done():
+			cr.a.release(c, false)
+			cr.keep = true
+			return fmt.Errorf("%w: %v", app.ErrRetry, ctx.Err())
+		}
+		c.mu.Lock()
+		if c.completed {
+			c.mu.Unlock()
+			<-c.turn
+			cr.a.release(c, true)
+			continue
+		}
+		cr.preempt = make(chan struct{})
+		c.preempt = cr.preempt
+		c.mu.Unlock()
+		cr.c = c
+		return nil
 	}
-	c.mu.Lock()
-	if c.preempt != nil {
-		close(c.preempt)
-		c.preempt = nil
-	}
-	c.mu.Unlock()
-	select {
-	case c.turn <- struct{}{}:
-	case <-ctx.Done():
-		cr.a.release(c, false)
-		cr.keep = true
-		return fmt.Errorf("%w: %v", app.ErrRetry, ctx.Err())
-	}
-	c.mu.Lock()
-	cr.preempt = make(chan struct{})
-	c.preempt = cr.preempt
-	c.mu.Unlock()
-	cr.c = c
-	return nil
 }
 
-// finish ends the run: the call is completed (journaled as such) unless
-// the run was interrupted, and the turn is given back.
+// finish ends the handler's run. An interrupted run leaves the call open
+// for the client's retry. Otherwise the call is completed (journaled as
+// such) — once its answer went out on the exchange that carried it, if
+// there is one: a run whose exchange ends before go-sdk wrote the answer
+// (the session's runtime disposed as the session moved, the client gone)
+// leaves the call open too, so the retry the client is told to make gets
+// the journaled answer instead of being a new call. The turn is given
+// back when the call is settled.
 func (cr *callRun) finish(interrupted bool) {
-	c := cr.c
-	if c == nil {
+	if cr.c == nil {
 		return
 	}
 	complete := !cr.keep && !interrupted
+	if complete && cr.ex != nil {
+		if cr.ex.await(cr) {
+			return // settled when the exchange is over
+		}
+		complete = false // over already: its answer may not have gone out
+	}
+	cr.settle(complete)
+}
+
+// settle completes the run's call (complete) or leaves it open, and gives
+// the turn back.
+func (cr *callRun) settle(complete bool) {
+	c := cr.c
 	c.mu.Lock()
 	if cr.preempt == c.preempt {
 		c.preempt = nil
@@ -141,18 +171,20 @@ func (cr *callRun) finish(interrupted bool) {
 			cr.a.r.log.Warn("mcpruntime: complete a durable tool call", "call", c.row.ID, "err", err)
 		}
 	}
+	c.completed = c.completed || complete
 	c.mu.Unlock()
 	<-c.turn
 	cr.a.release(c, complete)
 }
 
-// release drops a run's use of c; a completed call with no run left is
-// forgotten (the next identical call is a new one).
+// release drops a run's use of c; a completed call is forgotten (the next
+// identical call is a new one; a run still waiting for its turn finds it
+// completed and starts anew).
 func (a *asks) release(c *durableCall, completed bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c.users--
-	if completed && c.users == 0 && a.open[c.row.Ident] == c {
+	if completed && a.open[c.row.Ident] == c {
 		delete(a.open, c.row.Ident)
 	}
 }
@@ -379,6 +411,14 @@ func (a *asks) counts() (inMemory, durable int) {
 		}
 	}
 	return inMemory, durable
+}
+
+// has reports whether execID is one of the runtime's questions.
+func (a *asks) has(execID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.pauses[execID]
+	return ok
 }
 
 // durablePause reports whether execID is a question no handler run waits

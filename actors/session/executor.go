@@ -389,6 +389,9 @@ func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 		switch m.kind {
 		case LeasePaused:
 			e.durable = s.rt.DurablePause(m.execID)
+			if j, ok := s.rt.(PauseJournal); ok {
+				e.journaled = j.JournaledPause(m.execID)
+			}
 		case LeaseResuming:
 			e.timedOut = s.rec.GetDecisions()[m.execID].GetReason() == ReasonApprovalTimeout
 		}

@@ -156,6 +156,7 @@ type event struct {
 	lease     LeaseKind
 	deadline  time.Time // LeasePaused
 	durable   bool      // LeasePaused: the pause is journaled
+	journaled bool      // LeasePaused: journaled, though it pins the runtime (PauseJournal)
 	action    string    // LeaseResuming: the decision handed to the code
 	timedOut  bool      // LeaseResuming: the recorded decision is the deadline's
 	stale     bool      // evLease, evStateReported
@@ -308,6 +309,9 @@ type lease struct {
 	resuming bool
 	// durable: the pause survives the runtime, so it does not pin it.
 	durable bool
+	// journaled: the pause survives the runtime, though a handler waiting
+	// for it in memory pins it (PauseJournal).
+	journaled bool
 }
 
 // machine is the session's lifecycle state.
@@ -482,7 +486,7 @@ func (m *machine) onLease(e event) {
 		if m.leases == nil {
 			m.leases = map[string]*lease{}
 		}
-		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable}
+		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable, journaled: e.journaled}
 		m.emit(action{kind: actMarkActivity}, action{kind: actSetDeadline, exec: e.exec, at: e.deadline})
 	case LeaseResuming:
 		if l, ok := m.leases[e.exec]; ok {
@@ -554,9 +558,9 @@ func (m *machine) idle(e event) {
 // dispose is executor's closeRuntime: single-flight (a second disposal
 // finds nothing to dispose and joins the first), the runtime marked not
 // initialized before it is closed, every approval lease released (a
-// durable pause's stays journaled, with its deadline and directory row,
-// unless the session ends) and the idle alarm disarmed. With retire, the
-// activation's last writes follow in one transaction.
+// durable or journaled pause's stays journaled, with its deadline and
+// directory row, unless the session ends) and the idle alarm disarmed.
+// With retire, the activation's last writes follow in one transaction.
 func (m *machine) dispose(reason string, retire bool) {
 	if !m.resident || m.disposing {
 		return
@@ -567,7 +571,7 @@ func (m *machine) dispose(reason string, retire bool) {
 	keepDurable := reason != DisposeDelete && reason != DisposeExpired
 	var drop []string
 	for id, l := range m.leases {
-		if l.durable && keepDurable {
+		if (l.durable || l.journaled) && keepDurable {
 			continue
 		}
 		drop = append(drop, id)

@@ -110,6 +110,11 @@ func durablePaused(x string) event {
 	e.durable = true
 	return e
 }
+func journaledPaused(x string) event {
+	e := paused(x)
+	e.journaled = true
+	return e
+}
 func resuming(x, action string) event {
 	return event{kind: evLease, lease: LeaseResuming, exec: x, action: action}
 }
@@ -172,6 +177,9 @@ func TestMachine(t *testing.T) {
 			resident: true, pinD: 1},
 		{name: "a pause takes one lease, arms its deadline and pins; a repeated report changes nothing",
 			steps:    []mstep{built1, {paused("x"), "mark deadline:x"}, {paused("x"), ""}},
+			resident: true, leases: "x", pinL: 1},
+		{name: "a journaled pause a handler waits for pins as an in-memory one",
+			steps:    []mstep{built1, {journaledPaused("x"), "mark deadline:x"}},
 			resident: true, leases: "x", pinL: 1},
 		{name: "a durable pause takes a lease that does not pin",
 			steps:    []mstep{built1, {durablePaused("x"), "mark deadline:x"}},
@@ -238,6 +246,12 @@ func TestMachine(t *testing.T) {
 		{name: "a disposal keeps durable pauses (reminder, directory row) and drops in-memory ones",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
 				{retire(DisposeRebalance), "dispose:rebalance[b] retire-writes[b]"}}},
+		{name: "a disposal keeps a journaled pause that pins (the SDK's Ask: a fresh runtime restores it), so a decision finds it; delete drops it",
+			steps: []mstep{built1, {journaledPaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
+				{retire(DisposeRebalance), "dispose:rebalance[b] retire-writes[b]"}}},
+		{name: "delete drops journaled pauses too",
+			steps: []mstep{built1, {journaledPaused("a"), "mark deadline:a"},
+				{dispose(DisposeDelete), "dispose:delete[a]"}}},
 		{name: "delete drops durable pauses too",
 			steps: []mstep{built1, {durablePaused("a"), "mark deadline:a"}, {paused("b"), "mark deadline:b"},
 				{dispose(DisposeDelete), "dispose:delete[a b]"}}},

@@ -144,6 +144,18 @@ type ScheduleRunner interface {
 	RunSchedule(ctx context.Context, c app.ScheduleCall) error
 }
 
+// PauseJournal is implemented by a runtime whose pauses can be journaled
+// while a handler waits for one in memory (the SDK's Ask, docs/sdk.md §4):
+// such a pause pins the runtime (it is not a DurablePause), yet it
+// survives the runtime's disposal — a fresh runtime restores it from its
+// journal — so its approval reminder and directory row stay when the
+// runtime is disposed (a decision taken meanwhile reaches the restored
+// pause instead of finding nothing).
+type PauseJournal interface {
+	// JournaledPause reports whether paused execution execID is journaled.
+	JournaledPause(execID string) bool
+}
+
 // LeaseHooks are executor's PausedExecutionHooks: the runtime reports
 // paused executions so the session keeps itself resident for the approval
 // window and auto-declines when it lapses. Safe to call from any goroutine;

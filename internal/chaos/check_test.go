@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -315,7 +316,7 @@ func TestCheckRound(t *testing.T) {
 		// (every request answered, retryably) passes it; these do not.
 		{"only retryable 503s for the whole round", steady(0, 12000, 100), []string{
 			"> bound", "regression", "error budget", "no successful tools/call", "no successful probe", "no successful approval", "no successful sessionless approval", "no successful task", "no successful notes",
-			"no successful schedule"}},
+			"no successful deploy", "no successful schedule"}},
 		{"one worker kind stuck after the fault", func() []Outcome {
 			var outs []Outcome
 			for _, o := range steady(1000, 3000, 500) {
@@ -340,6 +341,22 @@ func TestCheckRound(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A round's Kinds are the worker kinds that ran: one not among them
+	// (the deploy worker switched off) need not show progress.
+	var noDeploy []Outcome
+	for _, o := range steady(1000, 3000, 500) {
+		if o.Kind != KindDeploy {
+			noDeploy = append(noDeploy, o)
+		}
+	}
+	if _, got := CheckRound(round, noDeploy, tm, base); len(got) != 1 || !strings.Contains(got[0], "no successful deploy") {
+		t.Fatalf("CheckRound without deploys = %q, want the deploy worker's missing progress", got)
+	}
+	without := round
+	without.Kinds = slices.DeleteFunc(slices.Clone(Workers), func(k string) bool { return k == KindDeploy })
+	if _, got := CheckRound(without, noDeploy, tm, base); len(got) != 0 {
+		t.Fatalf("CheckRound of a round without the deploy worker = %q, want none", got)
 	}
 	// A fault without baseline figures is a violation, not a pass.
 	if _, got := CheckRound(Round{N: 2, Fault: "freeze", Began: at(0), Healed: at(1), Ended: at(12000)}, steady(0, 0, 100), tm, base); len(got) != 1 || !strings.Contains(got[0], "no figures") {

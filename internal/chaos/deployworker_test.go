@@ -50,14 +50,14 @@ type deployWorker struct {
 	reasked atomic.Int64
 }
 
-// deployWorkers is how many deploy workers run: 2 with
-// MCPGRAIN_CHAOS_DEPLOY=1, else none (the worker's check then sees no
-// deploys and reports nothing).
+// deployWorkers is how many deploy workers run: 2, or none with
+// MCPGRAIN_CHAOS_DEPLOY=0 (the worker's check then sees no deploys and
+// reports nothing, and the rounds do not wait for a deploy's progress).
 func deployWorkers() int {
-	if os.Getenv("MCPGRAIN_CHAOS_DEPLOY") == "1" {
-		return 2
+	if os.Getenv("MCPGRAIN_CHAOS_DEPLOY") == "0" {
+		return 0
 	}
-	return 0
+	return 2
 }
 
 func newDeployWorker(lb http.RoundTripper, log string) *deployWorker {
@@ -228,6 +228,9 @@ func (w *deployWorker) decide(ctx context.Context, rec *recorder, op *chaos.Depl
 			return id
 		}
 		if !o.Retryable {
+			w.mu.Lock()
+			w.slow[op.Service] = true // traced in the report
+			w.mu.Unlock()
 			return ""
 		}
 	}

@@ -51,7 +51,7 @@ const (
 )
 
 // Workers are the worker kinds in which every round must show progress.
-var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes, KindSchedule}
+var Workers = []string{KindCall, KindProbe, KindApproval, KindSessionless, KindTask, KindNotes, KindDeploy, KindSchedule}
 
 // Faults are the faults the harness injects.
 var Faults = []string{"kill", "stop", "freeze", "consul", "postgres"}
@@ -77,6 +77,9 @@ type Round struct {
 	// the Postgres server's restart). The postgres bound is derived from
 	// it.
 	Outage time.Duration
+	// Kinds are the worker kinds that ran, which must show progress after
+	// the fault (nil: Workers).
+	Kinds []string
 }
 
 // Timing holds what the recovery bounds are derived from: the cluster's
@@ -329,6 +332,10 @@ func CheckRound(r Round, outs []Outcome, tm Timing, base Baseline) (RoundReport,
 				name, rep.Errors, rep.Requests, budget, base.Faults[r.Fault].Errors, base.ErrorFactor, base.ErrorSlack))
 		}
 	}
-	out = append(out, Progress(r, outs, Workers)...)
+	kinds := r.Kinds
+	if kinds == nil {
+		kinds = Workers
+	}
+	out = append(out, Progress(r, outs, kinds)...)
 	return rep, out
 }
