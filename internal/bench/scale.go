@@ -50,6 +50,11 @@ type ScaleOptions struct {
 	// sessions (in creation order; which session ids those are is the
 	// node's choice).
 	Seed uint64
+	// CreateFor bounds the creation phase on mcpgrain: when it has run
+	// this long no more sessions are started, and the revisits go over
+	// those created (zero: until Sessions are created). For a run that
+	// must end in time on a machine whose speed is not known.
+	CreateFor time.Duration
 	// SampleEvery is how often the nodes' RSS and resident runtimes are
 	// sampled during creation and revisits (default
 	// [DefaultScaleSampleEvery]; negative: only at the snapshots).
@@ -78,6 +83,8 @@ func (s *ScaleOptions) validate() error {
 		return fmt.Errorf("unknown revisit %q (want echo or ping)", s.Revisit)
 	case s.Store != "" && storePath(s.Store) == "" && !isPostgres(s.Store):
 		return fmt.Errorf("store %q: want sqlite:PATH or postgres://…", s.Store)
+	case s.CreateFor < 0:
+		return errors.New("the scale scenario's creation time must not be negative")
 	case s.Distribution != DistUniform && s.Distribution != DistZipf:
 		return fmt.Errorf("unknown distribution %q (want uniform or zipf)", s.Distribution)
 	case s.Distribution == DistZipf && (!(s.ZipfS > 1) || !(s.ZipfV >= 1)):
@@ -351,7 +358,7 @@ func (r *scaleRun) run(ctx context.Context) (*ScaleReport, Result, error) {
 	}()
 	sr.Snapshots = append(sr.Snapshots, r.snapshot(ctx, "before"))
 	r.rss.setPhase(phaseCreate)
-	sessions, d := createSessions(ctx, r.o, r.c, r.urls, s.Sessions, "mcpgrain")
+	sessions, d := createSessions(ctx, r.o, r.c, r.urls, s.Sessions, s.CreateFor, "mcpgrain")
 	created := d.result()
 	sr.Created, sr.CreateErrors, sr.CreateRestores = len(sessions), nonEmpty(d.kinds), len(d.lat[coldAnswer])
 	if err := ctx.Err(); err != nil {
@@ -420,12 +427,17 @@ func activationsBetween(before, after Snapshot) float64 {
 
 // createSessions creates n sessions from o.Concurrency workers, session
 // i at urls[i mod len(urls)] (a round robin, as a load balancer spreads
-// new connections), and returns those created. The driven classes are
-// warm and cold creations (restored before notifications/initialized).
-func createSessions(ctx context.Context, o Options, c *rawClient, urls []string, n int, name string) ([]rawSession, driven) {
+// new connections), and returns those created; none is started after
+// createFor (zero: no bound). The driven classes are warm and cold
+// creations (restored before notifications/initialized).
+func createSessions(ctx context.Context, o Options, c *rawClient, urls []string, n int, createFor time.Duration, name string) ([]rawSession, driven) {
 	sessions := make([]rawSession, n)
 	var next atomic.Int64
-	d := drive(ctx, o, Progress{Scenario: Scale, Target: name, Phase: phaseCreate}, NewBudget(time.Time{}, n, time.Now), 2,
+	var deadline time.Time
+	if createFor > 0 {
+		deadline = time.Now().Add(createFor)
+	}
+	d := drive(ctx, o, Progress{Scenario: Scale, Target: name, Phase: phaseCreate}, NewBudget(deadline, n, time.Now), 2,
 		func(ctx context.Context) (int, error) {
 			i := int(next.Add(1) - 1)
 			s, cold, err := c.create(ctx, urls[i%len(urls)])
@@ -454,7 +466,7 @@ func scaleBaseline(ctx context.Context, o Options, sr *ScaleReport) (Result, err
 	}
 	defer bt.close()
 	heap0 := liveHeap()
-	sessions, d := createSessions(ctx, o, &rawClient{hc: bt.hc}, []string{bt.endpoint}, o.Scale.BaselineSessions, "baseline")
+	sessions, d := createSessions(ctx, o, &rawClient{hc: bt.hc}, []string{bt.endpoint}, o.Scale.BaselineSessions, 0, "baseline")
 	heap1 := liveHeap()
 	res := d.result()
 	sr.BaselineCreateErrors = nonEmpty(d.kinds)

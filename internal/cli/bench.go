@@ -27,7 +27,7 @@ type benchCommand struct {
 	scaleDist                             string
 	scaleZipfS, scaleZipfV                float64
 	scaleSeed                             uint64
-	scaleSampleEvery                      time.Duration
+	scaleSampleEvery, scaleCreateFor      time.Duration
 	nodeLog, cpuProfile, serveBaseline    string
 }
 
@@ -58,6 +58,7 @@ func (b *benchCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&b.scaleZipfS, "scale-zipf-s", bench.DefaultZipfS, "the Zipf exponent s of --scale-distribution zipf, above 1: the session of rank k is revisited in proportion to 1/(v+k)^s (larger: hotter head)")
 	fs.Float64Var(&b.scaleZipfV, "scale-zipf-v", bench.DefaultZipfV, "the Zipf offset v of --scale-distribution zipf, at least 1")
 	fs.Uint64Var(&b.scaleSeed, "scale-seed", bench.DefaultZipfSeed, "seed of the scale revisits' choice of sessions (the same seed revisits the same sequence)")
+	fs.DurationVar(&b.scaleCreateFor, "scale-create-for", 0, "stop starting scale creations after this long and revisit the sessions created by then (0: create all --scale-sessions)")
 	fs.DurationVar(&b.scaleSampleEvery, "scale-sample-every", bench.DefaultScaleSampleEvery, "how often the scale scenario samples every node's RSS and resident runtimes during creation and revisits (negative: only at the snapshots)")
 	fs.DurationVar(&b.timeout, "timeout", bench.DefaultRequestTimeout, "longest one request may take before it counts as an error")
 	fs.StringVar(&b.nodeLog, "node-log-level", "", "log level of the in-process node's log on stderr: debug, info, warn, error (default: no log)")
@@ -127,7 +128,7 @@ func (b *benchCommand) options(stderr io.Writer) (bench.Options, error) {
 		RestoreCap: b.restoreCap, RequestTimeout: b.timeout, NodeLogger: nodeLogger,
 		Scale: bench.ScaleOptions{Sessions: b.scaleSessions, BaselineSessions: b.scaleBaseline, Revisit: bench.Revisit(b.scaleRevisit),
 			Store: b.scaleStore, ResidentMemory: scaleBudget, Distribution: bench.Distribution(b.scaleDist),
-			ZipfS: b.scaleZipfS, ZipfV: b.scaleZipfV, Seed: b.scaleSeed, SampleEvery: b.scaleSampleEvery},
+			ZipfS: b.scaleZipfS, ZipfV: b.scaleZipfV, Seed: b.scaleSeed, SampleEvery: b.scaleSampleEvery, CreateFor: b.scaleCreateFor},
 	}
 	if err := o.Validate(); err != nil {
 		return bench.Options{}, fmt.Errorf("%w: %v", errUsage, err)
