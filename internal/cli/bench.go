@@ -36,7 +36,7 @@ func (b *benchCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("bench", "Load-tests an MCP endpoint with the go-sdk client and prints latency percentiles, throughput and errors per scenario.\n"+
 		"Without --url it starts a single node in this process (as mcpgrain dev does) for each scenario.\n"+
 		"Scenarios: call (tools/call round trips), churn (initialize + call + DELETE), restore (calls that force cold restores), approve (execute → approve → resume);\n"+
-		"scale (creates --scale-sessions sessions over raw Streamable HTTP, then revisits random ones, warm and cold apart; only when named, not part of all);\n"+
+		"scale (creates --scale-sessions sessions over raw Streamable HTTP, then revisits random ones — uniformly, or a few hot and a long cold tail with --scale-distribution zipf — warm and cold apart, sampling the nodes' RSS; only when named, not part of all);\n"+
 		"overload (measures the closed-loop capacity with --concurrency workers, then offers open-loop echo calls at 0.5, 1, 1.5, 2 and 3 times it for --duration each: served, shed, p99, memory; only when named).", stderr)
 	fs.StringVar(&b.url, "url", "", "MCP endpoint under load, e.g. "+defaultMCPURL+" (default: an in-process node); scale takes a comma-separated list, one URL per node, and spreads sessions over it")
 	fs.StringVar(&b.token, "token", "", "bearer token for --url (ignored without --url: the in-process node generates one)")
