@@ -21,12 +21,14 @@
 //     over raw Streamable HTTP — plain net/http POSTs of initialize and
 //     notifications/initialized, no go-sdk client, so the client costs
 //     little per session — round robin over one or several URLs. Then
-//     random sessions are revisited (echo or ping) through random URLs,
-//     and each answer is warm or cold by its Mcpgrain-Restored header
-//     ([Restored]). Each node's /metrics (memory, residency, counters)
-//     and optionally the store (bytes per session, reminder backlog) are
-//     sampled before creation, after it and after the revisits
-//     ([ScaleReport]).
+//     sessions are revisited (echo or ping) through random URLs, picked
+//     uniformly or by a seeded Zipf distribution (a few hot sessions, a
+//     long cold tail; [DistZipf]), and each answer is warm or cold by its
+//     Mcpgrain-Restored header ([Restored]). Each node's /metrics
+//     (memory, residency, counters) and optionally the store (bytes per
+//     session, reminder backlog) are sampled before creation, after it
+//     and after the revisits, and the nodes' RSS and resident runtimes
+//     periodically meanwhile ([ScaleReport]).
 //   - overload (only when named; "all" leaves it out): overload
 //     shedding. Sessions are created over raw Streamable HTTP; the
 //     closed-loop capacity is measured first (Options.Concurrency workers

@@ -87,13 +87,13 @@ func measureResidentHeap(b *testing.B, name string, n int) heapGrowth {
 	defer t.close()
 	o := Options{Concurrency: conc, ProgressEvery: time.Hour, RequestTimeout: time.Minute}
 	c := &rawClient{hc: t.hc}
-	if ws, _ := createSessions(ctx, o, c, []string{t.endpoint}, warm, name); len(ws) != warm {
+	if ws, _ := createSessions(ctx, o, c, []string{t.endpoint}, warm, 0, name); len(ws) != warm {
 		b.Fatalf("%s: %d of %d warm-up sessions created", name, len(ws), warm)
 	}
 	b.ResetTimer()
 	h0, o0, p0 := liveHeapObjects()
 	writeHeapProfile(b, name+".before")
-	sessions, d := createSessions(ctx, o, c, []string{t.endpoint}, n, name)
+	sessions, d := createSessions(ctx, o, c, []string{t.endpoint}, n, 0, name)
 	h1, o1, p1 := liveHeapObjects()
 	b.StopTimer()
 	if len(sessions) != n {

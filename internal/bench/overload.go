@@ -130,7 +130,7 @@ func runOverload(ctx context.Context, o Options) (Report, error) {
 	}
 	defer t.close()
 	r := &overloadRun{o: o, c: &rawClient{hc: t.hc}, endpoint: t.endpoint, base: t.base}
-	sessions, created := createSessions(ctx, o, r.c, []string{t.endpoint}, o.Sessions, "sessions")
+	sessions, created := createSessions(ctx, o, r.c, []string{t.endpoint}, o.Sessions, 0, "sessions")
 	if len(sessions) == 0 {
 		return rep, fmt.Errorf("no session could be created: %v", Summarize(nil, created.errs, 0).ErrorSamples)
 	}

@@ -157,6 +157,7 @@ func writeScale(b *strings.Builder, r Report) {
 	}
 	if len(sr.Snapshots) > 0 {
 		writeScaleNodes(b, sr, r.External)
+		writeRSSSeries(b, sr)
 		writeStore(b, sr)
 	}
 	if sr.BaselineHeapPerSession > 0 {
@@ -204,8 +205,30 @@ func writeScaleRevisits(b *strings.Builder, sr *ScaleReport) {
 	scaleRow(tw, "warm", sr.Warm, "-")
 	scaleRow(tw, "cold", sr.Cold, "-")
 	_ = tw.Flush()
-	fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); a revisit goes to a random session (of %d) through a random URL (of %d)\n",
-		100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, sr.Created, len(sr.URLs))
+	fmt.Fprintf(b, "cold restores: %.1f%% of the successful revisits (%d answers with Mcpgrain-Restored: 1, %d warm); a revisit goes to %s through a random URL (of %d)\n",
+		100*sr.ColdFraction, sr.Cold.Requests, sr.Warm.Requests, revisitPick(sr), len(sr.URLs))
+	if sr.RestoresPerSecond > 0 || sr.NodeActivations != 0 {
+		fmt.Fprintf(b, "restores: %.1f/s answered cold", sr.RestoresPerSecond)
+		if sr.NodeActivations >= 0 && sr.Revisits.Elapsed > 0 {
+			fmt.Fprintf(b, "; runtimes built by the nodes meanwhile: %.0f (%.1f/s)", sr.NodeActivations, sr.NodeActivations/sr.Revisits.Elapsed.Seconds())
+		}
+		b.WriteString("\n")
+	}
+}
+
+// revisitPick says how a revisit picked its session.
+func revisitPick(sr *ScaleReport) string {
+	var what string
+	switch sr.Distribution {
+	case DistZipf:
+		what = fmt.Sprintf("a session drawn from Zipf(s=%g, v=%g) over the %d sessions (hottest first in a seeded shuffle, seed %d)", sr.ZipfS, sr.ZipfV, sr.Created, sr.Seed)
+	default:
+		what = fmt.Sprintf("a random session (of %d)", sr.Created)
+	}
+	if sr.Distinct > 0 {
+		what += fmt.Sprintf(", %d distinct revisited", sr.Distinct)
+	}
+	return what
 }
 
 // writeScaleNodes writes the nodes' snapshots (external: the nodes run

@@ -38,6 +38,27 @@ type ScaleOptions struct {
 	// runtimes, from which it derives its soft cap (zero: as
 	// --resident-memory auto, half the machine's or cgroup's memory).
 	ResidentMemory uint64
+	// Distribution is how a revisit picks its session (default
+	// [DistUniform]).
+	Distribution Distribution
+	// ZipfS and ZipfV are the Zipf distribution's parameters, s > 1 and
+	// v ≥ 1 (defaults [DefaultZipfS], [DefaultZipfV]); larger s sends
+	// more of the revisits to the hottest sessions.
+	ZipfS, ZipfV float64
+	// Seed seeds the revisits' choice of sessions (0: [DefaultZipfSeed]):
+	// the same seed and session count revisit the same sequence of
+	// sessions (in creation order; which session ids those are is the
+	// node's choice).
+	Seed uint64
+	// CreateFor bounds the creation phase on mcpgrain: when it has run
+	// this long no more sessions are started, and the revisits go over
+	// those created (zero: until Sessions are created). For a run that
+	// must end in time on a machine whose speed is not known.
+	CreateFor time.Duration
+	// SampleEvery is how often the nodes' RSS and resident runtimes are
+	// sampled during creation and revisits (default
+	// [DefaultScaleSampleEvery]; negative: only at the snapshots).
+	SampleEvery time.Duration
 }
 
 // DefaultScaleSessions is ScaleOptions.Sessions when unset.
@@ -54,6 +75,7 @@ func (s *ScaleOptions) validate() error {
 	if s.Revisit == "" {
 		s.Revisit = RevisitEcho
 	}
+	s.defaultRevisitPick()
 	switch {
 	case s.Sessions < 1 || s.BaselineSessions < 1:
 		return errors.New("the scale scenario's session counts must be at least 1")
@@ -61,8 +83,34 @@ func (s *ScaleOptions) validate() error {
 		return fmt.Errorf("unknown revisit %q (want echo or ping)", s.Revisit)
 	case s.Store != "" && storePath(s.Store) == "" && !isPostgres(s.Store):
 		return fmt.Errorf("store %q: want sqlite:PATH or postgres://…", s.Store)
+	case s.CreateFor < 0:
+		return errors.New("the scale scenario's creation time must not be negative")
+	case s.Distribution != DistUniform && s.Distribution != DistZipf:
+		return fmt.Errorf("unknown distribution %q (want uniform or zipf)", s.Distribution)
+	case s.Distribution == DistZipf && (!(s.ZipfS > 1) || !(s.ZipfV >= 1)):
+		return fmt.Errorf("zipf needs s > 1 and v ≥ 1 (got s=%g, v=%g)", s.ZipfS, s.ZipfV)
 	}
 	return nil
+}
+
+// defaultRevisitPick fills the zero fields of how revisits pick their
+// sessions and how often the nodes are sampled.
+func (s *ScaleOptions) defaultRevisitPick() {
+	if s.Distribution == "" {
+		s.Distribution = DistUniform
+	}
+	if s.ZipfS == 0 {
+		s.ZipfS = DefaultZipfS
+	}
+	if s.ZipfV == 0 {
+		s.ZipfV = DefaultZipfV
+	}
+	if s.Seed == 0 {
+		s.Seed = DefaultZipfSeed
+	}
+	if s.SampleEvery == 0 {
+		s.SampleEvery = DefaultScaleSampleEvery
+	}
 }
 
 // The phases of the scale scenario, as Progress.Phase names them.
@@ -88,6 +136,27 @@ type ScaleReport struct {
 	Store string `json:"store,omitempty"`
 	// Revisit is what each revisit sent.
 	Revisit Revisit `json:"revisit"`
+	// Distribution is how a revisit picked its session; ZipfS and ZipfV
+	// its parameters (zipf only) and Seed the generator's seed.
+	Distribution Distribution `json:"distribution,omitempty"`
+	ZipfS        float64      `json:"zipfS,omitempty"`
+	ZipfV        float64      `json:"zipfV,omitempty"`
+	Seed         uint64       `json:"seed,omitempty"`
+	// Distinct counts the different sessions revisited.
+	Distinct int `json:"distinctRevisited,omitempty"`
+	// RestoresPerSecond is the cold answers per second of the revisit
+	// phase (Cold.Throughput); NodeActivations is the runtimes the nodes
+	// built meanwhile (mcpgrain_session_activations_total, after − before
+	// the revisits; -1: a node could not be scraped), which counts
+	// restores whatever the answer said.
+	RestoresPerSecond float64 `json:"restoresPerSecond,omitempty"`
+	NodeActivations   float64 `json:"nodeActivations,omitempty"`
+	// SampleEvery is the period of RSSSamples, which hold every node's
+	// RSS and resident runtimes on it and at the snapshots; Peaks is each
+	// node's highest.
+	SampleEvery time.Duration `json:"sampleEveryNs,omitempty"`
+	RSSSamples  []RSSSample   `json:"rssSamples,omitempty"`
+	Peaks       []NodePeak    `json:"peaks,omitempty"`
 	// Created counts the sessions created on mcpgrain (the revisits pick
 	// among them).
 	Created int `json:"created"`
@@ -200,6 +269,7 @@ type scaleRun struct {
 	urls  []string // endpoints
 	bases []string // their distinct origins, for /metrics
 	store string   // DSN to measure, or empty
+	rss   rssSampler
 }
 
 // runScale runs the scale scenario: mcpgrain (the URLs or an in-process
@@ -229,7 +299,7 @@ func runScale(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	r := &scaleRun{o: o, c: &rawClient{hc: t.hc}, urls: urls, store: s.Store}
+	r := &scaleRun{o: o, c: &rawClient{hc: t.hc}, urls: urls, store: s.Store, rss: rssSampler{start: time.Now(), phase: "before"}}
 	if r.store == "" {
 		r.store = t.store
 	}
@@ -265,15 +335,30 @@ func runScale(ctx context.Context, o Options) (Report, error) {
 	return rep, nil
 }
 
-// run creates the sessions, revisits them and takes the snapshots.
+// run creates the sessions, revisits them and takes the snapshots,
+// sampling the nodes' memory meanwhile.
 func (r *scaleRun) run(ctx context.Context) (*ScaleReport, Result, error) {
 	s := r.o.Scale
-	sr := &ScaleReport{URLs: r.urls, Revisit: s.Revisit}
+	sr := &ScaleReport{URLs: r.urls, Revisit: s.Revisit, Distribution: s.Distribution, Seed: s.Seed}
+	if s.Distribution == DistZipf {
+		sr.ZipfS, sr.ZipfV = s.ZipfS, s.ZipfV
+	}
 	if r.store != "" {
 		sr.Store = store.Redact(r.store)
 	}
+	if s.SampleEvery > 0 {
+		sr.SampleEvery = s.SampleEvery
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.rss.run(sctx, s.SampleEvery, r.scrapeNodes)
+	}
+	defer func() {
+		sr.RSSSamples = r.rss.all()
+		sr.Peaks = Peaks(sr.RSSSamples)
+	}()
 	sr.Snapshots = append(sr.Snapshots, r.snapshot(ctx, "before"))
-	sessions, d := createSessions(ctx, r.o, r.c, r.urls, s.Sessions, "mcpgrain")
+	r.rss.setPhase(phaseCreate)
+	sessions, d := createSessions(ctx, r.o, r.c, r.urls, s.Sessions, s.CreateFor, "mcpgrain")
 	created := d.result()
 	sr.Created, sr.CreateErrors, sr.CreateRestores = len(sessions), nonEmpty(d.kinds), len(d.lat[coldAnswer])
 	if err := ctx.Err(); err != nil {
@@ -283,14 +368,35 @@ func (r *scaleRun) run(ctx context.Context) (*ScaleReport, Result, error) {
 		return sr, created, fmt.Errorf("none of %d sessions could be created, the first failure: %s", s.Sessions, firstOr(created.ErrorSamples, "none"))
 	}
 	sr.Snapshots = append(sr.Snapshots, r.snapshot(ctx, "created"))
+	if err := r.revisit(ctx, sr, sessions); err != nil {
+		return sr, created, err
+	}
+	last := r.snapshot(ctx, "revisited")
+	sr.Snapshots = append(sr.Snapshots, last)
+	for _, n := range last.Nodes {
+		sr.Resident += n.Resident
+	}
+	sr.NodeActivations = activationsBetween(sr.Snapshots[1], last)
+	sr.StoreBytesPerSession = storePerSession(sr.Snapshots[0].Store, sr.Snapshots[1].Store, sr.Created)
+	return sr, created, nil
+}
 
+// revisit runs the revisit phase over sessions, picked by the options'
+// distribution, each through a random URL.
+func (r *scaleRun) revisit(ctx context.Context, sr *ScaleReport, sessions []rawSession) error {
+	s := r.o.Scale
+	pick, err := newPicker(s.Distribution, len(sessions), s.ZipfS, s.ZipfV, s.Seed)
+	if err != nil {
+		return err
+	}
 	var deadline time.Time
 	if r.o.Duration > 0 {
 		deadline = time.Now().Add(r.o.Duration)
 	}
-	d = drive(ctx, r.o, Progress{Scenario: Scale, Target: "mcpgrain", Phase: phaseRevisit}, NewBudget(deadline, r.o.Requests, time.Now), 2,
+	r.rss.setPhase(phaseRevisit)
+	d := drive(ctx, r.o, Progress{Scenario: Scale, Target: "mcpgrain", Phase: phaseRevisit}, NewBudget(deadline, r.o.Requests, time.Now), 2,
 		func(ctx context.Context) (int, error) {
-			sess := sessions[rand.IntN(len(sessions))]
+			sess := sessions[pick.next()]
 			cold, err := r.c.revisit(ctx, r.urls[rand.IntN(len(r.urls))], sess, s.Revisit)
 			if cold {
 				return coldAnswer, err
@@ -299,26 +405,39 @@ func (r *scaleRun) run(ctx context.Context) (*ScaleReport, Result, error) {
 		})
 	sr.Revisits, sr.Warm, sr.Cold, sr.RevisitErrors = d.result(), d.class(warmAnswer), d.class(coldAnswer), nonEmpty(d.kinds)
 	sr.ColdFraction = ColdFraction(sr.Warm.Requests, sr.Cold.Requests)
-	if err := ctx.Err(); err != nil {
-		return sr, created, err
+	sr.RestoresPerSecond, sr.Distinct = sr.Cold.Throughput, pick.Distinct()
+	return ctx.Err()
+}
+
+// activationsBetween is the runtimes the nodes built from one snapshot to
+// the next (-1 when a node failed either scrape).
+func activationsBetween(before, after Snapshot) float64 {
+	if len(before.Nodes) != len(after.Nodes) {
+		return -1
 	}
-	last := r.snapshot(ctx, "revisited")
-	sr.Snapshots = append(sr.Snapshots, last)
-	for _, n := range last.Nodes {
-		sr.Resident += n.Resident
+	var n float64
+	for i := range after.Nodes {
+		if before.Nodes[i].Error != "" || after.Nodes[i].Error != "" {
+			return -1
+		}
+		n += after.Nodes[i].Activations - before.Nodes[i].Activations
 	}
-	sr.StoreBytesPerSession = storePerSession(sr.Snapshots[0].Store, sr.Snapshots[1].Store, sr.Created)
-	return sr, created, nil
+	return n
 }
 
 // createSessions creates n sessions from o.Concurrency workers, session
 // i at urls[i mod len(urls)] (a round robin, as a load balancer spreads
-// new connections), and returns those created. The driven classes are
-// warm and cold creations (restored before notifications/initialized).
-func createSessions(ctx context.Context, o Options, c *rawClient, urls []string, n int, name string) ([]rawSession, driven) {
+// new connections), and returns those created; none is started after
+// createFor (zero: no bound). The driven classes are warm and cold
+// creations (restored before notifications/initialized).
+func createSessions(ctx context.Context, o Options, c *rawClient, urls []string, n int, createFor time.Duration, name string) ([]rawSession, driven) {
 	sessions := make([]rawSession, n)
 	var next atomic.Int64
-	d := drive(ctx, o, Progress{Scenario: Scale, Target: name, Phase: phaseCreate}, NewBudget(time.Time{}, n, time.Now), 2,
+	var deadline time.Time
+	if createFor > 0 {
+		deadline = time.Now().Add(createFor)
+	}
+	d := drive(ctx, o, Progress{Scenario: Scale, Target: name, Phase: phaseCreate}, NewBudget(deadline, n, time.Now), 2,
 		func(ctx context.Context) (int, error) {
 			i := int(next.Add(1) - 1)
 			s, cold, err := c.create(ctx, urls[i%len(urls)])
@@ -347,7 +466,7 @@ func scaleBaseline(ctx context.Context, o Options, sr *ScaleReport) (Result, err
 	}
 	defer bt.close()
 	heap0 := liveHeap()
-	sessions, d := createSessions(ctx, o, &rawClient{hc: bt.hc}, []string{bt.endpoint}, o.Scale.BaselineSessions, "baseline")
+	sessions, d := createSessions(ctx, o, &rawClient{hc: bt.hc}, []string{bt.endpoint}, o.Scale.BaselineSessions, 0, "baseline")
 	heap1 := liveHeap()
 	res := d.result()
 	sr.BaselineCreateErrors = nonEmpty(d.kinds)
@@ -380,22 +499,12 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-// snapshot scrapes every node and measures the store.
+// snapshot scrapes every node and measures the store; the nodes' memory
+// joins the RSS samples.
 func (r *scaleRun) snapshot(ctx context.Context, phase string) Snapshot {
-	snap := Snapshot{Phase: phase, Nodes: make([]NodeSample, len(r.bases))}
+	snap := Snapshot{Phase: phase}
 	var wg sync.WaitGroup
-	for i, base := range r.bases {
-		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			text, err := scrape(sctx, r.c.hc, base+"/metrics")
-			if err != nil {
-				snap.Nodes[i] = NodeSample{Node: base, URL: base, Error: shortError(err)}
-				return
-			}
-			snap.Nodes[i] = nodeSample(base, text)
-		})
-	}
+	wg.Go(func() { snap.Nodes = r.scrapeNodes(ctx) })
 	if r.store != "" {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		st := sampleStore(sctx, r.store, time.Now())
@@ -403,7 +512,28 @@ func (r *scaleRun) snapshot(ctx context.Context, phase string) Snapshot {
 		snap.Store = &st
 	}
 	wg.Wait()
+	r.rss.add(phase, snap.Nodes)
 	return snap
+}
+
+// scrapeNodes scrapes every node's /metrics at once.
+func (r *scaleRun) scrapeNodes(ctx context.Context) []NodeSample {
+	nodes := make([]NodeSample, len(r.bases))
+	var wg sync.WaitGroup
+	for i, base := range r.bases {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			text, err := scrape(sctx, r.c.hc, base+"/metrics")
+			if err != nil {
+				nodes[i] = NodeSample{Node: base, URL: base, Error: shortError(err)}
+				return
+			}
+			nodes[i] = nodeSample(base, text)
+		})
+	}
+	wg.Wait()
+	return nodes
 }
 
 // ColdFraction is cold / (warm + cold), or 0 when both are 0.

@@ -171,6 +171,9 @@ func TestScaleOptions(t *testing.T) {
 	if err := o.Validate(); err != nil || o.Scale.BaselineSessions != 50 {
 		t.Fatalf("the baseline creates as many sessions by default: %+v, %v", o.Scale, err)
 	}
+	if s := o.Scale; s.Distribution != DistUniform || s.ZipfS != DefaultZipfS || s.ZipfV != DefaultZipfV || s.Seed != DefaultZipfSeed || s.SampleEvery != DefaultScaleSampleEvery {
+		t.Fatalf("the revisits' defaults not applied: %+v", s)
+	}
 	cases := []struct {
 		name string
 		o    Options
@@ -183,6 +186,10 @@ func TestScaleOptions(t *testing.T) {
 		{"bad store", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{Store: "mysql://x"}}, `store "mysql://x": want sqlite:PATH or postgres://`},
 		{"bad revisit", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{Revisit: "pong"}}, `unknown revisit "pong"`},
 		{"negative sessions", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{Sessions: -1}}, "must be at least 1"},
+		{"zipf defaults", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{Distribution: DistZipf}}, ""},
+		{"flat zipf", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{Distribution: DistZipf, ZipfS: 0.9}}, "zipf needs s > 1 and v ≥ 1 (got s=0.9, v=1)"},
+		{"bad distribution", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{Distribution: "normal"}}, `unknown distribution "normal"`},
+		{"negative creation time", Options{Requests: 1, Scenarios: []Scenario{Scale}, Scale: ScaleOptions{CreateFor: -time.Second}}, "creation time must not be negative"},
 		{"scale options unchecked without scale", Options{Requests: 1, Scale: ScaleOptions{Revisit: "pong"}}, ""},
 	}
 	for _, tc := range cases {
@@ -265,6 +272,12 @@ func TestScaleScenarioAgainstAnInProcessNode(t *testing.T) {
 	if got := revisited.Activations - created.Activations; got != float64(s.Cold.Requests) {
 		t.Fatalf("%v runtimes built during the revisits, but %d answers said restored", got, s.Cold.Requests)
 	}
+	if s.NodeActivations != float64(s.Cold.Requests) || s.RestoresPerSecond != s.Cold.Throughput || s.Distinct < 1 || s.Distinct > revisits {
+		t.Fatalf("restores: node activations %v, cold %d, %v/s (cold %v/s), %d distinct sessions revisited", s.NodeActivations, s.Cold.Requests, s.RestoresPerSecond, s.Cold.Throughput, s.Distinct)
+	}
+	if len(s.RSSSamples) < 3 || len(s.Peaks) != 1 || s.Peaks[0].Node != "bench" || s.Peaks[0].RSS < revisited.RSS || s.Peaks[0].Samples != len(s.RSSSamples) {
+		t.Fatalf("rss samples %+v, peaks %+v", s.RSSSamples, s.Peaks)
+	}
 	if created.CapEvictions == 0 || s.Resident != revisited.Resident || s.Resident == 0 {
 		t.Fatalf("residency: created %+v, revisited %+v, resident at end %v", created, revisited, s.Resident)
 	}
@@ -291,5 +304,17 @@ func TestScaleScenarioAgainstAnInProcessNode(t *testing.T) {
 		if !strings.Contains(text.String(), want) {
 			t.Fatalf("text report lacks %q:\n%s", want, text.String())
 		}
+	}
+}
+
+// A creation phase bounded by CreateFor starts no session once it is
+// over: bounded to a nanosecond, none is created and the run says so.
+func TestScaleCreationStopsAtItsTime(t *testing.T) {
+	_, err := Run(t.Context(), Options{
+		Scenarios: []Scenario{Scale}, Concurrency: 2, Requests: 1,
+		Scale: ScaleOptions{Sessions: 1000, ResidentMemory: 1 << 20, CreateFor: time.Nanosecond},
+	})
+	if err == nil || !strings.Contains(err.Error(), "none of 1000 sessions could be created") {
+		t.Fatalf("Run = %v, want no session created", err)
 	}
 }

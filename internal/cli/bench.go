@@ -24,6 +24,10 @@ type benchCommand struct {
 	restoreCap                            int
 	scaleSessions, scaleBaseline          int
 	scaleRevisit, scaleStore, scaleMemory string
+	scaleDist                             string
+	scaleZipfS, scaleZipfV                float64
+	scaleSeed                             uint64
+	scaleSampleEvery, scaleCreateFor      time.Duration
 	nodeLog, cpuProfile, serveBaseline    string
 }
 
@@ -32,7 +36,7 @@ func (b *benchCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("bench", "Load-tests an MCP endpoint with the go-sdk client and prints latency percentiles, throughput and errors per scenario.\n"+
 		"Without --url it starts a single node in this process (as mcpgrain dev does) for each scenario.\n"+
 		"Scenarios: call (tools/call round trips), churn (initialize + call + DELETE), restore (calls that force cold restores), approve (execute → approve → resume);\n"+
-		"scale (creates --scale-sessions sessions over raw Streamable HTTP, then revisits random ones, warm and cold apart; only when named, not part of all);\n"+
+		"scale (creates --scale-sessions sessions over raw Streamable HTTP, then revisits random ones — uniformly, or a few hot and a long cold tail with --scale-distribution zipf — warm and cold apart, sampling the nodes' RSS; only when named, not part of all);\n"+
 		"overload (measures the closed-loop capacity with --concurrency workers, then offers open-loop echo calls at 0.5, 1, 1.5, 2 and 3 times it for --duration each: served, shed, p99, memory; only when named).", stderr)
 	fs.StringVar(&b.url, "url", "", "MCP endpoint under load, e.g. "+defaultMCPURL+" (default: an in-process node); scale takes a comma-separated list, one URL per node, and spreads sessions over it")
 	fs.StringVar(&b.token, "token", "", "bearer token for --url (ignored without --url: the in-process node generates one)")
@@ -50,6 +54,12 @@ func (b *benchCommand) flags(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&b.scaleRevisit, "scale-revisit", string(bench.RevisitEcho), "what a scale revisit sends: echo (tools/call of the demo echo tool) or ping")
 	fs.StringVar(&b.scaleStore, "scale-store", "", "store the scale scenario measures for bytes per session and the reminder backlog: sqlite:PATH or postgres://… (default: the in-process node's own; none with --url)")
 	fs.StringVar(&b.scaleMemory, "scale-resident-memory", "auto", "memory budget of the in-process node's resident runtimes in the scale scenario, from which it derives its soft cap, as mcpgrain node --resident-memory (auto: half the cgroup's or machine's memory)")
+	fs.StringVar(&b.scaleDist, "scale-distribution", string(bench.DistUniform), "how a scale revisit picks its session: uniform, or zipf (most revisits to a few hot sessions, a long cold tail; see --scale-zipf-s)")
+	fs.Float64Var(&b.scaleZipfS, "scale-zipf-s", bench.DefaultZipfS, "the Zipf exponent s of --scale-distribution zipf, above 1: the session of rank k is revisited in proportion to 1/(v+k)^s (larger: hotter head)")
+	fs.Float64Var(&b.scaleZipfV, "scale-zipf-v", bench.DefaultZipfV, "the Zipf offset v of --scale-distribution zipf, at least 1")
+	fs.Uint64Var(&b.scaleSeed, "scale-seed", bench.DefaultZipfSeed, "seed of the scale revisits' choice of sessions (the same seed revisits the same sequence)")
+	fs.DurationVar(&b.scaleCreateFor, "scale-create-for", 0, "stop starting scale creations after this long and revisit the sessions created by then (0: create all --scale-sessions)")
+	fs.DurationVar(&b.scaleSampleEvery, "scale-sample-every", bench.DefaultScaleSampleEvery, "how often the scale scenario samples every node's RSS and resident runtimes during creation and revisits (negative: only at the snapshots)")
 	fs.DurationVar(&b.timeout, "timeout", bench.DefaultRequestTimeout, "longest one request may take before it counts as an error")
 	fs.StringVar(&b.nodeLog, "node-log-level", "", "log level of the in-process node's log on stderr: debug, info, warn, error (default: no log)")
 	fs.StringVar(&b.cpuProfile, "cpu-profile", "", "write a CPU profile of this process (client, in-process node and baseline) to this file")
@@ -117,7 +127,8 @@ func (b *benchCommand) options(stderr io.Writer) (bench.Options, error) {
 		Duration: b.duration, Requests: b.requests, Warmup: b.warmup, Baseline: b.baseline,
 		RestoreCap: b.restoreCap, RequestTimeout: b.timeout, NodeLogger: nodeLogger,
 		Scale: bench.ScaleOptions{Sessions: b.scaleSessions, BaselineSessions: b.scaleBaseline, Revisit: bench.Revisit(b.scaleRevisit),
-			Store: b.scaleStore, ResidentMemory: scaleBudget},
+			Store: b.scaleStore, ResidentMemory: scaleBudget, Distribution: bench.Distribution(b.scaleDist),
+			ZipfS: b.scaleZipfS, ZipfV: b.scaleZipfV, Seed: b.scaleSeed, SampleEvery: b.scaleSampleEvery, CreateFor: b.scaleCreateFor},
 	}
 	if err := o.Validate(); err != nil {
 		return bench.Options{}, fmt.Errorf("%w: %v", errUsage, err)

@@ -32,6 +32,8 @@ func TestBenchCommandLineErrors(t *testing.T) {
 		{"unknown revisit", []string{"--scenario", "scale", "--scale-revisit", "pong"}, `unknown revisit "pong" (want echo or ping)`},
 		{"no scale sessions", []string{"--scenario", "scale", "--scale-sessions", "0"}, "--scale-sessions must be at least 1"},
 		{"no scale memory", []string{"--scenario", "scale", "--scale-resident-memory", "0"}, `--scale-resident-memory "0": want a size such as 4GiB, or auto`},
+		{"unknown distribution", []string{"--scenario", "scale", "--scale-distribution", "pareto"}, `unknown distribution "pareto" (want uniform or zipf)`},
+		{"flat zipf", []string{"--scenario", "scale", "--scale-distribution", "zipf", "--scale-zipf-s", "1"}, "zipf needs s > 1 and v ≥ 1 (got s=1, v=1)"},
 		{"bad scale store", []string{"--scenario", "scale", "--scale-store", "mysql://db"}, `store "mysql://db": want sqlite:PATH or postgres://`},
 	}
 	for _, tc := range cases {
@@ -103,7 +105,7 @@ func TestBenchCommandRuns(t *testing.T) {
 func TestBenchScaleCommandRuns(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"bench", "--scenario", "scale", "--scale-sessions", "20", "--scale-revisit", "ping", "--scale-resident-memory", "1MiB",
-		"--concurrency", "2", "--requests", "10", "--duration", "0", "--json"}, &out, &errOut)
+		"--scale-distribution", "zipf", "--scale-zipf-s", "2", "--scale-seed", "3", "--concurrency", "2", "--requests", "10", "--duration", "0", "--json"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, errOut.String())
 	}
@@ -115,8 +117,16 @@ func TestBenchScaleCommandRuns(t *testing.T) {
 				Requests, Errors int
 			} `json:"mcpgrain"`
 			Scale struct {
-				Revisit   string `json:"revisit"`
-				Created   int    `json:"created"`
+				Revisit      string  `json:"revisit"`
+				Distribution string  `json:"distribution"`
+				ZipfS        float64 `json:"zipfS"`
+				Seed         uint64  `json:"seed"`
+				Distinct     int     `json:"distinctRevisited"`
+				RSSSamples   []struct {
+					Phase string  `json:"phase"`
+					RSS   float64 `json:"rssBytes"`
+				} `json:"rssSamples"`
+				Created   int `json:"created"`
 				Revisits  struct{ Requests, Errors int }
 				Snapshots []struct {
 					Nodes []struct {
@@ -134,7 +144,9 @@ func TestBenchScaleCommandRuns(t *testing.T) {
 	}
 	r := got.Reports[0]
 	if r.Scenario != "scale" || r.Sessions != 20 || r.Mcpgrain.Requests != 20 || r.Mcpgrain.Errors != 0 || r.Scale.Created != 20 || r.Scale.Revisit != "ping" ||
-		r.Scale.Revisits.Requests != 10 || r.Scale.Revisits.Errors != 0 || len(r.Scale.Snapshots) != 3 || r.Scale.Snapshots[0].Nodes[0].MemoryBudget != 1<<20 {
+		r.Scale.Revisits.Requests != 10 || r.Scale.Revisits.Errors != 0 || len(r.Scale.Snapshots) != 3 || r.Scale.Snapshots[0].Nodes[0].MemoryBudget != 1<<20 ||
+		r.Scale.Distribution != "zipf" || r.Scale.ZipfS != 2 || r.Scale.Seed != 3 || r.Scale.Distinct < 1 || r.Scale.Distinct > 10 ||
+		len(r.Scale.RSSSamples) < 3 || r.Scale.RSSSamples[0].Phase != "before" || r.Scale.RSSSamples[0].RSS <= 0 {
 		t.Fatalf("report: %s", out.String())
 	}
 	for _, want := range []string{"bench: scale mcpgrain create: 20 sessions, 0 err", "bench: scale mcpgrain revisit: 10 req, 0 err"} {

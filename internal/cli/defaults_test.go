@@ -79,11 +79,16 @@ var packageDefaults = map[string]any{
 	"oauth-member-scope":        auth.DefaultMemberScope,
 	"oauth-viewer-scope":        auth.DefaultViewerScope,
 	// bench
-	"sessions":       bench.DefaultSessions,
-	"concurrency":    bench.DefaultConcurrency,
-	"restore-cap":    bench.DefaultRestoreCap,
-	"scale-sessions": bench.DefaultScaleSessions,
-	"scale-revisit":  bench.RevisitEcho,
+	"sessions":           bench.DefaultSessions,
+	"concurrency":        bench.DefaultConcurrency,
+	"restore-cap":        bench.DefaultRestoreCap,
+	"scale-sessions":     bench.DefaultScaleSessions,
+	"scale-revisit":      bench.RevisitEcho,
+	"scale-distribution": bench.DistUniform,
+	"scale-zipf-s":       bench.DefaultZipfS,
+	"scale-zipf-v":       bench.DefaultZipfV,
+	"scale-seed":         bench.DefaultZipfSeed,
+	"scale-sample-every": bench.DefaultScaleSampleEvery,
 	// approve
 	"oauth-scope": auth.DefaultMemberScope,
 }
