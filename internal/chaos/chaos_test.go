@@ -800,7 +800,11 @@ func TestChaos(t *testing.T) {
 	for id, ops := range byExec {
 		violations = append(violations, chaos.Decisions(id, ops)...)
 	}
-	violations = append(violations, chaos.LinearizableDecisions(rec.decisions, 10*time.Second)...)
+	// 60 s an execution: porcupine's search over ~20 decisions, many of
+	// unknown outcome (open to the end of the history), gave up at 10 s in
+	// runs beside other work (load 26-37); a real violation is Illegal,
+	// not slow, and the hand-written check above reads the same history.
+	violations = append(violations, chaos.LinearizableDecisions(rec.decisions, 60*time.Second)...)
 	// (b) every accept that won was applied exactly once, every decline
 	// that won never; no execution ran its write twice.
 	winners := map[string]string{}
