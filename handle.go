@@ -45,3 +45,22 @@ var ErrTooManyHandles = app.ErrTooManyHandles
 // ErrNoHandles is returned by the handle calls outside a request an
 // mcpgrain node serves (a context that did not come from a handler).
 var ErrNoHandles = app.ErrNoHandles
+
+// HandleInfo describes one of the caller's live handles, as [Handles]
+// lists it: its id, when it was minted, last used (opened or saved; an
+// open is recorded at most once per thirtieth of --handle-ttl) and
+// expires unless used before.
+type HandleInfo = app.HandleInfo
+
+// MaxListedHandles bounds what [Handles] returns: the most recently minted
+// of the caller's handles (1000, the default --max-handles-per-principal).
+const MaxListedHandles = app.MaxListedHandles
+
+// Handles returns the caller's live handles, the most recently minted
+// first: a tool can offer a client that lost its handle the ones it
+// holds, or drop the ones it no longer needs. The caller is the principal
+// of ctx's session or handle if it is bound to one, else the request's
+// authenticated principal; another principal's handles are never listed.
+// It reads the store's index of handles (any node answers, no handle is
+// activated, and listing does not count as a use).
+func Handles(ctx context.Context) ([]HandleInfo, error) { return app.ListHandles(ctx) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -26,7 +27,29 @@ type Handles interface {
 	Open(ctx context.Context, p *pb.Principal, handle string) (Scope, error)
 	// Drop deletes handle (its state), as Open checks it.
 	Drop(ctx context.Context, p *pb.Principal, handle string) error
+	// List returns p's live handles, the most recently minted first, at
+	// most [MaxListedHandles] of them.
+	List(ctx context.Context, p *pb.Principal) ([]HandleInfo, error)
 }
+
+// HandleInfo describes one live handle, as [ListHandles] lists it.
+type HandleInfo struct {
+	// ID is the handle, as NewHandle returned it.
+	ID string
+	// Created is when it was minted.
+	Created time.Time
+	// LastUsed is when it was last opened or saved, at the resolution the
+	// handle records it: a save always, an open at most once per
+	// thirtieth of the idle TTL.
+	LastUsed time.Time
+	// Expires is when it is deleted unless used before: LastUsed plus the
+	// node's idle TTL.
+	Expires time.Time
+}
+
+// MaxListedHandles bounds what [ListHandles] returns: the default cap on
+// a principal's live handles.
+const MaxListedHandles = 1000
 
 // ConditionalSaver is implemented by a [Scope] whose values several nodes
 // may save at once (a handle's: a handler on any node may update it). Its
@@ -109,6 +132,16 @@ func OnHandle(ctx context.Context, handle string) (context.Context, error) {
 		return nil, err
 	}
 	return WithScope(ctx, sc), nil
+}
+
+// ListHandles returns the caller's live handles, the most recently minted
+// first (at most [MaxListedHandles]); never another principal's.
+func ListHandles(ctx context.Context) ([]HandleInfo, error) {
+	h, p, err := handlesOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.List(ctx, p)
 }
 
 // DropHandle deletes handle and its state. Dropping it again, or an

@@ -178,8 +178,8 @@ func (a *handleGrain) save(ctx context.Context, g grain.Context, m *pb.HandleSav
 }
 
 // commit stores rec with its expiry reminder (due when it will have been
-// idle for the TTL) and the reminders more, fenced, and makes it the
-// activation's.
+// idle for the TTL), the reminders more and its row of the handles index
+// if its last use moved, fenced, and makes it the activation's.
 func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.HandleRecord, more ...store.Reminder) error {
 	b, err := proto.Marshal(rec)
 	if err != nil {
@@ -187,6 +187,9 @@ func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.Handl
 	}
 	due := time.UnixMilli(rec.GetUsedAtMs()).Add(a.h.cfg.IdleTTL)
 	w := store.Writes{Record: b, SetReminders: append([]store.Reminder{{Name: reminderExpire, DueAt: due}}, more...)}
+	if a.rec == nil || rec.GetUsedAtMs() != a.rec.GetUsedAtMs() {
+		w.Also = []store.Stmt{indexIn(rec)} // the handles index: created, or its last use moved
+	}
 	if err := g.Commit(ctx, w); err != nil {
 		return fmt.Errorf("handle: save: %w", err)
 	}

@@ -59,7 +59,7 @@ func newEnvOn(t *testing.T, dsn string, cfg handle.Config) *env {
 	var node *cluster.Node
 	req := requester(func() *cluster.Node { return node })
 	e.req = req
-	cfg.Cluster, cfg.Clock, cfg.Registerer = req, e.clk, e.reg
+	cfg.Cluster, cfg.Clock, cfg.Registerer, cfg.Store = req, e.clk, e.reg, st
 	e.h, err = handle.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -46,6 +47,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics (nil: not registered).
 	Registerer prometheus.Registerer
+	// Store is the node's store, for listing a principal's handles and
+	// counting the live ones (the handles index). Nil: they cannot be
+	// listed, and mcpgrain_live_handles is not reported.
+	Store store.Store
 }
 
 // Host is a node's handle service: the grain kind and the client side the
@@ -81,6 +86,11 @@ func NewHost(cfg Config) (*Host, error) {
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Registerer != nil && cfg.Store != nil {
+		if err := cfg.Registerer.Register(newLiveCollector(countLive(cfg.Store), cfg.Clock, cfg.Logger)); err != nil {
+			return nil, fmt.Errorf("handle: register metrics: %w", err)
+		}
 	}
 	return &Host{cfg: cfg, metrics: m}, nil
 }

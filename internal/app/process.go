@@ -200,6 +200,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	}
 	handles, err := handle.NewHost(handle.Config{
 		Cluster: c, IdleTTL: cfg.MCP.HandleTTL, MaxPerPrincipal: cfg.MCP.MaxHandlesPerPrincipal, Logger: p.log.With("component", "handle"), Registerer: p.nodeReg,
+		Store: p.st,
 	})
 	if err != nil {
 		return nil, err
