@@ -32,8 +32,8 @@ type Migration struct {
 // 4, 5 and 8 the execution directory's (exchange/directory); 6 the journal
 // runs' (actors/engine/runstore); 9–11 the tasks' (actors/tasks/taskstore);
 // 13 the directory's again; 14 the SDK's durable tool calls'
-// (actors/mcpruntime/callstore); 18 the cluster's again (the reminders'
-// trace context).
+// (actors/mcpruntime/callstore); 15 the SDK handles' index
+// (actors/handle); 18 the cluster's again (the reminders' trace context).
 // A new step takes the next free version.
 var clusterMigrations = []Migration{
 	{1, "grain ownership and epochs", []string{

@@ -70,6 +70,8 @@ type process struct {
 	nodeReg prometheus.Registerer
 	// node (its grain.Host, grains, sets demoAPI)
 	demoAPI *demo.API
+	// handles is the node's handle service (grains sets it).
+	handles *handle.Host
 	node    *cluster.Node
 	// surfaces
 	surf surfaces
@@ -205,6 +207,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	if err != nil {
 		return nil, err
 	}
+	p.handles = handles
 	newServer, catalog := p.servers(c, handles.Bind)
 	if codeMode != nil {
 		// The execute description declares the sources' operations: a
@@ -422,7 +425,11 @@ func (p *process) serveHTTP(context.Context) error {
 			if p.demoAPI != nil {
 				mux.Handle("/demo/", demoRoute(p.demoAPI, s))
 			}
-			inspect.Register(mux, inspect.Inspector{Node: p.node, Store: p.st}, inspect.HTTPOptions{Auth: s.authn, Limiter: s.limiter, Logger: p.log.With("component", "inspect")})
+			in := inspect.Inspector{Node: p.node, Store: p.st}
+			if p.handles != nil {
+				in.HandleList = p.handles
+			}
+			inspect.Register(mux, in, inspect.HTTPOptions{Auth: s.authn, Limiter: s.limiter, Logger: p.log.With("component", "inspect")})
 			return approvals.Register(mux, s.approvals, approvals.HTTPOptions{Auth: s.authn, Limiter: s.limiter, PageKey: pageKey, Logger: p.log.With("component", "approvals"), Stopping: p.node.Draining})
 		},
 	})

@@ -32,6 +32,7 @@ func TestTheProgramMigratesTheOneSchemaHistory(t *testing.T) {
 		{12, "the sse event log is kept within a budget per principal and for the store"},
 		{13, "why a paused execution was declined"},
 		{14, "durable tool calls of the SDK: Step and Ask journals"},
+		{15, "SDK handles: a principal's live handles"},
 		{18, "the trace context of the span that set a reminder"},
 	}
 	ctx := context.Background()

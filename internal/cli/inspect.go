@@ -16,13 +16,16 @@ import (
 )
 
 const inspectUsage = `Usage: mcpgrain inspect session|task|execution ID [flags]
+       mcpgrain inspect handles USER [flags]
 
 Shows the current state of one session, task or paused execution, from any
 node: its owner node, resident or passivated, open streams, leases, paused
 executions, reminders, the last dispose reason and time, and the trace ids
 of its last requests (open them in your tracing UI, e.g. Jaeger). Only an
 admin of the organization that owns it may inspect it; anyone else is
-told "not found".
+told "not found". "handles USER" lists the live handles (the SDK's
+NewHandle) of USER of your organization: when each was minted, last used
+and expires.
 
 Your identity is a bearer token (--token-file, MCPGRAIN_TOKEN).
 
@@ -55,7 +58,7 @@ func (f *inspectFlags) flags(stderr io.Writer) *flag.FlagSet {
 }
 
 // inspectPaths maps the inspect command's subcommands to route segments.
-var inspectPaths = map[string]string{"session": "sessions", "task": "tasks", "execution": "executions"}
+var inspectPaths = map[string]string{"session": "sessions", "task": "tasks", "execution": "executions", "handles": "handles"}
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f inspectFlags
@@ -66,7 +69,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(args) == 0 || inspectPaths[args[0]] == "" {
 		fs.Usage()
-		return fmt.Errorf("%w: inspect needs what to inspect: session, task or execution", errUsage)
+		return fmt.Errorf("%w: inspect needs what to inspect: session, task, execution or handles", errUsage)
 	}
 	what := args[0]
 	pos, err := parseInterleaved(fs, args[1:])
@@ -74,6 +77,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if len(pos) != 1 {
+		if what == "handles" {
+			return fmt.Errorf("%w: inspect handles needs one user", errUsage)
+		}
 		return fmt.Errorf("%w: inspect %s needs one id", errUsage, what)
 	}
 	if err := resolveSecrets(fs, stderr, "inspect", true); err != nil {
@@ -139,6 +145,9 @@ func (f inspectFlags) get(ctx context.Context, what, id string) ([]byte, error) 
 	case http.StatusOK:
 		return body, nil
 	case http.StatusNotFound:
+		if what == "handles" {
+			return nil, fmt.Errorf("you may not list %q's handles (inspection needs an admin token of the user's organization)", id)
+		}
 		return nil, fmt.Errorf("no %s %q that you may inspect (inspection needs an admin token of its organization)", what, id)
 	case http.StatusUnauthorized:
 		return nil, errors.New("unauthorized: give an admin's token (--token-file, MCPGRAIN_TOKEN)")
@@ -154,6 +163,8 @@ func printInspected(w io.Writer, what string, body []byte) error {
 		v = &inspect.Session{}
 	case "task":
 		v = &inspect.Task{}
+	case "handles":
+		v = &inspect.Handles{}
 	default:
 		v = &inspect.Execution{}
 	}

@@ -36,12 +36,15 @@ type HTTPOptions struct {
 //	GET /api/inspect/sessions/{id}     a session (Session)
 //	GET /api/inspect/tasks/{id}        a task (Task)
 //	GET /api/inspect/executions/{id}   a paused execution with its session (Execution)
+//	GET /api/inspect/handles/{user}    the live handles of a user of the caller's organization (Handles)
 //
 // Only an admin of the organization that owns the session, task or
 // execution may inspect it: 401 without credentials; every other caller
 // (another role, another organization) gets the answer an unknown id gets,
-// 404 {"error": "not_found"}, so an answer reveals nothing. 503 when the
-// store or the owner node does not answer.
+// 404 {"error": "not_found"}, so an answer reveals nothing. An admin
+// lists the handles of its own organization's users only (a user of
+// another organization is one of its own that holds none); anyone else
+// gets 404 as well. 503 when the store or the owner node does not answer.
 func Register(mux *http.ServeMux, in Inspector, o HTTPOptions) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -65,6 +68,12 @@ func Register(mux *http.ServeMux, in Inspector, o HTTPOptions) {
 	mux.Handle("GET /api/inspect/executions/{id}", route(func(ctx context.Context, id string) (any, string, error) {
 		e, err := in.Execution(ctx, id)
 		return e, e.Org, err
+	}))
+	mux.Handle("GET /api/inspect/handles/{id}", gateway.Authenticated(o.Auth, o.Limiter, func(w http.ResponseWriter, r *http.Request, p *pb.Principal) {
+		serve(w, r, p, o.Logger, func(ctx context.Context, user string) (any, string, error) {
+			h, err := in.Handles(ctx, p.GetOrg(), user) // the caller's organization only
+			return h, p.GetOrg(), err
+		})
 	}))
 }
 

@@ -1,5 +1,6 @@
 // Package inspect is one session's story on demand: the current state of a
-// session, a task or a paused execution, read from any node (the grain's
+// session, a task or a paused execution (and a user's live handles), read
+// from any node (the grain's
 // owner answers for a resident session; the store for a passivated one),
 // served to admins of its organization at GET /api/inspect/… (Register)
 // and printed by `mcpgrain inspect` (Text).
@@ -33,6 +34,8 @@ type Inspector struct {
 	// Store holds ownership, records, reminders, tasks and the execution
 	// directory.
 	Store store.Store
+	// HandleList lists a user's handles (nil: the route answers 503).
+	HandleList HandleLister
 }
 
 // Session is a session's state as inspection reports it.
