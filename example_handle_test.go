@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -69,4 +70,24 @@ func ExampleDropHandle() {
 	fmt.Println(errors.Is(err, mcpgrain.ErrUnknownHandle), err)
 	// Output:
 	// false mcpgrain: this request cannot reach handles (not served by an mcpgrain node)
+}
+
+// A tool lists the caller's live handles — here so a client that lost its
+// cart can find it again. Only the caller's own handles are listed.
+func ExampleHandles() {
+	myCarts := func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		hs, err := mcpgrain.Handles(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		var text string
+		for _, h := range hs { // the most recently minted first
+			text += fmt.Sprintf("%s: last used %s, expires %s\n", h.ID, h.LastUsed.Format(time.RFC3339), h.Expires.Format(time.RFC3339))
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+	}
+	mcpgrain.Main(mcpgrain.Server{
+		Name:     "shop",
+		Register: func(s *mcp.Server) { mcp.AddTool(s, &mcp.Tool{Name: "my_carts"}, myCarts) },
+	})
 }

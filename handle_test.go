@@ -58,6 +58,17 @@ func handleServer() mcpgrain.Server {
 		mcp.AddTool(s, &mcp.Tool{Name: "list"}, func(ctx context.Context, _ *mcp.CallToolRequest, args handleArgs) (*mcp.CallToolResult, handleNotes, error) {
 			return onHandle(ctx, args, stHandleNotes.Get)
 		})
+		mcp.AddTool(s, &mcp.Tool{Name: "mine"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, handleNotes, error) {
+			hs, err := mcpgrain.Handles(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			ids := []string{}
+			for _, h := range hs {
+				ids = append(ids, h.ID)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(len(ids))}}}, handleNotes{Notes: ids}, nil
+		})
 		mcp.AddTool(s, &mcp.Tool{Name: "drop"}, func(ctx context.Context, _ *mcp.CallToolRequest, args handleArgs) (*mcp.CallToolResult, handleNotes, error) {
 			if err := mcpgrain.DropHandle(ctx, args.Handle); err != nil {
 				return fail(err)
@@ -100,7 +111,8 @@ func callHandle(t *testing.T, cs *mcp.ClientSession, tool string, args handleArg
 // concurrent Updates of its state (each request reads its own snapshot
 // first, so all but the first save over a stale revision and must take
 // the grain's conflict answer) lose nothing and add each note once, a stateful session of the same principal reads the same handle,
-// and a dropped handle is unknown.
+// the principal's handles (Handles) list it in both eras, and a dropped
+// handle is unknown and listed no more.
 func TestHandlesOnADevNode(t *testing.T) {
 	endpoint := runDev(t, handleServer(), io.Discard)
 	cs := connectEra(t, endpoint, "2026-07-28")
@@ -135,8 +147,17 @@ func TestHandlesOnADevNode(t *testing.T) {
 	if _, got := callHandle(t, connectEra(t, endpoint, "2025-11-25"), "list", handleArgs{Handle: h}); len(got) != n {
 		t.Fatalf("a stateful session reads %d notes, want %d", len(got), n)
 	}
+	// Both eras list it among the principal's handles (Handles).
+	for _, c := range []*mcp.ClientSession{cs, connectEra(t, endpoint, "2025-11-25")} {
+		if _, mine := callHandle(t, c, "mine", handleArgs{}); !slices.Equal(mine, []string{h}) {
+			t.Fatalf("the principal's handles: %v, want [%s]", mine, h)
+		}
+	}
 	if res, _ := callHandle(t, cs, "drop", handleArgs{Handle: h}); res.IsError {
 		t.Fatalf("drop: %s", mcpclient.Text(res))
+	}
+	if _, mine := callHandle(t, cs, "mine", handleArgs{}); len(mine) != 0 {
+		t.Fatalf("a dropped handle is listed: %v", mine)
 	}
 	for _, tool := range []string{"list", "drop", "add"} {
 		if res, _ := callHandle(t, cs, tool, handleArgs{Handle: h, Text: "x"}); !res.IsError || mcpclient.Text(res) != mcpgrain.ErrUnknownHandle.Error() {
