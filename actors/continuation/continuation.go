@@ -417,30 +417,21 @@ func (h *Host) decideIn(ctx context.Context, code *mcpruntime.CodeRuntime, calls
 
 // bindCall is the continuation server's receiving middleware that makes
 // every tools/call of a grain keeping durable tool calls a possible
-// durable call (mcpruntime.GrainCalls.Bind). A retry whose requestState
+// durable call (mcpruntime.BindGrainCalls). A retry whose requestState
 // names another tool call gets the invalid-requestState error, and its
 // handler does not run.
 func (h *Host) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctr, ok := req.(*mcp.CallToolRequest)
-		if !ok || ctr.Extra == nil || ctr.Extra.Header == nil {
-			return next(ctx, method, req)
-		}
-		v, ok := h.calls.Load(ctr.Extra.Header.Get(exchange.HeaderSession))
-		if !ok {
-			return next(ctx, method, req)
-		}
-		bound, finish, err := v.(*mcpruntime.GrainCalls).Bind(ctx, ctr)
-		if errors.Is(err, mcpruntime.ErrForeignCall) {
-			return nil, invalidState()
-		}
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
-		}
-		res, err := next(bound, method, req)
-		finish(ctx.Err() != nil)
-		return res, err
+	return mcpruntime.BindGrainCalls(mcpruntime.GrainCallsIn(h.calls.Load), bindError)(next)
+}
+
+// bindError is the answer of a tools/call whose durable call could not be
+// bound: a foreign call's retry is an invalid requestState; any other
+// failure (the store) the retryable restart error.
+func bindError(err error) error {
+	if errors.Is(err, mcpruntime.ErrForeignCall) {
+		return invalidState()
 	}
+	return &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
 }
 
 // HandleLocal receives exchange completions.

@@ -61,26 +61,12 @@ func (t *taskGrain) dropCalls() {
 }
 
 // bindCall is the runner's receiving middleware that binds a task's
-// tools/call to the task grain's durable call (GrainCalls.Bind), so that
-// Step and Ask work in the handler.
+// tools/call to the task grain's durable call (mcpruntime.BindGrainCalls),
+// so that Step and Ask work in the handler.
 func (h *Host) bindCall(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctr, ok := req.(*mcp.CallToolRequest)
-		if !ok || ctr.Extra == nil || ctr.Extra.Header == nil {
-			return next(ctx, method, req)
-		}
-		v, ok := h.calls.Load(ctr.Extra.Header.Get(exchange.HeaderSession))
-		if !ok {
-			return next(ctx, method, req)
-		}
-		bound, finish, err := v.(*mcpruntime.GrainCalls).Bind(ctx, ctr)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: exchange.CodeServerError, Message: "tasks: the task's durable call: " + err.Error()}
-		}
-		res, err := next(bound, method, req)
-		finish(ctx.Err() != nil)
-		return res, err
-	}
+	return mcpruntime.BindGrainCalls(mcpruntime.GrainCallsIn(h.calls.Load), func(err error) error {
+		return &jsonrpc.Error{Code: exchange.CodeServerError, Message: "tasks: the task's durable call: " + err.Error()}
+	})(next)
 }
 
 // question is the execution id of the Ask the task waits for ("": it
