@@ -15,21 +15,25 @@ import (
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
-// shipped counts the effects of the ship tool's step; shipRuns is told
-// when a run of its handler ends.
-var (
-	shipped  atomic.Int32
-	shipRuns = make(chan error, 4)
-)
+// shipper is the ship tool of one test: shipped counts the effects of
+// its step; runs is told when a run of its handler ends. Each test makes
+// its own: a count or a run's end left by another test (or by the same
+// test's previous -count run) must not be read as this one's.
+type shipper struct {
+	shipped atomic.Int32
+	runs    chan error
+}
 
-// shipTool asks, then ships in a step (the effect counted).
-func shipTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (res *mcp.CallToolResult, _ any, err error) {
-	defer func() { shipRuns <- err }()
+func newShipper() *shipper { return &shipper{runs: make(chan error, 4)} }
+
+// tool asks, then ships in a step (the effect counted).
+func (sh *shipper) tool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (res *mcp.CallToolResult, _ any, err error) {
+	defer func() { sh.runs <- err }()
 	d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{Summary: "Ship it?"})
 	if err != nil {
 		return nil, nil, err
 	}
-	n, err := mcpgrain.Step(ctx, req, "ship", func(context.Context) (int32, error) { return shipped.Add(1), nil })
+	n, err := mcpgrain.Step(ctx, req, "ship", func(context.Context) (int32, error) { return sh.shipped.Add(1), nil })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,8 +50,9 @@ func shipTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (res *m
 // gets the journaled decision without a new question, and the step runs
 // once.
 func TestACallWhoseRequestEndedIsContinuedByTheRetry(t *testing.T) {
+	sh := newShipper()
 	origin := runNode(t, mcpgrain.Server{Name: "ship", Register: func(s *mcp.Server) {
-		mcp.AddTool(s, &mcp.Tool{Name: "ship"}, shipTool)
+		mcp.AddTool(s, &mcp.Tool{Name: "ship"}, sh.tool)
 	}})
 	c := mcp.NewClient(&mcp.Implementation{Name: "ask-cut-test"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: origin + "/mcp", DisableStandaloneSSE: true},
@@ -76,7 +81,7 @@ func TestACallWhoseRequestEndedIsContinuedByTheRetry(t *testing.T) {
 	<-sent
 	ended := false
 	select { // the run ends with its request, before any decision
-	case err := <-shipRuns:
+	case err := <-sh.runs:
 		ended = true
 		if err == nil {
 			t.Error("the cut run returned no error")
@@ -90,7 +95,7 @@ func TestACallWhoseRequestEndedIsContinuedByTheRetry(t *testing.T) {
 	}
 	_ = resp.Body.Close()
 	if !ended { // (without the fix) the decision wakes the cut run: it ships and completes the call
-		<-shipRuns
+		<-sh.runs
 	}
 	rctx, rcancel := context.WithCancel(t.Context())
 	defer rcancel() // before cs.Close: a retry that asked again gives up
@@ -108,14 +113,14 @@ func TestACallWhoseRequestEndedIsContinuedByTheRetry(t *testing.T) {
 		case res = <-retry:
 		case <-time.After(100 * time.Millisecond):
 			if pausedCount(t, origin) > 0 {
-				t.Fatalf("the retry asked again (a new call: the effect ran %d times so far)", shipped.Load())
+				t.Fatalf("the retry asked again (a new call: the effect ran %d times so far)", sh.shipped.Load())
 			}
 		}
 	}
 	if res.IsError || mcpclient.Text(res) != "shipped 1 true" {
 		t.Fatalf("the retry: %q, want %q", mcpclient.Text(res), "shipped 1 true")
 	}
-	if n := shipped.Load(); n != 1 {
+	if n := sh.shipped.Load(); n != 1 {
 		t.Fatalf("shipped %d times, want once", n)
 	}
 }
