@@ -47,9 +47,9 @@ var ErrTooManyHandles = app.ErrTooManyHandles
 var ErrNoHandles = app.ErrNoHandles
 
 // HandleInfo describes one of the caller's live handles, as [Handles]
-// lists it: its id, when it was minted, last used (opened or saved; an
-// open is recorded at most once per thirtieth of --handle-ttl) and
-// expires unless used before.
+// lists it: its id, the tool whose call minted it, when it was minted,
+// last used (opened or saved; an open is recorded at most once per
+// thirtieth of --handle-ttl) and expires unless used before.
 type HandleInfo = app.HandleInfo
 
 // MaxListedHandles bounds what [Handles] returns: the most recently minted

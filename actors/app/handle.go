@@ -36,6 +36,9 @@ type Handles interface {
 type HandleInfo struct {
 	// ID is the handle, as NewHandle returned it.
 	ID string
+	// Tool is the tool whose call minted it ("" if minted outside a
+	// tools/call): what the handle is for.
+	Tool string
 	// Created is when it was minted.
 	Created time.Time
 	// LastUsed is when it was last opened or saved, at the resolution the

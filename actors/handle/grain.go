@@ -125,7 +125,7 @@ func (a *handleGrain) create(ctx context.Context, g grain.Context, m *pb.HandleC
 	}
 	now := a.h.now().UnixMilli()
 	rec := &pb.HandleRecord{Principal: m.GetPrincipal(), CreatedAtMs: now, UsedAtMs: now}
-	if err := a.commit(ctx, g, rec); err != nil {
+	if err := a.write(ctx, g, rec, m.GetTool()); err != nil {
 		return nil, err
 	}
 	a.h.metrics.handles.WithLabelValues(outcomeMinted).Inc()
@@ -181,6 +181,12 @@ func (a *handleGrain) save(ctx context.Context, g grain.Context, m *pb.HandleSav
 // idle for the TTL), the reminders more and its row of the handles index
 // if its last use moved, fenced, and makes it the activation's.
 func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.HandleRecord, more ...store.Reminder) error {
+	return a.write(ctx, g, rec, "", more...)
+}
+
+// write is commit, with the tool that minted the handle for its index
+// row if this commit creates it.
+func (a *handleGrain) write(ctx context.Context, g grain.Context, rec *pb.HandleRecord, tool string, more ...store.Reminder) error {
 	b, err := proto.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("handle: encode record: %w", err)
@@ -188,7 +194,7 @@ func (a *handleGrain) commit(ctx context.Context, g grain.Context, rec *pb.Handl
 	due := time.UnixMilli(rec.GetUsedAtMs()).Add(a.h.cfg.IdleTTL)
 	w := store.Writes{Record: b, SetReminders: append([]store.Reminder{{Name: reminderExpire, DueAt: due}}, more...)}
 	if a.rec == nil || rec.GetUsedAtMs() != a.rec.GetUsedAtMs() {
-		w.Also = []store.Stmt{indexIn(rec)} // the handles index: created, or its last use moved
+		w.Also = []store.Stmt{indexIn(rec, tool)} // the handles index: created, or its last use moved
 	}
 	if err := g.Commit(ctx, w); err != nil {
 		return fmt.Errorf("handle: save: %w", err)

@@ -142,7 +142,7 @@ func (h *Host) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if hd != nil && hd.Get(exchange.HeaderUser) != "" {
 			p = exchange.PrincipalOf(hd)
 		}
-		return next(app.WithHandles(ctx, h, p), method, req)
+		return next(app.WithHandles(withTool(ctx, req), h, p), method, req)
 	}
 }
 
@@ -198,7 +198,7 @@ func (h *Host) Mint(ctx context.Context, p *pb.Principal) (string, error) {
 	if err := h.count(ctx, p, id); err != nil {
 		return "", err
 	}
-	if _, err := h.request(ctx, id, &pb.HandleCreate{Principal: p}); err != nil {
+	if _, err := h.request(ctx, id, &pb.HandleCreate{Principal: p, Tool: toolOf(ctx)}); err != nil {
 		if uerr := h.uncount(context.WithoutCancel(ctx), p, id); uerr != nil {
 			h.cfg.Logger.Warn("a handle not created stays counted until reclaimed", "handle", id, "err", uerr)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
@@ -18,8 +19,8 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// The handles index: a row per live handle — its principal, when it was
-// minted and last used — so a principal's handles can be listed and the
+// The handles index: a row per live handle — its principal, the tool that
+// minted it, when it was minted and last used — so a principal's handles can be listed and the
 // cluster's counted without reading the grains' records (whose principal
 // is inside an encoded record, and whose states may be large). The handle
 // grain writes its row in the transactions that write its record (create,
@@ -37,6 +38,7 @@ var migrations = []store.Migration{
 			grain TEXT PRIMARY KEY REFERENCES grains (grain) ON DELETE CASCADE,
 			org TEXT NOT NULL,
 			user_id TEXT NOT NULL,
+			tool TEXT NOT NULL,
 			created_at_ms BIGINT NOT NULL,
 			used_at_ms BIGINT NOT NULL
 		)`,
@@ -44,20 +46,27 @@ var migrations = []store.Migration{
 	}},
 }
 
+// maxToolBytes bounds the tool name an index row keeps.
+const maxToolBytes = 128
+
 // indexIn is the handle's index row as a statement of the grain's step
-// (store.Writes.Also): inserted with the record that creates the handle,
-// its last use moved by later commits. An upsert, so a handle minted
-// before the index existed gets its row at its next use.
-func indexIn(rec *pb.HandleRecord) store.Stmt {
+// (store.Writes.Also): inserted with the record that creates the handle
+// (tool: the tool that minted it), its last use moved by later commits.
+// An upsert, so a handle minted before the index existed gets its row (no
+// tool) at its next use.
+func indexIn(rec *pb.HandleRecord, tool string) store.Stmt {
 	p := rec.GetPrincipal()
-	return store.Stmt{SQL: `INSERT INTO handles (grain, org, user_id, created_at_ms, used_at_ms)
-SELECT $1, CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS BIGINT), CAST($6 AS BIGINT) WHERE EXISTS (SELECT 1 FROM f)
+	if len(tool) > maxToolBytes {
+		tool = strings.ToValidUTF8(tool[:maxToolBytes], "")
+	}
+	return store.Stmt{SQL: `INSERT INTO handles (grain, org, user_id, tool, created_at_ms, used_at_ms)
+SELECT $1, CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT), CAST($6 AS BIGINT), CAST($7 AS BIGINT) WHERE EXISTS (SELECT 1 FROM f)
 ON CONFLICT (grain) DO UPDATE SET used_at_ms = excluded.used_at_ms`,
-		Args: []any{p.GetOrg(), p.GetUser(), rec.GetCreatedAtMs(), rec.GetUsedAtMs()}}
+		Args: []any{p.GetOrg(), p.GetUser(), tool, rec.GetCreatedAtMs(), rec.GetUsedAtMs()}}
 }
 
 // listQuery lists a principal's handles, the most recently minted first.
-const listQuery = `SELECT grain, created_at_ms, used_at_ms FROM handles
+const listQuery = `SELECT grain, tool, created_at_ms, used_at_ms FROM handles
 WHERE org = $1 AND user_id = $2 ORDER BY created_at_ms DESC, grain DESC LIMIT $3`
 
 // List implements app.Handles: p's live handles, read from the index (any
@@ -88,14 +97,14 @@ func (h *Host) list(ctx context.Context, org, user string) ([]app.HandleInfo, er
 	out := []app.HandleInfo{}
 	for rows.Next() {
 		var (
-			key            string
+			key, tool      string
 			created, saved int64
 		)
-		if err := rows.Scan(&key, &created, &saved); err != nil {
+		if err := rows.Scan(&key, &tool, &created, &saved); err != nil {
 			return nil, fmt.Errorf("mcpgrain: list handles: %w", err)
 		}
 		used := time.UnixMilli(saved)
-		info := app.HandleInfo{ID: strings.TrimPrefix(key, grain.Key(KindName, "")), Created: time.UnixMilli(created),
+		info := app.HandleInfo{ID: strings.TrimPrefix(key, grain.Key(KindName, "")), Tool: tool, Created: time.UnixMilli(created),
 			LastUsed: used, Expires: used.Add(h.cfg.IdleTTL)}
 		if info.Expires.After(now) { // else expired: its reminder deletes it
 			out = append(out, info)
@@ -162,4 +171,21 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		c.at, c.last = now, n
 	}
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.last))
+}
+
+type toolKey struct{}
+
+// withTool notes in ctx the tool a tools/call calls (Middleware), for
+// Mint.
+func withTool(ctx context.Context, req any) context.Context {
+	if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+		return context.WithValue(ctx, toolKey{}, ctr.Params.Name)
+	}
+	return ctx
+}
+
+// toolOf is the tool ctx's request calls ("": not a tools/call).
+func toolOf(ctx context.Context) string {
+	t, _ := ctx.Value(toolKey{}).(string)
+	return t
 }

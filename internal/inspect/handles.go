@@ -31,6 +31,7 @@ type Handles struct {
 // Handle is one live handle.
 type Handle struct {
 	ID       string    `json:"id"`
+	Tool     string    `json:"tool,omitempty"`
 	Created  time.Time `json:"created"`
 	LastUsed time.Time `json:"lastUsed"`
 	Expires  time.Time `json:"expires"`
@@ -48,7 +49,7 @@ func (in Inspector) Handles(ctx context.Context, org, user string) (Handles, err
 	}
 	out := Handles{Org: org, User: user, Handles: make([]Handle, 0, len(l))}
 	for _, h := range l {
-		out.Handles = append(out.Handles, Handle{ID: h.ID, Created: h.Created.UTC(), LastUsed: h.LastUsed.UTC(), Expires: h.Expires.UTC()})
+		out.Handles = append(out.Handles, Handle{ID: h.ID, Tool: h.Tool, Created: h.Created.UTC(), LastUsed: h.LastUsed.UTC(), Expires: h.Expires.UTC()})
 	}
 	return out, nil
 }
@@ -61,9 +62,13 @@ func (h Handles) Text(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%s (%s) holds %d live handles (newest first):\n", h.User, h.Org, len(h.Handles))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  handle\tcreated\tlast used\texpires")
+	fmt.Fprintln(tw, "  handle\tminted by\tcreated\tlast used\texpires")
 	for _, x := range h.Handles {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", x.ID, stamp(x.Created), stamp(x.LastUsed), stamp(x.Expires))
+		tool := x.Tool
+		if tool == "" {
+			tool = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", x.ID, tool, stamp(x.Created), stamp(x.LastUsed), stamp(x.Expires))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("inspect: write: %w", err)

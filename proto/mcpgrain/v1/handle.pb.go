@@ -179,7 +179,11 @@ func (x *HandleState) GetRevision() uint64 {
 type HandleCreate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The minting principal.
-	Principal     *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Principal *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The tool whose call minted it ("" outside a tools/call): listed with
+	// the handle (the handles index), so its principal and an admin can
+	// tell what it is for.
+	Tool          string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +223,13 @@ func (x *HandleCreate) GetPrincipal() *Principal {
 		return x.Principal
 	}
 	return nil
+}
+
+func (x *HandleCreate) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
 }
 
 // HandleOpen asks a handle grain for its states, for principal.
@@ -984,9 +995,10 @@ const file_mcpgrain_v1_handle_proto_rawDesc = "" +
 	"\vHandleState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x04R\brevision\"D\n" +
+	"\brevision\x18\x03 \x01(\x04R\brevision\"X\n" +
 	"\fHandleCreate\x124\n" +
-	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"B\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\"B\n" +
 	"\n" +
 	"HandleOpen\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"\xa7\x01\n" +
