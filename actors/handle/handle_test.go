@@ -31,7 +31,7 @@ var (
 // env is one node (SQLite store) hosting the handle kind, with a fake
 // clock that fires reminders as it reaches them.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	calls chan call    // the callback's runs
 	fail  atomic.Int32 // the callback's runs that fail first
 	st    store.Store
@@ -48,7 +48,7 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 
 // newEnvOn is newEnv on the store dsn, with the host's configuration cfg
 // (its Cluster, Clock and Registerer are the env's).
-func newEnvOn(t *testing.T, dsn string, cfg handle.Config) *env {
+func newEnvOn(t testing.TB, dsn string, cfg handle.Config) *env {
 	t.Helper()
 	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
