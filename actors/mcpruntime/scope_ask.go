@@ -41,6 +41,9 @@ type callDoc struct {
 	// session's calls are its principal's).
 	User string `json:"user,omitempty"`
 	Org  string `json:"org,omitempty"`
+	// Later marks a pending question's call (AskLater): its one question
+	// is the whole call, completed when it is decided.
+	Later bool `json:"later,omitempty"`
 }
 
 // callStep is one journaled Step.
@@ -88,7 +91,12 @@ type asks struct {
 	epoch  func() uint64
 	leases session.LeaseHooks
 	window time.Duration
-	closed chan struct{}
+	// dir finds the session that owns another session's pending question
+	// (nil: none is found); publicURL is the origin of approval links
+	// ("": the request's).
+	dir       *directory.Store
+	publicURL string
+	closed    chan struct{}
 	once   sync.Once
 
 	mu     sync.Mutex
@@ -113,6 +121,7 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 		w = engine.DefaultApprovalWindow
 	}
 	return &asks{r: r, st: callstore.New(cfg.Store), grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
+		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL,
 		closed: make(chan struct{}), open: map[string]*durableCall{}, pauses: map[string]*askPause{}}
 }
 
