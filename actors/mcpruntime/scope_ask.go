@@ -97,7 +97,7 @@ type asks struct {
 	dir       *directory.Store
 	publicURL string
 	closed    chan struct{}
-	once   sync.Once
+	once      sync.Once
 
 	mu     sync.Mutex
 	open   map[string]*durableCall // by identity
