@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 // requested is what request_deploy answered.
@@ -180,5 +182,51 @@ func waitLogged(t *testing.T, s *server, parts ...string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no log line with %q within 60s", parts)
 		}
+	}
+}
+
+// Three deploy nodes (Consul, Postgres): request_deploy in a session that
+// node 1 owns; deploy_status from another session of the same user, owned
+// by node 2, reads it through the execution directory. Node 1 is killed
+// (kill -9) before the decision: the request is still listed, a member's
+// accept on node 2 reaches the session's new owner (503 until one takes
+// it), and both sessions' deploy_status then report the one deployment.
+func TestRequestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "deployments.log")
+	t.Setenv("DEPLOY_LOG", log)
+	keys := filepath.Join(dir, "keys.json")
+	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
+	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	cs := ownedBy(t, c, 0, 1, aliceToken)
+	other := ownedBy(t, c, 2, 2, aliceToken)
+
+	r := requestDeploy(t, cs, "billing", "7.0.0")
+	if p := awaitPause(t, "http://"+c.Node(2).HTTP+"/api/executions", "Deploy billing 7.0.0?"); p.ID != r.ID {
+		t.Fatalf("listed %s, want %s", p.ID, r.ID)
+	}
+	wantStatus(t, other, r.ID, "deploy of billing 7.0.0 is waiting for approval")
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+	wantStatus(t, other, r.ID, "deploy of billing 7.0.0 is waiting for approval")
+
+	url := "http://" + c.Node(2).HTTP + "/api/executions/" + r.ID + "/resume"
+	var code int
+	var answer []byte
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if code, answer = api(t, http.MethodPost, url, bobToken, `{"action":"accept"}`); code != http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, answer)
+	}
+	waitStatus(t, other, r.ID, "deployed billing 7.0.0, approved by bob")
+	wantStatus(t, cs, r.ID, "deployed billing 7.0.0, approved by bob")
+	if n := countLines(t, log, "deployed billing 7.0.0"); n != 1 {
+		t.Fatalf("%d deployments, want exactly 1", n)
 	}
 }
