@@ -1,6 +1,8 @@
-// Package deploytool is examples/deploy's tool, deploy, which asks a human
-// before it deploys (mcpgrain.Ask) and performs the deployment in a
-// journaled step (mcpgrain.Step). The "deployment" appends a line to the
+// Package deploytool is examples/deploy's tools: deploy, which asks a
+// human before it deploys (mcpgrain.Ask) and performs the deployment in a
+// journaled step (mcpgrain.Step); and request_deploy with deploy_status,
+// which ask without holding the call (mcpgrain.AskLater) and deploy once a
+// later call reads the approval (mcpgrain.AskStatus). The "deployment" appends a line to the
 // file $DEPLOY_LOG (default deployments.log): "deployed SERVICE VERSION";
 // before it asks, the tool appends "requested SERVICE VERSION", work that
 // is not in a Step (see the command's documentation). The deployment is
