@@ -61,9 +61,13 @@ func (cr *callRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 	if q.Summary == "" {
 		return app.Pending{}, errors.New("mcpgrain: a Question needs a Summary")
 	}
+	var tool string
+	if cr.req.Params != nil {
+		tool = cr.req.Params.Name
+	}
 	raw, err := cr.Step(ctx, laterStep, func(ctx context.Context) (json.RawMessage, error) {
 		id := laterExecID(app.StepKeyOf(ctx))
-		deadline, err := cr.a.publishLater(ctx, id, cr.req.Params.Name, q)
+		deadline, err := cr.a.publishLater(ctx, id, tool, q)
 		if err != nil {
 			return nil, err
 		}
@@ -111,16 +115,24 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 		row: callstore.Call{ID: laterCallID(id), Session: a.r.id, Ident: laterIdent(id), PauseID: id, Created: now},
 		doc: callDoc{Tool: tool, Later: true, Asks: []callQuestion{{
 			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli()}}}}
+	// Known to the runtime and the session (no waiter: a durable pause, no
+	// lease; its deadline's reminder armed) before its directory row is
+	// visible: a decision taken as soon as a surface lists it finds it
+	// (waiting for c.mu), and its Settled comes after this Paused.
 	c.mu.Lock()
-	err = a.save(c, a.directoryRow(c, 0), nil)
-	c.mu.Unlock()
-	if err != nil {
-		return time.Time{}, err
-	}
 	a.mu.Lock()
 	a.pauses[id] = &askPause{c: c, idx: 0, done: make(chan struct{})}
 	a.mu.Unlock()
-	a.leases.Paused(id, deadline) // no waiter: a durable pause (no lease), its reminder armed
+	a.leases.Paused(id, deadline)
+	err = a.save(c, a.directoryRow(c, 0), nil)
+	c.mu.Unlock()
+	if err != nil {
+		a.mu.Lock()
+		delete(a.pauses, id)
+		a.mu.Unlock()
+		a.leases.Settled(id)
+		return time.Time{}, err
+	}
 	return deadline, nil
 }
 
