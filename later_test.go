@@ -2,6 +2,7 @@ package mcpgrain_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,6 +36,17 @@ func laterTools(s *mcp.Server) {
 			return nil, nil, err
 		}
 		return textResult(p.ID + " " + p.URL), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "later_then_ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		p, err := mcpgrain.AskLater(ctx, req, mcpgrain.Question{Summary: "Later"})
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := mcpgrain.Ask(ctx, req, mcpgrain.Question{Summary: "Now"})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult(fmt.Sprintf("%s %v", p.ID, d.Accepted)), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "await"}, func(ctx context.Context, req *mcp.CallToolRequest, args idArgs) (*mcp.CallToolResult, any, error) {
 		return answer(mcpgrain.AwaitAsk(ctx, req, args.ID))
@@ -130,4 +142,69 @@ func TestAskLaterNeedsAToolCallOfASession(t *testing.T) {
 	if _, err := mcpgrain.AwaitAsk(context.Background(), nil, "exec_x"); err == nil {
 		t.Fatal("AwaitAsk without a request: no error")
 	}
+}
+
+// A call interrupted after AskLater (here while it then waits in Ask) is
+// run again by the client's retry: AskLater returns the same question
+// (journaled as a step) instead of asking a second one.
+func TestARetriedCallAsksLaterOnce(t *testing.T) {
+	origin := runNode(t, mcpgrain.Server{Name: "later", Register: laterTools})
+	c := mcp.NewClient(&mcp.Implementation{Name: "later-test"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: origin + "/mcp", DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "later_then_ask", Arguments: map[string]any{}})
+		first <- err
+	}()
+	later, now := pausedID(t, origin, "Later"), pausedID(t, origin, "Now")
+	cancel() // the client gives up: the call stays open for its retry
+	<-first
+	got := make(chan string, 1)
+	go func() { got <- callText(t, cs, "later_then_ask", map[string]any{}) }()
+	resp, err := http.Post(origin+"/api/executions/"+now+"/resume", "application/json", strings.NewReader(`{"action":"accept"}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("accept: %v %v", err, resp)
+	}
+	_ = resp.Body.Close()
+	if g := <-got; g != later+" true" {
+		t.Fatalf("the retry: %q, want the first run's pending question %s", g, later)
+	}
+	n := 0
+	for _, e := range listed(t, origin) {
+		if e == "Later" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d pending questions listed, want 1", n)
+	}
+}
+
+// listed is the messages of the pauses the approval API lists.
+func listed(t *testing.T, origin string) []string {
+	t.Helper()
+	resp, err := http.Get(origin + "/api/executions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Executions []struct {
+			Message string `json:"message"`
+		} `json:"executions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Executions {
+		out = append(out, e.Message)
+	}
+	return out
 }
