@@ -50,6 +50,13 @@ var ErrForeignAsk = app.ErrForeignAsk
 // another session of the caller: [AskStatus] reads it from any session.
 var ErrAwaitElsewhere = app.ErrAwaitElsewhere
 
+// ErrTooManyPendingAsks is returned by [AskLater] when the caller's
+// principal (user and organization) has --max-pending-asks-per-principal
+// undecided questions asked with AskLater already (100 unless configured;
+// 0: unlimited): nothing is published until one is decided or its
+// approval window lapses. Other principals are not affected.
+var ErrTooManyPendingAsks = app.ErrTooManyPendingAsks
+
 // AskLater publishes q as [Ask] does — the same execution paused for
 // approval on every approval surface (the inbox and page, the HTTP API,
 // gRPC, the CLI's approve), decided by a role that may decide
@@ -64,7 +71,8 @@ var ErrAwaitElsewhere = app.ErrAwaitElsewhere
 // "mcpgrain.ask_later", see [Step]): the client's retry of an
 // interrupted call returns the same question instead of asking again. It
 // works in tool calls of stateful sessions ([ErrNoSessionCall]
-// elsewhere).
+// elsewhere). A principal holds at most --max-pending-asks-per-principal
+// undecided questions ([ErrTooManyPendingAsks] past it).
 func AskLater(ctx context.Context, req *mcp.CallToolRequest, q Question) (Pending, error) {
 	l, err := laterOf(ctx, req)
 	if err != nil {

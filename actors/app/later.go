@@ -88,6 +88,13 @@ var ErrForeignAsk = errors.New("mcpgrain: the pending question is another user's
 // (AskStatus reads it from anywhere).
 var ErrAwaitElsewhere = errors.New("mcpgrain: the pending question belongs to another session: read it with AskStatus")
 
+// ErrTooManyPendingAsks is returned by AskLater when the caller's
+// principal (user and organization) has the node's
+// --max-pending-asks-per-principal undecided questions already: nothing
+// was published. A decision, or the lapse of a question's approval
+// window, frees a slot.
+var ErrTooManyPendingAsks = errors.New("mcpgrain: too many pending questions for this principal")
+
 // LaterOf returns ctx's tool call if it can ask without waiting, or
 // [ErrNoSessionCall].
 func LaterOf(ctx context.Context) (Later, error) {

@@ -131,6 +131,10 @@ type Config struct {
 	// without waiting (the SDK's AskLater; "": the request's host), as
 	// CodeMode.PublicURL is code mode's.
 	PublicURL string
+	// MaxPendingAsks caps one principal's undecided questions asked
+	// without waiting (the SDK's AskLater; past it app.ErrTooManyPendingAsks).
+	// Zero: DefaultMaxPendingAsks; negative: unlimited.
+	MaxPendingAsks int
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],

@@ -34,6 +34,22 @@ import (
 // run of the call again finds the question published by an earlier run
 // instead of asking twice.
 
+// DefaultMaxPendingAsks is the default cap on one principal's pending
+// questions ([Config.MaxPendingAsks], --max-pending-asks-per-principal).
+const DefaultMaxPendingAsks = 100
+
+// laterCap is the cap on a principal's pending questions of
+// Config.MaxPendingAsks (0: unlimited).
+func laterCap(n int) int {
+	switch {
+	case n == 0:
+		return DefaultMaxPendingAsks
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
 // laterStep is the name of the step an AskLater journals in its call.
 const laterStep = "mcpgrain.ask_later"
 
@@ -124,7 +140,11 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	a.pauses[id] = &askPause{c: c, idx: 0, done: make(chan struct{})}
 	a.mu.Unlock()
 	a.leases.Paused(id, deadline)
-	err = a.save(c, a.directoryRow(c, 0), nil)
+	w := callstore.Write{Publish: a.directoryRow(c, 0)}
+	if a.laterCap > 0 {
+		w.Cap = &callstore.Cap{Max: a.laterCap, Prefix: laterCallID(""), Now: now}
+	}
+	err = a.write(c, w)
 	c.mu.Unlock()
 	if err != nil {
 		a.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgrain/mcpgrain"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
@@ -229,4 +230,41 @@ func TestRequestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
 	if n := countLines(t, log, "deployed billing 7.0.0"); n != 1 {
 		t.Fatalf("%d deployments, want exactly 1", n)
 	}
+}
+
+// A principal holds at most --max-pending-asks-per-principal undecided
+// questions (here 2): alice's third request_deploy is a tool error naming
+// the cap, and nothing is listed for it; bob (same organization) and eve
+// (another) each ask their two meanwhile — one principal's full cap
+// never refuses another's (the hostile case: a tool asking in a loop);
+// bob's decision of one of alice's questions frees her slot.
+func TestRequestDeployCappedPerPrincipal(t *testing.T) {
+	s := newServer(t)
+	s.start("--max-pending-asks-per-principal", "2")
+	alice := s.connect(aliceToken)
+	first := requestDeploy(t, alice, "api", "1")
+	requestDeploy(t, alice, "api", "2")
+	res, err := alice.CallTool(t.Context(), &mcp.CallToolParams{Name: "request_deploy", Arguments: map[string]any{"service": "api", "version": "3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mcpclient.Text(res); !res.IsError || !strings.Contains(got, mcpgrain.ErrTooManyPendingAsks.Error()) ||
+		!strings.Contains(got, "--max-pending-asks-per-principal") {
+		t.Fatalf("alice's third request: %q (error %v), want the cap's error", got, res.IsError)
+	}
+	t.Logf("alice's third request answered: %s", mcpclient.Text(res))
+	if code, body := api(t, http.MethodGet, s.approvals, bobToken, ""); code != http.StatusOK ||
+		!strings.Contains(string(body), "Deploy api 2?") || strings.Contains(string(body), "Deploy api 3?") {
+		t.Fatalf("listed: %d %s, want alice's two questions, not the refused one", code, body)
+	}
+	for _, tok := range []string{bobToken, eveToken} {
+		cs := s.connect(tok)
+		requestDeploy(t, cs, "web", "1")
+		requestDeploy(t, cs, "web", "2")
+	}
+	if code, body := api(t, http.MethodPost, s.approvals+"/"+first.ID+"/resume", bobToken, `{"action":"decline"}`); code != http.StatusOK {
+		t.Fatalf("bob's decline: %d %s", code, body)
+	}
+	waitStatus(t, alice, first.ID, "deploy of api 1 declined by")
+	requestDeploy(t, alice, "api", "3")
 }
