@@ -32,7 +32,10 @@ import (
 // with the session's other paused calls. The asking call journals it as
 // a step (laterStep) whose execution id derives from the step's key, so a
 // run of the call again finds the question published by an earlier run
-// instead of asking twice.
+// instead of asking twice. A principal's undecided questions are capped
+// (Config.MaxPendingAsks): the publishing write counts them in its
+// transaction (callstore.Cap), and refuses one more with
+// app.ErrTooManyPendingAsks.
 
 // DefaultMaxPendingAsks is the default cap on one principal's pending
 // questions ([Config.MaxPendingAsks], --max-pending-asks-per-principal).
