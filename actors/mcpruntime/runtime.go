@@ -127,6 +127,14 @@ type Config struct {
 	// SDK's Ask) waits for a decision before it is declined. Zero:
 	// CodeMode's Window, else engine.DefaultApprovalWindow.
 	AskWindow time.Duration
+	// PublicURL is the origin of the approval links of questions asked
+	// without waiting (the SDK's AskLater; "": the request's host), as
+	// CodeMode.PublicURL is code mode's.
+	PublicURL string
+	// MaxPendingAsks caps one principal's undecided questions asked
+	// without waiting (the SDK's AskLater; past it app.ErrTooManyPendingAsks).
+	// Zero: DefaultMaxPendingAsks; negative: unlimited.
+	MaxPendingAsks int
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],

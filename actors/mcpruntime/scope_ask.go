@@ -41,6 +41,9 @@ type callDoc struct {
 	// session's calls are its principal's).
 	User string `json:"user,omitempty"`
 	Org  string `json:"org,omitempty"`
+	// Later marks a pending question's call (AskLater): its one question
+	// is the whole call, completed when it is decided.
+	Later bool `json:"later,omitempty"`
 }
 
 // callStep is one journaled Step.
@@ -88,8 +91,15 @@ type asks struct {
 	epoch  func() uint64
 	leases session.LeaseHooks
 	window time.Duration
-	closed chan struct{}
-	once   sync.Once
+	// dir finds the session that owns another session's pending question
+	// (nil: none is found); publicURL is the origin of approval links
+	// ("": the request's).
+	dir       *directory.Store
+	publicURL string
+	// laterCap caps the principal's pending questions (0: unlimited).
+	laterCap int
+	closed   chan struct{}
+	once     sync.Once
 
 	mu     sync.Mutex
 	open   map[string]*durableCall // by identity
@@ -113,6 +123,7 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 		w = engine.DefaultApprovalWindow
 	}
 	return &asks{r: r, st: callstore.New(cfg.Store), grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
+		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
 		closed: make(chan struct{}), open: map[string]*durableCall{}, pauses: map[string]*askPause{}}
 }
 
@@ -143,6 +154,12 @@ func newCallID() string {
 // save writes c's row (c.mu held), publishing or settling directory rows
 // in the same transaction; a fenced or failed write wraps app.ErrRetry.
 func (a *asks) save(c *durableCall, publish *directory.Execution, settle []string) error {
+	return a.write(c, callstore.Write{Publish: publish, Settle: settle})
+}
+
+// write stores c with w's directory changes (and w's cap) in one
+// transaction: a refusal at the cap is app.ErrTooManyPendingAsks.
+func (a *asks) write(c *durableCall, w callstore.Write) error {
 	doc, err := json.Marshal(c.doc)
 	if err != nil {
 		return fmt.Errorf("mcpgrain: encode the call's journal: %w", err)
@@ -150,8 +167,12 @@ func (a *asks) save(c *durableCall, publish *directory.Execution, settle []strin
 	c.row.Doc = string(doc)
 	ctx, cancel := context.WithTimeout(context.Background(), askWriteTimeout)
 	defer cancel()
-	w := callstore.Write{Call: c.row, Publish: publish, Settle: settle, SettledAt: time.Now()}
+	w.Call, w.SettledAt = c.row, time.Now()
 	err = store.ThroughOutage(ctx, func() error { return a.st.Put(ctx, a.grain, a.epoch(), w) })
+	if errors.Is(err, callstore.ErrCapReached) {
+		return fmt.Errorf("%w: it has %d undecided questions asked with AskLater (--max-pending-asks-per-principal); "+
+			"one is freed when a question is decided or its approval window lapses", app.ErrTooManyPendingAsks, a.laterCap)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: journal the tool call: %v", app.ErrRetry, err)
 	}

@@ -333,8 +333,11 @@ func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 			if c.row.PauseID == execID {
 				c.row.PauseID = ""
 			}
+			if c.doc.Later { // a pending question's call is over once decided
+				c.row.Completed = time.Now()
+			}
 			if err := a.save(c, nil, []string{execID}); err != nil {
-				q.Decision, c.row.PauseID = nil, execID
+				q.Decision, c.row.PauseID, c.row.Completed = nil, execID, time.Time{}
 				c.mu.Unlock()
 				a.r.log.Warn("mcpruntime: journal the decision of a tool call", "execution", execID, "err", err)
 				return
@@ -343,6 +346,9 @@ func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 		c.mu.Unlock()
 		a.mu.Lock()
 		delete(a.pauses, execID)
+		if c.doc.Later && a.open[c.row.Ident] == c {
+			delete(a.open, c.row.Ident)
+		}
 		a.mu.Unlock()
 		close(p.done)
 		a.leases.Settled(execID)

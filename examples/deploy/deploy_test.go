@@ -27,6 +27,8 @@ const (
 	aliceToken = "mcpg_deploy_alice_admin_0123456789"
 	bobToken   = "mcpg_deploy_bob_member_0123456789"
 	vicToken   = "mcpg_deploy_vic_viewer_0123456789"
+	// eveToken is an admin of another organization.
+	eveToken = "mcpg_deploy_eve_other_0123456789"
 )
 
 // binary builds examples/deploy once per test process.
@@ -45,6 +47,35 @@ type server struct {
 	cmd                 *exec.Cmd
 	exited              chan struct{}
 	endpoint, approvals string
+	stderr              *logBuffer
+}
+
+// logBuffer keeps what a process wrote to stderr, to look for a log line.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// logged reports whether a line with every one of parts was written.
+func (l *logBuffer) logged(parts ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func newServer(t *testing.T) *server {
@@ -52,8 +83,8 @@ func newServer(t *testing.T) *server {
 	dir := t.TempDir()
 	s := &server{t: t, http: fmt.Sprintf("127.0.0.1:%d", ports[0]), grpc: fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		data: filepath.Join(dir, "data"), log: filepath.Join(dir, "deployments.log"), keys: filepath.Join(dir, "keys.json")}
-	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"},{"token":%q,"user":"vic","org":"acme","role":"viewer"}]}`,
-		aliceToken, bobToken, vicToken)
+	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"},{"token":%q,"user":"vic","org":"acme","role":"viewer"},{"token":%q,"user":"eve","org":"globex","role":"admin"}]}`,
+		aliceToken, bobToken, vicToken, eveToken)
 	if err := os.WriteFile(s.keys, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +99,8 @@ func (s *server) start(extra ...string) {
 	args := append([]string{"dev", "--http", s.http, "--grpc", s.grpc, "--data", s.data, "--keys-file", s.keys}, extra...)
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(os.Environ(), "DEPLOY_LOG="+s.log)
-	cmd.Stderr = t.Output()
+	s.stderr = &logBuffer{}
+	cmd.Stderr = io.MultiWriter(t.Output(), s.stderr)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

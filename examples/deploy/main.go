@@ -16,6 +16,11 @@
 // runs again when the handler is run again after a node loss (see
 // docs/sdk.md §4).
 //
+// request_deploy asks without waiting (mcpgrain.AskLater): it answers at
+// once with the request's id and approval page, and deploy_status, called
+// later (in the same session or another of the same user), reports the
+// decision and deploys once when approved (mcpgrain.AskStatus).
+//
 // A 2026-07-28 (sessionless) client is asked too: its call ends with an
 // input_required result asking for the approval, the question is listed
 // on the same surfaces, and the client's retry (with its answer, or with

@@ -166,6 +166,10 @@ type MCPConfig struct {
 	// MaxHandlesPerPrincipal caps one principal's live handles (zero:
 	// handle.DefaultMaxPerPrincipal; negative: unlimited).
 	MaxHandlesPerPrincipal int
+	// MaxPendingAsksPerPrincipal caps one principal's undecided questions
+	// asked with the SDK's AskLater (zero: mcpruntime.DefaultMaxPendingAsks;
+	// negative: unlimited).
+	MaxPendingAsksPerPrincipal int
 	// SoftCap is the resident runtime soft cap (zero:
 	// residency.DefaultSoftCap, or derived from ResidentMemory).
 	SoftCap int

@@ -225,7 +225,8 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
 		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
 		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
-		AskWindow: cfg.MCP.Code.Window,
+		AskWindow: cfg.MCP.Code.Window, PublicURL: cfg.MCP.Code.PublicURL,
+		MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
 	})
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ var flagGroups = []flagGroup{
 		"rate-limit", "rate-burst", "auth-failure-rate", "auth-failure-burst", "body-timeout", "max-in-flight", "queue-wait", "stream-keepalive",
 		"event-max-bytes", "event-session-bytes", "event-principal-bytes", "event-store-bytes", "trusted-origins"}},
 	{"Sessions", []string{"session-timeout", "paused-lease", "max-paused-idle", "running-lease", "max-running-idle",
-		"session-ttl", "task-ttl", "handle-ttl", "max-handles-per-principal", "resident-memory", "resident-soft-cap", "session-placement", "state-key", "state-key-file"}},
+		"session-ttl", "task-ttl", "handle-ttl", "max-handles-per-principal", "max-pending-asks-per-principal", "resident-memory", "resident-soft-cap", "session-placement", "state-key", "state-key-file"}},
 	{"Cluster", []string{"cluster", "consul", "consul-ttl", "join-timeout", "shutdown-timeout", "bind", "advertise",
 		"node-id", "gateway-only", "reminder-poll"}},
 	{"OAuth", []string{"oauth-issuer", "oauth-resource", "oauth-default-org", "oauth-local-issuer", "oauth-jwks-url",

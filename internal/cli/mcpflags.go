@@ -65,6 +65,7 @@ type mcpFlags struct {
 	taskTTL                         time.Duration
 	handleTTL                       time.Duration
 	maxHandles                      int
+	maxPendingAsks                  int
 	code                            codeFlags
 	oauth                           oauthFlags
 	// fs is the flag set the flags were registered on: which were given.
@@ -271,6 +272,7 @@ func (m *mcpFlags) register(fs *flag.FlagSet, toolsDefault string, demoDefault b
 	fs.DurationVar(&m.taskTTL, "task-ttl", tasks.DefaultTTL, "how long a task (MCP tasks extension) is kept after its creation (ttlMs); tasks/* find it no more afterwards")
 	fs.DurationVar(&m.handleTTL, "handle-ttl", handle.DefaultIdleTTL, "idle time (not opened or saved) after which a server-minted handle (the SDK's NewHandle) is deleted with its state")
 	fs.IntVar(&m.maxHandles, "max-handles-per-principal", handle.DefaultMaxPerPrincipal, "live server-minted handles (the SDK's NewHandle) one principal may hold; a mint past it is refused until one is dropped or expires (0: unlimited)")
+	fs.IntVar(&m.maxPendingAsks, "max-pending-asks-per-principal", mcpruntime.DefaultMaxPendingAsks, "undecided questions asked without waiting (the SDK's AskLater) one principal may hold; one past it is refused until one is decided or its approval window lapses (0: unlimited)")
 	fs.IntVar(&m.softCap, "resident-soft-cap", 0, "resident session runtimes per node before the least recently active idle one is evicted (0: derived from --resident-memory)")
 	fs.StringVar(&m.residentMemory, "resident-memory", "auto", "memory budget of resident session runtimes, e.g. 4GiB, from which the node derives how many it keeps (auto: half of the cgroup's or the machine's memory; 0: a fixed --resident-soft-cap, default "+strconv.Itoa(residency.DefaultSoftCap)+")")
 	fs.StringVar(&m.placement, "session-placement", "local", "local: mint a new session's id among the ids the receiving node owns (a client that keeps its connection to one gateway reaches its session without a network hop; sessions spread as the load balancer spreads initialize requests); hash: any id (sessions spread evenly whatever the balancer does)")
@@ -325,7 +327,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		StreamKeepalive: keepalive(m.keepalive),
 		MaxInFlight:     orNegative(m.maxInFlight), QueueWait: orNegative(m.queueWait),
-		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, HandleTTL: m.handleTTL, MaxHandlesPerPrincipal: handleCap(m.maxHandles), SoftCap: m.softCap, ResidentMemory: budget,
+		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, HandleTTL: m.handleTTL, MaxHandlesPerPrincipal: handleCap(m.maxHandles), MaxPendingAsksPerPrincipal: handleCap(m.maxPendingAsks), SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
@@ -387,7 +389,8 @@ func (m *mcpFlags) given(name string) bool {
 	return set
 }
 
-// handleCap is --max-handles-per-principal as app.MCPConfig takes it
+// handleCap is --max-handles-per-principal (or
+// --max-pending-asks-per-principal) as app.MCPConfig takes it
 // (0, unlimited, is negative there: its zero is the default).
 func handleCap(n int) int {
 	if n == 0 {
@@ -399,8 +402,8 @@ func handleCap(n int) int {
 // checkLimits checks the residency, body, event and rate limits, and
 // returns the resident memory budget in bytes.
 func (m *mcpFlags) checkLimits() (uint64, error) {
-	if m.softCap < 0 || m.maxHandles < 0 {
-		return 0, fmt.Errorf("%w: --resident-soft-cap and --max-handles-per-principal must not be negative", errUsage)
+	if m.softCap < 0 || m.maxHandles < 0 || m.maxPendingAsks < 0 {
+		return 0, fmt.Errorf("%w: --resident-soft-cap, --max-handles-per-principal and --max-pending-asks-per-principal must not be negative", errUsage)
 	}
 	budget, err := m.memoryBudget()
 	if err != nil {

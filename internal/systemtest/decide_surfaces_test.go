@@ -66,6 +66,7 @@ const (
 	dsSessionless = "sessionless" // a 2026-07-28 client: execute answers an input request with a requestState
 	dsTask        = "task"        // a 2026-07-28 client with the tasks extension: the task waits in input_required
 	dsSDKTask     = "sdk task"    // an SDK tool run as a task whose handler asks (Ask): the task waits in input_required
+	dsSDKLater    = "sdk later"   // an SDK tool of a stateful session that asks without waiting (AskLater); a later call reads it
 )
 
 // dsSDKWrites counts the writes of the SDK tool (sdk_todo) by title.
@@ -75,6 +76,7 @@ var dsSDKWrites sync.Map // title -> *atomic.Int32
 // asks before it "writes" title (a Step counting in dsSDKWrites).
 func dsSDKPack() toolpacks.Pack {
 	p := toolpacks.NewPack("sdkask", func(s *mcp.Server) {
+		dsSDKLaterTools(s)
 		mcp.AddTool(s, &mcp.Tool{Name: "sdk_todo"}, func(ctx context.Context, _ *mcp.CallToolRequest, args struct {
 			Title string `json:"title"`
 		}) (*mcp.CallToolResult, any, error) {
@@ -101,6 +103,44 @@ func dsSDKPack() toolpacks.Pack {
 	})
 	p.Tasks = map[string]sdkapp.TaskMode{"sdk_todo": sdkapp.TaskOptional}
 	return p
+}
+
+// dsSDKLaterTools are the pack's tools over AskLater: sdk_request asks
+// without waiting to "write" title and answers the question's id;
+// sdk_status reads it and, once accepted, writes (once per question).
+func dsSDKLaterTools(s *mcp.Server) {
+	type request struct {
+		ID string `json:"id"`
+	}
+	var written sync.Map // question id -> struct{}
+	mcp.AddTool(s, &mcp.Tool{Name: "sdk_request"}, func(ctx context.Context, _ *mcp.CallToolRequest, args struct {
+		Title string `json:"title"`
+	}) (*mcp.CallToolResult, request, error) {
+		l, err := sdkapp.LaterOf(ctx)
+		if err != nil {
+			return nil, request{}, err
+		}
+		p, err := l.AskLater(ctx, sdkapp.Question{Summary: "Create " + args.Title + "?", Details: map[string]any{"title": args.Title}})
+		return nil, request{ID: p.ID}, err
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "sdk_status"}, func(ctx context.Context, _ *mcp.CallToolRequest, args request) (*mcp.CallToolResult, any, error) {
+		l, err := sdkapp.LaterOf(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := l.AskStatus(ctx, args.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st.State != sdkapp.AskDecided || !st.Decision.Accepted {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(st.State)}}}, nil, nil
+		}
+		if _, done := written.LoadOrStore(args.ID, struct{}{}); !done {
+			n, _ := dsSDKWrites.LoadOrStore(fmt.Sprint(st.Details["title"]), new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created by " + st.Decision.By}}}, nil, nil
+	})
 }
 
 // dsPause is one paused write (one case's).
@@ -149,11 +189,11 @@ var dsSurfaces = []dsSurface{
 	{"native elicitation", []string{dsNative}, true, dsElicitation},
 	{"sessionless retry", []string{dsSessionless}, true, dsRetry},
 	{"tasks/update", []string{dsTask, dsSDKTask}, true, dsTasksUpdate},
-	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsPage},
-	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsInbox},
-	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsHTTP},
-	{"gRPC", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsGRPC},
-	{"CLI", []string{dsSession, dsTask, dsSessionless, dsSDKTask}, false, dsCLI},
+	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsPage},
+	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsInbox},
+	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsHTTP},
+	{"gRPC", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsGRPC},
+	{"CLI", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsCLI},
 }
 
 // For each --approvers setting, every decision surface (in-band resume,
@@ -316,6 +356,12 @@ func (n *dsNode) pause(t *testing.T, kind string, owner dsUser, title string) *d
 			t.Fatalf("sdk_todo task: %v, want input_required", st)
 		}
 		p.execID = n.taskExecution(t, p.taskID)
+	case dsSDKLater:
+		p.cs = connectMode(t, n.info.HTTPAddr, owner.token, "")
+		res, sc := callTool(t, p.cs, "sdk_request", map[string]any{"title": title})
+		if p.execID, _ = sc["id"].(string); p.execID == "" {
+			t.Fatalf("sdk_request: %s, want the question's id", mcpclient.Text(res))
+		}
 	default:
 		t.Fatalf("unknown pause kind %q", kind)
 	}
@@ -399,6 +445,17 @@ func (n *dsNode) outcome(t *testing.T, p *dsPause) string {
 			return fmt.Sprintf("task %v: %v (%v)", a.Result["status"], res, a.Result["statusMessage"])
 		}
 		return "completed"
+	case dsSDKLater:
+		// The owner's later call reads the decision, journaled by the
+		// session a moment after the surface answered.
+		var text string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			res, _ := callTool(t, p.cs, "sdk_status", map[string]any{"id": p.execID})
+			if text = mcpclient.Text(res); strings.HasPrefix(text, "created by ") {
+				return "completed"
+			}
+		}
+		return "sdk_status: " + text
 	}
 	return "unreported"
 }

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -79,12 +80,41 @@ type Write struct {
 	// Settle are directory rows marked settled at SettledAt.
 	Settle    []string
 	SettledAt time.Time
+	// Cap, if not nil (with Publish), bounds the pending questions of
+	// Publish's principal: the write is refused with [ErrCapReached]
+	// unless the principal has fewer than Cap.Max.
+	Cap *Cap
 }
+
+// Cap bounds how many pending questions of one kind a principal (user
+// and org) has: directory rows of the principal, not settled and not past
+// their deadline, whose question is held by the open call Prefix+exec id
+// (the SDK's AskLater: "later_"). The count and the write that publishes
+// one more are one transaction, serialised per principal (a Postgres
+// advisory lock; SQLite's single writer), so concurrent publishers on any
+// node never exceed Max.
+type Cap struct {
+	// Max is how many the principal may have (> 0).
+	Max int
+	// Prefix is the call id prefix of the kind's calls.
+	Prefix string
+	// Now is the count's clock: a question past its deadline is not counted.
+	Now time.Time
+}
+
+// ErrCapReached is the answer of a write whose principal has [Cap.Max]
+// pending questions already: nothing was written.
+var ErrCapReached = errors.New("store: the principal has its cap of pending questions")
 
 // Put writes w atomically, fenced by the epoch of grain (the session
 // grain's store key): [store.ErrFenced] if it is not current.
 func (s *Store) Put(ctx context.Context, grain string, epoch uint64, w Write) error {
 	return s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
+		if w.Cap != nil && w.Publish != nil {
+			if err := s.checkCap(ctx, q, *w.Cap, *w.Publish); err != nil {
+				return err
+			}
+		}
 		c := w.Call
 		res, err := q.ExecContext(ctx, `
 INSERT INTO sdk_calls (call_id, session, ident, doc, pause_id, created_at_ms, completed_at_ms)
@@ -105,6 +135,34 @@ ON CONFLICT (call_id) DO UPDATE SET doc = excluded.doc, pause_id = excluded.paus
 		}
 		return directory.SettleIn(ctx, q, w.SettledAt, w.Settle)
 	})
+}
+
+// checkCap takes the lock of e's principal in q and answers
+// ErrCapReached if the principal has c.Max pending questions besides e.
+func (s *Store) checkCap(ctx context.Context, q store.Querier, c Cap, e directory.Execution) error {
+	if err := s.db.Lock(ctx, q, capLockKey(e.Org, e.User)); err != nil {
+		return err
+	}
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM executions e JOIN sdk_calls c ON c.call_id = CAST($1 AS TEXT) || e.exec_id
+WHERE e.org = $2 AND e.user_id = $3 AND e.settled_at_ms = 0 AND e.deadline_ms > $4 AND e.exec_id <> $5 AND c.completed_at_ms = 0`,
+		c.Prefix, e.Org, e.User, c.Now.UnixMilli(), e.ID).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("store: count pending questions: %w", err)
+	}
+	if n >= c.Max {
+		return fmt.Errorf("%w: %d pending", ErrCapReached, n)
+	}
+	return nil
+}
+
+// capLockKey is the cross-process lock of the pending questions of the
+// principal (org, user): a hash, so two principals rarely share one (and
+// then only wait for each other's count).
+func capLockKey(org, user string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("mcpgrain pending questions\x00" + org + "\x00" + user))
+	return int64(h.Sum64())
 }
 
 const columns = `call_id, session, ident, doc, pause_id, created_at_ms, completed_at_ms`

@@ -1,6 +1,8 @@
-// Package deploytool is examples/deploy's tool, deploy, which asks a human
-// before it deploys (mcpgrain.Ask) and performs the deployment in a
-// journaled step (mcpgrain.Step). The "deployment" appends a line to the
+// Package deploytool is examples/deploy's tools: deploy, which asks a
+// human before it deploys (mcpgrain.Ask) and performs the deployment in a
+// journaled step (mcpgrain.Step); and request_deploy with deploy_status,
+// which ask without holding the call (mcpgrain.AskLater) and deploy once a
+// later call reads the approval (mcpgrain.AskStatus). The "deployment" appends a line to the
 // file $DEPLOY_LOG (default deployments.log): "deployed SERVICE VERSION";
 // before it asks, the tool appends "requested SERVICE VERSION", work that
 // is not in a Step (see the command's documentation). The deployment is
@@ -106,7 +108,61 @@ func deploy(ctx context.Context, req *mcp.CallToolRequest, args DeployArgs) (*mc
 	return text(fmt.Sprintf("%s, approved by %s", n, d.By)), nil, nil
 }
 
-// Register adds the deploy tool to s.
+// Register adds the tools to s: deploy, and request_deploy with
+// deploy_status.
 func Register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "deploy", Description: "Deploy a service at a version, once a human approved it."}, deploy)
+	mcp.AddTool(s, &mcp.Tool{Name: "request_deploy", Description: "Ask a human to approve deploying a service at a version, " +
+		"and return at once with the request's id and approval page; call deploy_status with the id later."}, requestDeploy)
+	mcp.AddTool(s, &mcp.Tool{Name: "deploy_status", Description: "Where a deployment request stands; " +
+		"deploys it (once) when a human approved it."}, deployStatus)
+}
+
+// Request is the answer of request_deploy: the pending question's id and
+// approval page.
+type Request struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+}
+
+// requestDeploy asks for approval without waiting (mcpgrain.AskLater):
+// the model is told where a human approves, and calls deploy_status later.
+func requestDeploy(ctx context.Context, req *mcp.CallToolRequest, args DeployArgs) (*mcp.CallToolResult, Request, error) {
+	p, err := mcpgrain.AskLater(ctx, req, mcpgrain.Question{
+		Summary: fmt.Sprintf("Deploy %s %s?", args.Service, args.Version),
+		Details: map[string]any{"service": args.Service, "version": args.Version},
+	})
+	if err != nil {
+		return nil, Request{}, err
+	}
+	return text(fmt.Sprintf("waiting for approval: %s (call deploy_status with id %s)", p.URL, p.ID)), Request{ID: p.ID, URL: p.URL}, nil
+}
+
+// StatusArgs are deploy_status's arguments.
+type StatusArgs struct {
+	ID string `json:"id" jsonschema:"the id request_deploy returned"`
+}
+
+// deployStatus reads the request's decision (mcpgrain.AskStatus) and, if
+// it was approved, deploys: once per request, whichever call and session
+// gets there (the deployment log's "step ask/ID" line, written with it).
+func deployStatus(ctx context.Context, req *mcp.CallToolRequest, args StatusArgs) (*mcp.CallToolResult, any, error) {
+	st, err := mcpgrain.AskStatus(ctx, req, args.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	service, version := fmt.Sprint(st.Details["service"]), fmt.Sprint(st.Details["version"])
+	switch {
+	case st.State == mcpgrain.AskWaiting:
+		return text(fmt.Sprintf("deploy of %s %s is waiting for approval until %s", service, version, st.Deadline.UTC().Format("15:04:05"))), nil, nil
+	case st.State == mcpgrain.AskExpired:
+		return text(fmt.Sprintf("deploy of %s %s expired: nobody approved it in time", service, version)), nil, nil
+	case !st.Decision.Accepted:
+		return text(fmt.Sprintf("deploy of %s %s declined by %q: %s", service, version, st.Decision.By, st.Decision.Reason)), nil, nil
+	}
+	line := "deployed " + service + " " + version
+	if err := appendOnce("ask/"+st.ID, line); err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprintf("%s, approved by %s", line, st.Decision.By)), nil, nil
 }
