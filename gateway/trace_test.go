@@ -168,7 +168,7 @@ func TestToolArgumentsAreOnTheGatewaySpanOnlyWhenAsked(t *testing.T) {
 				"mcpgrain.grain.receive session", "mcpgrain.exchange.serve POST")
 			for name, s := range spans {
 				for _, kv := range s.Attributes() {
-					v := kv.Value.Emit()
+					v := kv.Value.String()
 					switch {
 					case name == "tools/call echo" && kv.Key == tracing.ArgumentsKey:
 						if v != tc.want {
@@ -181,7 +181,7 @@ func TestToolArgumentsAreOnTheGatewaySpanOnlyWhenAsked(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, kv := range spans["tools/call echo"].Attributes() {
-				got[string(kv.Key)] = kv.Value.Emit()
+				got[string(kv.Key)] = kv.Value.String()
 			}
 			if _, ok := got[string(tracing.ArgumentsKey)]; ok != (tc.want != "") {
 				t.Errorf("gateway span has arguments: %v, want %v", ok, tc.want != "")

@@ -31,7 +31,7 @@ func serverSpanAttrs(t *testing.T, rec *tracetest.SpanRecorder, body string, par
 	spans := rec.Ended()
 	got := map[string]string{}
 	for _, kv := range spans[len(spans)-1].Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	return got
 }
