@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,61 @@ func keys(m map[string]sdktrace.ReadOnlySpan) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// A tools/call's arguments are on no span by default; with
+// tracing.Options.ToolArguments (the node's --trace-tool-arguments) the
+// gateway's span has them as gen_ai.tool.call.arguments, cut to the cap
+// and marked truncated, and still no other span of the call has them.
+func TestToolArgumentsAreOnTheGatewaySpanOnlyWhenAsked(t *testing.T) {
+	addr := startNode(t, nil)
+	cs := connect(t, addr, aliceToken, "2025-06-18", nil)
+	const secret = "s3cr3t-argument-value"
+	for _, tc := range []struct {
+		name, traceID string
+		max           int
+		want          string // the gateway span's gen_ai.tool.call.arguments ("": none)
+	}{
+		{"off", "7bf92f3577b34da6a3ce929d0e0e4739", 0, ""},
+		{"on, capped", "8bf92f3577b34da6a3ce929d0e0e473a", 12, `{"text":"s3c`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			uninstall := tracing.InstallWith(tp, tracing.Options{ToolArguments: tc.max})
+			defer func() { uninstall(); _ = tp.Shutdown(context.Background()) }()
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": secret},
+				Meta: mcp.Meta{"traceparent": "00-" + tc.traceID + "-00f067aa0ba902b7-01"}}
+			if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+				t.Fatalf("echo: %+v %v", res, err)
+			}
+			spans := awaitSpans(ctx, t, rec, tc.traceID, "tools/call echo", "execute_tool echo",
+				"mcpgrain.grain.receive session", "mcpgrain.exchange.serve POST")
+			for name, s := range spans {
+				for _, kv := range s.Attributes() {
+					v := kv.Value.String()
+					switch {
+					case name == "tools/call echo" && kv.Key == tracing.ArgumentsKey:
+						if v != tc.want {
+							t.Errorf("gateway span's arguments %q, want %q", v, tc.want)
+						}
+					case strings.Contains(v, "s3c"):
+						t.Errorf("span %s: %s = %q carries the arguments", name, kv.Key, v)
+					}
+				}
+			}
+			got := map[string]string{}
+			for _, kv := range spans["tools/call echo"].Attributes() {
+				got[string(kv.Key)] = kv.Value.String()
+			}
+			if _, ok := got[string(tracing.ArgumentsKey)]; ok != (tc.want != "") {
+				t.Errorf("gateway span has arguments: %v, want %v", ok, tc.want != "")
+			}
+			if tc.want != "" && got[string(tracing.ArgumentsTruncatedKey)] != "true" {
+				t.Errorf("truncation not marked: %v", got)
+			}
+		})
+	}
 }

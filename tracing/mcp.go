@@ -73,8 +73,9 @@ type Message struct {
 // the MCP semantic conventions. Its parent is the W3C trace context in the
 // request's params._meta (traceparent, tracestate, baggage, as MCP
 // specifies) when there is one, else the HTTP request's headers; when both
-// are there the HTTP one is linked. With tracing off it returns ctx and a
-// no-op span without allocating.
+// are there the HTTP one is linked. A tools/call's span records its
+// arguments only when Options.ToolArguments asks for them. With tracing
+// off it returns ctx and a no-op span without allocating.
 func StartServer(ctx context.Context, req Request) (context.Context, trace.Span) {
 	if !On() {
 		return ctx, trace.SpanFromContext(ctx)
@@ -100,6 +101,9 @@ func StartServer(ctx context.Context, req Request) (context.Context, trace.Span)
 		attrs = append(attrs, MethodKey.String(m.Method))
 		if t := target(m, &attrs); t != "" {
 			name += " " + t
+		}
+		if m.Method == "tools/call" {
+			attrs = arguments(req.Body, options().ToolArguments, attrs)
 		}
 	}
 	if len(m.ID) > 0 {

@@ -31,20 +31,45 @@ var on atomic.Bool
 // uninstall has not run).
 func On() bool { return on.Load() }
 
+// Options configures what the spans record beyond their defaults. The
+// zero value is the default: no tool arguments.
+type Options struct {
+	// ToolArguments is the most bytes of a tools/call's arguments (the
+	// JSON of its params.arguments) the gateway's span records, as
+	// gen_ai.tool.call.arguments, cut at a UTF-8 boundary (see
+	// ArgumentsTruncatedKey). Zero or less: none are recorded (arguments
+	// may carry secrets; the node's --trace-tool-arguments).
+	ToolArguments int
+}
+
 // Install turns tracing on with tp's tracer and the W3C propagators
 // (traceparent, tracestate, baggage), installed globally too
-// (otel.SetTracerProvider, otel.SetTextMapPropagator). The returned
-// function turns tracing off again (the provider's shutdown is the
-// caller's).
-func Install(tp trace.TracerProvider) (uninstall func()) {
+// (otel.SetTracerProvider, otel.SetTextMapPropagator), with the default
+// Options. The returned function turns tracing off again (the provider's
+// shutdown is the caller's).
+func Install(tp trace.TracerProvider) (uninstall func()) { return InstallWith(tp, Options{}) }
+
+// InstallWith is Install with o.
+func InstallWith(tp trace.TracerProvider, o Options) (uninstall func()) {
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	tracer.Store(&holder{tp.Tracer(instrumentation)})
+	tracer.Store(&holder{t: tp.Tracer(instrumentation), o: o})
 	on.Store(true)
 	return func() { on.Store(false) }
 }
 
-type holder struct{ t trace.Tracer }
+type holder struct {
+	t trace.Tracer
+	o Options
+}
+
+// options are the installed Options (the zero value while tracing is off).
+func options() Options {
+	if h := tracer.Load(); h != nil && On() {
+		return h.o
+	}
+	return Options{}
+}
 
 var tracer atomic.Pointer[holder]
 

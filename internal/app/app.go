@@ -92,6 +92,10 @@ type Config struct {
 	// otlp.DefaultEndpoint, tracing off unless the OTEL_EXPORTER_OTLP_*
 	// environment sets one; see package tracing/otlp).
 	TraceEndpoint string
+	// TraceToolArguments is the most bytes of a tools/call's arguments
+	// the gateway's span records (zero: otlp.DefaultToolArguments, none;
+	// see tracing.Options.ToolArguments).
+	TraceToolArguments int
 	// Logger is the process logger.
 	Logger *slog.Logger
 	// MCP configures the MCP endpoint and session grains.

@@ -12,7 +12,7 @@ import (
 // in every span's resource; spans still buffered are flushed when Run
 // returns.
 func (p *process) tracing(ctx context.Context) error {
-	shutdown, err := otlp.Setup(ctx, otlp.Options{Endpoint: p.cfg.TraceEndpoint, Node: p.nodeID})
+	shutdown, err := otlp.Setup(ctx, otlp.Options{Endpoint: p.cfg.TraceEndpoint, Node: p.nodeID, ToolArguments: p.cfg.TraceToolArguments})
 	if err != nil {
 		return err
 	}
@@ -21,7 +21,7 @@ func (p *process) tracing(ctx context.Context) error {
 		if endpoint == "" {
 			endpoint = "from OTEL_EXPORTER_OTLP_*"
 		}
-		p.log.Info("tracing on: exporting spans over OTLP", "endpoint", endpoint)
+		p.log.Info("tracing on: exporting spans over OTLP", "endpoint", endpoint, "tool_arguments_bytes", p.cfg.TraceToolArguments)
 	}
 	p.onClose(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

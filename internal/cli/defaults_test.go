@@ -32,8 +32,9 @@ import (
 // value, so the two cannot drift apart.
 var packageDefaults = map[string]any{
 	// common
-	"reminder-poll":  reminders.DefaultPollInterval,
-	"trace-endpoint": otlp.DefaultEndpoint,
+	"reminder-poll":        reminders.DefaultPollInterval,
+	"trace-endpoint":       otlp.DefaultEndpoint,
+	"trace-tool-arguments": otlp.DefaultToolArguments,
 	// node
 	"consul":           consul.DefaultAddress,
 	"consul-ttl":       consul.DefaultTTL,

@@ -95,7 +95,7 @@ func (c *common) validate() error {
 	if c.reminderPoll < 10*time.Millisecond {
 		return fmt.Errorf("%w: --reminder-poll must be at least 10ms", errUsage)
 	}
-	return nil
+	return c.trace.validate()
 }
 
 // checkAddrs checks the listen and advertised addresses (host:port;

@@ -39,7 +39,7 @@ var flagGroups = []flagGroup{
 		"oauth-role-claim", "oauth-admin-scope", "oauth-member-scope", "oauth-viewer-scope",
 		"oauth-token-url", "oauth-client-id", "oauth-client-secret", "oauth-client-secret-file", "oauth-audience", "oauth-scope"}},
 	{"TLS", []string{"tls", "tls-ca", "grpc-tls-cert", "grpc-tls-key", "cluster-tls-cert", "cluster-tls-key", "cluster-tls-ca"}},
-	{"Observability and diagnostics", []string{"log-level", "log-format", "trace-endpoint", "enable-pprof", "enable-probe",
+	{"Observability and diagnostics", []string{"log-level", "log-format", "trace-endpoint", "trace-tool-arguments", "enable-pprof", "enable-probe",
 		"probe-idle", "probe-rate-limit"}},
 }
 

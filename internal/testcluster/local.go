@@ -86,10 +86,20 @@ func runLocal(t testing.TB, cfg app.Config) (app.Info, func() error) {
 		return i, stop
 	case err := <-done:
 		t.Fatalf("node did not start: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("node did not start in 20s")
+	case <-time.After(startTimeout()):
+		t.Fatalf("node did not start in %v", startTimeout())
 	}
 	return app.Info{}, nil
+}
+
+// startTimeout bounds an in-process node's start: 20s, or
+// MCPGRAIN_TEST_START_TIMEOUT (a duration) for a process run much slower
+// than usual (tools/instr.sh runs benchmarks under valgrind, ≈ 50×).
+func startTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("MCPGRAIN_TEST_START_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return 20 * time.Second
 }
 
 // CodeNode is the configuration tweak of a code-mode node: the code tool

@@ -38,6 +38,10 @@ const NodeKey = attribute.Key("mcpgrain.node")
 // endpoint.
 const DefaultEndpoint = ""
 
+// DefaultToolArguments is the node's --trace-tool-arguments unless set:
+// no span records a tool call's arguments.
+const DefaultToolArguments = 0
+
 // Options configures Setup. The zero value leaves tracing off unless the
 // OTLP endpoint is set in the environment.
 type Options struct {
@@ -52,6 +56,10 @@ type Options struct {
 	// Node is the node's name, recorded as service.instance.id and
 	// mcpgrain.node on every span.
 	Node string
+	// ToolArguments is tracing.Options.ToolArguments: the most bytes of a
+	// tools/call's arguments its gateway span records (zero:
+	// DefaultToolArguments, none).
+	ToolArguments int
 }
 
 // Enabled reports whether o (with the environment) turns tracing on.
@@ -87,7 +95,7 @@ func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	uninstall := tracing.Install(tp)
+	uninstall := tracing.InstallWith(tp, tracing.Options{ToolArguments: o.ToolArguments})
 	return func(ctx context.Context) error {
 		uninstall()
 		if err := tp.Shutdown(ctx); err != nil {

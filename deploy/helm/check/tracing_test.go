@@ -1,6 +1,7 @@
 package check
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,27 @@ func TestTracingWiring(t *testing.T) {
 	}
 	if pod < 0 || pod > attrs {
 		t.Errorf("POD_NAME (%d) must come before OTEL_RESOURCE_ATTRIBUTES (%d)", pod, attrs)
+	}
+}
+
+// tracing.toolArguments is the node's --trace-tool-arguments, absent at its
+// default (0: no tool arguments on spans).
+func TestTracingToolArgumentsWiring(t *testing.T) {
+	c := loadChart(t)
+	has := func(n node) (string, bool) {
+		for _, a := range n.container.Args {
+			if strings.HasPrefix(a, "--trace-tool-arguments") {
+				return a, true
+			}
+		}
+		return "", false
+	}
+	if a, ok := has(nodeOf(t, render(t, c, valuesFile(t, "")))); ok {
+		t.Errorf("default values render %s", a)
+	}
+	on := nodeOf(t, render(t, c, withValues(valuesFile(t, ""), map[string]any{
+		"tracing.endpoint": "http://jaeger-collector.tracing:4318", "tracing.toolArguments": 2048})))
+	if a, _ := has(on); a != "--trace-tool-arguments=2048" {
+		t.Errorf("tracing.toolArguments 2048 renders %q, want --trace-tool-arguments=2048", a)
 	}
 }
