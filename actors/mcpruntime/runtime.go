@@ -151,6 +151,11 @@ type Builder struct {
 	runtimes sync.Map
 	// events writes the event logs of all its runtimes behind.
 	events *eventWriter
+	// cuts are the POST exchanges in flight on the node's runtimes: token
+	// (headerExchange) -> *postExchange. One map for the node, not one a
+	// runtime: a sync.Map holds ~0.2 KB of its own once written, and a
+	// token is random, so a runtime only ever finds its own exchanges.
+	cuts sync.Map
 }
 
 var _ session.Builder = (*Builder)(nil)
@@ -256,7 +261,6 @@ type Runtime struct {
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 	streams   atomic.Int32 // open SSE responses: POST streams and GET listeners
-	cuts      sync.Map     // POST exchanges in flight: token (headerExchange) -> *postExchange
 
 	mu        sync.Mutex
 	sdkID     string // go-sdk's id of the session (see the package doc)
@@ -591,9 +595,9 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	tok := newExchangeToken()
 	req.Header.Set(headerExchange, tok) // replaces any value a client sent
 	ex := &postExchange{done: req.Context().Done()}
-	r.cuts.Store(tok, ex)
+	r.b.cuts.Store(tok, ex)
 	defer func() {
-		r.cuts.Delete(tok)
+		r.b.cuts.Delete(tok)
 		ex.over() // after go-sdk's handler: its answers are written or dropped
 	}()
 	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r, written: &ex.written}, req)
@@ -856,7 +860,7 @@ func (r *Runtime) exchangeOf(h http.Header) (*postExchange, <-chan struct{}) {
 	if tok == "" {
 		return nil, nil
 	}
-	if v, ok := r.cuts.Load(tok); ok {
+	if v, ok := r.b.cuts.Load(tok); ok {
 		ex := v.(*postExchange)
 		return ex, ex.done
 	}
