@@ -92,8 +92,43 @@ type asks struct {
 	once   sync.Once
 
 	mu     sync.Mutex
-	open   map[string]*durableCall // by identity
-	pauses map[string]*askPause    // by execution id
+	open   map[string]*durableCall // by identity (nil while none: see setOpen)
+	pauses map[string]*askPause    // by execution id (nil while none)
+}
+
+// setOpen records c as the open call with identity ident (a.mu held). The
+// maps of open calls and pauses are made on first use and dropped when
+// emptied: most sessions never make a durable call, and an emptied map
+// keeps its table.
+func (a *asks) setOpen(ident string, c *durableCall) {
+	if a.open == nil {
+		a.open = map[string]*durableCall{}
+	}
+	a.open[ident] = c
+}
+
+// setPause records p as the pause of execution id (a.mu held).
+func (a *asks) setPause(id string, p *askPause) {
+	if a.pauses == nil {
+		a.pauses = map[string]*askPause{}
+	}
+	a.pauses[id] = p
+}
+
+// dropOpen forgets the open call with identity ident (a.mu held).
+func (a *asks) dropOpen(ident string) {
+	delete(a.open, ident)
+	if len(a.open) == 0 {
+		a.open = nil
+	}
+}
+
+// dropPause forgets the pause of execution id (a.mu held).
+func (a *asks) dropPause(id string) {
+	delete(a.pauses, id)
+	if len(a.pauses) == 0 {
+		a.pauses = nil
+	}
 }
 
 // askWriteTimeout bounds one journal write (store outages included).
@@ -113,7 +148,7 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 		w = engine.DefaultApprovalWindow
 	}
 	return &asks{r: r, st: callstore.New(cfg.Store), grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
-		closed: make(chan struct{}), open: map[string]*durableCall{}, pauses: map[string]*askPause{}}
+		closed: make(chan struct{})}
 }
 
 // close wakes every handler waiting for a decision (go-sdk closes a
@@ -189,7 +224,7 @@ func (a *asks) callFor(ctx context.Context, ident, tool string, args json.RawMes
 	if old, ok := a.open[ident]; ok { // another run loaded it meanwhile
 		c = old
 	} else {
-		a.open[ident] = c
+		a.setOpen(ident, c)
 	}
 	c.users++
 	return c, nil
@@ -224,8 +259,8 @@ func (a *asks) restore(ctx context.Context) {
 				break
 			}
 			a.mu.Lock()
-			a.open[row.Ident] = c
-			a.pauses[q.ID] = &askPause{c: c, idx: i, done: make(chan struct{})}
+			a.setOpen(row.Ident, c)
+			a.setPause(q.ID, &askPause{c: c, idx: i, done: make(chan struct{})})
 			a.mu.Unlock()
 			a.leases.Paused(q.ID, time.UnixMilli(q.DeadlineMs))
 			a.r.log.Info("mcpruntime: restored paused tool call", "call", row.ID, "execution", q.ID, "steps", len(c.doc.Steps))

@@ -185,7 +185,7 @@ func (a *asks) release(c *durableCall, completed bool) {
 	defer a.mu.Unlock()
 	c.users--
 	if completed && a.open[c.row.Ident] == c {
-		delete(a.open, c.row.Ident)
+		a.dropOpen(c.row.Ident)
 	}
 }
 
@@ -275,7 +275,7 @@ func (a *asks) waitFor(id string, c *durableCall, idx int) (p *askPause, created
 	p, ok := a.pauses[id]
 	if !ok {
 		p = &askPause{c: c, idx: idx, done: make(chan struct{})}
-		a.pauses[id] = p
+		a.setPause(id, p)
 	}
 	p.waiters++
 	return p, !ok
@@ -342,7 +342,7 @@ func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 		}
 		c.mu.Unlock()
 		a.mu.Lock()
-		delete(a.pauses, execID)
+		a.dropPause(execID)
 		a.mu.Unlock()
 		close(p.done)
 		a.leases.Settled(execID)
