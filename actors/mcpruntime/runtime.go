@@ -62,7 +62,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -252,7 +251,10 @@ type Runtime struct {
 	handler *mcp.StreamableHTTPHandler
 	events  *eventLog
 	persist func([]byte) error
-	log     *slog.Logger
+	// log is the session's logger: its handler is the runtime itself
+	// (sessionLog), which adds the session's id only to what is logged,
+	// so a runtime pays no attribute or handler of its own for it.
+	log slog.Logger
 
 	code      *codeRuntime  // nil without code mode
 	sched     app.Scheduler // the session's schedules (nil: none)
@@ -275,7 +277,8 @@ var _ session.Runtime = (*Runtime)(nil)
 // shared server, restored from its recorded state.
 func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
-	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
+	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged}
+	r.log = *slog.New((*sessionLog)(r))
 	r.scope = newSessionScope(r, in)
 	r.sched = in.Schedules // scope_schedule.go
 	r.asks = newAsks(r, cfg, in)
@@ -298,7 +301,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 		// and the body limit, on the client's real connection.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        -1,
-		Logger:                     r.log,
+		Logger:                     &r.log,
 	})
 	if old, loaded := b.runtimes.Swap(in.SessionID, r); loaded {
 		// A runtime not yet closed (a disposal racing this build): the new
@@ -913,4 +916,38 @@ func (ex *postExchange) over() {
 	for _, p := range pending {
 		p.run.settle(ex.written.Load() > p.written)
 	}
+}
+
+// sessionLog is a Runtime as the slog.Handler of its logger: the node's
+// handler, with the session's id added to a record when one is logged.
+type sessionLog Runtime
+
+// inner is the node's handler.
+func (l *sessionLog) inner() slog.Handler { return l.b.cfg.Logger.Handler() }
+
+// attr is the session's attribute.
+func (l *sessionLog) attr() slog.Attr { return slog.String("session", l.id) }
+
+// Enabled implements slog.Handler.
+func (l *sessionLog) Enabled(ctx context.Context, lv slog.Level) bool {
+	return l.inner().Enabled(ctx, lv)
+}
+
+// Handle implements slog.Handler: the session's attribute first, then the
+// record's.
+func (l *sessionLog) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(l.attr())
+	r.Attrs(func(a slog.Attr) bool { out.AddAttrs(a); return true })
+	return l.inner().Handle(ctx, out)
+}
+
+// WithAttrs implements slog.Handler.
+func (l *sessionLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return l.inner().WithAttrs(append([]slog.Attr{l.attr()}, as...))
+}
+
+// WithGroup implements slog.Handler.
+func (l *sessionLog) WithGroup(name string) slog.Handler {
+	return l.inner().WithAttrs([]slog.Attr{l.attr()}).WithGroup(name)
 }
