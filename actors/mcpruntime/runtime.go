@@ -60,6 +60,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -155,6 +156,8 @@ type Builder struct {
 	// runtime: a sync.Map holds ~0.2 KB of its own once written, and a
 	// token is random, so a runtime only ever finds its own exchanges.
 	cuts sync.Map
+	// calls is the durable calls' store, shared by the runtimes.
+	calls *callstore.Store
 }
 
 var _ session.Builder = (*Builder)(nil)
@@ -190,7 +193,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builder{cfg: cfg}
+	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store)}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }

@@ -88,10 +88,10 @@ type asks struct {
 	epoch  func() uint64
 	leases session.LeaseHooks
 	window time.Duration
-	closed chan struct{}
-	once   sync.Once
 
 	mu     sync.Mutex
+	closed chan struct{}           // closed once shut (nil until closing is called)
+	shut   bool                    // the runtime closed
 	open   map[string]*durableCall // by identity (nil while none: see setOpen)
 	pauses map[string]*askPause    // by execution id (nil while none)
 }
@@ -147,13 +147,36 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 	if w <= 0 {
 		w = engine.DefaultApprovalWindow
 	}
-	return &asks{r: r, st: callstore.New(cfg.Store), grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
-		closed: make(chan struct{})}
+	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w}
 }
 
 // close wakes every handler waiting for a decision (go-sdk closes a
 // session only once its handlers returned).
-func (a *asks) close() { a.once.Do(func() { close(a.closed) }) }
+func (a *asks) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.shut {
+		return
+	}
+	a.shut = true
+	if a.closed != nil {
+		close(a.closed)
+	}
+}
+
+// closing is the channel closed once the runtime closes, made on first
+// use: only a handler waiting for a decision needs it.
+func (a *asks) closing() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed == nil {
+		a.closed = make(chan struct{})
+		if a.shut {
+			close(a.closed)
+		}
+	}
+	return a.closed
+}
 
 // identity is the hash of a call's tool name and canonical arguments.
 func identity(tool string, args json.RawMessage) string {

@@ -306,7 +306,7 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 		err = errPreempted
 	case <-cr.cut:
 		err = errCut
-	case <-cr.a.closed:
+	case <-cr.a.closing():
 		err = fmt.Errorf("%w: the session's runtime closed while the call waited for a decision", app.ErrRetry)
 	}
 	cr.keep = true
