@@ -60,9 +60,9 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
-	"github.com/mcpgrain/mcpgrain/cluster/lazylog"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -159,6 +159,13 @@ type Builder struct {
 	runtimes sync.Map
 	// events writes the event logs of all its runtimes behind.
 	events *eventWriter
+	// cuts are the POST exchanges in flight on the node's runtimes: token
+	// (headerExchange) -> *postExchange. One map for the node, not one a
+	// runtime: a sync.Map holds ~0.2 KB of its own once written, and a
+	// token is random, so a runtime only ever finds its own exchanges.
+	cuts sync.Map
+	// calls is the durable calls' store, shared by the runtimes.
+	calls *callstore.Store
 }
 
 var _ session.Builder = (*Builder)(nil)
@@ -194,7 +201,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builder{cfg: cfg}
+	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store)}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
@@ -255,7 +262,10 @@ type Runtime struct {
 	handler *mcp.StreamableHTTPHandler
 	events  *eventLog
 	persist func([]byte) error
-	log     *slog.Logger
+	// log is the session's logger: its handler is the runtime itself
+	// (sessionLog), which adds the session's id only to what is logged,
+	// so a runtime pays no attribute or handler of its own for it.
+	log slog.Logger
 
 	code      *codeRuntime  // nil without code mode
 	sched     app.Scheduler // the session's schedules (nil: none)
@@ -264,7 +274,6 @@ type Runtime struct {
 	posts     atomic.Int32 // POST exchanges in flight (executor's active streams)
 	exchanges atomic.Int32 // all exchanges in flight, GET streams included
 	streams   atomic.Int32 // open SSE responses: POST streams and GET listeners
-	cuts      sync.Map     // POST exchanges in flight: token (headerExchange) -> *postExchange
 
 	mu        sync.Mutex
 	sdkID     string // go-sdk's id of the session (see the package doc)
@@ -279,7 +288,8 @@ var _ session.Runtime = (*Runtime)(nil)
 // shared server, restored from its recorded state.
 func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Runtime, error) {
 	cfg := b.cfg
-	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged, log: lazylog.With(cfg.Logger, "session", in.SessionID)}
+	r := &Runtime{id: in.SessionID, b: b, persist: in.StateChanged}
+	r.log = *slog.New((*sessionLog)(r))
 	r.scope = newSessionScope(r, in)
 	r.sched = in.Schedules // scope_schedule.go
 	r.asks = newAsks(r, cfg, in)
@@ -302,7 +312,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 		// and the body limit, on the client's real connection.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        -1,
-		Logger:                     r.log,
+		Logger:                     &r.log,
 	})
 	if old, loaded := b.runtimes.Swap(in.SessionID, r); loaded {
 		// A runtime not yet closed (a disposal racing this build): the new
@@ -599,9 +609,9 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	tok := newExchangeToken()
 	req.Header.Set(headerExchange, tok) // replaces any value a client sent
 	ex := &postExchange{done: req.Context().Done()}
-	r.cuts.Store(tok, ex)
+	r.b.cuts.Store(tok, ex)
 	defer func() {
-		r.cuts.Delete(tok)
+		r.b.cuts.Delete(tok)
 		ex.over() // after go-sdk's handler: its answers are written or dropped
 	}()
 	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r, written: &ex.written}, req)
@@ -864,7 +874,7 @@ func (r *Runtime) exchangeOf(h http.Header) (*postExchange, <-chan struct{}) {
 	if tok == "" {
 		return nil, nil
 	}
-	if v, ok := r.cuts.Load(tok); ok {
+	if v, ok := r.b.cuts.Load(tok); ok {
 		ex := v.(*postExchange)
 		return ex, ex.done
 	}
@@ -917,4 +927,38 @@ func (ex *postExchange) over() {
 	for _, p := range pending {
 		p.run.settle(ex.written.Load() > p.written)
 	}
+}
+
+// sessionLog is a Runtime as the slog.Handler of its logger: the node's
+// handler, with the session's id added to a record when one is logged.
+type sessionLog Runtime
+
+// inner is the node's handler.
+func (l *sessionLog) inner() slog.Handler { return l.b.cfg.Logger.Handler() }
+
+// attr is the session's attribute.
+func (l *sessionLog) attr() slog.Attr { return slog.String("session", l.id) }
+
+// Enabled implements slog.Handler.
+func (l *sessionLog) Enabled(ctx context.Context, lv slog.Level) bool {
+	return l.inner().Enabled(ctx, lv)
+}
+
+// Handle implements slog.Handler: the session's attribute first, then the
+// record's.
+func (l *sessionLog) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(l.attr())
+	r.Attrs(func(a slog.Attr) bool { out.AddAttrs(a); return true })
+	return l.inner().Handle(ctx, out)
+}
+
+// WithAttrs implements slog.Handler.
+func (l *sessionLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return l.inner().WithAttrs(append([]slog.Attr{l.attr()}, as...))
+}
+
+// WithGroup implements slog.Handler.
+func (l *sessionLog) WithGroup(name string) slog.Handler {
+	return l.inner().WithAttrs([]slog.Attr{l.attr()}).WithGroup(name)
 }

@@ -98,12 +98,47 @@ type asks struct {
 	publicURL string
 	// laterCap caps the principal's pending questions (0: unlimited).
 	laterCap int
-	closed   chan struct{}
-	once     sync.Once
 
 	mu     sync.Mutex
-	open   map[string]*durableCall // by identity
-	pauses map[string]*askPause    // by execution id
+	closed chan struct{}           // closed once shut (nil until closing is called)
+	shut   bool                    // the runtime closed
+	open   map[string]*durableCall // by identity (nil while none: see setOpen)
+	pauses map[string]*askPause    // by execution id (nil while none)
+}
+
+// setOpen records c as the open call with identity ident (a.mu held). The
+// maps of open calls and pauses are made on first use and dropped when
+// emptied: most sessions never make a durable call, and an emptied map
+// keeps its table.
+func (a *asks) setOpen(ident string, c *durableCall) {
+	if a.open == nil {
+		a.open = map[string]*durableCall{}
+	}
+	a.open[ident] = c
+}
+
+// setPause records p as the pause of execution id (a.mu held).
+func (a *asks) setPause(id string, p *askPause) {
+	if a.pauses == nil {
+		a.pauses = map[string]*askPause{}
+	}
+	a.pauses[id] = p
+}
+
+// dropOpen forgets the open call with identity ident (a.mu held).
+func (a *asks) dropOpen(ident string) {
+	delete(a.open, ident)
+	if len(a.open) == 0 {
+		a.open = nil
+	}
+}
+
+// dropPause forgets the pause of execution id (a.mu held).
+func (a *asks) dropPause(id string) {
+	delete(a.pauses, id)
+	if len(a.pauses) == 0 {
+		a.pauses = nil
+	}
 }
 
 // askWriteTimeout bounds one journal write (store outages included).
@@ -122,14 +157,37 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 	if w <= 0 {
 		w = engine.DefaultApprovalWindow
 	}
-	return &asks{r: r, st: callstore.New(cfg.Store), grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
-		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
-		closed: make(chan struct{}), open: map[string]*durableCall{}, pauses: map[string]*askPause{}}
+	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
+		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks)}
 }
 
 // close wakes every handler waiting for a decision (go-sdk closes a
 // session only once its handlers returned).
-func (a *asks) close() { a.once.Do(func() { close(a.closed) }) }
+func (a *asks) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.shut {
+		return
+	}
+	a.shut = true
+	if a.closed != nil {
+		close(a.closed)
+	}
+}
+
+// closing is the channel closed once the runtime closes, made on first
+// use: only a handler waiting for a decision needs it.
+func (a *asks) closing() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed == nil {
+		a.closed = make(chan struct{})
+		if a.shut {
+			close(a.closed)
+		}
+	}
+	return a.closed
+}
 
 // identity is the hash of a call's tool name and canonical arguments.
 func identity(tool string, args json.RawMessage) string {
@@ -210,7 +268,7 @@ func (a *asks) callFor(ctx context.Context, ident, tool string, args json.RawMes
 	if old, ok := a.open[ident]; ok { // another run loaded it meanwhile
 		c = old
 	} else {
-		a.open[ident] = c
+		a.setOpen(ident, c)
 	}
 	c.users++
 	return c, nil
@@ -245,8 +303,8 @@ func (a *asks) restore(ctx context.Context) {
 				break
 			}
 			a.mu.Lock()
-			a.open[row.Ident] = c
-			a.pauses[q.ID] = &askPause{c: c, idx: i, done: make(chan struct{})}
+			a.setOpen(row.Ident, c)
+			a.setPause(q.ID, &askPause{c: c, idx: i, done: make(chan struct{})})
 			a.mu.Unlock()
 			a.leases.Paused(q.ID, time.UnixMilli(q.DeadlineMs))
 			a.r.log.Info("mcpruntime: restored paused tool call", "call", row.ID, "execution", q.ID, "steps", len(c.doc.Steps))

@@ -29,3 +29,47 @@ func TestCallIdentity(t *testing.T) {
 		t.Error("the tool name and the arguments run together")
 	}
 }
+
+// The channel a waiting call selects on is closed by close whether it was
+// made before (a call waiting) or after (a call starting to wait on a
+// closed runtime); closing twice is harmless; the maps of open calls and
+// pauses exist only while they hold something.
+func TestAsksClosingAndLazyMaps(t *testing.T) {
+	var a asks
+	if a.closed != nil || a.open != nil || a.pauses != nil {
+		t.Fatal("a fresh asks made a channel or a map")
+	}
+	before := a.closing()
+	select {
+	case <-before:
+		t.Fatal("closed before close")
+	default:
+	}
+	a.close()
+	a.close()
+	for i, ch := range []<-chan struct{}{before, a.closing()} {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("channel %d not closed after close", i)
+		}
+	}
+	var late asks
+	late.close()
+	select {
+	case <-late.closing():
+	default:
+		t.Fatal("a channel made after close is not closed")
+	}
+	c := &durableCall{}
+	a.setOpen("id", c)
+	a.setPause("e1", &askPause{c: c})
+	if a.open["id"] != c || a.pauses["e1"] == nil {
+		t.Fatal("setOpen/setPause did not record")
+	}
+	a.dropOpen("id")
+	a.dropPause("e1")
+	if a.open != nil || a.pauses != nil {
+		t.Fatal("an emptied map is kept")
+	}
+}

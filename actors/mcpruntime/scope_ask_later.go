@@ -140,7 +140,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	// (waiting for c.mu), and its Settled comes after this Paused.
 	c.mu.Lock()
 	a.mu.Lock()
-	a.pauses[id] = &askPause{c: c, idx: 0, done: make(chan struct{})}
+	a.setPause(id, &askPause{c: c, idx: 0, done: make(chan struct{})})
 	a.mu.Unlock()
 	a.leases.Paused(id, deadline)
 	w := callstore.Write{Publish: a.directoryRow(c, 0)}
@@ -151,7 +151,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	c.mu.Unlock()
 	if err != nil {
 		a.mu.Lock()
-		delete(a.pauses, id)
+		a.dropPause(id)
 		a.mu.Unlock()
 		a.leases.Settled(id)
 		return time.Time{}, err
@@ -202,7 +202,7 @@ func (cr *callRun) AwaitAsk(ctx context.Context, id string) (app.PendingStatus, 
 		return app.PendingStatus{}, fmt.Errorf("%w: %v", app.ErrRetry, ctx.Err())
 	case <-cr.cut:
 		return app.PendingStatus{}, errCut
-	case <-cr.a.closed:
+	case <-cr.a.closing():
 		return app.PendingStatus{}, fmt.Errorf("%w: the session's runtime closed while the call waited for a decision", app.ErrRetry)
 	}
 }

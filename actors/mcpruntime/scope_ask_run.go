@@ -185,7 +185,7 @@ func (a *asks) release(c *durableCall, completed bool) {
 	defer a.mu.Unlock()
 	c.users--
 	if completed && a.open[c.row.Ident] == c {
-		delete(a.open, c.row.Ident)
+		a.dropOpen(c.row.Ident)
 	}
 }
 
@@ -275,7 +275,7 @@ func (a *asks) waitFor(id string, c *durableCall, idx int) (p *askPause, created
 	p, ok := a.pauses[id]
 	if !ok {
 		p = &askPause{c: c, idx: idx, done: make(chan struct{})}
-		a.pauses[id] = p
+		a.setPause(id, p)
 	}
 	p.waiters++
 	return p, !ok
@@ -306,7 +306,7 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 		err = errPreempted
 	case <-cr.cut:
 		err = errCut
-	case <-cr.a.closed:
+	case <-cr.a.closing():
 		err = fmt.Errorf("%w: the session's runtime closed while the call waited for a decision", app.ErrRetry)
 	}
 	cr.keep = true
@@ -345,9 +345,9 @@ func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 		}
 		c.mu.Unlock()
 		a.mu.Lock()
-		delete(a.pauses, execID)
+		a.dropPause(execID)
 		if c.doc.Later && a.open[c.row.Ident] == c {
-			delete(a.open, c.row.Ident)
+			a.dropOpen(c.row.Ident)
 		}
 		a.mu.Unlock()
 		close(p.done)

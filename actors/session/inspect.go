@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"encoding/hex"
+	"net/http"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/cluster/grain"
@@ -12,33 +14,59 @@ import (
 // inspection (their trace ids, mostly).
 const recentRequests = 16
 
-// requestRing is an activation's last requests, a fixed ring: adding one
-// allocates nothing.
+// requestRing is an activation's last requests: a slice that grows with
+// the requests seen up to recentRequests entries (most sessions see one or
+// two before they go idle), then a ring. An entry is 32 bytes and holds
+// no pointer into the request it was made from (the trace id is kept as
+// its 16 bytes, the method as a code), so remembering a request keeps none
+// of its decoded strings alive.
 type requestRing struct {
-	seen [recentRequests]seenRequest
-	next int // index of the next write
-	n    int // entries held (≤ recentRequests)
+	seen []seenRequest
+	next int // index of the next write once the ring is full
 }
 
 // seenRequest is one entry of a requestRing.
 type seenRequest struct {
-	method, traceID string
-	at              time.Time
+	traceID [16]byte
+	atMs    int64
+	method  uint8 // index in seenMethods
+	traced  bool  // traceID holds a trace id
 }
+
+// seenMethods are the methods an entry names; others are recorded as the
+// first ("").
+var seenMethods = [...]string{"", http.MethodPost, http.MethodGet, http.MethodDelete}
 
 // add remembers a request of m at t (the oldest one falls out).
 func (r *requestRing) add(m *pb.HttpExchange, t time.Time) {
-	r.seen[r.next] = seenRequest{method: m.GetMethod(), traceID: traceIDOf(m.GetTraceContext()["traceparent"]), at: t}
+	e := seenRequest{atMs: t.UnixMilli()}
+	for i, name := range seenMethods {
+		if name == m.GetMethod() {
+			e.method = uint8(i)
+		}
+	}
+	if id := traceIDOf(m.GetTraceContext()["traceparent"]); id != "" {
+		_, err := hex.Decode(e.traceID[:], []byte(id))
+		e.traced = err == nil
+	}
+	if len(r.seen) < recentRequests {
+		r.seen = append(r.seen, e)
+		return
+	}
+	r.seen[r.next] = e
 	r.next = (r.next + 1) % recentRequests
-	r.n = min(r.n+1, recentRequests)
 }
 
 // list is the ring's requests, oldest first.
 func (r *requestRing) list() []*pb.RequestSeen {
-	out := make([]*pb.RequestSeen, 0, r.n)
-	for i := range r.n {
-		e := r.seen[(r.next-r.n+i+recentRequests)%recentRequests]
-		out = append(out, &pb.RequestSeen{Method: e.method, AtMs: e.at.UnixMilli(), TraceId: e.traceID})
+	out := make([]*pb.RequestSeen, 0, len(r.seen))
+	for i := range r.seen {
+		e := r.seen[(r.next+i)%len(r.seen)]
+		rs := &pb.RequestSeen{Method: seenMethods[e.method], AtMs: e.atMs}
+		if e.traced {
+			rs.TraceId = hex.EncodeToString(e.traceID[:])
+		}
+		out = append(out, rs)
 	}
 	return out
 }

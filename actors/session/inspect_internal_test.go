@@ -44,3 +44,22 @@ func TestRequestRingKeepsTheLastRequests(t *testing.T) {
 		}
 	}
 }
+
+// A ring not yet full lists what it holds, oldest first; a request without
+// a trace context lists no trace id, a method it does not name lists "".
+func TestRequestRingPartlyFilled(t *testing.T) {
+	var r requestRing
+	t0 := time.UnixMilli(2_000_000)
+	r.add(&pb.HttpExchange{Method: "GET"}, t0)
+	r.add(&pb.HttpExchange{Method: "PATCH", TraceContext: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}, t0.Add(time.Millisecond))
+	got := r.list()
+	if len(got) != 2 || cap(r.seen) > 2 {
+		t.Fatalf("ring lists %d (holds %d), want 2 (2)", len(got), cap(r.seen))
+	}
+	if got[0].GetMethod() != "GET" || got[0].GetTraceId() != "" || got[0].GetAtMs() != t0.UnixMilli() {
+		t.Errorf("first entry %+v", got[0])
+	}
+	if got[1].GetMethod() != "" || got[1].GetTraceId() != "0af7651916cd43dd8448eb211c80319c" || got[1].GetAtMs() != t0.UnixMilli()+1 {
+		t.Errorf("second entry %+v", got[1])
+	}
+}
