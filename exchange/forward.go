@@ -186,8 +186,17 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 	if r.Method == http.MethodPost {
 		reqID = t.RequestID
 	}
+	n := 0
 	for name, vs := range r.Header {
-		if len(vs) == 0 || !Forwarded(name) {
+		if len(vs) > 0 && Forwarded(name) {
+			n++
+		}
+	}
+	// The headers' messages in one array, their pointers in one slice.
+	hs := make([]pb.HttpHeader, n)
+	x.Headers = make([]*pb.HttpHeader, 0, n)
+	for name, vs := range r.Header {
+		if len(vs) == 0 || !Forwarded(name) || len(x.Headers) == n {
 			continue
 		}
 		if name == "Last-Event-Id" && r.Method == http.MethodGet && len(vs) == 1 {
@@ -195,7 +204,9 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 				vs, reqID, resume = []string{base}, id, true
 			}
 		}
-		x.Headers = append(x.Headers, &pb.HttpHeader{Name: name, Values: vs})
+		h := &hs[len(x.Headers)]
+		h.Name, h.Values = name, vs
+		x.Headers = append(x.Headers, h)
 	}
 	return x, reqID, resume
 }

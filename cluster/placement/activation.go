@@ -81,10 +81,16 @@ func (a *activation) Logger() *slog.Logger            { return a.logger() }
 // known) epoch: made for each use, as an activation rarely logs and a
 // logger kept per resident activation cost ~0.3 KB.
 func (a *activation) logger() *slog.Logger {
-	if a.epoch == 0 {
-		return lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity)
+	return activationLogger(a.cfg.Logger, a.kind.Name, a.identity, a.epoch)
+}
+
+// activationLogger is the logger of the activation of kind and identity
+// at epoch (0: not yet known).
+func activationLogger(base *slog.Logger, kind, identity string, epoch uint64) *slog.Logger {
+	if epoch == 0 {
+		return lazylog.With(base, "kind", kind, "identity", identity)
 	}
-	return lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity, "epoch", a.epoch)
+	return lazylog.With(base, "kind", kind, "identity", identity, "epoch", epoch)
 }
 
 // Save implements [grain.Context]: a write fenced by the activation's epoch.
@@ -357,9 +363,19 @@ func (a *activation) fail(err error) {
 // guard runs fn, turning a panic into a logged error so one bad message
 // cannot take the activation (and the requests queued behind it) down.
 func (a *activation) guard(what string, fn func()) (panicked bool) {
+	return a.guardMsg(what, nil, fn)
+}
+
+// guardMsg is guard for the handling of msg: the message's type is
+// named in the log only when fn panics (formatting it up front cost every
+// request an allocation).
+func (a *activation) guardMsg(what string, msg proto.Message, fn func()) (panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
+			if msg != nil {
+				what = fmt.Sprintf("%s %T", what, msg)
+			}
 			a.logger().Error("grain panicked", "during", what, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
@@ -401,7 +417,11 @@ func (a *activation) Defer() func(proto.Message, error) {
 		return func(proto.Message, error) {}
 	}
 	t.deferred = true
-	system, logger, node := a.system, a.logger(), a.cfg.Self.ID
+	system, node := a.system, a.cfg.Self.ID
+	base, kind, identity, epoch := a.cfg.Logger, a.kind.Name, a.identity, a.epoch
+	logger := func() *slog.Logger { // made only to log an error: the activation may have moved on
+		return activationLogger(base, kind, identity, epoch)
+	}
 	var once sync.Once
 	return func(reply proto.Message, err error) {
 		once.Do(func() {
@@ -461,7 +481,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 			}
 		}
 	}
-	if a.guard(fmt.Sprintf("receive %T", msg), receive) {
+	if a.guardMsg("receive", msg, receive) {
 		a.answerNow()
 		return nil, a.errorf(pb.GrainError_CODE_INTERNAL, "grain failed while handling the request")
 	}
@@ -474,7 +494,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 	if a.turn != nil && a.turn.deferred {
 		return nil, nil // answered later, by the function Defer returned
 	}
-	return classify(a.logger(), a.cfg.Self.ID, reply, err)
+	return classify(a.logger, a.cfg.Self.ID, reply, err)
 }
 
 // answerNow cancels a Defer of the current request: the activation
@@ -488,7 +508,7 @@ func (a *activation) answerNow() {
 
 // classify turns what a grain answered into the reply or the error its
 // caller gets.
-func classify(logger *slog.Logger, node string, reply proto.Message, err error) (proto.Message, *grain.Error) {
+func classify(logger func() *slog.Logger, node string, reply proto.Message, err error) (proto.Message, *grain.Error) {
 	errorf := func(code pb.GrainError_Code, format string, args ...any) *grain.Error {
 		return &grain.Error{Code: code, Message: fmt.Sprintf(format, args...), Node: node}
 	}
@@ -501,10 +521,10 @@ func classify(logger *slog.Logger, node string, reply proto.Message, err error) 
 			return nil, &out
 		}
 		if store.Unavailable(err) {
-			logger.Warn("grain request failed: store unavailable", "err", err)
+			logger().Warn("grain request failed: store unavailable", "err", err)
 			return nil, errorf(pb.GrainError_CODE_STORE_UNAVAILABLE, "store unavailable while handling the request (its writes may or may not have been applied): %v", err)
 		}
-		logger.Warn("grain request failed", "err", err)
+		logger().Warn("grain request failed", "err", err)
 		return nil, errorf(pb.GrainError_CODE_INTERNAL, "%v", err)
 	}
 	if reply == nil {
