@@ -232,13 +232,18 @@ func RequestID(body []byte) json.RawMessage {
 // through a restore or a move for longer: go-sdk's client treats a failed
 // stream reconnect as the end of the session.
 func (f *Forwarder) start(r *http.Request, t Target, x *pb.HttpExchange) (*pb.ExchangeStarted, error) {
-	timeout, opts := f.startTimeout, []cluster.CallOption(nil)
+	// The start's bound is a deadline option, not a derived context: the
+	// request's own context still ends the wait if the client leaves.
+	timeout, idem := f.startTimeout, false
 	if r.Method == http.MethodGet {
-		timeout, opts = 3*f.startTimeout, append(opts, cluster.Idempotent())
+		timeout, idem = 3*f.startTimeout, true
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	res, err := f.node.Request(ctx, t.Kind, t.ID, x, opts...)
+	opts := make([]cluster.CallOption, 1, 2)
+	opts[0] = cluster.Deadline(time.Now().Add(timeout))
+	if idem {
+		opts = append(opts, cluster.Idempotent())
+	}
+	res, err := f.node.Request(r.Context(), t.Kind, t.ID, x, opts...)
 	if err != nil {
 		return nil, err
 	}
