@@ -74,16 +74,26 @@ func grainBenchSide(b *testing.B) *benchSide {
 }
 
 // plainBenchSide connects to a plain go-sdk server of greet.
-func plainBenchSide(b *testing.B) *benchSide {
+func plainBenchSide(b *testing.B) *benchSide { return plainSide(b, nil) }
+
+// plainEventsBenchSide connects to a plain go-sdk server of greet that
+// keeps its streams' events in go-sdk's memory event store, so its
+// responses are resumable (a priming event, event ids) as a node's are.
+func plainEventsBenchSide(b *testing.B) *benchSide {
+	return plainSide(b, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+}
+
+func plainSide(b *testing.B, opts *mcp.StreamableHTTPOptions) *benchSide {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hello"}, nil)
 	registerGreet(srv)
-	plain := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	plain := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
 	b.Cleanup(plain.Close)
 	return &benchSide{cs: connectBench(b, benchVersion, plain.URL)}
 }
 
 // BenchmarkUserToolAlone runs one side of BenchmarkUserToolVsGoSDK alone
-// (sub-benchmarks mcpgrain and gosdk), so that a deterministic measure
+// (sub-benchmarks mcpgrain and gosdk; gosdk-events is the plain server
+// with go-sdk's memory event store, resumable as the node is), so that a deterministic measure
 // of one process's work — instructions under callgrind, runs of b.N and
 // 2·b.N differenced — is that side's cost per call and nothing else's:
 //
@@ -94,7 +104,7 @@ func BenchmarkUserToolAlone(b *testing.B) {
 	for _, side := range []struct {
 		name  string
 		start func(*testing.B) *benchSide
-	}{{"mcpgrain", grainBenchSide}, {"gosdk", plainBenchSide}} {
+	}{{"mcpgrain", grainBenchSide}, {"gosdk", plainBenchSide}, {"gosdk-events", plainEventsBenchSide}} {
 		b.Run(side.name, func(b *testing.B) {
 			b.ReportAllocs()
 			s := side.start(b)

@@ -417,22 +417,37 @@ func (a *activation) Defer() func(proto.Message, error) {
 		return func(proto.Message, error) {}
 	}
 	t.deferred = true
-	system, node := a.system, a.cfg.Self.ID
-	base, kind, identity, epoch := a.cfg.Logger, a.kind.Name, a.identity, a.epoch
-	logger := func() *slog.Logger { // made only to log an error: the activation may have moved on
-		return activationLogger(base, kind, identity, epoch)
-	}
-	var once sync.Once
-	return func(reply proto.Message, err error) {
-		once.Do(func() {
-			reply, gerr := classify(logger, node, reply, err)
-			if t.remote {
-				system.Root.Send(t.sender, remoteReply(node, reply, gerr))
-				return
-			}
-			system.Root.Send(t.sender, &LocalReply{Msg: reply, Err: gerr})
-		})
-	}
+	d := &deferredAnswer{system: a.system, t: t, node: a.cfg.Self.ID,
+		logBase: a.cfg.Logger, kind: a.kind.Name, identity: a.identity, epoch: a.epoch}
+	return d.answer
+}
+
+// deferredAnswer answers a deferred request once (what Defer returns,
+// with what it needs in one allocation).
+type deferredAnswer struct {
+	once                 sync.Once
+	system               *actor.ActorSystem
+	t                    *turn
+	node, kind, identity string
+	logBase              *slog.Logger
+	epoch                uint64
+}
+
+func (d *deferredAnswer) answer(reply proto.Message, err error) {
+	d.once.Do(func() {
+		reply, gerr := classify(d.logger, d.node, reply, err)
+		if d.t.remote {
+			d.system.Root.Send(d.t.sender, remoteReply(d.node, reply, gerr))
+			return
+		}
+		d.system.Root.Send(d.t.sender, &LocalReply{Msg: reply, Err: gerr})
+	})
+}
+
+// logger is the activation's logger as it was when the request was
+// deferred, made only to log an error (the activation may have moved on).
+func (d *deferredAnswer) logger() *slog.Logger {
+	return activationLogger(d.logBase, d.kind, d.identity, d.epoch)
 }
 
 // handle runs one request through the grain and classifies the outcome.
