@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strings"
 	"time"
@@ -377,17 +378,31 @@ func (l *relayIO) deliver(s *relay, rc *http.ResponseController, queued []any) {
 	}
 }
 
+// addHeader adds the fields of a response's head to h, as h.Add of each
+// value would, sharing their values (each head is a frame's own; clipped,
+// so an append copies) instead of a new slice per field.
+func addHeader(h http.Header, fields []*pb.HttpHeader) {
+	for _, f := range fields {
+		vs := f.GetValues()
+		if len(vs) == 0 {
+			continue
+		}
+		k := textproto.CanonicalMIMEHeaderKey(f.GetName())
+		if old := h[k]; old != nil {
+			h[k] = append(old, vs...)
+			continue
+		}
+		h[k] = slices.Clip(vs)
+	}
+}
+
 // do performs actions. Write errors are ignored: the client is gone, and
 // its context ending ends the loop.
 func (l *relayIO) do(rc *http.ResponseController, as []action) {
 	for _, a := range as {
 		switch a.kind {
 		case actWriteHead:
-			for _, h := range a.headers {
-				for _, v := range h.GetValues() {
-					l.w.Header().Add(h.GetName(), v)
-				}
-			}
+			addHeader(l.w.Header(), a.headers)
 			l.w.WriteHeader(a.status)
 		case actWrite:
 			_, _ = l.w.Write(a.data)

@@ -77,3 +77,23 @@ func TestHeaderFieldsCopyTheHeader(t *testing.T) {
 		t.Errorf("fields %v", got)
 	}
 }
+
+// The relay adds a head's fields as Header.Add would: under canonical
+// names, after any value already set, and an append to a field copies.
+func TestAddHeaderAddsAsHeaderAdd(t *testing.T) {
+	vs := []string{"a", "b"}
+	h := http.Header{"X-Set": {"0"}}
+	addHeader(h, []*pb.HttpHeader{{Name: "x-set", Values: []string{"1"}}, {Name: "X-Two", Values: vs}, {Name: "X-None"}})
+	want := http.Header{}
+	want.Add("X-Set", "0")
+	want.Add("x-set", "1")
+	want.Add("X-Two", "a")
+	want.Add("X-Two", "b")
+	if len(h) != len(want) || !slices.Equal(h["X-Set"], want["X-Set"]) || !slices.Equal(h["X-Two"], want["X-Two"]) {
+		t.Errorf("header %v, want %v", h, want)
+	}
+	h.Add("X-Two", "c")
+	if !slices.Equal(vs, []string{"a", "b"}) || len(h["X-Two"]) != 3 {
+		t.Errorf("an Add after the head reached its values: %q %q", vs, h["X-Two"])
+	}
+}
