@@ -60,18 +60,67 @@ func (s *benchSide) p50() time.Duration {
 	return w[len(w)/2]
 }
 
-func BenchmarkUserToolVsGoSDK(b *testing.B) {
-	// Both clients ask for the same version (a plain go-sdk server's
-	// latest; an mcpgrain node would otherwise negotiate 2026-07-28, whose
-	// standard-header checks cost its go-sdk server more per call).
-	const version = "2025-11-25"
-	register := func(s *mcp.Server) { mcp.AddTool(s, &mcp.Tool{Name: "greet"}, greet) }
-	grain := &benchSide{cs: connectBench(b, version, startDevBench(b, mcpgrain.Server{Name: "hello", Register: register}))}
+// benchVersion is the protocol both clients ask for (a plain go-sdk
+// server's latest; an mcpgrain node would otherwise negotiate 2026-07-28,
+// whose standard-header checks cost its go-sdk server more per call).
+const benchVersion = "2025-11-25"
+
+// registerGreet adds the greet tool to a go-sdk server.
+func registerGreet(s *mcp.Server) { mcp.AddTool(s, &mcp.Tool{Name: "greet"}, greet) }
+
+// grainBenchSide connects to a dev node of greet run in the process.
+func grainBenchSide(b *testing.B) *benchSide {
+	return &benchSide{cs: connectBench(b, benchVersion, startDevBench(b, mcpgrain.Server{Name: "hello", Register: registerGreet}))}
+}
+
+// plainBenchSide connects to a plain go-sdk server of greet.
+func plainBenchSide(b *testing.B) *benchSide { return plainSide(b, nil) }
+
+// plainEventsBenchSide connects to a plain go-sdk server of greet that
+// keeps its streams' events in go-sdk's memory event store, so its
+// responses are resumable (a priming event, event ids) as a node's are.
+func plainEventsBenchSide(b *testing.B) *benchSide {
+	return plainSide(b, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+}
+
+func plainSide(b *testing.B, opts *mcp.StreamableHTTPOptions) *benchSide {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hello"}, nil)
-	register(srv)
-	plain := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	registerGreet(srv)
+	plain := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
 	b.Cleanup(plain.Close)
-	sdk := &benchSide{cs: connectBench(b, version, plain.URL)}
+	return &benchSide{cs: connectBench(b, benchVersion, plain.URL)}
+}
+
+// BenchmarkUserToolAlone runs one side of BenchmarkUserToolVsGoSDK alone
+// (sub-benchmarks mcpgrain and gosdk; gosdk-events is the plain server
+// with go-sdk's memory event store, resumable as the node is), so that a deterministic measure
+// of one process's work — instructions under callgrind, runs of b.N and
+// 2·b.N differenced — is that side's cost per call and nothing else's:
+//
+//	go test -c -o up.test .
+//	GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off valgrind --tool=callgrind \
+//	  ./up.test -test.run '^$' -test.bench 'UserToolAlone/mcpgrain' -test.benchtime 400x
+func BenchmarkUserToolAlone(b *testing.B) {
+	for _, side := range []struct {
+		name  string
+		start func(*testing.B) *benchSide
+	}{{"mcpgrain", grainBenchSide}, {"gosdk", plainBenchSide}, {"gosdk-events", plainEventsBenchSide}} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := side.start(b)
+			s.round(b, 20) // warm: the session's first calls
+			s.walls, s.cpu = nil, 0
+			b.ResetTimer()
+			s.round(b, b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(s.p50().Microseconds()), "p50-µs")
+			b.ReportMetric(float64(s.cpu.Microseconds())/float64(b.N), "cpu-µs/call")
+		})
+	}
+}
+
+func BenchmarkUserToolVsGoSDK(b *testing.B) {
+	grain, sdk := grainBenchSide(b), plainBenchSide(b)
 	for _, s := range []*benchSide{grain, sdk} { // warm both: the session's first calls
 		s.round(b, 20)
 		s.walls, s.cpu = nil, 0

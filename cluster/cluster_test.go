@@ -420,6 +420,19 @@ func TestRequestErrors(t *testing.T) {
 	if !errors.As(err, &ge) || ge.Code != pb.GrainError_CODE_UNKNOWN_KIND {
 		t.Fatalf("unknown kind: %v, want UNKNOWN_KIND", err)
 	}
+	// A Deadline option ends the retries as a context deadline does: here
+	// the context has none, and the node's RequestTimeout (10 s) would
+	// otherwise bound them.
+	began := time.Now()
+	_, err = n.Request(context.Background(), "no-such-kind", "x", &pb.ProbeAdd{}, cluster.Deadline(began.Add(200*time.Millisecond)))
+	if !errors.As(err, &ge) || ge.Code != pb.GrainError_CODE_UNKNOWN_KIND {
+		t.Fatalf("unknown kind with a deadline option: %v, want UNKNOWN_KIND", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("a request with a 200 ms deadline option retried for %v", took)
+	} else {
+		t.Logf("a request with a 200 ms deadline option gave up after %v", took)
+	}
 	// A request type the grain does not handle is rejected, not retried,
 	// both locally and across nodes.
 	for _, via := range tc.nodes {

@@ -36,6 +36,10 @@ func Idempotent() CallOption { return grain.Idempotent() }
 // [grain.AttemptTimeout].
 func AttemptTimeout(d time.Duration) CallOption { return grain.AttemptTimeout(d) }
 
+// Deadline ends one request's retries at t if that is earlier than its
+// context's deadline. It is [grain.Deadline].
+func Deadline(t time.Time) CallOption { return grain.Deadline(t) }
+
 const (
 	minBackoff = 2 * time.Millisecond
 	maxBackoff = 100 * time.Millisecond
@@ -44,7 +48,7 @@ const (
 // Request sends msg to the grain (kind, identity), activating it if needed,
 // and returns its reply. It goes straight to the owner under this node's
 // view and retries, with short jittered backoff until ctx's deadline (or
-// Config.RequestTimeout), every attempt that provably did not execute: a
+// Config.RequestTimeout, or an earlier [Deadline]), every attempt that provably did not execute: a
 // placement actor that is not the owner, a deactivating or fenced
 // activation, a node whose placement actor is not up (dead letter), a kind
 // no member hosts yet. Errors are *grain.Error, [ErrUnknownOutcome], or the
@@ -61,6 +65,9 @@ func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Mes
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = began.Add(n.cfg.RequestTimeout)
+	}
+	if !o.Deadline.IsZero() && o.Deadline.Before(deadline) {
+		deadline = o.Deadline
 	}
 	reply, err := n.request(ctx, kind, identity, msg, o, deadline)
 	tracing.Observe(ctx, n.metrics.requestTimes.WithLabelValues(kind), time.Since(began).Seconds())

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strings"
 	"time"
@@ -186,8 +187,17 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 	if r.Method == http.MethodPost {
 		reqID = t.RequestID
 	}
+	n := 0
 	for name, vs := range r.Header {
-		if len(vs) == 0 || !Forwarded(name) {
+		if len(vs) > 0 && Forwarded(name) {
+			n++
+		}
+	}
+	// The headers' messages in one array, their pointers in one slice.
+	hs := make([]pb.HttpHeader, n)
+	x.Headers = make([]*pb.HttpHeader, 0, n)
+	for name, vs := range r.Header {
+		if len(vs) == 0 || !Forwarded(name) || len(x.Headers) == n {
 			continue
 		}
 		if name == "Last-Event-Id" && r.Method == http.MethodGet && len(vs) == 1 {
@@ -195,7 +205,9 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 				vs, reqID, resume = []string{base}, id, true
 			}
 		}
-		x.Headers = append(x.Headers, &pb.HttpHeader{Name: name, Values: vs})
+		h := &hs[len(x.Headers)]
+		h.Name, h.Values = name, vs
+		x.Headers = append(x.Headers, h)
 	}
 	return x, reqID, resume
 }
@@ -221,13 +233,18 @@ func RequestID(body []byte) json.RawMessage {
 // through a restore or a move for longer: go-sdk's client treats a failed
 // stream reconnect as the end of the session.
 func (f *Forwarder) start(r *http.Request, t Target, x *pb.HttpExchange) (*pb.ExchangeStarted, error) {
-	timeout, opts := f.startTimeout, []cluster.CallOption(nil)
+	// The start's bound is a deadline option, not a derived context: the
+	// request's own context still ends the wait if the client leaves.
+	timeout, idem := f.startTimeout, false
 	if r.Method == http.MethodGet {
-		timeout, opts = 3*f.startTimeout, append(opts, cluster.Idempotent())
+		timeout, idem = 3*f.startTimeout, true
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	res, err := f.node.Request(ctx, t.Kind, t.ID, x, opts...)
+	opts := make([]cluster.CallOption, 1, 2)
+	opts[0] = cluster.Deadline(time.Now().Add(timeout))
+	if idem {
+		opts = append(opts, cluster.Idempotent())
+	}
+	res, err := f.node.Request(r.Context(), t.Kind, t.ID, x, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -361,17 +378,31 @@ func (l *relayIO) deliver(s *relay, rc *http.ResponseController, queued []any) {
 	}
 }
 
+// addHeader adds the fields of a response's head to h, as h.Add of each
+// value would, sharing their values (each head is a frame's own; clipped,
+// so an append copies) instead of a new slice per field.
+func addHeader(h http.Header, fields []*pb.HttpHeader) {
+	for _, f := range fields {
+		vs := f.GetValues()
+		if len(vs) == 0 {
+			continue
+		}
+		k := textproto.CanonicalMIMEHeaderKey(f.GetName())
+		if old := h[k]; old != nil {
+			h[k] = append(old, vs...)
+			continue
+		}
+		h[k] = slices.Clip(vs)
+	}
+}
+
 // do performs actions. Write errors are ignored: the client is gone, and
 // its context ending ends the loop.
 func (l *relayIO) do(rc *http.ResponseController, as []action) {
 	for _, a := range as {
 		switch a.kind {
 		case actWriteHead:
-			for _, h := range a.headers {
-				for _, v := range h.GetValues() {
-					l.w.Header().Add(h.GetName(), v)
-				}
-			}
+			addHeader(l.w.Header(), a.headers)
 			l.w.WriteHeader(a.status)
 		case actWrite:
 			_, _ = l.w.Write(a.data)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"sync"
 	"time"
@@ -60,15 +61,15 @@ func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply address")
 	}
-	req, err := Request(m)
+	header := requestHeader(m, extra)
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx, endSpan := serveSpan(ctx, m, header)
+	req, err := request(ctx, m, header)
 	if err != nil {
+		cancel()
+		endSpan()
 		return nil, err
 	}
-	for k, vs := range extra {
-		req.Header[k] = vs
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx, endSpan := serveSpan(ctx, m, req)
 	w := NewWriter(system, actor.NewPID(m.GetReplyAddress(), m.GetReplyId()), m.GetExchangeId())
 	if ack != nil {
 		if !m.GetFirstFrameInReply() {
@@ -94,7 +95,7 @@ func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra
 			}
 			system.Root.Send(self, &Done{ID: id})
 		}()
-		serve(w, req.WithContext(ctx))
+		serve(w, req)
 	})
 	return cancel, nil
 }
@@ -106,22 +107,62 @@ var handlers = dispatch.NewWarm(256, 0)
 
 // Request rebuilds the forwarded request.
 func Request(m *pb.HttpExchange) (*http.Request, error) {
-	u := &url.URL{Path: m.GetPath(), RawQuery: m.GetRawQuery()}
-	if u.Path == "" {
-		u.Path = "/mcp"
-	}
-	req, err := http.NewRequest(m.GetMethod(), u.String(), bytes.NewReader(m.GetBody()))
+	return request(context.Background(), m, requestHeader(m, nil))
+}
+
+// request rebuilds the forwarded request with ctx and header. Its URL is
+// m's path and query as they are (a URL formatted and parsed again would
+// be the same, at an allocation or two per request).
+func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "/", bytes.NewReader(m.GetBody()))
 	if err != nil {
 		return nil, fmt.Errorf("bad exchange request: %w", err)
 	}
-	for _, h := range m.GetHeaders() {
-		for _, v := range h.GetValues() {
-			req.Header.Add(h.GetName(), v)
-		}
+	req.URL = &url.URL{Path: m.GetPath(), RawQuery: m.GetRawQuery()}
+	if req.URL.Path == "" {
+		req.URL.Path = "/mcp"
 	}
+	req.Header = header
 	req.Host = m.GetHost()
 	req.ContentLength = int64(len(m.GetBody()))
 	return req, nil
+}
+
+// requestHeader is the header of m's request, with extra's fields added
+// (they replace m's of the same name). The values are copied into one
+// slice (m's may be the gateway's own request's: a handler must not write
+// into them), each field's clipped so that an Add to it copies.
+func requestHeader(m *pb.HttpExchange, extra http.Header) http.Header {
+	n := 0
+	for _, h := range m.GetHeaders() {
+		n += len(h.GetValues())
+	}
+	for _, vs := range extra {
+		n += len(vs)
+	}
+	header := make(http.Header, len(m.GetHeaders())+len(extra))
+	values := make([]string, 0, n)
+	add := func(k string, vs []string) {
+		if len(vs) == 0 {
+			return
+		}
+		start := len(values)
+		values = append(values, vs...)
+		if old := header[k]; old != nil { // a name twice in m (not after the gateway)
+			header[k] = append(old, values[start:]...)
+			return
+		}
+		header[k] = values[start:len(values):len(values)]
+	}
+	for _, h := range m.GetHeaders() {
+		if k := textproto.CanonicalMIMEHeaderKey(h.GetName()); extra[k] == nil {
+			add(k, h.GetValues())
+		}
+	}
+	for k, vs := range extra {
+		add(k, vs)
+	}
+	return header
 }
 
 // Writer is the http.ResponseWriter a tunnelled handler writes to. It
@@ -255,11 +296,7 @@ func (w *Writer) sendLocked(end bool, errText string) {
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
-		hs := make([]*pb.HttpHeader, 0, len(w.header))
-		for k, v := range w.header {
-			hs = append(hs, &pb.HttpHeader{Name: k, Values: append([]string(nil), v...)})
-		}
-		f.Head = &pb.ExchangeHead{Status: int32(w.status), Headers: hs}
+		f.Head = &pb.ExchangeHead{Status: int32(w.status), Headers: headerFields(w.header)}
 	}
 	if w.buf.Len() > 0 {
 		f.Data = append([]byte(nil), w.buf.Bytes()...)
@@ -274,6 +311,26 @@ func (w *Writer) sendLocked(end bool, errText string) {
 		return
 	}
 	w.system.Root.Send(w.to, f)
+}
+
+// headerFields copies h into messages: one array of them and one of
+// their values (the handler may go on to change h).
+func headerFields(h http.Header) []*pb.HttpHeader {
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	values := make([]string, 0, n)
+	fields := make([]pb.HttpHeader, len(h))
+	out := make([]*pb.HttpHeader, 0, len(h))
+	for k, v := range h {
+		start := len(values)
+		values = append(values, v...)
+		f := &fields[len(out)]
+		f.Name, f.Values = k, values[start:len(values):len(values)]
+		out = append(out, f)
+	}
+	return out
 }
 
 // End sends what is left and ends the response (once).

@@ -71,13 +71,13 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // the request's headers (traceparent, tracestate) too: go-sdk hands a
 // handler the request's headers, not its context. With tracing off or no
 // trace context in m it returns ctx and a no-op end.
-func serveSpan(ctx context.Context, m *pb.HttpExchange, req *http.Request) (context.Context, func()) {
+func serveSpan(ctx context.Context, m *pb.HttpExchange, header http.Header) (context.Context, func()) {
 	if !tracing.On() || len(m.GetTraceContext()) == 0 {
 		return ctx, func() {}
 	}
 	ctx = tracing.Extract(ctx, m.GetTraceContext())
 	ctx, span := tracing.Start(ctx, serveName(m.GetMethod()), trace.WithSpanKind(trace.SpanKindInternal))
-	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(req.Header))
+	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(header))
 	return ctx, func() { span.End() }
 }
 

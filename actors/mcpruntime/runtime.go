@@ -605,17 +605,28 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 		r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
 		return
 	}
-	rw := &refusalWriter{ResponseWriter: w}
+	// The POST's writers and its exchange in one allocation.
+	p := &postServe{}
+	rw, ex, guard := &p.refusal, &p.ex, &p.guard
+	rw.ResponseWriter = w
 	tok := newExchangeToken()
 	req.Header.Set(headerExchange, tok) // replaces any value a client sent
-	ex := &postExchange{done: req.Context().Done()}
+	ex.done = req.Context().Done()
 	r.b.cuts.Store(tok, ex)
 	defer func() {
 		r.b.cuts.Delete(tok)
 		ex.over() // after go-sdk's handler: its answers are written or dropped
 	}()
-	r.handler.ServeHTTP(&closingGuard{ResponseWriter: rw, r: r, written: &ex.written}, req)
+	guard.ResponseWriter, guard.r, guard.written = rw, r, &ex.written
+	r.handler.ServeHTTP(guard, req)
 	rw.finish(req)
+}
+
+// postServe holds what serve makes for a POST.
+type postServe struct {
+	refusal refusalWriter
+	ex      postExchange
+	guard   closingGuard
 }
 
 // ServeExchange serves one HTTP exchange of the session with go-sdk's

@@ -280,9 +280,23 @@ func (r *Registry) Touch(id string, now time.Time) {
 	defer r.mu.Unlock()
 	if e := r.entries[id]; e != nil && now.After(e.lastActivity) {
 		e.lastActivity = now
-		r.lru.Remove(e.elem)
-		r.place(e)
+		r.move(e)
 	}
+}
+
+// move puts e, in the LRU order already, where place would put it once
+// removed — without a new list element (every request touches its
+// runtime).
+func (r *Registry) move(e *entry) {
+	at := r.lru.Back()
+	for at != nil && (at == e.elem || e.before(at.Value.(*entry))) {
+		at = at.Prev()
+	}
+	if at == nil {
+		r.lru.MoveToFront(e.elem)
+		return
+	}
+	r.lru.MoveAfter(e.elem, at)
 }
 
 // Release records that a runtime was disposed: it removes the entry and

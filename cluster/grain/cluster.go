@@ -17,6 +17,11 @@ type CallOptions struct {
 	// AttemptTimeout, if positive, bounds one delivery attempt instead of
 	// the node's configured attempt timeout.
 	AttemptTimeout time.Duration
+	// Deadline, if set, ends the request's retries (and bounds its
+	// attempts) earlier than the context's deadline: the same bound as a
+	// context with this deadline, without deriving one (a derived context
+	// of a request's costs a timer and a registration with its parent).
+	Deadline time.Time
 }
 
 // CallOption adjusts one request to a grain ([Requester.Request]).
@@ -30,6 +35,12 @@ func Idempotent() CallOption { return func(o *CallOptions) { o.Idempotent = true
 // [CallOptions.AttemptTimeout]).
 func AttemptTimeout(d time.Duration) CallOption {
 	return func(o *CallOptions) { o.AttemptTimeout = d }
+}
+
+// Deadline ends one request's retries at t, if earlier than its
+// context's deadline (see [CallOptions.Deadline]).
+func Deadline(t time.Time) CallOption {
+	return func(o *CallOptions) { o.Deadline = t }
 }
 
 // Requester sends a request to a grain anywhere in the cluster and waits

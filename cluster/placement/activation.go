@@ -81,10 +81,16 @@ func (a *activation) Logger() *slog.Logger            { return a.logger() }
 // known) epoch: made for each use, as an activation rarely logs and a
 // logger kept per resident activation cost ~0.3 KB.
 func (a *activation) logger() *slog.Logger {
-	if a.epoch == 0 {
-		return lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity)
+	return activationLogger(a.cfg.Logger, a.kind.Name, a.identity, a.epoch)
+}
+
+// activationLogger is the logger of the activation of kind and identity
+// at epoch (0: not yet known).
+func activationLogger(base *slog.Logger, kind, identity string, epoch uint64) *slog.Logger {
+	if epoch == 0 {
+		return lazylog.With(base, "kind", kind, "identity", identity)
 	}
-	return lazylog.With(a.cfg.Logger, "kind", a.kind.Name, "identity", a.identity, "epoch", a.epoch)
+	return lazylog.With(base, "kind", kind, "identity", identity, "epoch", epoch)
 }
 
 // Save implements [grain.Context]: a write fenced by the activation's epoch.
@@ -357,9 +363,19 @@ func (a *activation) fail(err error) {
 // guard runs fn, turning a panic into a logged error so one bad message
 // cannot take the activation (and the requests queued behind it) down.
 func (a *activation) guard(what string, fn func()) (panicked bool) {
+	return a.guardMsg(what, nil, fn)
+}
+
+// guardMsg is guard for the handling of msg: the message's type is
+// named in the log only when fn panics (formatting it up front cost every
+// request an allocation).
+func (a *activation) guardMsg(what string, msg proto.Message, fn func()) (panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
+			if msg != nil {
+				what = fmt.Sprintf("%s %T", what, msg)
+			}
 			a.logger().Error("grain panicked", "during", what, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
@@ -401,18 +417,37 @@ func (a *activation) Defer() func(proto.Message, error) {
 		return func(proto.Message, error) {}
 	}
 	t.deferred = true
-	system, logger, node := a.system, a.logger(), a.cfg.Self.ID
-	var once sync.Once
-	return func(reply proto.Message, err error) {
-		once.Do(func() {
-			reply, gerr := classify(logger, node, reply, err)
-			if t.remote {
-				system.Root.Send(t.sender, remoteReply(node, reply, gerr))
-				return
-			}
-			system.Root.Send(t.sender, &LocalReply{Msg: reply, Err: gerr})
-		})
-	}
+	d := &deferredAnswer{system: a.system, t: t, node: a.cfg.Self.ID,
+		logBase: a.cfg.Logger, kind: a.kind.Name, identity: a.identity, epoch: a.epoch}
+	return d.answer
+}
+
+// deferredAnswer answers a deferred request once (what Defer returns,
+// with what it needs in one allocation).
+type deferredAnswer struct {
+	once                 sync.Once
+	system               *actor.ActorSystem
+	t                    *turn
+	node, kind, identity string
+	logBase              *slog.Logger
+	epoch                uint64
+}
+
+func (d *deferredAnswer) answer(reply proto.Message, err error) {
+	d.once.Do(func() {
+		reply, gerr := classify(d.logger, d.node, reply, err)
+		if d.t.remote {
+			d.system.Root.Send(d.t.sender, remoteReply(d.node, reply, gerr))
+			return
+		}
+		d.system.Root.Send(d.t.sender, &LocalReply{Msg: reply, Err: gerr})
+	})
+}
+
+// logger is the activation's logger as it was when the request was
+// deferred, made only to log an error (the activation may have moved on).
+func (d *deferredAnswer) logger() *slog.Logger {
+	return activationLogger(d.logBase, d.kind, d.identity, d.epoch)
 }
 
 // handle runs one request through the grain and classifies the outcome.
@@ -461,7 +496,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 			}
 		}
 	}
-	if a.guard(fmt.Sprintf("receive %T", msg), receive) {
+	if a.guardMsg("receive", msg, receive) {
 		a.answerNow()
 		return nil, a.errorf(pb.GrainError_CODE_INTERNAL, "grain failed while handling the request")
 	}
@@ -474,7 +509,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 	if a.turn != nil && a.turn.deferred {
 		return nil, nil // answered later, by the function Defer returned
 	}
-	return classify(a.logger(), a.cfg.Self.ID, reply, err)
+	return classify(a.logger, a.cfg.Self.ID, reply, err)
 }
 
 // answerNow cancels a Defer of the current request: the activation
@@ -488,7 +523,7 @@ func (a *activation) answerNow() {
 
 // classify turns what a grain answered into the reply or the error its
 // caller gets.
-func classify(logger *slog.Logger, node string, reply proto.Message, err error) (proto.Message, *grain.Error) {
+func classify(logger func() *slog.Logger, node string, reply proto.Message, err error) (proto.Message, *grain.Error) {
 	errorf := func(code pb.GrainError_Code, format string, args ...any) *grain.Error {
 		return &grain.Error{Code: code, Message: fmt.Sprintf(format, args...), Node: node}
 	}
@@ -501,10 +536,10 @@ func classify(logger *slog.Logger, node string, reply proto.Message, err error) 
 			return nil, &out
 		}
 		if store.Unavailable(err) {
-			logger.Warn("grain request failed: store unavailable", "err", err)
+			logger().Warn("grain request failed: store unavailable", "err", err)
 			return nil, errorf(pb.GrainError_CODE_STORE_UNAVAILABLE, "store unavailable while handling the request (its writes may or may not have been applied): %v", err)
 		}
-		logger.Warn("grain request failed", "err", err)
+		logger().Warn("grain request failed", "err", err)
 		return nil, errorf(pb.GrainError_CODE_INTERNAL, "%v", err)
 	}
 	if reply == nil {

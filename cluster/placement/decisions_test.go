@@ -60,7 +60,7 @@ func TestClassifyMapsAnswersToRepliesAndErrorCodes(t *testing.T) {
 		{"the store unavailable", nil, fmt.Errorf("commit: %w", store.ErrUnavailable), pb.GrainError_CODE_STORE_UNAVAILABLE, "n1"},
 		{"any other error", nil, errors.New("boom"), pb.GrainError_CODE_INTERNAL, "n1"},
 	} {
-		got, ge := classify(logger, "n1", tc.reply, tc.err)
+		got, ge := classify(func() *slog.Logger { return logger }, "n1", tc.reply, tc.err)
 		if tc.wantCode == pb.GrainError_CODE_UNSPECIFIED {
 			if ge != nil || got != tc.reply {
 				t.Errorf("%s: got %v / %v, want the reply", tc.name, got, ge)

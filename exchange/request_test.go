@@ -1,0 +1,99 @@
+package exchange
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
+)
+
+// The grain's request is what the gateway forwarded: its path and query as
+// they are, the headers under their canonical names, the identity headers
+// in place of any of the same name, and no field sharing storage with the
+// message (the gateway's own request's values) or with another field.
+func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
+	accept := []string{"application/json", "text/event-stream"}
+	m := &pb.HttpExchange{
+		Method: http.MethodPost, Path: "/mcp/a b", RawQuery: "elicitation_mode=url&x=%2F", Host: "h:1",
+		Body: []byte(`{"jsonrpc":"2.0"}`),
+		Headers: []*pb.HttpHeader{
+			{Name: "Accept", Values: accept},
+			{Name: "mcp-session-id", Values: []string{"S1"}},
+			{Name: HeaderUser, Values: []string{"forged"}},
+			{Name: "X-Empty"},
+		},
+		Principal: &pb.Principal{User: "u", Org: "o", Role: "r"},
+	}
+	req, err := request(t.Context(), m, requestHeader(m, Identity(m, "G1", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Method != http.MethodPost || req.URL.Path != "/mcp/a b" || req.URL.RawQuery != m.RawQuery || req.Host != "h:1" ||
+		req.ContentLength != int64(len(m.Body)) || req.Context() != t.Context() {
+		t.Errorf("request %s %q %q host %q length %d", req.Method, req.URL.Path, req.URL.RawQuery, req.Host, req.ContentLength)
+	}
+	if got := req.Header.Values("Accept"); !slices.Equal(got, accept) {
+		t.Errorf("Accept %q", got)
+	}
+	if got := req.Header.Get("Mcp-Session-Id"); got != "S1" {
+		t.Errorf("Mcp-Session-Id %q (a lower-case name must be canonical)", got)
+	}
+	if p := PrincipalOf(req.Header); p.GetUser() != "u" || p.GetOrg() != "o" || p.GetRole() != "r" {
+		t.Errorf("principal %v: the identity headers must replace the forwarded ones", p)
+	}
+	if got := req.Header.Get(HeaderMode); got != "url" {
+		t.Errorf("elicitation mode %q", got)
+	}
+	if _, ok := req.Header["X-Empty"]; ok {
+		t.Error("a header without values is forwarded")
+	}
+	// A handler appending to or overwriting a field touches neither the
+	// message nor the next field.
+	req.Header.Add("Accept", "*/*")
+	req.Header["Accept"][0] = "changed"
+	if accept[0] != "application/json" || req.Header.Get("Mcp-Session-Id") != "S1" {
+		t.Errorf("a handler's change reached the message (%q) or another field (%q)", accept, req.Header.Get("Mcp-Session-Id"))
+	}
+	if got := req.Header.Values("Accept"); len(got) != 3 {
+		t.Errorf("Accept after Add %q", got)
+	}
+	if r0, err := Request(&pb.HttpExchange{Method: http.MethodGet}); err != nil || r0.URL.Path != "/mcp" {
+		t.Errorf("empty path: %v %v", r0, err)
+	}
+}
+
+// A response's head is a copy: a handler changing its header after the
+// head went out changes nothing sent.
+func TestHeaderFieldsCopyTheHeader(t *testing.T) {
+	h := http.Header{"Content-Type": {"text/event-stream"}, "X-Two": {"a", "b"}, "X-None": {}}
+	fields := headerFields(h)
+	h["X-Two"][0] = "changed"
+	got := http.Header{}
+	for _, f := range fields {
+		got[f.GetName()] = f.GetValues()
+	}
+	if len(fields) != 3 || got.Get("Content-Type") != "text/event-stream" || !slices.Equal(got["X-Two"], []string{"a", "b"}) || len(got["X-None"]) != 0 {
+		t.Errorf("fields %v", got)
+	}
+}
+
+// The relay adds a head's fields as Header.Add would: under canonical
+// names, after any value already set, and an append to a field copies.
+func TestAddHeaderAddsAsHeaderAdd(t *testing.T) {
+	vs := []string{"a", "b"}
+	h := http.Header{"X-Set": {"0"}}
+	addHeader(h, []*pb.HttpHeader{{Name: "x-set", Values: []string{"1"}}, {Name: "X-Two", Values: vs}, {Name: "X-None"}})
+	want := http.Header{}
+	want.Add("X-Set", "0")
+	want.Add("x-set", "1")
+	want.Add("X-Two", "a")
+	want.Add("X-Two", "b")
+	if len(h) != len(want) || !slices.Equal(h["X-Set"], want["X-Set"]) || !slices.Equal(h["X-Two"], want["X-Two"]) {
+		t.Errorf("header %v, want %v", h, want)
+	}
+	h.Add("X-Two", "c")
+	if !slices.Equal(vs, []string{"a", "b"}) || len(h["X-Two"]) != 3 {
+		t.Errorf("an Add after the head reached its values: %q %q", vs, h["X-Two"])
+	}
+}
