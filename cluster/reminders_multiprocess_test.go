@@ -182,7 +182,10 @@ func TestRemindersFireExactlyOnceAcrossProcesses(t *testing.T) {
 }
 
 // Killing a node with a third of the reminders pending loses none: the new
-// owners fire them (at least once) within 5 s of their due time.
+// owners fire them (at least once) within 10 s of their due time — the
+// failure is seen through a 2 s Consul TTL, the survivors poll every 500 ms
+// and then fire the dead node's backlog of ~800 reminders; measured 3–5 s,
+// 5.2 s once at load 24 on 2 cores, so the bound leaves that much again.
 func TestRemindersSurviveNodeKill(t *testing.T) {
 	skipUnderRace(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ConsulTTL: 2 * time.Second, ExtraArgs: []string{"--reminder-poll", "500ms"}})
@@ -223,7 +226,7 @@ func TestRemindersSurviveNodeKill(t *testing.T) {
 		t.Fatalf("only %d reminders of the killed node were pending; the scenario did not exercise failover", moved)
 	}
 	t.Logf("%d reminders pending on the killed node all fired on survivors; worst lateness %s", moved, worst)
-	if worst > 5*time.Second {
-		t.Fatalf("a reminder of the killed node fired %s after its due time, want <= 5s", worst)
+	if worst > 10*time.Second {
+		t.Fatalf("a reminder of the killed node fired %s after its due time, want <= 10s", worst)
 	}
 }
