@@ -47,26 +47,12 @@ type server struct {
 	cmd                 *exec.Cmd
 	exited              chan struct{}
 	endpoint, approvals string
-	stderr              *logBuffer
+	stderr              *testenv.SyncBuffer // what the process wrote to stderr, to look for a log line
 }
 
-// logBuffer keeps what a process wrote to stderr, to look for a log line.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// logged reports whether a line with every one of parts was written.
-func (l *logBuffer) logged(parts ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range strings.Split(l.b.String(), "\n") {
+// logged reports whether a line with every one of parts was written to buf.
+func logged(buf *testenv.SyncBuffer, parts ...string) bool {
+	for _, line := range strings.Split(buf.String(), "\n") {
 		all := true
 		for _, p := range parts {
 			all = all && strings.Contains(line, p)
@@ -99,7 +85,7 @@ func (s *server) start(extra ...string) {
 	args := append([]string{"dev", "--http", s.http, "--grpc", s.grpc, "--data", s.data, "--keys-file", s.keys}, extra...)
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(os.Environ(), "DEPLOY_LOG="+s.log)
-	s.stderr = &logBuffer{}
+	s.stderr = &testenv.SyncBuffer{}
 	cmd.Stderr = io.MultiWriter(t.Output(), s.stderr)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

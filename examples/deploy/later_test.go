@@ -179,7 +179,7 @@ func waitStatus(t *testing.T, cs *mcp.ClientSession, id, want string) {
 // waitLogged waits until the node logged a line with every one of parts.
 func waitLogged(t *testing.T, s *server, parts ...string) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); !s.stderr.logged(parts...); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); !logged(s.stderr, parts...); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no log line with %q within 60s", parts)
 		}
