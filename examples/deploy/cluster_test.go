@@ -31,13 +31,11 @@ func ownedBy(t *testing.T, c *testcluster.Cluster, via, owner int, token string)
 	return nil
 }
 
-// Three deploy nodes (Consul, Postgres). The node that owns the session
-// is killed (kill -9) while deploy waits for its decision: the pause is
-// still listed on the other nodes, a member's decision there restores it
-// on the session's new owner, the client's retry of the call (same
-// session, tool and arguments) gets the decision, and the deployment
-// happens exactly once. The work before Ask, not in a Step, ran twice.
-func TestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+// startCluster starts three deploy nodes (Consul, Postgres) that share a
+// deployments log and a keys file with alice (admin) and bob (member) of
+// acme; it returns the cluster and the log's path.
+func startCluster(t *testing.T) (*testcluster.Cluster, string) {
+	t.Helper()
 	dir := t.TempDir()
 	log := filepath.Join(dir, "deployments.log")
 	t.Setenv("DEPLOY_LOG", log)
@@ -47,6 +45,17 @@ func TestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	return c, log
+}
+
+// Three deploy nodes (Consul, Postgres). The node that owns the session
+// is killed (kill -9) while deploy waits for its decision: the pause is
+// still listed on the other nodes, a member's decision there restores it
+// on the session's new owner, the client's retry of the call (same
+// session, tool and arguments) gets the decision, and the deployment
+// happens exactly once. The work before Ask, not in a Step, ran twice.
+func TestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+	c, log := startCluster(t)
 	cs := ownedBy(t, c, 0, 1, aliceToken)
 
 	call := startDeploy(t, cs, "billing", "4.2.0")
@@ -92,15 +101,7 @@ func TestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
 // handler deploys, exactly once. The work before Ask, not in a Step, ran
 // once per run.
 func TestSessionlessDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "deployments.log")
-	t.Setenv("DEPLOY_LOG", log)
-	keys := filepath.Join(dir, "keys.json")
-	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
-	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	c, log := startCluster(t)
 
 	via1 := connectModern(t, "http://"+c.Node(1).HTTP+"/mcp", aliceToken, manual)
 	state := asked(t, via1, "billing", "4.2.0", "Deploy billing 4.2.0?")
@@ -151,15 +152,7 @@ func TestSessionlessDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
 // durable call; tasks/get through another survivor shows the task
 // completed, deployed exactly once.
 func TestTaskDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "deployments.log")
-	t.Setenv("DEPLOY_LOG", log)
-	keys := filepath.Join(dir, "keys.json")
-	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
-	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	c, log := startCluster(t)
 
 	id := deployTask(t, "http://"+c.Node(0).HTTP+"/mcp", aliceToken, "billing", "4.2.0")
 	awaitStatus(t, "http://"+c.Node(0).HTTP+"/mcp", aliceToken, id, "input_required")

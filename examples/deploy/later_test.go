@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/mcpgrain/mcpgrain"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
-	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 // requested is what request_deploy answered.
@@ -193,15 +191,7 @@ func waitLogged(t *testing.T, s *server, parts ...string) {
 // accept on node 2 reaches the session's new owner (503 until one takes
 // it), and both sessions' deploy_status then report the one deployment.
 func TestRequestDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "deployments.log")
-	t.Setenv("DEPLOY_LOG", log)
-	keys := filepath.Join(dir, "keys.json")
-	body := `{"keys":[{"token":"` + aliceToken + `","user":"alice","org":"acme","role":"admin"},{"token":"` + bobToken + `","user":"bob","org":"acme","role":"member"}]}`
-	if err := os.WriteFile(keys, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Binary: binary(t), ExtraArgs: []string{"--keys-file", keys}})
+	c, log := startCluster(t)
 	cs := ownedBy(t, c, 0, 1, aliceToken)
 	other := ownedBy(t, c, 2, 2, aliceToken)
 
