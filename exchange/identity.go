@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strings"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -66,4 +67,15 @@ func PrincipalOf(h http.Header) *pb.Principal {
 		return string(b)
 	}
 	return &pb.Principal{User: dec(HeaderUser), Org: dec(HeaderOrg), Role: dec(HeaderRole)}
+}
+
+// ApprovalURL is the approval page of execution id: at publicURL when one
+// is configured, else at the origin the request came in on (h's
+// [HeaderOrigin]; h may be nil).
+func ApprovalURL(publicURL string, h http.Header, id string) string {
+	origin := publicURL
+	if origin == "" && h != nil {
+		origin = h.Get(HeaderOrigin)
+	}
+	return strings.TrimRight(origin, "/") + "/approve/" + id
 }

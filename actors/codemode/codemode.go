@@ -287,11 +287,7 @@ func parseContent(s string) map[string]any {
 }
 
 func (t *tools) approvalURL(req *mcp.CallToolRequest, id string) string {
-	origin := t.o.PublicURL
-	if origin == "" {
-		origin = header(req).Get(exchange.HeaderOrigin)
-	}
-	return strings.TrimRight(origin, "/") + "/approve/" + id
+	return exchange.ApprovalURL(t.o.PublicURL, header(req), id)
 }
 
 var confirmSchema = &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}

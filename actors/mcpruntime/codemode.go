@@ -482,16 +482,13 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, codemode.NotFound
 	}
-	if err != nil || rec.Org != who.Org {
-		return nil, codemode.NotFound // another organization's id is unknown to the caller
-	}
-	if exchange.OwnerKind(rec.Session) != exchange.KindSession {
-		// A task's or a sessionless execution's pause: no session holds it
-		// to resume, only its client (tasks/update, the retry) and the
-		// approval surfaces decide it — for anyone else it is unknown here.
+	if err != nil {
 		return nil, codemode.NotFound
 	}
-	if rec.User != who.User {
+	switch sessionPauseAccess(rec, who.Org, who.User) {
+	case accessUnknown:
+		return nil, codemode.NotFound
+	case accessForeign:
 		return nil, codemode.Forbidden
 	}
 	// A settled row is final: whatever the owner answers short of the
@@ -695,4 +692,32 @@ func (c *codeRuntime) now() time.Time {
 		return c.cfg.Clock.Now()
 	}
 	return time.Now()
+}
+
+// access is what a principal may do with another session's pause.
+type access int
+
+const (
+	// accessUnknown: the pause is not the principal's to know of.
+	accessUnknown access = iota
+	// accessForeign: another user's of the principal's organization.
+	accessForeign
+	// accessOwn: the principal's own.
+	accessOwn
+)
+
+// sessionPauseAccess is what the principal (org, user) may do with the
+// pause of execution e from another of its sessions (code mode's resume
+// forward, AskStatus): another organization's id is unknown to it, and so
+// is a task's or a sessionless execution's pause — no session holds it to
+// resume; only its client (tasks/update, the retry) and the approval
+// surfaces decide it; another user's is foreign.
+func sessionPauseAccess(e directory.Execution, org, user string) access {
+	switch {
+	case e.Org != org || exchange.OwnerKind(e.Session) != exchange.KindSession:
+		return accessUnknown
+	case e.User != user:
+		return accessForeign
+	}
+	return accessOwn
 }

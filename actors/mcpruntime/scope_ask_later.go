@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,14 +103,14 @@ func (cr *callRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 }
 
 // approvalURL is question id's approval page: the browser mode's URL of
-// code mode (codemode's approvalURL), at the configured public origin or
-// the request's.
+// code mode ([exchange.ApprovalURL], as codemode's approvalURL), at the
+// configured public origin or the request's.
 func (a *asks) approvalURL(req *mcp.CallToolRequest, id string) string {
-	origin := a.publicURL
-	if origin == "" && req.GetExtra() != nil {
-		origin = req.GetExtra().Header.Get(exchange.HeaderOrigin)
+	var h http.Header
+	if req.GetExtra() != nil {
+		h = req.GetExtra().Header
 	}
-	return strings.TrimRight(origin, "/") + "/approve/" + id
+	return exchange.ApprovalURL(a.publicURL, h, id)
 }
 
 // publishLater journals and publishes pending question id (unless an
@@ -260,10 +260,10 @@ func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("%w: look up question %s: %v", app.ErrRetry, id, err)
 	}
 	p := a.r.scope.principal
-	if e.Org != p.GetOrg() || exchange.OwnerKind(e.Session) != exchange.KindSession {
-		return "", app.ErrUnknownAsk // another organization's id is unknown to the caller
-	}
-	if e.User != p.GetUser() {
+	switch sessionPauseAccess(e, p.GetOrg(), p.GetUser()) {
+	case accessUnknown:
+		return "", app.ErrUnknownAsk
+	case accessForeign:
 		return "", app.ErrForeignAsk
 	}
 	return e.Session, nil
