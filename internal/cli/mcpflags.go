@@ -327,7 +327,7 @@ func (m *mcpFlags) config() (app.MCPConfig, error) {
 		Packs:    packs, Keys: keys, NoAuth: m.noAuth, RateLimit: m.rate, RateBurst: m.burst, BodyTimeout: m.bodyTimeout,
 		StreamKeepalive: keepalive(m.keepalive),
 		MaxInFlight:     orNegative(m.maxInFlight), QueueWait: orNegative(m.queueWait),
-		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, HandleTTL: m.handleTTL, MaxHandlesPerPrincipal: handleCap(m.maxHandles), MaxPendingAsksPerPrincipal: handleCap(m.maxPendingAsks), SoftCap: m.softCap, ResidentMemory: budget,
+		TrustedOrigins: splitList(m.origins), Policy: m.policy, SessionTTL: m.ttl, TaskTTL: m.taskTTL, HandleTTL: m.handleTTL, MaxHandlesPerPrincipal: principalCap(m.maxHandles), MaxPendingAsksPerPrincipal: principalCap(m.maxPendingAsks), SoftCap: m.softCap, ResidentMemory: budget,
 		LocalSessionIDs: m.placement == "local",
 		MaxEventBytes:   m.eventMax, SessionEventBytes: m.eventSession,
 		PrincipalEventBytes: m.eventPrincipal, StoredEventBytes: m.eventStored,
@@ -389,10 +389,10 @@ func (m *mcpFlags) given(name string) bool {
 	return set
 }
 
-// handleCap is --max-handles-per-principal (or
+// principalCap is a per-principal cap flag (--max-handles-per-principal,
 // --max-pending-asks-per-principal) as app.MCPConfig takes it
 // (0, unlimited, is negative there: its zero is the default).
-func handleCap(n int) int {
+func principalCap(n int) int {
 	if n == 0 {
 		return -1
 	}
