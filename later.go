@@ -34,8 +34,8 @@ const (
 )
 
 // ErrNoSessionCall is returned by [AskLater], [AskStatus] and [AwaitAsk]
-// outside a tool call of a stateful session (the 2026-07-28 era and
-// tasks have no non-blocking ask yet). errors.Is it [ErrNoCall].
+// outside a tool call: of a stateful session, of a 2026-07-28 request, or
+// a task's run. errors.Is it [ErrNoCall].
 var ErrNoSessionCall = app.ErrNoSessionCall
 
 // ErrUnknownAsk is returned by [AskStatus] and [AwaitAsk] for an id that
@@ -47,7 +47,9 @@ var ErrUnknownAsk = app.ErrUnknownAsk
 var ErrForeignAsk = app.ErrForeignAsk
 
 // ErrAwaitElsewhere is returned by [AwaitAsk] for an undecided question of
-// another session of the caller: [AskStatus] reads it from any session.
+// another session of the caller, and in a 2026-07-28 request or a task's
+// run for any undecided question (there is no session to wait in):
+// [AskStatus] reads it from any tool call.
 var ErrAwaitElsewhere = app.ErrAwaitElsewhere
 
 // ErrTooManyPendingAsks is returned by [AskLater] when the caller's
@@ -70,9 +72,13 @@ var ErrTooManyPendingAsks = app.ErrTooManyPendingAsks
 // AskLater is journaled as a step of the call (named
 // "mcpgrain.ask_later", see [Step]): the client's retry of an
 // interrupted call returns the same question instead of asking again. It
-// works in tool calls of stateful sessions ([ErrNoSessionCall]
-// elsewhere). A principal holds at most --max-pending-asks-per-principal
-// undecided questions ([ErrTooManyPendingAsks] past it).
+// works in tool calls of stateful sessions, of 2026-07-28 requests (the
+// question is owned by the request's continuation grain, also on a ctx
+// bound to a handle with [OnHandle]) and in a task's run (owned by the
+// task grain; the task goes on and may complete with the question's id),
+// [ErrNoSessionCall] elsewhere. A principal holds at most
+// --max-pending-asks-per-principal undecided questions
+// ([ErrTooManyPendingAsks] past it), in every era together.
 func AskLater(ctx context.Context, req *mcp.CallToolRequest, q Question) (Pending, error) {
 	l, err := laterOf(ctx, req)
 	if err != nil {
@@ -83,10 +89,12 @@ func AskLater(ctx context.Context, req *mcp.CallToolRequest, q Question) (Pendin
 
 // AskStatus returns where pending question id ([Pending.ID]) stands:
 // waiting, decided (the human's [Decision]) or expired (the window's
-// decline). It reads a question asked in this session or in another
-// session of the same user (the execution directory names its owner,
-// whose journal holds the decision): another user's question is
-// [ErrForeignAsk], another organization's [ErrUnknownAsk].
+// decline, or its deadline passed with no decision recorded). It reads a
+// question asked in this session or in any other tool call of the same
+// user and organization — another session, a 2026-07-28 request, a
+// task's run (the execution directory names its owner, whose journal
+// holds the decision): another user's question is [ErrForeignAsk],
+// another organization's [ErrUnknownAsk].
 func AskStatus(ctx context.Context, req *mcp.CallToolRequest, id string) (PendingStatus, error) {
 	l, err := laterOf(ctx, req)
 	if err != nil {
@@ -98,8 +106,10 @@ func AskStatus(ctx context.Context, req *mcp.CallToolRequest, id string) (Pendin
 // AwaitAsk waits until pending question id is decided or expired and
 // returns its status, holding the tool call meanwhile as [Ask] does. It
 // waits only in the session that asked: an undecided question of another
-// session is [ErrAwaitElsewhere] (a decided one's status is returned from
-// anywhere, as by [AskStatus]).
+// session, and any undecided question in a 2026-07-28 request or a
+// task's run (no session to wait in), is [ErrAwaitElsewhere] at once (a
+// decided or expired one's status is returned from anywhere, as by
+// [AskStatus]).
 func AwaitAsk(ctx context.Context, req *mcp.CallToolRequest, id string) (PendingStatus, error) {
 	l, err := laterOf(ctx, req)
 	if err != nil {

@@ -124,7 +124,7 @@ func TestAwaitAskWaitsInTheSessionThatAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer modern.Close()
-	if g := callText(t, modern, "ask_later", map[string]any{"summary": "Sessionless"}); !strings.Contains(g, "need a tool call of a stateful session") {
+	if g := callText(t, modern, "ask_later", map[string]any{"summary": "Sessionless"}); !strings.Contains(g, "need a tool call (of a session") {
 		t.Fatalf("sessionless AskLater: %q, want ErrNoSessionCall", g)
 	}
 }

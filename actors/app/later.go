@@ -53,24 +53,29 @@ type PendingStatus struct {
 }
 
 // Later is implemented by a [Call] that can publish a question without
-// waiting for its decision: the tool call of a stateful session.
+// waiting for its decision: the tool call of a stateful session, of a
+// 2026-07-28 request (its continuation grain owns the question) and a
+// task's run (its task grain owns it).
 type Later interface {
 	// AskLater publishes q on the approval surfaces and returns at once;
 	// it is journaled as a step of the call, so a run of the call again
 	// returns the same question.
 	AskLater(ctx context.Context, q Question) (Pending, error)
 	// AskStatus returns where question id stands: one of the caller's
-	// pending questions, asked in this session or in another session of
-	// the same principal.
+	// pending questions, asked in this call's session or in another tool
+	// call of the same principal (any session, 2026-07-28 request or
+	// task).
 	AskStatus(ctx context.Context, id string) (PendingStatus, error)
 	// AwaitAsk waits until question id, one of the session's own, is
-	// decided or expired, and returns its status.
+	// decided or expired, and returns its status (elsewhere: a decided or
+	// expired question's status, else ErrAwaitElsewhere).
 	AwaitAsk(ctx context.Context, id string) (PendingStatus, error)
 }
 
 // ErrNoSessionCall is returned by AskLater, AskStatus and AwaitAsk
-// outside a tool call of a stateful session (errors.Is it [ErrNoCall]).
-var ErrNoSessionCall = fmt.Errorf("%w: AskLater, AskStatus and AwaitAsk need a tool call of a stateful session", ErrNoCall)
+// outside a tool call (of a stateful session, a 2026-07-28 request or a
+// task's run; errors.Is it [ErrNoCall]).
+var ErrNoSessionCall = fmt.Errorf("%w: AskLater, AskStatus and AwaitAsk need a tool call (of a session, a 2026-07-28 request or a task)", ErrNoCall)
 
 // ErrUnknownAsk is returned by AskStatus and AwaitAsk for an id that
 // names no pending question of the caller's organization (unknown,
@@ -84,8 +89,9 @@ var ErrUnknownAsk = errors.New("mcpgrain: no pending question with this id")
 var ErrForeignAsk = errors.New("mcpgrain: the pending question is another user's")
 
 // ErrAwaitElsewhere is returned by AwaitAsk for an undecided question of
-// another session of the caller: only its own session waits for it
-// (AskStatus reads it from anywhere).
+// another session of the caller, and for any undecided question in a
+// 2026-07-28 request or a task's run (no session there to wait in): only
+// the session that asked waits for it (AskStatus reads it from anywhere).
 var ErrAwaitElsewhere = errors.New("mcpgrain: the pending question belongs to another session: read it with AskStatus")
 
 // ErrTooManyPendingAsks is returned by AskLater when the caller's

@@ -117,6 +117,10 @@ type Config struct {
 	// AskWindow is how long an Ask's question waits for a decision.
 	// Default engine.DefaultApprovalWindow.
 	AskWindow time.Duration
+	// Later configures the grains' pending questions (the SDK's
+	// AskLater): the approval links' origin, the per-principal cap and its
+	// refusals' counter.
+	Later mcpruntime.LaterConfig
 }
 
 // Host holds what the continuation grains of a node share: the server,
@@ -268,7 +272,7 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 	if c.h.cfg.Calls != nil {
 		calls, err := mcpruntime.NewGrainCalls(mcpruntime.GrainCallsConfig{
 			Store: c.h.cfg.Calls, Grain: grain.Key(g.Kind(), g.Identity()), Owner: c.id, Epoch: g.Epoch(),
-			Window: c.h.cfg.AskWindow, MayDecide: c.h.cfg.MayDecide, Now: c.h.cfg.Now, Logger: c.h.cfg.Logger,
+			Window: c.h.cfg.AskWindow, MayDecide: c.h.cfg.MayDecide, Now: c.h.cfg.Now, Logger: c.h.cfg.Logger, Later: c.h.cfg.Later,
 		})
 		if err != nil {
 			return err

@@ -166,7 +166,14 @@ type Builder struct {
 	cuts sync.Map
 	// calls is the durable calls' store, shared by the runtimes.
 	calls *callstore.Store
+	// refusals counts AskLater refusals at the per-principal cap.
+	refusals *LaterRefusals
 }
+
+// LaterRefusals is the node's counter of AskLater refusals at the
+// per-principal cap (registered with Config.Registerer), for its
+// continuation and task grains' LaterConfig too.
+func (b *Builder) LaterRefusals() *LaterRefusals { return b.refusals }
 
 var _ session.Builder = (*Builder)(nil)
 
@@ -201,7 +208,11 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store)}
+	refusals, err := NewLaterRefusals(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }

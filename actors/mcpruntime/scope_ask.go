@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
+	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/exchange/directory"
 )
 
@@ -228,8 +229,8 @@ func (a *asks) write(c *durableCall, w callstore.Write) error {
 	w.Call, w.SettledAt = c.row, time.Now()
 	err = store.ThroughOutage(ctx, func() error { return a.st.Put(ctx, a.grain, a.epoch(), w) })
 	if errors.Is(err, callstore.ErrCapReached) {
-		return fmt.Errorf("%w: it has %d undecided questions asked with AskLater (--max-pending-asks-per-principal); "+
-			"one is freed when a question is decided or its approval window lapses", app.ErrTooManyPendingAsks, a.laterCap)
+		a.r.b.refusals.refused(exchange.KindSession)
+		return tooMany(a.laterCap)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: journal the tool call: %v", app.ErrRetry, err)

@@ -84,6 +84,8 @@ type GrainCallsConfig struct {
 	Now func() time.Time
 	// Logger logs problems. Default slog.Default().
 	Logger *slog.Logger
+	// Later configures the grain's pending questions (AskLater).
+	Later LaterConfig
 }
 
 // GrainCalls are the durable tool calls of one continuation grain
@@ -350,8 +352,11 @@ func (gc *GrainCalls) record(c *grainCall, i int, d *app.Decision) error {
 	if pause == q.ID {
 		c.row.PauseID = ""
 	}
+	if c.doc.Later { // a pending question's call is over once decided
+		c.row.Completed = gc.cfg.Now()
+	}
 	if err := gc.save(c, nil, []string{q.ID}); err != nil {
-		q.Decision, c.row.PauseID = nil, pause
+		q.Decision, c.row.PauseID, c.row.Completed = nil, pause, time.Time{}
 		return err
 	}
 	return nil

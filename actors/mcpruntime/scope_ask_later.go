@@ -165,7 +165,7 @@ func (cr *callRun) AskStatus(ctx context.Context, id string) (app.PendingStatus,
 	if err != nil {
 		return app.PendingStatus{}, err
 	}
-	return laterStatus(q), nil
+	return laterStatus(q, time.Now()), nil
 }
 
 // AwaitAsk implements app.Later: the question's decision, waited for in
@@ -175,8 +175,8 @@ func (cr *callRun) AwaitAsk(ctx context.Context, id string) (app.PendingStatus, 
 	if err != nil {
 		return app.PendingStatus{}, err
 	}
-	if q.Decision != nil {
-		return laterStatus(q), nil
+	if s := laterStatus(q, time.Now()); s.State != app.AskWaiting {
+		return s, nil
 	}
 	if !own {
 		return app.PendingStatus{}, app.ErrAwaitElsewhere
@@ -209,12 +209,11 @@ func (cr *callRun) AwaitAsk(ctx context.Context, id string) (app.PendingStatus, 
 
 // laterQuestion reads pending question id for the session's principal:
 // one of the session's own (in memory, or journaled), else one of another
-// session the execution directory names — found only in the caller's
-// organization (another's is unknown), read only by the user who asked
-// (app.ErrForeignAsk), as code mode's cross-session resume checks
-// (codeRuntime.Forward). The journal is the owner's fenced record: the
-// decision is written there, with the directory row settled, before any
-// surface sees it decided. own reports a question of this session.
+// owner the execution directory names (readLater: a session, a
+// continuation grain or a task grain of the same principal). The journal
+// is the owner's fenced record: the decision is written there, with the
+// directory row settled, before any surface sees it decided. own reports
+// a question of this session.
 func (a *asks) laterQuestion(ctx context.Context, id string) (q callQuestion, own bool, err error) {
 	a.mu.Lock()
 	p, ok := a.pauses[id]
@@ -225,58 +224,37 @@ func (a *asks) laterQuestion(ctx context.Context, id string) (q callQuestion, ow
 		p.c.mu.Unlock()
 		return q, true, nil
 	}
-	owner := a.r.id
-	row, err := a.st.Get(ctx, owner, laterCallID(id))
-	if errors.Is(err, store.ErrNotFound) {
-		if owner, err = a.laterOwner(ctx, id); err != nil {
-			return q, false, err
+	row, err := a.st.Get(ctx, a.r.id, laterCallID(id))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if a.dir == nil {
+			return q, false, app.ErrUnknownAsk
 		}
-		row, err = a.st.Get(ctx, owner, laterCallID(id))
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return q, false, app.ErrUnknownAsk
-	}
-	if err != nil {
+		p := a.r.scope.principal
+		q, owner, err := readLater(ctx, a.st, a.dir, id, p.GetOrg(), p.GetUser())
+		return q, owner == a.r.id, err
+	case err != nil:
 		return q, false, fmt.Errorf("%w: read pending question %s: %v", app.ErrRetry, id, err)
 	}
 	var doc callDoc
 	if err := json.Unmarshal([]byte(row.Doc), &doc); err != nil || !doc.Later || len(doc.Asks) != 1 {
 		return q, false, app.ErrUnknownAsk
 	}
-	return doc.Asks[0], owner == a.r.id, nil
+	return doc.Asks[0], true, nil
 }
 
-// laterOwner is the session that owns question id, from the execution
-// directory, if the session's principal may read it.
-func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
-	if a.dir == nil {
-		return "", app.ErrUnknownAsk
-	}
-	e, err := a.dir.GetExecution(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", app.ErrUnknownAsk
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: look up question %s: %v", app.ErrRetry, id, err)
-	}
-	p := a.r.scope.principal
-	switch sessionPauseAccess(e, p.GetOrg(), p.GetUser()) {
-	case accessUnknown:
-		return "", app.ErrUnknownAsk
-	case accessForeign:
-		return "", app.ErrForeignAsk
-	}
-	return e.Session, nil
-}
-
-// laterStatus is what pending question q came to: its recorded decision
-// (the window's decline, recorded by the session's approval reminder at
-// the deadline, is "expired"), else still pending — also for a moment
-// past the deadline, until the reminder records the decline: the
-// decision recorded first stands, as for Ask.
-func laterStatus(q callQuestion) app.PendingStatus {
+// laterStatus is what pending question q came to at now: its recorded
+// decision (the window's decline is "expired"), else expired once its
+// deadline passed — whether or not anybody recorded the window's decline
+// yet (a session's reminder does at the deadline; a session that ended,
+// a continuation grain or a task never do) — else still pending.
+func laterStatus(q callQuestion, now time.Time) app.PendingStatus {
 	s := app.PendingStatus{ID: q.ID, State: app.AskWaiting, Summary: q.Summary, Details: q.Details, Deadline: time.UnixMilli(q.DeadlineMs)}
-	if d := q.Decision; d != nil {
+	d := q.Decision
+	if d == nil && q.DeadlineMs != 0 && now.UnixMilli() >= q.DeadlineMs {
+		d = &app.Decision{Reason: session.ReasonApprovalTimeout}
+	}
+	if d != nil {
 		s.Decision, s.State = *d, app.AskDecided
 		if d.Reason == session.ReasonApprovalTimeout && d.By == "" {
 			s.State = app.AskExpired

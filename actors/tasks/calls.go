@@ -43,7 +43,7 @@ func (t *taskGrain) callsOf(g grain.Context) (*mcpruntime.GrainCalls, error) {
 	}
 	gc, err := mcpruntime.NewGrainCalls(mcpruntime.GrainCallsConfig{
 		Store: t.h.cfg.Calls, Grain: grain.Key(g.Kind(), g.Identity()), Owner: t.id, Epoch: g.Epoch(), Call: callID(t.id),
-		Window: t.h.cfg.AskWindow, MayDecide: t.h.cfg.MayDecide, Now: t.h.cfg.Now, Logger: t.h.cfg.Logger,
+		Window: t.h.cfg.AskWindow, MayDecide: t.h.cfg.MayDecide, Now: t.h.cfg.Now, Logger: t.h.cfg.Logger, Later: t.h.cfg.Later,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: the task's durable call: %w", err)

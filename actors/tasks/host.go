@@ -55,6 +55,10 @@ type Config struct {
 	// AskWindow is how long an Ask's question waits for a decision before
 	// the window declines it. Default engine.DefaultApprovalWindow.
 	AskWindow time.Duration
+	// Later configures the pending questions (the SDK's AskLater) of the
+	// tasks' runs: the approval links' origin, the per-principal cap and
+	// its refusals' counter.
+	Later mcpruntime.LaterConfig
 	// MayDecide reports whether a role may decide a code-mode task's
 	// paused execution, with tasks/update or on an approval surface (the
 	// node's --approvers; nil: nobody).

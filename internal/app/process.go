@@ -232,7 +232,9 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		return nil, err
 	}
 	p.onClose(builder.Close)
-	taskHost, err := p.taskGrains(c, newServer, codeMode)
+	later := mcpruntime.LaterConfig{PublicURL: cfg.MCP.Code.PublicURL, MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
+		Refusals: builder.LaterRefusals()}
+	taskHost, err := p.taskGrains(c, newServer, codeMode, later)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +242,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		NewServer: newServer, CodeMode: codeMode, Store: runstore.New(p.st), Key: cfg.MCP.StateKey,
 		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
 		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
-		Calls: p.st, MayDecide: cfg.MCP.Approvers.MayDecide, AskWindow: cfg.MCP.Code.Window,
+		Calls: p.st, MayDecide: cfg.MCP.Approvers.MayDecide, AskWindow: cfg.MCP.Code.Window, Later: later,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
@@ -268,12 +270,12 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 
 // taskGrains builds the host of the node's task grains (the MCP tasks
 // extension), closed when the process stops.
-func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode) (*tasks.Host, error) {
+func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode, later mcpruntime.LaterConfig) (*tasks.Host, error) {
 	cfg := p.cfg
 	h, err := tasks.NewHost(tasks.Config{
 		NewServer: newServer, CodeMode: codeMode, RunStore: runstore.New(p.st), Store: taskstore.New(p.st), Cluster: c,
 		Support: toolpacks.TaskSupportWith(cfg.MCP.ExtraPacks, cfg.MCP.Packs), MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
-		Calls: p.st, AskWindow: cfg.MCP.Code.Window,
+		Calls: p.st, AskWindow: cfg.MCP.Code.Window, Later: later,
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
 	if err != nil {
