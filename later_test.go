@@ -70,7 +70,7 @@ func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 // AwaitAsk holds a call of the session that asked until the decision
 // comes; in another session of the same user an undecided question is
 // ErrAwaitElsewhere and a decided one's status is returned; an unknown id
-// is ErrUnknownAsk. In the 2026-07-28 era AskLater is ErrNoSessionCall.
+// is ErrUnknownAsk.
 func TestAwaitAskWaitsInTheSessionThatAsked(t *testing.T) {
 	origin := runNode(t, mcpgrain.Server{Name: "later", Register: laterTools})
 	connect := func() *mcp.ClientSession {
@@ -118,15 +118,6 @@ func TestAwaitAskWaitsInTheSessionThatAsked(t *testing.T) {
 		t.Fatalf("await of a decided question in another session: %q", g)
 	}
 
-	mc := mcp.NewClient(&mcp.Implementation{Name: "later-test"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
-	modern, err := mc.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: origin + "/mcp"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer modern.Close()
-	if g := callText(t, modern, "ask_later", map[string]any{"summary": "Sessionless"}); !strings.Contains(g, "need a tool call (of a session") {
-		t.Fatalf("sessionless AskLater: %q, want ErrNoSessionCall", g)
-	}
 }
 
 // Outside a tool call of a session, AskLater, AskStatus and AwaitAsk say
