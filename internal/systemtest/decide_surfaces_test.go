@@ -67,6 +67,12 @@ const (
 	dsTask        = "task"        // a 2026-07-28 client with the tasks extension: the task waits in input_required
 	dsSDKTask     = "sdk task"    // an SDK tool run as a task whose handler asks (Ask): the task waits in input_required
 	dsSDKLater    = "sdk later"   // an SDK tool of a stateful session that asks without waiting (AskLater); a later call reads it
+	// dsSDKLaterModern: AskLater in a 2026-07-28 call (owned by its
+	// continuation grain); a later 2026-07-28 call reads it.
+	dsSDKLaterModern = "sdk later 2026"
+	// dsSDKLaterTask: AskLater in an SDK tool run as a task (owned by the
+	// task grain; the task completes with the id); a 2026-07-28 call reads it.
+	dsSDKLaterTask = "sdk later task"
 )
 
 // dsSDKWrites counts the writes of the SDK tool (sdk_todo) by title.
@@ -101,7 +107,7 @@ func dsSDKPack() toolpacks.Pack {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created by " + d.By}}}, nil, nil
 		})
 	})
-	p.Tasks = map[string]sdkapp.TaskMode{"sdk_todo": sdkapp.TaskOptional}
+	p.Tasks = map[string]sdkapp.TaskMode{"sdk_todo": sdkapp.TaskOptional, "sdk_request": sdkapp.TaskOptional}
 	return p
 }
 
@@ -189,11 +195,11 @@ var dsSurfaces = []dsSurface{
 	{"native elicitation", []string{dsNative}, true, dsElicitation},
 	{"sessionless retry", []string{dsSessionless}, true, dsRetry},
 	{"tasks/update", []string{dsTask, dsSDKTask}, true, dsTasksUpdate},
-	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsPage},
-	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsInbox},
-	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsHTTP},
-	{"gRPC", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsGRPC},
-	{"CLI", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater}, false, dsCLI},
+	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsPage},
+	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsInbox},
+	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsHTTP},
+	{"gRPC", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsGRPC},
+	{"CLI", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsCLI},
 }
 
 // For each --approvers setting, every decision surface (in-band resume,
@@ -362,6 +368,26 @@ func (n *dsNode) pause(t *testing.T, kind string, owner dsUser, title string) *d
 		if p.execID, _ = sc["id"].(string); p.execID == "" {
 			t.Fatalf("sdk_request: %s, want the question's id", mcpclient.Text(res))
 		}
+	case dsSDKLaterModern:
+		p.cs = mrtrClient(t, n.info.HTTPAddr, owner.token)
+		res, sc := callTool(t, p.cs, "sdk_request", map[string]any{"title": title})
+		if p.execID, _ = sc["id"].(string); p.execID == "" {
+			t.Fatalf("sdk_request in the 2026-07-28 era: %s, want the question's id", mcpclient.Text(res))
+		}
+	case dsSDKLaterTask:
+		a := modernCall(t, n.info.HTTPAddr, owner.token, "tools/call", "sdk_request",
+			map[string]any{"name": "sdk_request", "arguments": map[string]any{"title": title}}, true)
+		p.taskID, _ = a.Result["taskId"].(string)
+		if a.Error != nil || p.taskID == "" {
+			t.Fatalf("sdk_request as a task: %+v", a)
+		}
+		done := n.waitTask(t, p)
+		res, _ := done.Result["result"].(map[string]any)
+		sc, _ := res["structuredContent"].(map[string]any)
+		if p.execID, _ = sc["id"].(string); done.Result["status"] != "completed" || p.execID == "" {
+			t.Fatalf("sdk_request task: %v, want completed with the question's id", done.Result)
+		}
+		p.cs = mrtrClient(t, n.info.HTTPAddr, owner.token)
 	default:
 		t.Fatalf("unknown pause kind %q", kind)
 	}
@@ -445,9 +471,9 @@ func (n *dsNode) outcome(t *testing.T, p *dsPause) string {
 			return fmt.Sprintf("task %v: %v (%v)", a.Result["status"], res, a.Result["statusMessage"])
 		}
 		return "completed"
-	case dsSDKLater:
+	case dsSDKLater, dsSDKLaterModern, dsSDKLaterTask:
 		// The owner's later call reads the decision, journaled by the
-		// session a moment after the surface answered.
+		// session a moment after the surface answered (by a grain, before).
 		var text string
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			res, _ := callTool(t, p.cs, "sdk_status", map[string]any{"id": p.execID})
