@@ -18,8 +18,10 @@
 //
 // request_deploy asks without waiting (mcpgrain.AskLater): it answers at
 // once with the request's id and approval page, and deploy_status, called
-// later (in the same session or another of the same user), reports the
-// decision and deploys once when approved (mcpgrain.AskStatus).
+// later (in the same session or another of the same user, or from a
+// 2026-07-28 request: the two also work there, the question then owned by
+// the request's continuation grain), reports the decision and deploys
+// once when approved (mcpgrain.AskStatus).
 //
 // A 2026-07-28 (sessionless) client is asked too: its call ends with an
 // input_required result asking for the approval, the question is listed
