@@ -4,7 +4,7 @@
 // as they apply here. The tools are driven by a real go-sdk client over
 // real HTTP (mcp.NewStreamableHTTPHandler behind httptest), with the
 // identity header (X-Mcpgrain-Identity) set by a wrapping handler as a grain sets
-// them (exchange.Identity), and a real engine over an in-test tool source.
+// it (exchange.Identity), and a real engine over an in-test tool source.
 //
 // Seed cases skipped, and why:
 //   - emitted image/audio/text-like/binary files as MCP image, audio, text
