@@ -9,18 +9,18 @@ import (
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
-// Headers a grain adds to a tunnelled request so handlers inside it (tool
-// handlers, middlewares) know the caller. The gateway never forwards client
-// headers with these names, so a client cannot set them.
-const (
-	HeaderUser        = "X-Mcpgrain-User"
-	HeaderOrg         = "X-Mcpgrain-Org"
-	HeaderRole        = "X-Mcpgrain-Role"
-	HeaderMode        = "X-Mcpgrain-Elicitation-Mode"
-	HeaderSessionless = "X-Mcpgrain-Sessionless"
-	HeaderOrigin      = "X-Mcpgrain-Origin"
-	HeaderSession     = "X-Mcpgrain-Session"
-)
+// HeaderIdentity is the header a grain adds to a tunnelled request so
+// handlers inside it (tool handlers, middlewares) know the caller: a
+// [Caller] in one field ([Caller.Encode]). The gateway never forwards a
+// client's X-Mcpgrain-* headers (Forwarded), and a grain's field replaces
+// one of the same name, so a client cannot set it. It never leaves the
+// process: the exchange carries the principal (HttpExchange.principal),
+// and the serving node builds this header from it.
+//
+// One field, not one an item: go-sdk keeps the header of a session's last
+// request for the session's life, and a Go map of more than 8 entries
+// outgrows its single group (~0.4 KB more a resident session).
+const HeaderIdentity = "X-Mcpgrain-Identity"
 
 // HeaderRestored is set on the response to a request that restored its
 // session's runtime (a cold restore after passivation or a move), so a
@@ -30,52 +30,122 @@ const HeaderRestored = "Mcpgrain-Restored"
 
 var b64 = base64.RawURLEncoding
 
-// Identity returns the headers describing m's caller, its elicitation mode
-// (?elicitation_mode=), its public origin, and the grain serving it.
-func Identity(m *pb.HttpExchange, grainID string, sessionless bool) http.Header {
-	// One array holds every value (each field's clipped), the names are
-	// canonical already: a handful of allocations fewer per request.
-	vals := make([]string, 7)
-	h := make(http.Header, 7)
-	set := func(i int, k, v string) {
-		vals[i] = v
-		h[k] = vals[i : i+1 : i+1]
-	}
-	p := m.GetPrincipal()
-	set(0, HeaderUser, b64.EncodeToString([]byte(p.GetUser())))
-	set(1, HeaderOrg, b64.EncodeToString([]byte(p.GetOrg())))
-	set(2, HeaderRole, b64.EncodeToString([]byte(p.GetRole())))
-	set(3, HeaderOrigin, "http://"+m.GetHost())
-	set(4, HeaderSession, grainID)
-	if m.GetRawQuery() != "" {
-		if q, err := url.ParseQuery(m.GetRawQuery()); err == nil {
-			if mode := q.Get("elicitation_mode"); mode != "" {
-				set(5, HeaderMode, mode)
-			}
-		}
-	}
-	if sessionless {
-		set(6, HeaderSessionless, "1")
-	}
-	return h
+// Caller is what [HeaderIdentity] tells a request's handlers.
+type Caller struct {
+	// User, Org and Role are the authenticated principal's.
+	User, Org, Role string
+	// Origin is the public origin the request came in on ("http://host").
+	Origin string
+	// Mode is the request's ?elicitation_mode=, or "".
+	Mode string
+	// Sessionless is set for a request served without an MCP session (a
+	// 2026-07-28 client's, a task's run, a continuation's).
+	Sessionless bool
+	// Session is the id of the grain serving the request.
+	Session string
 }
 
-// PrincipalOf reads the caller from headers set by [Identity].
-func PrincipalOf(h http.Header) *pb.Principal {
-	dec := func(k string) string {
-		b, _ := b64.DecodeString(h.Get(k))
-		return string(b)
+// identitySep separates the encoded fields: not in base64url's alphabet.
+const identitySep = "."
+
+// Encode is c as HeaderIdentity's value: user, org, role, origin and mode
+// in unpadded base64url, the sessionless flag ("1" or ""), then the
+// session id as it is (the rest of the value: a lookup by session, the
+// common read, takes a substring).
+func (c Caller) Encode() string {
+	enc := [...]string{c.User, c.Org, c.Role, c.Origin, c.Mode}
+	n := len(enc) + 2 + len(c.Session)
+	for _, s := range enc {
+		n += b64.EncodedLen(len(s))
 	}
-	return &pb.Principal{User: dec(HeaderUser), Org: dec(HeaderOrg), Role: dec(HeaderRole)}
+	b := make([]byte, 0, n)
+	for _, s := range enc {
+		b = b64.AppendEncode(b, []byte(s))
+		b = append(b, identitySep...)
+	}
+	if c.Sessionless {
+		b = append(b, '1')
+	}
+	b = append(b, identitySep...)
+	b = append(b, c.Session...)
+	return string(b)
+}
+
+// Header is a header holding only c.
+func (c Caller) Header() http.Header {
+	return http.Header{HeaderIdentity: {c.Encode()}}
+}
+
+// Identity returns the header describing m's caller, its elicitation mode
+// (?elicitation_mode=), its public origin, and the grain serving it.
+func Identity(m *pb.HttpExchange, grainID string, sessionless bool) http.Header {
+	p := m.GetPrincipal()
+	c := Caller{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole(), Origin: "http://" + m.GetHost(),
+		Sessionless: sessionless, Session: grainID}
+	if m.GetRawQuery() != "" {
+		if q, err := url.ParseQuery(m.GetRawQuery()); err == nil {
+			c.Mode = q.Get("elicitation_mode")
+		}
+	}
+	return c.Header()
+}
+
+// CallerOf reads the caller from h's [HeaderIdentity]: the zero Caller if
+// h has none, or one that does not decode.
+func CallerOf(h http.Header) Caller {
+	v := h.Get(HeaderIdentity)
+	var enc [5]string
+	for i := range enc {
+		var ok bool
+		if enc[i], v, ok = strings.Cut(v, identitySep); !ok {
+			return Caller{}
+		}
+	}
+	flag, session, ok := strings.Cut(v, identitySep)
+	if !ok {
+		return Caller{}
+	}
+	// The five decoded into one string, then cut.
+	var ends [5]int
+	b := make([]byte, 0, len(enc[0])+len(enc[1])+len(enc[2])+len(enc[3])+len(enc[4]))
+	for i, e := range enc {
+		var err error
+		if b, err = b64.AppendDecode(b, []byte(e)); err != nil {
+			return Caller{}
+		}
+		ends[i] = len(b)
+	}
+	s := string(b)
+	return Caller{User: s[:ends[0]], Org: s[ends[0]:ends[1]], Role: s[ends[1]:ends[2]],
+		Origin: s[ends[2]:ends[3]], Mode: s[ends[3]:ends[4]], Sessionless: flag == "1", Session: session}
+}
+
+// SessionOf is the session (grain) id in h's [HeaderIdentity], or "": a
+// substring of the value, no decoding.
+func SessionOf(h http.Header) string {
+	v := h.Get(HeaderIdentity)
+	for range 6 {
+		var ok bool
+		if _, v, ok = strings.Cut(v, identitySep); !ok {
+			return ""
+		}
+	}
+	return v
+}
+
+// PrincipalOf reads the caller's principal from h's [HeaderIdentity].
+func PrincipalOf(h http.Header) *pb.Principal {
+	c := CallerOf(h)
+	return &pb.Principal{User: c.User, Org: c.Org, Role: c.Role}
 }
 
 // ApprovalURL is the approval page of execution id: at publicURL when one
 // is configured, else at the origin the request came in on (h's
-// [HeaderOrigin]; h may be nil).
+// [HeaderIdentity]; h may be nil).
 func ApprovalURL(publicURL string, h http.Header, id string) string {
 	origin := publicURL
 	if origin == "" && h != nil {
-		origin = h.Get(HeaderOrigin)
+		origin = CallerOf(h).Origin
 	}
 	return strings.TrimRight(origin, "/") + "/approve/" + id
 }

@@ -20,7 +20,7 @@ func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
 		Headers: []*pb.HttpHeader{
 			{Name: "Accept", Values: accept},
 			{Name: "mcp-session-id", Values: []string{"S1"}},
-			{Name: HeaderUser, Values: []string{"forged"}},
+			{Name: "x-mcpgrain-identity", Values: []string{Caller{User: "forged", Role: "admin", Session: "G2"}.Encode()}},
 			{Name: "X-Empty"},
 		},
 		Principal: &pb.Principal{User: "u", Org: "o", Role: "r"},
@@ -40,10 +40,13 @@ func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
 		t.Errorf("Mcp-Session-Id %q (a lower-case name must be canonical)", got)
 	}
 	if p := PrincipalOf(req.Header); p.GetUser() != "u" || p.GetOrg() != "o" || p.GetRole() != "r" {
-		t.Errorf("principal %v: the identity headers must replace the forwarded ones", p)
+		t.Errorf("principal %v: the identity header must replace the forwarded one", p)
 	}
-	if got := req.Header.Get(HeaderMode); got != "url" {
-		t.Errorf("elicitation mode %q", got)
+	if n := len(req.Header.Values(HeaderIdentity)); n != 1 {
+		t.Errorf("%d identity values, want the grain's alone", n)
+	}
+	if c := CallerOf(req.Header); c.Mode != "url" || c.Session != "G1" || c.Origin != "http://h:1" || c.Sessionless {
+		t.Errorf("caller %+v", c)
 	}
 	if _, ok := req.Header["X-Empty"]; ok {
 		t.Error("a header without values is forwarded")

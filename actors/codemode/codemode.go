@@ -161,8 +161,7 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 		return nil, nil, err
 	}
 	e := rt.Engine()
-	h := header(req)
-	if h.Get(exchange.HeaderSessionless) == "1" && req.Params.RequestState != "" {
+	if exchange.CallerOf(header(req)).Sessionless && req.Params.RequestState != "" {
 		// A 2026-07-28 retry: the (verified, unwrapped) state is the
 		// execution id; the approval input response is the decision.
 		owner := engine.AsOwner(principal(req))
@@ -300,18 +299,18 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 			return res
 		}
 		p := out.Pause
-		h := header(req)
+		c := exchange.CallerOf(header(req))
 		switch {
-		case h.Get(exchange.HeaderSessionless) == "1":
+		case c.Sessionless:
 			return &mcp.CallToolResult{
 				InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema}},
 				RequestState:  p.ID,
 			}
-		case h.Get(exchange.HeaderMode) == "native" && !t.o.Approvers.MayDecide(principal(req).Role):
+		case c.Mode == "native" && !t.o.Approvers.MayDecide(c.Role):
 			// The user of this session may not decide: an approver does,
 			// on an approval surface.
 			return PausedBrowser(p, t.approvalURL(req, p.ID))
-		case h.Get(exchange.HeaderMode) == "native":
+		case c.Mode == "native":
 			// The public API's Elicit (what a user's tool asks with), in
 			// its stateful form: native elicitation on the session.
 			res, err := app.Elicit(ctx, req, "approval", p.Message, confirmSchema)
@@ -331,7 +330,7 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 			}
 			out = next
 			continue
-		case h.Get(exchange.HeaderMode) == "browser":
+		case c.Mode == "browser":
 			return PausedBrowser(p, t.approvalURL(req, p.ID))
 		default:
 			return PausedModel(p, t.o.Window)

@@ -3,8 +3,8 @@
 // cross-session resume misses of agent-session-model-resume.test.ts, as far
 // as they apply here. The tools are driven by a real go-sdk client over
 // real HTTP (mcp.NewStreamableHTTPHandler behind httptest), with the
-// X-Mcpgrain-* headers set by a wrapping handler exactly as a grain sets
-// them (exchange.Identity), and a real engine over an in-test tool source.
+// identity header (X-Mcpgrain-Identity) set by a wrapping handler as a grain sets
+// it (exchange.Identity), and a real engine over an in-test tool source.
 //
 // Seed cases skipped, and why:
 //   - emitted image/audio/text-like/binary files as MCP image, audio, text
@@ -259,8 +259,8 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 // clientOptions say how a test client connects.
 type clientOptions struct {
 	mode        string // ?elicitation_mode= (""/model, browser, native)
-	host        string // the public host (X-Mcpgrain-Origin); default mcp.example.test
-	sessionless bool   // a 2026-07-28 client through a stateless handler (X-Mcpgrain-Sessionless: 1)
+	host        string // the public host (the identity's origin); default mcp.example.test
+	sessionless bool   // a 2026-07-28 client through a stateless handler (the identity's sessionless flag)
 	autoMRTR    bool   // sessionless: let go-sdk's client answer input requests itself
 	role        string // the caller's role (default alice's)
 	elicit      func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)

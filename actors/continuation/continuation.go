@@ -214,7 +214,7 @@ func (h *Host) codeOf(req *mcp.CallToolRequest) (*mcpruntime.CodeRuntime, bool) 
 	if req.Extra == nil {
 		return nil, false
 	}
-	v, ok := h.codes.Load(req.Extra.Header.Get(exchange.HeaderSession))
+	v, ok := h.codes.Load(exchange.SessionOf(req.Extra.Header))
 	if !ok {
 		return nil, false
 	}
@@ -504,7 +504,7 @@ func (h *Host) stateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		user, org := principalOf(req)
 		owner := ""
 		if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-			owner = ex.Header.Get(exchange.HeaderSession) // the grain serving the request
+			owner = exchange.SessionOf(ex.Header) // the grain serving the request
 		}
 		state := requestStateOf(req.GetParams())
 		if state != nil && *state != "" {

@@ -139,8 +139,8 @@ func (h *Host) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			hd = ex.Header
 		}
 		var p *pb.Principal
-		if hd != nil && hd.Get(exchange.HeaderUser) != "" {
-			p = exchange.PrincipalOf(hd)
+		if c := exchange.CallerOf(hd); c.User != "" {
+			p = &pb.Principal{User: c.User, Org: c.Org, Role: c.Role}
 		}
 		return next(app.WithHandles(withTool(ctx, req), h, p), method, req)
 	}

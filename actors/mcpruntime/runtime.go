@@ -18,7 +18,7 @@
 // translates the Mcp-Session-Id header both ways, so neither side sees the
 // other's id. Handlers on the shared server find the session's runtime by
 // the grain identity the tunnel puts in every request
-// (exchange.HeaderSession).
+// (exchange.HeaderIdentity, read by exchange.SessionOf).
 //
 // Restore after passivation: the runtime records go-sdk's
 // ServerSessionState (initialize params, negotiated version, log level) in
@@ -247,7 +247,7 @@ func (b *Builder) runtimeOf(h http.Header) (*Runtime, bool) {
 	if h == nil {
 		return nil, false
 	}
-	v, ok := b.runtimes.Load(h.Get(exchange.HeaderSession))
+	v, ok := b.runtimes.Load(exchange.SessionOf(h))
 	if !ok {
 		return nil, false
 	}
@@ -542,7 +542,7 @@ func (r *Runtime) replay(ctx context.Context, s replayStep, inSession bool, vers
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(exchange.HeaderSession, r.id)
+	req.Header.Set(exchange.HeaderIdentity, exchange.Caller{Session: r.id}.Encode())
 	if inSession {
 		req.Header.Set("Mcp-Session-Id", r.id)
 		req.Header.Set("Mcp-Protocol-Version", version)

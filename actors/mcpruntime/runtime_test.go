@@ -28,7 +28,7 @@ func post(t *testing.T, rt exchanger, body string) *httptest.ResponseRecorder {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set(exchange.HeaderSession, "s1") // as the session grain sets it
+	req.Header.Set(exchange.HeaderIdentity, exchange.Caller{Session: "s1"}.Encode()) // as the session grain sets it
 	if !strings.Contains(body, `"initialize"`) {
 		req.Header.Set("Mcp-Session-Id", "s1")
 	}

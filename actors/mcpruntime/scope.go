@@ -24,13 +24,17 @@ type sessionScope struct {
 	save func(name string, s *pb.AppState) error
 
 	mu    sync.Mutex
-	saved map[string]app.Saved // the values as last stored (from the record, then each save)
+	saved map[string]app.Saved // the values as last stored (from the record, then each save); nil until there is one
 }
 
 // newSessionScope is r's scope, starting from the values in the session
-// record.
+// record. Its map is made with the first value (most sessions store none:
+// an empty map was 48 B a resident session).
 func newSessionScope(r *Runtime, in session.BuildInput) *sessionScope {
-	s := &sessionScope{r: r, principal: in.Principal, save: in.AppStateChanged, saved: make(map[string]app.Saved, len(in.AppState))}
+	s := &sessionScope{r: r, principal: in.Principal, save: in.AppStateChanged}
+	if len(in.AppState) > 0 {
+		s.saved = make(map[string]app.Saved, len(in.AppState))
+	}
 	for name, v := range in.AppState {
 		s.saved[name] = app.Saved{Version: int(v.GetVersion()), Value: v.GetValue()}
 	}
@@ -73,6 +77,9 @@ func (s *sessionScope) SaveState(_ context.Context, name string, v app.Saved) er
 		return fmt.Errorf("mcpgrain: session %s: save state %q: %w (%w)", s.r.id, name, app.ErrRetry, err)
 	}
 	s.mu.Lock()
+	if s.saved == nil {
+		s.saved = make(map[string]app.Saved)
+	}
 	s.saved[name] = app.Saved{Version: v.Version, Value: value}
 	s.mu.Unlock()
 	return nil

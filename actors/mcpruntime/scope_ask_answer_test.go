@@ -63,7 +63,7 @@ func startCall(ctx context.Context, rt exchanger, id int) *callPost {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set(exchange.HeaderSession, "s1")
+	req.Header.Set(exchange.HeaderIdentity, exchange.Caller{Session: "s1"}.Encode())
 	req.Header.Set("Mcp-Session-Id", "s1")
 	p := &callPost{w: httptest.NewRecorder(), done: make(chan struct{})}
 	go func() {

@@ -12,7 +12,7 @@ import (
 // keeping durable tool calls share (continuations, tasks): it binds each
 // tools/call to its grain's calls ([GrainCalls.Bind]), so that Step and
 // Ask work in the handler. lookup finds the calls of the grain the request
-// belongs to (by its exchange.HeaderSession: the grain's id); a request
+// belongs to (by its exchange.SessionOf: the grain's id); a request
 // with none (another method, no header, a grain without durable calls on
 // this node) is served as it is. A failed Bind answers the error mapErr
 // makes of it, and the handler does not run.
@@ -23,7 +23,7 @@ func BindGrainCalls(lookup func(grain string) (*GrainCalls, bool), mapErr func(e
 			if !ok || ctr.Extra == nil || ctr.Extra.Header == nil {
 				return next(ctx, method, req)
 			}
-			gc, ok := lookup(ctr.Extra.Header.Get(exchange.HeaderSession))
+			gc, ok := lookup(exchange.SessionOf(ctr.Extra.Header))
 			if !ok {
 				return next(ctx, method, req)
 			}

@@ -68,7 +68,7 @@ func newStreamSession(t *testing.T) *streamSession {
 	t.Cleanup(func() { _ = built.Close(context.Background()) })
 	s.rt = built.(streamCounter)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Set(exchange.HeaderSession, "s1")
+		r.Header.Set(exchange.HeaderIdentity, exchange.Caller{Session: "s1"}.Encode())
 		if !strings.HasPrefix(r.URL.RawQuery, "init") {
 			r.Header.Set("Mcp-Session-Id", "s1")
 		}

@@ -52,8 +52,8 @@ func TraceTools(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		attrs := []attribute.KeyValue{tracing.OperationKey.String("execute_tool"),
 			tracing.ToolNameKey.String(call.Params.Name), tracing.MethodKey.String(method)}
-		if sid := h.Get(exchange.HeaderSession); sid != "" && h.Get(exchange.HeaderSessionless) == "" {
-			attrs = append(attrs, tracing.SessionKey.String(sid))
+		if c := exchange.CallerOf(h); c.Session != "" && !c.Sessionless {
+			attrs = append(attrs, tracing.SessionKey.String(c.Session))
 		}
 		ctx, span := tracing.Start(ctx, "execute_tool "+call.Params.Name, trace.WithAttributes(attrs...))
 		defer span.End()

@@ -40,9 +40,14 @@ func (s *session) saveRuntimeState(ctx context.Context, g grain.Context, state [
 }
 
 // commitCreating writes the session being created into existence with the
-// runtime's state (actCommitCreate), then tells the machine.
+// runtime's state (actCommitCreate), then tells the machine. The record
+// keeps the creating record's principal, not a copy: the runtime, built
+// from the creating record, holds that one for the session's life, and
+// principals are never changed in place (a copy was ~0.1 KB more a
+// resident session).
 func (s *session) commitCreating(ctx context.Context, g grain.Context, state []byte) error {
 	rec := proto.Clone(s.creating).(*pb.SessionRecord)
+	rec.Principal = s.creating.GetPrincipal()
 	rec.RuntimeState = state
 	if err := s.commitCreate(ctx, g, rec); err != nil {
 		return err

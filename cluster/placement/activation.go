@@ -35,7 +35,7 @@ const (
 // request, and routes every save through the epoch fence.
 type activation struct {
 	cfg      *Config
-	kind     grain.Kind
+	kind     *grain.Kind // the placement actor's (a copy was 48 B an activation)
 	identity string
 	key      string
 

@@ -33,7 +33,7 @@ func TestCreatesDecidesFromKindAndFirstRequest(t *testing.T) {
 		{"created-by-write kind without Creates", grain.Kind{CreatedByWrite: true}, &LocalRequest{Msg: create}, false},
 		{"kind that is not created by a write", grain.Kind{Creates: isCreate}, &LocalRequest{Msg: create}, false},
 	} {
-		if got := creates(tc.kind, tc.first); got != tc.want {
+		if got := creates(&tc.kind, tc.first); got != tc.want {
 			t.Errorf("%s: creates = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -102,9 +102,14 @@ func Props(cfg Config) *actor.Props {
 	// package dispatch): a grain's turn is deep, and a fresh goroutine per
 	// turn grew its stack by copying every time.
 	warm := dispatch.NewWarm(warmIdle, mailboxThroughput)
+	kinds := make(map[string]*grain.Kind, len(cfg.Kinds))
+	for name, k := range cfg.Kinds {
+		kinds[name] = &k
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &placementActor{
 			cfg:     &cfg,
+			kinds:   kinds,
 			table:   NewTable(membership.View{}),
 			entries: map[string]*entry{},
 			byPID:   map[string]string{},
@@ -133,6 +138,7 @@ type held struct {
 
 type placementActor struct {
 	cfg      *Config
+	kinds    map[string]*grain.Kind // cfg.Kinds, each kept once for its activations
 	table    *Table
 	entries  map[string]*entry
 	byPID    map[string]string
@@ -268,7 +274,7 @@ func (p *placementActor) reject(ctx actor.Context, msg any, sender *actor.PID, c
 }
 
 func (p *placementActor) spawn(ctx actor.Context, kind, identity, key string, first any) *entry {
-	k, ok := p.cfg.Kinds[kind]
+	k, ok := p.kinds[kind]
 	if !ok {
 		return nil
 	}
@@ -333,7 +339,7 @@ var activationMailbox = actor.UnboundedLockfree()
 // creates reports whether first, the request an activation of k is
 // started for, creates the grain (see grain.Kind.Creates; only a request
 // from this node is looked at: a remote one would have to be decoded).
-func creates(k grain.Kind, first any) bool {
+func creates(k *grain.Kind, first any) bool {
 	lr, ok := first.(*LocalRequest)
 	return ok && k.CreatedByWrite && k.Creates != nil && k.Creates(lr.Msg)
 }

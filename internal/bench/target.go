@@ -29,7 +29,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/gateway/auth"
 	"github.com/mcpgrain/mcpgrain/internal/app"
-	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // protocolVersion is the MCP version the bench client negotiates (the
@@ -343,9 +342,9 @@ func baselineHandler(ctx context.Context, code bool, base string) (h http.Handle
 // organization stay empty, so its executions count against no per-user or
 // per-organization cap (as before).
 func anonymousAdmin(h http.Handler) http.Handler {
-	role := exchange.Identity(&pb.HttpExchange{Principal: &pb.Principal{Role: auth.AnonymousRole}}, "", false).Get(exchange.HeaderRole)
+	identity := exchange.Caller{Role: auth.AnonymousRole}.Encode()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Set(exchange.HeaderRole, role)
+		r.Header.Set(exchange.HeaderIdentity, identity)
 		h.ServeHTTP(w, r)
 	})
 }
