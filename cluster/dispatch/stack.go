@@ -20,8 +20,12 @@ func GrowStack() {
 }
 
 // handlerStack is the frame growStack makes: with the frames below it,
-// the stack is grown to 32 KiB (the runtime doubles until the frame fits).
-const handlerStack = 16 << 10
+// the stack is grown to 16 KiB (the runtime doubles until the frame
+// fits), which is what go-sdk's tool call through mcpgrain's middleware
+// reached, and the largest size the runtime keeps in its per-P caches of
+// free stacks (a larger one is allocated from the heap each time). A
+// handler that goes deeper still grows the stack, once more.
+const handlerStack = 8 << 10
 
 //go:noinline
 func growStack(i int) byte {

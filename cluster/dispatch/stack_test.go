@@ -7,11 +7,11 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 )
 
-// After GrowStack, a new goroutine's calls can go 20 KiB deeper without
+// After GrowStack, a new goroutine's calls can go 10 KiB deeper without
 // the runtime copying its stack (a copy moves every frame, so the address
 // of a local variable changes); without it, the same calls copy it.
 func TestGrowStackMakesRoomForADeepHandler(t *testing.T) {
-	const deep = 20 << 10
+	const deep = 10 << 10
 	if moved := stackMovedBy(false, deep); !moved {
 		t.Fatalf("without GrowStack, %d bytes of frames on a new goroutine did not move its stack: the check sees nothing", deep)
 	}
