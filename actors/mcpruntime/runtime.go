@@ -63,6 +63,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -221,7 +222,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpruntime: build the session server: %w", err)
 	}
-	srv.AddReceivingMiddleware(b.recordState, b.bindScope, b.bindCall)
+	srv.AddReceivingMiddleware(growStack, b.recordState, b.bindScope, b.bindCall)
 	b.server, b.closeSrv = srv, closeSrv
 	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
@@ -343,6 +344,19 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 		r.asks.restore(ctx)
 	}
 	return r, nil
+}
+
+// growStack is the shared server's outermost receiving middleware: it
+// grows the stack of go-sdk's handler goroutine (a new one per request)
+// for a tool call once, while it is shallow, instead of by the several
+// copies its depth would make (see dispatch.GrowStack).
+func growStack(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/call" {
+			dispatch.GrowStack()
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // recordState is the shared server's receiving middleware that tracks each

@@ -6,7 +6,9 @@
 // stack is grown by copying, several times, on every turn — a tenth of
 // the CPU of creating a session. A warm dispatcher hands the work to an
 // idle goroutine of an earlier turn when there is one, whose stack is
-// already grown, and starts a new one only when none is idle.
+// already grown, and starts a new one only when none is idle. For a
+// goroutine that is not ours to reuse (go-sdk's per-request handler),
+// GrowStack grows the stack once while it is shallow.
 package dispatch
 
 import "github.com/asynkron/protoactor-go/actor"
