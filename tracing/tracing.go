@@ -15,6 +15,7 @@ package tracing
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,7 +33,8 @@ var on atomic.Bool
 func On() bool { return on.Load() }
 
 // Options configures what the spans record beyond their defaults. The
-// zero value is the default: no tool arguments.
+// zero value is the default: no tool arguments, at most one exemplar a
+// second per histogram and latency range.
 type Options struct {
 	// ToolArguments is the most bytes of a tools/call's arguments (the
 	// JSON of its params.arguments) the gateway's span records, as
@@ -40,6 +42,11 @@ type Options struct {
 	// ArgumentsTruncatedKey). Zero or less: none are recorded (arguments
 	// may carry secrets; the node's --trace-tool-arguments).
 	ToolArguments int
+	// ExemplarInterval is the least time between two exemplars of one
+	// latency histogram's latency range (a power of two of the observed
+	// value; see ObserveSpan). Zero: DefaultExemplarInterval; below zero:
+	// every sampled observation carries one.
+	ExemplarInterval time.Duration
 }
 
 // Install turns tracing on with tp's tracer and the W3C propagators

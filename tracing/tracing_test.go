@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -172,5 +173,44 @@ func TestHeaderCarrierUsesCanonicalKeysWithoutAllocating(t *testing.T) {
 	}
 	if a, b := Name("p", "k"), Name("p", "k"); a != "p k" || b != a {
 		t.Errorf("Name: %q %q", a, b)
+	}
+}
+
+// Exemplars are limited to one per histogram and latency range per
+// interval: a second observation in the same range within the interval
+// gets none, one in another range or on another histogram gets its own,
+// and one after the interval gets one again; a negative interval lifts
+// the limit.
+func TestExemplarsAreLimitedPerHistogramAndRange(t *testing.T) {
+	var now int64 = 1_000_000_000
+	l := limiter{now: func() int64 { return now }}
+	h1 := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "a"})
+	h2 := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "b"})
+	const every = time.Second
+	steps := []struct {
+		name    string
+		o       prometheus.Observer
+		v       float64
+		advance time.Duration
+		want    bool
+	}{
+		{"first", h1, 0.003, 0, true},
+		{"same range, same instant", h1, 0.0031, 0, false},
+		{"same range, within the interval", h1, 0.0035, 999 * time.Millisecond, false},
+		// Two that share a slot (a hash collision, rare) share its limit.
+		{"other histogram", h2, 0.003, 0, slotOf(h2, 0.003) != slotOf(h1, 0.003)},
+		{"other range", h1, 0.5, 0, slotOf(h1, 0.5) != slotOf(h1, 0.003) && slotOf(h1, 0.5) != slotOf(h2, 0.003)},
+		{"after the interval", h1, 0.003, time.Millisecond, true},
+	}
+	for _, s := range steps {
+		now += int64(s.advance)
+		if got := l.allow(s.o, s.v, every); got != s.want {
+			t.Errorf("%s: allowed %v, want %v", s.name, got, s.want)
+		}
+	}
+	for range 3 {
+		if !l.allow(h1, 0.003, -1) {
+			t.Fatal("a negative interval limited an exemplar")
+		}
 	}
 }
