@@ -150,5 +150,47 @@ func Receive(ctx context.Context, kind string, msg any) (context.Context, func()
 	ctx = Extract(ctx, c.GetTraceContext())
 	ctx, span := Tracer().Start(ctx, Name("mcpgrain.grain.receive", kind),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(ReceiveKey.String(kind)))
-	return ctx, func() { span.End() }
+	h := &handoff{span: span}
+	return context.WithValue(ctx, handoffKey{}, h), h.end
+}
+
+// The states of a receive span's handoff.
+const (
+	handoffOpen int32 = iota
+	handoffTaken
+	handoffEnded
+)
+
+// handoff is a grain.receive span that a handler started in the grain's
+// turn may take over (TakeReceive), to end it when it finishes.
+type handoff struct {
+	span  trace.Span
+	state atomic.Int32
+}
+
+type handoffKey struct{}
+
+// end ends the span at the end of the grain's turn, unless it was taken.
+func (h *handoff) end() {
+	if h.state.CompareAndSwap(handoffOpen, handoffEnded) {
+		h.span.End()
+	}
+}
+
+// TakeReceive takes over the grain.receive span ctx's turn started
+// (Receive), for a handler started in that turn that goes on after it —
+// an exchange's (exchange.Start) — so that the owner node records one
+// span for the message and its handler rather than one each: the turn's
+// end no longer ends the span, the handler ends it when it finishes. ok is
+// false (and the span a no-op) when tracing is off, ctx has no receive
+// span, or it was taken or ended already.
+func TakeReceive(ctx context.Context) (span trace.Span, ok bool) {
+	if !On() {
+		return trace.SpanFromContext(context.Background()), false
+	}
+	h, _ := ctx.Value(handoffKey{}).(*handoff)
+	if h == nil || !h.state.CompareAndSwap(handoffOpen, handoffTaken) {
+		return trace.SpanFromContext(context.Background()), false
+	}
+	return h.span, true
 }
