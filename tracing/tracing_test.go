@@ -126,6 +126,7 @@ func TestOffCostsNoAllocations(t *testing.T) {
 		ObserveSpan(slot.SpanContext(), histogram, 1)
 		Observe(c2, histogram, 1)
 		_ = Remote(c2, msg)
+		_, _ = TakeReceive(c2)
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per call with tracing off, want 0", allocs)
@@ -212,5 +213,50 @@ func TestExemplarsAreLimitedPerHistogramAndRange(t *testing.T) {
 		if !l.allow(h1, 0.003, -1) {
 			t.Fatal("a negative interval limited an exemplar")
 		}
+	}
+}
+
+// carrier is a message carrying a trace context (as HttpExchange does).
+type carrier map[string]string
+
+func (c carrier) GetTraceContext() map[string]string { return c }
+
+// A handler started in a grain's turn takes over the turn's receive span:
+// the turn's end then leaves it open, the handler ends it, and nobody can
+// take it twice; a span not taken ends with the turn and cannot be taken
+// after it.
+func TestTakeReceiveHandsTheSpanToTheHandler(t *testing.T) {
+	rec := recording(t)
+	ctx, gw := Start(context.Background(), "gateway")
+	msg := carrier(Inject(ctx))
+	gw.End()
+
+	turn, endTurn := Receive(context.Background(), "session", msg)
+	span, ok := TakeReceive(turn)
+	if !ok || !span.IsRecording() {
+		t.Fatalf("TakeReceive: ok %v, recording %v; want the turn's span", ok, span.IsRecording())
+	}
+	if _, again := TakeReceive(turn); again {
+		t.Error("the span was taken twice")
+	}
+	endTurn()
+	if n := len(rec.Ended()); n != 1 {
+		t.Fatalf("%d spans ended after the turn, want 1 (the gateway's): the taken span ended with the turn", n)
+	}
+	span.End()
+	if got := rec.Ended(); len(got) != 2 || got[1].Name() != "mcpgrain.grain.receive session" || got[1].Parent().SpanID() != gw.SpanContext().SpanID() {
+		t.Errorf("ended %v, want the receive span, the gateway's child, ended by the handler", got)
+	}
+
+	turn, endTurn = Receive(context.Background(), "session", msg)
+	endTurn()
+	if _, ok := TakeReceive(turn); ok {
+		t.Error("a receive span was taken after its turn ended it")
+	}
+	if n := len(rec.Ended()); n != 3 {
+		t.Errorf("%d spans ended, want 3", n)
+	}
+	if _, ok := TakeReceive(context.Background()); ok {
+		t.Error("TakeReceive found a span in a context without one")
 	}
 }
