@@ -141,7 +141,7 @@ func awaitSpans(ctx context.Context, t *testing.T, rec *tracetest.SpanRecorder, 
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	got := map[string]string{}
 	for _, kv := range s.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	return got
 }
