@@ -42,7 +42,10 @@ func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack
 }
 
 // Start validates m and serves it with serve in a new goroutine, with a
-// request whose context ends when the returned cancel is called. extra
+// request whose context ends when the returned cancel is called. ctx is
+// the grain's turn's (its Receive's): with tracing on, the handler takes
+// over the turn's grain.receive span (tracing.TakeReceive) and ends it
+// when it returns; ctx's cancellation does not reach the handler. extra
 // headers (e.g. the caller's identity, set by the grain) are added to the
 // request. When serve returns, the response is ended and Done is sent to
 // self.
@@ -52,18 +55,18 @@ func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack
 // the reply (FirstFrameInReply) and the handler produces it within
 // ackWindow, else with nil when the window ends. A nil ack means the caller
 // answered already; every frame then goes to the reply address.
-func Start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
-	return start(system, self, m, extra, serve, ack, ackWindow)
+func Start(ctx context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
+	return start(ctx, system, self, m, extra, serve, ack, ackWindow)
 }
 
 // start is Start with the ack window as a parameter (tests set their own).
-func start(system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
+func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply address")
 	}
 	header := requestHeader(m, extra)
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx, endSpan := serveSpan(ctx, m, header)
+	ctx, endSpan := serveSpan(turn, ctx, m, header)
 	req, err := request(ctx, m, header)
 	if err != nil {
 		cancel()

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -66,17 +68,31 @@ func (s *statusWriter) Flush() {
 // Unwrap lets http.ResponseController reach the client's writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// serveSpan starts the owner node's span of an exchange's handler, a child
-// of the gateway's span whose context m carries, and puts its context in
-// the request's headers (traceparent, tracestate) too: go-sdk hands a
-// handler the request's headers, not its context. With tracing off or no
-// trace context in m it returns ctx and a no-op end.
-func serveSpan(ctx context.Context, m *pb.HttpExchange, header http.Header) (context.Context, func()) {
+// serveSpan gives the exchange's handler (ctx) the owner node's span of
+// the request: the grain.receive span of the grain's turn (turn), taken
+// over, so that it lasts until the handler returns (one span for the
+// message and its handler); a span of its own, a child of the gateway's
+// span whose context m carries, when the turn has none to hand over. The
+// span's context goes in the request's headers too (traceparent,
+// tracestate, baggage): go-sdk hands a handler the request's headers, not
+// its context. With tracing off or no trace context in m it returns ctx
+// and a no-op end.
+func serveSpan(turn, ctx context.Context, m *pb.HttpExchange, header http.Header) (context.Context, func()) {
 	if !tracing.On() || len(m.GetTraceContext()) == 0 {
 		return ctx, func() {}
 	}
-	ctx = tracing.Extract(ctx, m.GetTraceContext())
-	ctx, span := tracing.Start(ctx, serveName(m.GetMethod()), trace.WithSpanKind(trace.SpanKindInternal))
+	var span trace.Span
+	if s, ok := tracing.TakeReceive(turn); ok {
+		span = s
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(m.GetMethod()))
+		if b := baggage.FromContext(turn); b.Len() > 0 {
+			ctx = baggage.ContextWithBaggage(ctx, b)
+		}
+		ctx = trace.ContextWithSpan(ctx, span)
+	} else {
+		ctx = tracing.Extract(ctx, m.GetTraceContext())
+		ctx, span = tracing.Start(ctx, serveName(m.GetMethod()), trace.WithSpanKind(trace.SpanKindInternal))
+	}
 	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(header))
 	return ctx, func() { span.End() }
 }

@@ -22,7 +22,9 @@ import (
 func TestLatencyHistogramsCarryTheTraceIDAsExemplar(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	uninstall := tracing.Install(tp)
+	// No limit on exemplars: the session's initialize, traced too, took
+	// the histograms' exemplars a moment ago (one a second by default).
+	uninstall := tracing.InstallWith(tp, tracing.Options{ExemplarInterval: -1})
 	t.Cleanup(func() { uninstall(); _ = tp.Shutdown(context.Background()) })
 	addr := startNode(t, nil)
 	cs := connect(t, addr, aliceToken, "2025-06-18", nil)

@@ -17,8 +17,10 @@ import (
 
 // With tracing on, a tools/call whose params._meta carries a traceparent is
 // one trace through one node: the gateway's span (the client's span its
-// parent), the grain's receive, the exchange's serve and the tool's
-// execute_tool below it — for a stateful session (whose creation built its
+// parent), the grain's receive span — which the exchange's handler took
+// over, so it lasts until the handler returned and carries the HTTP
+// method — and the tool's execute_tool below it, with no separate
+// exchange.serve span — for a stateful session (whose creation built its
 // runtime in a McpSessionDO.init span) and for a sessionless call.
 func TestToolCallSpansFollowTheRequest(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
@@ -41,18 +43,25 @@ func TestToolCallSpansFollowTheRequest(t *testing.T) {
 				t.Fatalf("echo: %+v %v", res, err)
 			}
 			receive := "mcpgrain.grain.receive " + tc.kind
-			spans := awaitSpans(ctx, t, rec, tc.traceID, "tools/call echo", "execute_tool echo", receive, "mcpgrain.exchange.serve POST")
-			gw := spans["tools/call echo"]
+			spans := awaitSpans(ctx, t, rec, tc.traceID, "tools/call echo", "execute_tool echo", receive)
+			gw, rcv, tool := spans["tools/call echo"], spans[receive], spans["execute_tool echo"]
 			if got := gw.Parent().SpanID().String(); got != clientSpan {
 				t.Errorf("gateway span's parent %s, want the client's span %s from _meta", got, clientSpan)
 			}
-			for _, name := range []string{receive, "mcpgrain.exchange.serve POST"} {
-				if spans[name].Parent().SpanID() != gw.SpanContext().SpanID() {
-					t.Errorf("%s is not the gateway span's child", name)
-				}
+			if rcv.Parent().SpanID() != gw.SpanContext().SpanID() {
+				t.Errorf("%s is not the gateway span's child", receive)
 			}
-			if spans["execute_tool echo"].Parent().SpanID() != spans["mcpgrain.exchange.serve POST"].SpanContext().SpanID() {
-				t.Errorf("execute_tool is not the exchange.serve span's child")
+			if tool.Parent().SpanID() != rcv.SpanContext().SpanID() {
+				t.Errorf("execute_tool is not the %s span's child", receive)
+			}
+			if rcv.EndTime().Before(tool.EndTime()) {
+				t.Errorf("%s ended before execute_tool: the handler did not take it over", receive)
+			}
+			if got := attrs(rcv)["http.request.method"]; got != "POST" {
+				t.Errorf("%s: http.request.method %q, want POST", receive, got)
+			}
+			if _, ok := spans["mcpgrain.exchange.serve POST"]; ok {
+				t.Errorf("a separate exchange.serve span beside %s", receive)
 			}
 		})
 	}
@@ -128,6 +137,15 @@ func awaitSpans(ctx context.Context, t *testing.T, rec *tracetest.SpanRecorder, 
 	}
 }
 
+// attrs are s's attributes by key, as strings.
+func attrs(s sdktrace.ReadOnlySpan) map[string]string {
+	got := map[string]string{}
+	for _, kv := range s.Attributes() {
+		got[string(kv.Key)] = kv.Value.String()
+	}
+	return got
+}
+
 func keys(m map[string]sdktrace.ReadOnlySpan) []string {
 	var ks []string
 	for k := range m {
@@ -165,7 +183,7 @@ func TestToolArgumentsAreOnTheGatewaySpanOnlyWhenAsked(t *testing.T) {
 				t.Fatalf("echo: %+v %v", res, err)
 			}
 			spans := awaitSpans(ctx, t, rec, tc.traceID, "tools/call echo", "execute_tool echo",
-				"mcpgrain.grain.receive session", "mcpgrain.exchange.serve POST")
+				"mcpgrain.grain.receive session")
 			for name, s := range spans {
 				for _, kv := range s.Attributes() {
 					v := kv.Value.String()

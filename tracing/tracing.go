@@ -15,6 +15,7 @@ package tracing
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,7 +33,8 @@ var on atomic.Bool
 func On() bool { return on.Load() }
 
 // Options configures what the spans record beyond their defaults. The
-// zero value is the default: no tool arguments.
+// zero value is the default: no tool arguments, at most one exemplar a
+// second per histogram and latency range.
 type Options struct {
 	// ToolArguments is the most bytes of a tools/call's arguments (the
 	// JSON of its params.arguments) the gateway's span records, as
@@ -40,6 +42,11 @@ type Options struct {
 	// ArgumentsTruncatedKey). Zero or less: none are recorded (arguments
 	// may carry secrets; the node's --trace-tool-arguments).
 	ToolArguments int
+	// ExemplarInterval is the least time between two exemplars of one
+	// latency histogram's latency range (a power of two of the observed
+	// value; see ObserveSpan). Zero: DefaultExemplarInterval; below zero:
+	// every sampled observation carries one.
+	ExemplarInterval time.Duration
 }
 
 // Install turns tracing on with tp's tracer and the W3C propagators
@@ -143,5 +150,47 @@ func Receive(ctx context.Context, kind string, msg any) (context.Context, func()
 	ctx = Extract(ctx, c.GetTraceContext())
 	ctx, span := Tracer().Start(ctx, Name("mcpgrain.grain.receive", kind),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(ReceiveKey.String(kind)))
-	return ctx, func() { span.End() }
+	h := &handoff{span: span}
+	return context.WithValue(ctx, handoffKey{}, h), h.end
+}
+
+// The states of a receive span's handoff.
+const (
+	handoffOpen int32 = iota
+	handoffTaken
+	handoffEnded
+)
+
+// handoff is a grain.receive span that a handler started in the grain's
+// turn may take over (TakeReceive), to end it when it finishes.
+type handoff struct {
+	span  trace.Span
+	state atomic.Int32
+}
+
+type handoffKey struct{}
+
+// end ends the span at the end of the grain's turn, unless it was taken.
+func (h *handoff) end() {
+	if h.state.CompareAndSwap(handoffOpen, handoffEnded) {
+		h.span.End()
+	}
+}
+
+// TakeReceive takes over the grain.receive span ctx's turn started
+// (Receive), for a handler started in that turn that goes on after it —
+// an exchange's (exchange.Start) — so that the owner node records one
+// span for the message and its handler rather than one each: the turn's
+// end no longer ends the span, the handler ends it when it finishes. ok is
+// false (and the span a no-op) when tracing is off, ctx has no receive
+// span, or it was taken or ended already.
+func TakeReceive(ctx context.Context) (span trace.Span, ok bool) {
+	if !On() {
+		return trace.SpanFromContext(context.Background()), false
+	}
+	h, _ := ctx.Value(handoffKey{}).(*handoff)
+	if h == nil || !h.state.CompareAndSwap(handoffOpen, handoffTaken) {
+		return trace.SpanFromContext(context.Background()), false
+	}
+	return h.span, true
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -125,6 +126,7 @@ func TestOffCostsNoAllocations(t *testing.T) {
 		ObserveSpan(slot.SpanContext(), histogram, 1)
 		Observe(c2, histogram, 1)
 		_ = Remote(c2, msg)
+		_, _ = TakeReceive(c2)
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per call with tracing off, want 0", allocs)
@@ -172,5 +174,89 @@ func TestHeaderCarrierUsesCanonicalKeysWithoutAllocating(t *testing.T) {
 	}
 	if a, b := Name("p", "k"), Name("p", "k"); a != "p k" || b != a {
 		t.Errorf("Name: %q %q", a, b)
+	}
+}
+
+// Exemplars are limited to one per histogram and latency range per
+// interval: a second observation in the same range within the interval
+// gets none, one in another range or on another histogram gets its own,
+// and one after the interval gets one again; a negative interval lifts
+// the limit.
+func TestExemplarsAreLimitedPerHistogramAndRange(t *testing.T) {
+	var now int64 = 1_000_000_000
+	l := limiter{now: func() int64 { return now }}
+	h1 := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "a"})
+	h2 := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "b"})
+	const every = time.Second
+	steps := []struct {
+		name    string
+		o       prometheus.Observer
+		v       float64
+		advance time.Duration
+		want    bool
+	}{
+		{"first", h1, 0.003, 0, true},
+		{"same range, same instant", h1, 0.0031, 0, false},
+		{"same range, within the interval", h1, 0.0035, 999 * time.Millisecond, false},
+		// Two that share a slot (a hash collision, rare) share its limit.
+		{"other histogram", h2, 0.003, 0, slotOf(h2, 0.003) != slotOf(h1, 0.003)},
+		{"other range", h1, 0.5, 0, slotOf(h1, 0.5) != slotOf(h1, 0.003) && slotOf(h1, 0.5) != slotOf(h2, 0.003)},
+		{"after the interval", h1, 0.003, time.Millisecond, true},
+	}
+	for _, s := range steps {
+		now += int64(s.advance)
+		if got := l.allow(s.o, s.v, every); got != s.want {
+			t.Errorf("%s: allowed %v, want %v", s.name, got, s.want)
+		}
+	}
+	for range 3 {
+		if !l.allow(h1, 0.003, -1) {
+			t.Fatal("a negative interval limited an exemplar")
+		}
+	}
+}
+
+// carrier is a message carrying a trace context (as HttpExchange does).
+type carrier map[string]string
+
+func (c carrier) GetTraceContext() map[string]string { return c }
+
+// A handler started in a grain's turn takes over the turn's receive span:
+// the turn's end then leaves it open, the handler ends it, and nobody can
+// take it twice; a span not taken ends with the turn and cannot be taken
+// after it.
+func TestTakeReceiveHandsTheSpanToTheHandler(t *testing.T) {
+	rec := recording(t)
+	ctx, gw := Start(context.Background(), "gateway")
+	msg := carrier(Inject(ctx))
+	gw.End()
+
+	turn, endTurn := Receive(context.Background(), "session", msg)
+	span, ok := TakeReceive(turn)
+	if !ok || !span.IsRecording() {
+		t.Fatalf("TakeReceive: ok %v, recording %v; want the turn's span", ok, span.IsRecording())
+	}
+	if _, again := TakeReceive(turn); again {
+		t.Error("the span was taken twice")
+	}
+	endTurn()
+	if n := len(rec.Ended()); n != 1 {
+		t.Fatalf("%d spans ended after the turn, want 1 (the gateway's): the taken span ended with the turn", n)
+	}
+	span.End()
+	if got := rec.Ended(); len(got) != 2 || got[1].Name() != "mcpgrain.grain.receive session" || got[1].Parent().SpanID() != gw.SpanContext().SpanID() {
+		t.Errorf("ended %v, want the receive span, the gateway's child, ended by the handler", got)
+	}
+
+	turn, endTurn = Receive(context.Background(), "session", msg)
+	endTurn()
+	if _, ok := TakeReceive(turn); ok {
+		t.Error("a receive span was taken after its turn ended it")
+	}
+	if n := len(rec.Ended()); n != 3 {
+		t.Errorf("%d spans ended, want 3", n)
+	}
+	if _, ok := TakeReceive(context.Background()); ok {
+		t.Error("TakeReceive found a span in a context without one")
 	}
 }

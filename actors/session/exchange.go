@@ -78,7 +78,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		s.res.posts.Add(1) // in this turn: whatever the grain decides next sees it
 	}
 	answer := g.Defer() // exchange.Start answers, with the response's first frame
-	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, exchange.Identity(m, s.id, false), s.handler(es, adm), exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
+	cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, exchange.Identity(m, s.id, false), s.handler(es, adm), exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
 	if err != nil {
 		if post {
 			s.res.posts.Add(-1)
@@ -157,12 +157,12 @@ func (s *session) handler(es Runtime, adm *admission) http.HandlerFunc {
 // cleanly and the client reconnects to the live runtime (or learns the
 // session is gone). Parking is not activity: it neither touches the LRU
 // nor delays the idle or expiry policy.
-func (s *session) park(g grain.Context, m *pb.HttpExchange) error {
+func (s *session) park(ctx context.Context, g grain.Context, m *pb.HttpExchange) error {
 	if s.wake == nil {
 		s.wake = make(chan struct{})
 	}
 	wake, gauge, id := s.wake, &s.h.parked, s.h.primeID()
-	cancel, err := exchange.Start(g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
+	cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
 		gauge.Add(1)
 		defer gauge.Add(-1)
 		exchange.WriteParkedHead(w, id)

@@ -136,7 +136,7 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actServe:
 		return s.admitted(a.restored)
 	case actPark:
-		return s.park(g, s.admitting.m)
+		return s.park(ctx, g, s.admitting.m)
 	case actEndOldestParked:
 		s.endOldestParked()
 	case actUnpark:

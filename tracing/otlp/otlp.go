@@ -94,7 +94,7 @@ func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewBatcher(exp, BatchOptions{})), sdktrace.WithResource(res))
 	uninstall := tracing.InstallWith(tp, tracing.Options{ToolArguments: o.ToolArguments})
 	return func(ctx context.Context) error {
 		uninstall()

@@ -1,0 +1,87 @@
+package otlp
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// A Batcher holds ended spans until a batch is full (then its loop
+// exports them), ForceFlush or Shutdown; a span that ends while the
+// buffer is full is dropped and counted, and none is taken after
+// Shutdown.
+func TestBatcherExportsFlushesAndDropsOnOverflow(t *testing.T) {
+	exp := &counting{}
+	// An interval that does not come up during the test: exports happen
+	// on a full batch, ForceFlush and Shutdown only.
+	b := NewBatcher(exp, BatchOptions{QueueSize: 4, BatchSize: 2, Interval: 1 << 40})
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
+	ctx := context.Background()
+	end := func(n int) {
+		for range n {
+			_, s := tp.Tracer("t").Start(ctx, "s")
+			s.End()
+		}
+	}
+	end(1)
+	if got := exp.spans(); got != 0 {
+		t.Fatalf("%d spans exported before a batch was full or a flush", got)
+	}
+	if err := tp.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := exp.spans(); got != 1 {
+		t.Fatalf("%d spans exported after ForceFlush, want 1", got)
+	}
+	// Hold the export lock so that the full batch's export waits, and
+	// fill the buffer past its size.
+	b.exporting.Lock()
+	end(6)
+	b.exporting.Unlock()
+	if got := b.Dropped(); got != 2 {
+		t.Errorf("dropped %d spans, want 2 (6 ended into a buffer of 4)", got)
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := exp.spans(); got != 5 || !exp.shut {
+		t.Errorf("%d spans exported, exporter shut down %v; want 5 (1 + the 4 held), shut down", got, exp.shut)
+	}
+	late := tracetest.SpanStub{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1},
+		SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})}.Snapshot()
+	b.OnEnd(late)
+	if n := len(b.buf); n != 0 {
+		t.Errorf("%d spans held after Shutdown", n)
+	}
+}
+
+// counting is an exporter that counts the spans it was given.
+type counting struct {
+	mu   sync.Mutex
+	n    int
+	shut bool
+}
+
+func (c *counting) ExportSpans(_ context.Context, s []sdktrace.ReadOnlySpan) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += len(s)
+	return nil
+}
+
+func (c *counting) Shutdown(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shut = true
+	return nil
+}
+
+func (c *counting) spans() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
