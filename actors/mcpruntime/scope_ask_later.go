@@ -133,7 +133,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	c := &durableCall{turn: make(chan struct{}, 1),
 		row: callstore.Call{ID: laterCallID(id), Session: a.r.id, Ident: laterIdent(id), PauseID: id, Created: now},
 		doc: callDoc{Tool: tool, Later: true, Asks: []callQuestion{{
-			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli()}}}}
+			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(), InBand: q.ClientMayDecide}}}}
 	// Known to the runtime and the session (no waiter: a durable pause, no
 	// lease; its deadline's reminder armed) before its directory row is
 	// visible: a decision taken as soon as a surface lists it finds it
