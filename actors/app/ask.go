@@ -19,6 +19,15 @@ type Question struct {
 	// Form, if not nil, asks for input: the approver's accepted content
 	// is returned in [Decision.Input].
 	Form *jsonschema.Schema
+	// ClientMayDecide lets the caller's own client decide the question in
+	// band, beside the approval surfaces, if the caller's role may decide
+	// (--approvers; [InBandFor]): in a stateful session the blocking Ask
+	// also asks the client with a native elicitation, and a pending
+	// question ([Later.AskLater]) may be decided by a later call of the
+	// same user ([Decider.DecideAsk]). In the 2026-07-28 era and in tasks
+	// the client is asked by the call's input_required round, and its
+	// answer decides under the same role rule, whatever this says.
+	ClientMayDecide bool
 }
 
 // Decision is a human's answer to a [Question] (or the approval window's

@@ -173,7 +173,7 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in execut
 			return t.answer(ctx, req, rt, out, false, sourceExecute)
 		}
 		resp := responseFromInput(req.Params.InputResponses)
-		if who := principal(req); !t.o.Approvers.MayDecide(who.Role) {
+		if who := principal(req); !t.clientMayDecide(who.Role) {
 			return InsufficientRole(req.Params.RequestState, who.Role, t.approvalURL(req, req.Params.RequestState)), nil, nil
 		}
 		out, found := e.Resume(ctx, req.Params.RequestState, owner, resp)
@@ -251,7 +251,7 @@ func (t *tools) resume(ctx context.Context, req *mcp.CallToolRequest, in resumeI
 		default:
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Error: action must be accept, decline or cancel"}}}, nil, nil
 		}
-		if !t.o.Approvers.MayDecide(who.Role) {
+		if !t.clientMayDecide(who.Role) {
 			return InsufficientRole(id, who.Role, t.approvalURL(req, id)), nil, nil
 		}
 		resp = engine.Response{Action: in.Action, Content: parseContent(in.Content)}
@@ -285,6 +285,15 @@ func parseContent(s string) map[string]any {
 	return m
 }
 
+// clientMayDecide is the public in-band rule (app.InBandFor, what a
+// user's Question.ClientMayDecide follows) for a caller with role: code
+// mode's pauses always let the session's client decide — the model's
+// resume with an action, a native elicitation's answer, a 2026-07-28
+// retry — if the role may decide under --approvers.
+func (t *tools) clientMayDecide(role string) bool {
+	return app.InBandFor(true, role, t.o.Approvers) == app.InBandOpen
+}
+
 func (t *tools) approvalURL(req *mcp.CallToolRequest, id string) string {
 	return exchange.ApprovalURL(t.o.PublicURL, header(req), id)
 }
@@ -306,7 +315,7 @@ func (t *tools) render(ctx context.Context, req *mcp.CallToolRequest, rt Runtime
 				InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{Message: p.Message, RequestedSchema: confirmSchema}},
 				RequestState:  p.ID,
 			}
-		case c.Mode == "native" && !t.o.Approvers.MayDecide(c.Role):
+		case c.Mode == "native" && !t.clientMayDecide(c.Role):
 			// The user of this session may not decide: an approver does,
 			// on an approval surface.
 			return PausedBrowser(p, t.approvalURL(req, p.ID))

@@ -62,6 +62,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
@@ -136,6 +137,14 @@ type Config struct {
 	// without waiting (the SDK's AskLater; past it app.ErrTooManyPendingAsks).
 	// Zero: DefaultMaxPendingAsks; negative: unlimited.
 	MaxPendingAsks int
+	// Approvers is who may decide a question in band (the SDK's
+	// Question.ClientMayDecide: app.InBandFor), as CodeMode.Approvers is
+	// for code mode's pauses. Default policy.ApproversMember.
+	Approvers policy.Approvers
+	// Decide sends an in-band decision to the session grain that owns the
+	// question (session.DecideThrough; nil: no in-band decision is taken,
+	// the approval surfaces decide).
+	Decide func(ctx context.Context, sessionID string, m *pb.ExecutionDecide) (*pb.ExecutionReply, error)
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],

@@ -14,10 +14,12 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/engine"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	"github.com/mcpgrain/mcpgrain/exchange/directory"
+	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
 // The SDK's durable tool calls (docs/sdk.md §4): a tools/call of a
@@ -61,6 +63,9 @@ type callQuestion struct {
 	Form       bool           `json:"form,omitempty"`
 	DeadlineMs int64          `json:"deadlineMs"`
 	Decision   *app.Decision  `json:"decision,omitempty"`
+	// InBand: asked with Question.ClientMayDecide (the caller's client
+	// may decide it in band: scope_ask_inband.go).
+	InBand bool `json:"inBand,omitempty"`
 }
 
 // durableCall is one open durable call of the session, shared by the
@@ -99,6 +104,11 @@ type asks struct {
 	publicURL string
 	// laterCap caps the principal's pending questions (0: unlimited).
 	laterCap int
+	// approvers is who may decide in band (Config.Approvers); decide sends
+	// an in-band decision to a session grain (Config.Decide; nil: none is
+	// taken).
+	approvers policy.Approvers
+	decide    func(ctx context.Context, sessionID string, m *pb.ExecutionDecide) (*pb.ExecutionReply, error)
 
 	mu     sync.Mutex
 	closed chan struct{}           // closed once shut (nil until closing is called)
@@ -159,7 +169,8 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 		w = engine.DefaultApprovalWindow
 	}
 	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
-		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks)}
+		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
+		approvers: cfg.Approvers, decide: cfg.Decide}
 }
 
 // close wakes every handler waiting for a decision (go-sdk closes a

@@ -133,7 +133,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	c := &durableCall{turn: make(chan struct{}, 1),
 		row: callstore.Call{ID: laterCallID(id), Session: a.r.id, Ident: laterIdent(id), PauseID: id, Created: now},
 		doc: callDoc{Tool: tool, Later: true, Asks: []callQuestion{{
-			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli()}}}}
+			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(), InBand: q.ClientMayDecide}}}}
 	// Known to the runtime and the session (no waiter: a durable pause, no
 	// lease; its deadline's reminder armed) before its directory row is
 	// visible: a decision taken as soon as a surface lists it finds it
@@ -261,4 +261,32 @@ func laterStatus(q callQuestion, now time.Time) app.PendingStatus {
 		}
 	}
 	return s
+}
+
+// laterOwner is the session that owns pending question id, from the
+// execution directory, if the session's principal may read it (the same
+// rule as readLater's). A question of a continuation grain or a task has
+// no session to decide it in band.
+func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
+	if a.dir == nil {
+		return "", app.ErrUnknownAsk
+	}
+	e, err := a.dir.GetExecution(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", app.ErrUnknownAsk
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: look up question %s: %v", app.ErrRetry, id, err)
+	}
+	p := a.r.scope.principal
+	switch laterAccess(e, p.GetOrg(), p.GetUser()) {
+	case accessUnknown:
+		return "", app.ErrUnknownAsk
+	case accessForeign:
+		return "", app.ErrForeignAsk
+	}
+	if exchange.OwnerKind(e.Session) != exchange.KindSession {
+		return "", app.ErrClientMayNotDecide
+	}
+	return e.Session, nil
 }

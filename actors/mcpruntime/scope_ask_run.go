@@ -30,7 +30,10 @@ type callRun struct {
 	keep    bool // interrupted: the call stays open for the client's retry
 }
 
-var _ app.Call = (*callRun)(nil)
+var (
+	_ app.Call    = (*callRun)(nil)
+	_ app.Decider = (*callRun)(nil)
+)
 
 // errPreempted ends a run that a newer run of the same call (the client's
 // retry) took over.
@@ -247,11 +250,13 @@ func (cr *callRun) Ask(ctx context.Context, q app.Question) (app.Decision, error
 		if created { // not restored with the runtime: the session arms its deadline now
 			cr.a.leases.Paused(id, deadline)
 		}
+		defer cr.askClient(ctx, id, q)()
 		return cr.wait(ctx, p)
 	}
 	id := engine.NewExecutionID()
 	deadline := time.Now().Add(cr.a.window)
-	c.doc.Asks = append(c.doc.Asks, callQuestion{ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli()})
+	c.doc.Asks = append(c.doc.Asks, callQuestion{ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(),
+		InBand: q.ClientMayDecide})
 	c.row.PauseID = id
 	if err := cr.a.save(c, cr.a.directoryRow(c, j), nil); err != nil {
 		c.doc.Asks = c.doc.Asks[:j]
@@ -263,6 +268,7 @@ func (cr *callRun) Ask(ctx context.Context, q app.Question) (app.Decision, error
 	c.mu.Unlock()
 	p, _ := cr.a.waitFor(id, c, j)
 	cr.a.leases.Paused(id, deadline) // after waitFor: the session sees a pause held in memory (a lease)
+	defer cr.askClient(ctx, id, q)()
 	return cr.wait(ctx, p)
 }
 

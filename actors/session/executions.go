@@ -101,6 +101,9 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	if _, ok := pi.PausedExecution(id); !ok {
 		return execReply(pb.ExecutionReply_STATUS_NOT_FOUND), nil
 	}
+	if inBandRefused(pi, m) {
+		return &pb.ExecutionReply{Status: pb.ExecutionReply_STATUS_FORBIDDEN, Text: InBandClosedText}, nil
+	}
 	d := &pb.ApprovalDecision{
 		Action: m.GetAction(), Reason: DecisionReason(m.GetContentJson()),
 		OrgWriteAccess: m.GetPrincipal().GetRole() == "admin", DecidedAtMs: s.now().UnixMilli(),

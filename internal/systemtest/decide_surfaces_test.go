@@ -73,6 +73,10 @@ const (
 	// dsSDKLaterTask: AskLater in an SDK tool run as a task (owned by the
 	// task grain; the task completes with the id); a 2026-07-28 call reads it.
 	dsSDKLaterTask = "sdk later task"
+	// dsSDKLaterInBand: AskLater in a stateful session, asked with
+	// ClientMayDecide: a later call of the asking user may decide it in
+	// band (DecideAsk).
+	dsSDKLaterInBand = "sdk later in band"
 )
 
 // dsSDKWrites counts the writes of the SDK tool (sdk_todo) by title.
@@ -120,14 +124,26 @@ func dsSDKLaterTools(s *mcp.Server) {
 	}
 	var written sync.Map // question id -> struct{}
 	mcp.AddTool(s, &mcp.Tool{Name: "sdk_request"}, func(ctx context.Context, _ *mcp.CallToolRequest, args struct {
-		Title string `json:"title"`
+		Title  string `json:"title"`
+		InBand bool   `json:"inBand"`
 	}) (*mcp.CallToolResult, request, error) {
 		l, err := sdkapp.LaterOf(ctx)
 		if err != nil {
 			return nil, request{}, err
 		}
-		p, err := l.AskLater(ctx, sdkapp.Question{Summary: "Create " + args.Title + "?", Details: map[string]any{"title": args.Title}})
+		p, err := l.AskLater(ctx, sdkapp.Question{Summary: "Create " + args.Title + "?", Details: map[string]any{"title": args.Title}, ClientMayDecide: args.InBand})
 		return nil, request{ID: p.ID}, err
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "sdk_decide"}, func(ctx context.Context, _ *mcp.CallToolRequest, args request) (*mcp.CallToolResult, any, error) {
+		d, err := sdkapp.DeciderOf(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := d.DecideAsk(ctx, args.ID, sdkapp.Answer{Accept: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(st.State) + " by " + st.Decision.By}}}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "sdk_status"}, func(ctx context.Context, _ *mcp.CallToolRequest, args request) (*mcp.CallToolResult, any, error) {
 		l, err := sdkapp.LaterOf(ctx)
@@ -195,9 +211,10 @@ var dsSurfaces = []dsSurface{
 	{"native elicitation", []string{dsNative}, true, dsElicitation},
 	{"sessionless retry", []string{dsSessionless}, true, dsRetry},
 	{"tasks/update", []string{dsTask, dsSDKTask}, true, dsTasksUpdate},
+	{"sdk DecideAsk", []string{dsSDKLaterInBand}, true, dsDecideAsk},
 	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsPage},
 	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsInbox},
-	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsHTTP},
+	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask, dsSDKLaterInBand}, false, dsHTTP},
 	{"gRPC", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsGRPC},
 	{"CLI", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsCLI},
 }
@@ -362,9 +379,9 @@ func (n *dsNode) pause(t *testing.T, kind string, owner dsUser, title string) *d
 			t.Fatalf("sdk_todo task: %v, want input_required", st)
 		}
 		p.execID = n.taskExecution(t, p.taskID)
-	case dsSDKLater:
+	case dsSDKLater, dsSDKLaterInBand:
 		p.cs = connectMode(t, n.info.HTTPAddr, owner.token, "")
-		res, sc := callTool(t, p.cs, "sdk_request", map[string]any{"title": title})
+		res, sc := callTool(t, p.cs, "sdk_request", map[string]any{"title": title, "inBand": kind == dsSDKLaterInBand})
 		if p.execID, _ = sc["id"].(string); p.execID == "" {
 			t.Fatalf("sdk_request: %s, want the question's id", mcpclient.Text(res))
 		}
@@ -471,7 +488,7 @@ func (n *dsNode) outcome(t *testing.T, p *dsPause) string {
 			return fmt.Sprintf("task %v: %v (%v)", a.Result["status"], res, a.Result["statusMessage"])
 		}
 		return "completed"
-	case dsSDKLater, dsSDKLaterModern, dsSDKLaterTask:
+	case dsSDKLater, dsSDKLaterModern, dsSDKLaterTask, dsSDKLaterInBand:
 		// The owner's later call reads the decision, journaled by the
 		// session a moment after the surface answered (by a grain, before).
 		var text string
@@ -552,6 +569,20 @@ func toolVerdict(t *testing.T, p *dsPause, res *mcp.CallToolResult) dsVerdict {
 		p.outcome = st
 	}
 	return v
+}
+
+// dsDecideAsk: the owner decides its pending question in band from a
+// later call of another of its sessions (DecideAsk, routed to the asking
+// session); a role that may not decide is told ErrMayNotDecide.
+func dsDecideAsk(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
+	cs := connectMode(t, n.info.HTTPAddr, decider.token, "")
+	res, _ := callTool(t, cs, "sdk_decide", map[string]any{"id": p.execID})
+	text := mcpclient.Text(res)
+	return dsVerdict{
+		decided: !res.IsError && text == "decided by "+decider.name,
+		refused: res.IsError && strings.Contains(text, sdkapp.ErrMayNotDecide.Error()),
+		answer:  text,
+	}
 }
 
 func dsResume(t *testing.T, _ *dsNode, p *dsPause, _ dsUser) dsVerdict {

@@ -311,7 +311,12 @@ type ExecutionDecide struct {
 	// "accept", "decline" or "cancel".
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// Form content as JSON (optional).
-	ContentJson   string `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	ContentJson string `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	// in_band marks the answer of the execution's own session's client in
+	// a tool call (the SDK's Question.ClientMayDecide, DecideAsk), not an
+	// approval surface's: the owning grain takes it only for a pause its
+	// runtime lets the client decide, under the same role rule.
+	InBand        bool `protobuf:"varint,40,opt,name=in_band,json=inBand,proto3" json:"in_band,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -372,6 +377,13 @@ func (x *ExecutionDecide) GetContentJson() string {
 		return x.ContentJson
 	}
 	return ""
+}
+
+func (x *ExecutionDecide) GetInBand() bool {
+	if x != nil {
+		return x.InBand
+	}
+	return false
 }
 
 // ExecutionResumeForModel is a `resume` call forwarded from another session
@@ -931,12 +943,13 @@ const file_mcpgrain_v1_approval_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\"E\n" +
 	"\rExecutionList\x124\n" +
-	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"\xa5\x01\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\"\xbe\x01\n" +
 	"\x0fExecutionDecide\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12!\n" +
-	"\fcontent_json\x18\x04 \x01(\tR\vcontentJson\"\xad\x01\n" +
+	"\fcontent_json\x18\x04 \x01(\tR\vcontentJson\x12\x17\n" +
+	"\ain_band\x18( \x01(\bR\x06inBand\"\xad\x01\n" +
 	"\x17ExecutionResumeForModel\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x16\n" +
