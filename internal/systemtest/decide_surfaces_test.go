@@ -125,7 +125,7 @@ func dsSDKLaterTools(s *mcp.Server) {
 	var written sync.Map // question id -> struct{}
 	mcp.AddTool(s, &mcp.Tool{Name: "sdk_request"}, func(ctx context.Context, _ *mcp.CallToolRequest, args struct {
 		Title  string `json:"title"`
-		InBand bool   `json:"inBand"`
+		InBand bool   `json:"inBand,omitempty"`
 	}) (*mcp.CallToolResult, request, error) {
 		l, err := sdkapp.LaterOf(ctx)
 		if err != nil {
