@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -156,6 +157,13 @@ func TestARetriedCallAsksLaterOnce(t *testing.T) {
 	later, now := pausedID(t, origin, "Later"), pausedID(t, origin, "Now")
 	cancel() // the client gives up: the call stays open for its retry
 	<-first
+	// The cancellation reaches the server on its own time: a decision
+	// taken before the server saw it would wake the run, which completes
+	// the call with an answer written to a request the client left (the
+	// MCP cancellation race: the client ignores it). The call is
+	// interrupted once the run no longer waits for "Now": both questions
+	// are then durable pauses of the session.
+	untilNoneWaits(t, origin, cs.ID(), 2)
 	got := make(chan string, 1)
 	go func() { got <- callText(t, cs, "later_then_ask", map[string]any{}) }()
 	resp, err := http.Post(origin+"/api/executions/"+now+"/resume", "application/json", strings.NewReader(`{"action":"accept"}`))
@@ -174,6 +182,36 @@ func TestARetriedCallAsksLaterOnce(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d pending questions listed, want 1", n)
+	}
+}
+
+// untilNoneWaits waits until the inspection of session id shows no run
+// waiting in memory for a decision and durable paused executions.
+func untilNoneWaits(t *testing.T, origin, id string, durable int) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	var last string
+	for {
+		resp, err := http.Get(origin + "/api/inspect/sessions/" + id)
+		if err == nil {
+			var s struct {
+				Paused        int `json:"pausedExecutions"`
+				DurablePaused int `json:"durablePausedExecutions"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&s)
+			_ = resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusOK && s.Paused == 0 && s.DurablePaused == durable {
+				return
+			}
+			last = fmt.Sprintf("%d: %+v %v", resp.StatusCode, s, err)
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("session %s: still a run waiting for a decision after 60s (%s)", id, last)
+		}
 	}
 }
 
