@@ -271,19 +271,10 @@ func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
 	if a.dir == nil {
 		return "", app.ErrUnknownAsk
 	}
-	e, err := a.dir.GetExecution(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", app.ErrUnknownAsk
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: look up question %s: %v", app.ErrRetry, id, err)
-	}
 	p := a.r.scope.principal
-	switch laterAccess(e, p.GetOrg(), p.GetUser()) {
-	case accessUnknown:
-		return "", app.ErrUnknownAsk
-	case accessForeign:
-		return "", app.ErrForeignAsk
+	e, err := laterEntry(ctx, a.dir, id, p.GetOrg(), p.GetUser())
+	if err != nil {
+		return "", err
 	}
 	if exchange.OwnerKind(e.Session) != exchange.KindSession {
 		return "", app.ErrClientMayNotDecide

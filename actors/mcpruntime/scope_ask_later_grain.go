@@ -191,18 +191,9 @@ func (r *grainRun) AwaitAsk(ctx context.Context, id string) (app.PendingStatus, 
 // callstore holds the question and its decision. ownerKey is the row's
 // owner key (a session's id, a grain's store key).
 func readLater(ctx context.Context, st *callstore.Store, dir *directory.Store, id, org, user string) (q callQuestion, ownerKey string, err error) {
-	e, err := dir.GetExecution(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return q, "", app.ErrUnknownAsk
-	}
+	e, err := laterEntry(ctx, dir, id, org, user)
 	if err != nil {
-		return q, "", fmt.Errorf("%w: look up question %s: %v", app.ErrRetry, id, err)
-	}
-	switch laterAccess(e, org, user) {
-	case accessUnknown:
-		return q, "", app.ErrUnknownAsk
-	case accessForeign:
-		return q, "", app.ErrForeignAsk
+		return q, "", err
 	}
 	ownerKey = laterOwnerKey(e.Session)
 	row, err := st.Get(ctx, ownerKey, laterCallID(id))
@@ -217,6 +208,27 @@ func readLater(ctx context.Context, st *callstore.Store, dir *directory.Store, i
 		return q, "", app.ErrUnknownAsk
 	}
 	return doc.Asks[0], ownerKey, nil
+}
+
+// laterEntry is the execution directory's row of pending question id, if
+// the principal (org, user) may read it: found only in the caller's
+// organization (another's is app.ErrUnknownAsk), read only by the user
+// who asked (app.ErrForeignAsk).
+func laterEntry(ctx context.Context, dir *directory.Store, id, org, user string) (directory.Execution, error) {
+	e, err := dir.GetExecution(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, app.ErrUnknownAsk
+	}
+	if err != nil {
+		return e, fmt.Errorf("%w: look up question %s: %v", app.ErrRetry, id, err)
+	}
+	switch laterAccess(e, org, user) {
+	case accessUnknown:
+		return e, app.ErrUnknownAsk
+	case accessForeign:
+		return e, app.ErrForeignAsk
+	}
+	return e, nil
 }
 
 // laterAccess is what the principal (org, user) may learn of the pending
