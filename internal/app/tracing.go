@@ -12,7 +12,7 @@ import (
 // in every span's resource; spans still buffered are flushed when Run
 // returns.
 func (p *process) tracing(ctx context.Context) error {
-	shutdown, err := otlp.Setup(ctx, otlp.Options{Endpoint: p.cfg.TraceEndpoint, Node: p.nodeID, ToolArguments: p.cfg.TraceToolArguments})
+	shutdown, err := otlp.Setup(ctx, otlp.Options{Endpoint: p.cfg.TraceEndpoint, Node: p.nodeID, ToolArguments: p.cfg.TraceToolArguments, Registerer: p.nodeReg})
 	if err != nil {
 		return err
 	}

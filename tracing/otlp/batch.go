@@ -3,6 +3,7 @@ package otlp
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,6 +119,16 @@ func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 
 // Dropped is the number of spans dropped because the buffer was full.
 func (b *Batcher) Dropped() uint64 { return b.dropped.Load() }
+
+// DroppedSpans is the counter mcpgrain_trace_spans_dropped_total of b: the
+// ended spans b dropped because its buffer was full (the collector too
+// slow or away), read from b at each scrape.
+func DroppedSpans(b *Batcher) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "mcpgrain_trace_spans_dropped_total",
+		Help: "Ended spans dropped because the export buffer was full (the trace collector too slow or unreachable).",
+	}, func() float64 { return float64(b.Dropped()) })
+}
 
 // loop exports a batch when one is full or the interval is up, until Shutdown.
 func (b *Batcher) loop() {

@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"testing"
 
@@ -44,6 +45,15 @@ func TestBatcherExportsFlushesAndDropsOnOverflow(t *testing.T) {
 	b.exporting.Unlock()
 	if got := b.Dropped(); got != 2 {
 		t.Errorf("dropped %d spans, want 2 (6 ended into a buffer of 4)", got)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(DroppedSpans(b))
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "mcpgrain_trace_spans_dropped_total" {
+		t.Fatalf("gather: %v %v", mfs, err)
+	}
+	if got := mfs[0].GetMetric()[0].GetCounter().GetValue(); got != 2 {
+		t.Errorf("mcpgrain_trace_spans_dropped_total = %v, want 2", got)
 	}
 	if err := tp.Shutdown(ctx); err != nil {
 		t.Fatal(err)

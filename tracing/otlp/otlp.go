@@ -10,6 +10,7 @@ package otlp
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/url"
 	"os"
 	"strings"
@@ -60,6 +61,10 @@ type Options struct {
 	// tools/call's arguments its gateway span records (zero:
 	// DefaultToolArguments, none).
 	ToolArguments int
+	// Registerer, when set, gets mcpgrain_trace_spans_dropped_total: the
+	// ended spans dropped because the export buffer was full (nil: the
+	// count is only in the shutdown's report).
+	Registerer prometheus.Registerer
 }
 
 // Enabled reports whether o (with the environment) turns tracing on.
@@ -94,7 +99,13 @@ func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewBatcher(exp, BatchOptions{})), sdktrace.WithResource(res))
+	b := NewBatcher(exp, BatchOptions{})
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(DroppedSpans(b)); err != nil {
+			return nil, fmt.Errorf("tracing: register the dropped-spans counter: %w", err)
+		}
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithResource(res))
 	uninstall := tracing.InstallWith(tp, tracing.Options{ToolArguments: o.ToolArguments})
 	return func(ctx context.Context) error {
 		uninstall()
