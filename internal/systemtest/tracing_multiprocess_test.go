@@ -4,10 +4,13 @@ package systemtest
 // API), three `mcpgrain node` processes exporting to it over OTLP.
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +63,30 @@ func TestOneTraceAcrossTheCluster(t *testing.T) {
 	if init < 0 || parentOf(act, a) != act.Spans[init].SpanID || nodeOf(act, init) != c.Node(0).ID {
 		t.Errorf("the activation is not the child of the initialize's gateway span on %q: %+v", c.Node(0).ID, act.Spans)
 	}
+	// With tracing on, a node counts the spans its full buffer dropped:
+	// none here.
+	if got := metricLine(t, c.Node(1).HTTP, "mcpgrain_trace_spans_dropped_total{"); !strings.HasSuffix(got, " 0") {
+		t.Errorf("mcpgrain_trace_spans_dropped_total on the owner: %q, want a series at 0", got)
+	}
+}
+
+// metricLine is the first line of addr's /metrics that starts with prefix
+// ("" if none).
+func metricLine(t *testing.T, addr, prefix string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			return sc.Text()
+		}
+	}
+	return ""
 }
 
 func randomHex(n int) string {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +36,24 @@ type BatchOptions struct {
 	Interval time.Duration
 	// ExportTimeout bounds one export of the background loop.
 	ExportTimeout time.Duration
+}
+
+// BatchOptionsFromEnv is the BatchOptions the OpenTelemetry environment
+// sets, as the SDK's batch span processor reads them:
+// OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+// OTEL_BSP_SCHEDULE_DELAY and OTEL_BSP_EXPORT_TIMEOUT (milliseconds). An
+// unset, malformed or non-positive value leaves its default.
+func BatchOptionsFromEnv() BatchOptions {
+	num := func(name string) int {
+		n, err := strconv.Atoi(strings.TrimSpace(os.Getenv(name)))
+		if err != nil || n <= 0 {
+			return 0
+		}
+		return n
+	}
+	ms := func(name string) time.Duration { return time.Duration(num(name)) * time.Millisecond }
+	return BatchOptions{QueueSize: num("OTEL_BSP_MAX_QUEUE_SIZE"), BatchSize: num("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"),
+		Interval: ms("OTEL_BSP_SCHEDULE_DELAY"), ExportTimeout: ms("OTEL_BSP_EXPORT_TIMEOUT")}
 }
 
 func (o BatchOptions) withDefaults() BatchOptions {

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -94,4 +95,18 @@ func (c *counting) spans() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// The OTEL_BSP_* variables set a Batcher's options as they set the SDK's
+// batch span processor's; what is unset or malformed keeps its default.
+func TestBatchOptionsFromEnv(t *testing.T) {
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "oops")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
+	t.Setenv("OTEL_BSP_EXPORT_TIMEOUT", "-5")
+	got := BatchOptionsFromEnv().withDefaults()
+	want := BatchOptions{QueueSize: 100, BatchSize: 100, Interval: 250 * time.Millisecond, ExportTimeout: DefaultExportTimeout}
+	if got != want {
+		t.Errorf("options %+v, want %+v", got, want)
+	}
 }

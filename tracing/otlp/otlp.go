@@ -99,7 +99,7 @@ func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	b := NewBatcher(exp, BatchOptions{})
+	b := NewBatcher(exp, BatchOptionsFromEnv())
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(DroppedSpans(b)); err != nil {
 			return nil, fmt.Errorf("tracing: register the dropped-spans counter: %w", err)
