@@ -43,16 +43,24 @@ func release(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.Ca
 // HTTP origin once it answers.
 func runNode(t *testing.T, s mcpgrain.Server) string {
 	t.Helper()
+	return runDevNode(t, s, "/api/executions", "--no-auth")
+}
+
+// runDevNode runs s as a dev node in this process with the extra flags and
+// returns its HTTP origin once GET ready answers 200.
+func runDevNode(t *testing.T, s mcpgrain.Server, ready string, flags ...string) string {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	args := append(append([]string{"dev"}, flags...), "--http", addr, "--grpc", "", "--data", t.TempDir())
 	go func() {
-		done <- mcpgrain.Run(ctx, s, []string{"dev", "--no-auth", "--http", addr, "--grpc", "", "--data", t.TempDir()}, io.Discard, t.Output())
+		done <- mcpgrain.Run(ctx, s, args, io.Discard, t.Output())
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	origin := "http://" + addr
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(origin + "/api/executions"); err == nil {
+		if resp, err := http.Get(origin + ready); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return origin

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/mcpgrain/mcpgrain"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
-	"github.com/mcpgrain/mcpgrain/internal/testenv"
 )
 
 // The principals of the in-band tests: org acme's admin, member and
@@ -83,29 +81,7 @@ func runKeyedNode(t *testing.T, s mcpgrain.Server) string {
 	if err := os.WriteFile(path, []byte(`{"keys":[`+strings.Join(keys, ",")+`]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- mcpgrain.Run(ctx, s, []string{"dev", "--keys-file", path, "--http", addr, "--grpc", "", "--data", t.TempDir()}, io.Discard, t.Output())
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	origin := "http://" + addr
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(origin + "/healthz"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return origin
-			}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the node stopped: %v", err)
-		default:
-		}
-	}
-	t.Fatal("the node did not answer within 60s")
-	return ""
+	return runDevNode(t, s, "/healthz", "--keys-file", path)
 }
 
 // connectAs connects who's go-sdk client (at 2025-11-25, with form

@@ -75,6 +75,30 @@ type laterRecord struct {
 	DeadlineMs int64  `json:"deadlineMs"`
 }
 
+// askLaterOnce runs the asking step of a call: publish publishes pending
+// question id (derived from the step's key) and returns its deadline; the
+// step is journaled, so a retry of the call gets the first run's question
+// back instead of asking a second one.
+func askLaterOnce(ctx context.Context, step func(context.Context, string, func(context.Context) (json.RawMessage, error)) (json.RawMessage, error),
+	publish func(ctx context.Context, id string) (time.Time, error)) (laterRecord, error) {
+	raw, err := step(ctx, laterStep, func(ctx context.Context) (json.RawMessage, error) {
+		id := laterExecID(app.StepKeyOf(ctx))
+		deadline, err := publish(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(laterRecord{ID: id, DeadlineMs: deadline.UnixMilli()})
+	})
+	if err != nil {
+		return laterRecord{}, err
+	}
+	var rec laterRecord
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.ID == "" {
+		return laterRecord{}, fmt.Errorf("%w: the call's asking step is not a pending question", app.ErrDiverged)
+	}
+	return rec, nil
+}
+
 // AskLater implements app.Later.
 func (cr *callRun) AskLater(ctx context.Context, q app.Question) (app.Pending, error) {
 	if q.Summary == "" {
@@ -84,20 +108,11 @@ func (cr *callRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 	if cr.req.Params != nil {
 		tool = cr.req.Params.Name
 	}
-	raw, err := cr.Step(ctx, laterStep, func(ctx context.Context) (json.RawMessage, error) {
-		id := laterExecID(app.StepKeyOf(ctx))
-		deadline, err := cr.a.publishLater(ctx, id, tool, q)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(laterRecord{ID: id, DeadlineMs: deadline.UnixMilli()})
+	rec, err := askLaterOnce(ctx, cr.Step, func(ctx context.Context, id string) (time.Time, error) {
+		return cr.a.publishLater(ctx, id, tool, q)
 	})
 	if err != nil {
 		return app.Pending{}, err
-	}
-	var rec laterRecord
-	if err := json.Unmarshal(raw, &rec); err != nil || rec.ID == "" {
-		return app.Pending{}, fmt.Errorf("%w: step %d of the call is not a pending question", app.ErrDiverged, cr.steps-1)
 	}
 	return app.Pending{ID: rec.ID, URL: cr.a.approvalURL(cr.req, rec.ID), Deadline: time.UnixMilli(rec.DeadlineMs)}, nil
 }

@@ -92,20 +92,11 @@ func (r *grainRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 	if q.Summary == "" {
 		return app.Pending{}, errors.New("mcpgrain: a Question needs a Summary")
 	}
-	raw, err := r.Step(ctx, laterStep, func(ctx context.Context) (json.RawMessage, error) {
-		id := laterExecID(app.StepKeyOf(ctx))
-		deadline, err := r.gc.publishLater(ctx, r, id, q)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(laterRecord{ID: id, DeadlineMs: deadline.UnixMilli()})
+	rec, err := askLaterOnce(ctx, r.Step, func(ctx context.Context, id string) (time.Time, error) {
+		return r.gc.publishLater(ctx, r, id, q)
 	})
 	if err != nil {
 		return app.Pending{}, err
-	}
-	var rec laterRecord
-	if err := json.Unmarshal(raw, &rec); err != nil || rec.ID == "" {
-		return app.Pending{}, fmt.Errorf("%w: step %d of the call is not a pending question", app.ErrDiverged, r.steps-1)
 	}
 	var h http.Header
 	if ex := r.req.GetExtra(); ex != nil {
