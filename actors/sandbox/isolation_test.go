@@ -194,6 +194,13 @@ func TestDeepRecursionIsARuntimeError(t *testing.T) {
 	}
 }
 
+// memoryTestWall is the wall-time limit of the executions of
+// TestMemoryIsAccountedPerExecution: the test is about memory, and the big
+// execution's allocation took over a minute with the CPU oversubscribed
+// (CI's oversubscribed pass, beside the package's parallel tests); the go
+// test timeout bounds it.
+const memoryTestWall = 10 * time.Minute
+
 // One execution using most of its memory must not fail another, small one (in-process, the heap
 // guard measured the whole process, so it did).
 func TestMemoryIsAccountedPerExecution(t *testing.T) {
@@ -219,14 +226,14 @@ func TestMemoryIsAccountedPerExecution(t *testing.T) {
 			const keep: number[][] = [];
 			for (let i = 0; i < 200; i++) keep.push(new Array(65536).fill(i));
 			await tools.allocated();
-			return keep.length`, host, Limits{WallTime: 60 * time.Second, MaxHeapGrowth: 1 << 30})
+			return keep.length`, host, Limits{WallTime: memoryTestWall, MaxHeapGrowth: 1 << 30})
 		bigErr <- err
 	}()
 	res, err := Run(t.Context(), `
 		await tools.waitForBig();
 		const a: number[] = [];
 		for (let i = 0; i < 300000; i++) a.push(i);
-		return a.length`, host, Limits{WallTime: 60 * time.Second, MaxHeapGrowth: 64 << 20})
+		return a.length`, host, Limits{WallTime: memoryTestWall, MaxHeapGrowth: 64 << 20})
 	close(smallDone)
 	if err != nil || res.Value != 300000.0 {
 		t.Fatalf("small execution: %v %v", res.Value, err)
