@@ -132,16 +132,8 @@ func (a *asks) approvalURL(req *mcp.CallToolRequest, id string) string {
 // earlier run of the asking step did) and arms its deadline; it returns
 // the deadline.
 func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question) (time.Time, error) {
-	row, err := a.st.Get(ctx, a.r.id, laterCallID(id))
-	switch {
-	case err == nil: // published by an earlier run of the step
-		var doc callDoc
-		if err := json.Unmarshal([]byte(row.Doc), &doc); err != nil || len(doc.Asks) != 1 {
-			return time.Time{}, fmt.Errorf("mcpgrain: read pending question %s: %v", id, err)
-		}
-		return time.UnixMilli(doc.Asks[0].DeadlineMs), nil
-	case !errors.Is(err, store.ErrNotFound):
-		return time.Time{}, fmt.Errorf("%w: %v", app.ErrRetry, err)
+	if deadline, done, err := publishedDeadline(ctx, a.st, a.r.id, id); done || err != nil {
+		return deadline, err
 	}
 	now := time.Now()
 	deadline := now.Add(a.window)
@@ -162,7 +154,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	if a.laterCap > 0 {
 		w.Cap = &callstore.Cap{Max: a.laterCap, Prefix: laterCallID(""), Now: now}
 	}
-	err = a.write(c, w)
+	err := a.write(c, w)
 	c.mu.Unlock()
 	if err != nil {
 		a.mu.Lock()
@@ -295,4 +287,22 @@ func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
 		return "", app.ErrClientMayNotDecide
 	}
 	return e.Session, nil
+}
+
+// publishedDeadline is the deadline of pending question id of owner if an
+// earlier run of the asking step published it already (done), read from
+// the owner's journal row.
+func publishedDeadline(ctx context.Context, st *callstore.Store, owner, id string) (deadline time.Time, done bool, err error) {
+	row, err := st.Get(ctx, owner, laterCallID(id))
+	switch {
+	case err == nil:
+		var doc callDoc
+		if err := json.Unmarshal([]byte(row.Doc), &doc); err != nil || len(doc.Asks) != 1 {
+			return time.Time{}, true, fmt.Errorf("mcpgrain: read pending question %s: %v", id, err)
+		}
+		return time.UnixMilli(doc.Asks[0].DeadlineMs), true, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return time.Time{}, true, fmt.Errorf("%w: %v", app.ErrRetry, err)
+	}
+	return time.Time{}, false, nil
 }

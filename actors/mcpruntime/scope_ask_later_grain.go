@@ -110,16 +110,8 @@ func (r *grainRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 // caller (unless an earlier run of the asking step did) and returns its
 // deadline.
 func (gc *GrainCalls) publishLater(ctx context.Context, r *grainRun, id string, q app.Question) (time.Time, error) {
-	row, err := gc.st.Get(ctx, gc.cfg.Grain, laterCallID(id))
-	switch {
-	case err == nil: // published by an earlier run of the step
-		var doc callDoc
-		if err := json.Unmarshal([]byte(row.Doc), &doc); err != nil || len(doc.Asks) != 1 {
-			return time.Time{}, fmt.Errorf("mcpgrain: read pending question %s: %v", id, err)
-		}
-		return time.UnixMilli(doc.Asks[0].DeadlineMs), nil
-	case !errors.Is(err, store.ErrNotFound):
-		return time.Time{}, fmt.Errorf("%w: %v", app.ErrRetry, err)
+	if deadline, done, err := publishedDeadline(ctx, gc.st, gc.cfg.Grain, id); done || err != nil {
+		return deadline, err
 	}
 	now := gc.cfg.Now()
 	deadline := now.Add(gc.cfg.Window)
