@@ -39,9 +39,15 @@ var ErrDiverged = app.ErrDiverged
 // deduplicates by it (docs/sdk.md §4).
 func StepKey(ctx context.Context) string { return app.StepKeyOf(ctx) }
 
-// callOf is the durable tool call req's handler runs.
+// callOf is the durable tool call req's handler runs. A continuation's
+// run ([ContinueFunc]) has no request: there req is nil.
 func callOf(ctx context.Context, req *mcp.CallToolRequest) (app.Call, error) {
 	if req == nil {
+		if c, err := app.CallOf(ctx); err == nil {
+			if _, ok := c.(app.ContinuationCall); ok {
+				return c, nil
+			}
+		}
 		return nil, errors.New("mcpgrain: Ask and Step need the handler's *mcp.CallToolRequest")
 	}
 	return app.CallOf(ctx)
@@ -91,7 +97,8 @@ func Ask(ctx context.Context, req *mcp.CallToolRequest, q Question) (Decision, e
 // same order (else [ErrDiverged]). An error of f is returned and not
 // journaled: f runs again on the next run. What Step returns is always
 // the decoded journal entry, on the first run too, so both runs see the
-// same value.
+// same value. In a continuation ([ContinueFunc]) req is nil: its steps
+// journal in the question's journal.
 func Step[T any](ctx context.Context, req *mcp.CallToolRequest, name string, f func(context.Context) (T, error)) (T, error) {
 	var out T
 	c, err := callOf(ctx, req)

@@ -94,6 +94,11 @@ type Server struct {
 	// schedules one on its session with [ScheduleAt], and it runs when it
 	// is due, at least once. Nil: none.
 	Schedules map[string]ScheduleFunc
+	// Continuations are the server's continuations by name: a question
+	// asked with [AskLater] names one ([Question].Continuation), and a
+	// later call continues it with [ContinueAsk], which runs it once on the
+	// question's session with the decision. Nil: none.
+	Continuations map[string]ContinueFunc
 	// Tasks are the tools that may run as MCP tasks in the 2026-07-28 era
 	// (a client that declares the tasks extension gets a task and follows
 	// it with tasks/get), by tool name: [TaskOptional] or [TaskRequired].
@@ -155,7 +160,7 @@ func (s Server) Pack() (Pack, error) {
 		return Pack{}, fmt.Errorf("mcpgrain: Server %q has no Register", s.Name)
 	}
 	p := toolpacks.NewPack(s.Name, s.Register)
-	if len(s.Schedules) > 0 {
+	if len(s.Schedules) > 0 || len(s.Continuations) > 0 {
 		var err error
 		if p, err = s.schedulesPack(); err != nil {
 			return Pack{}, err
@@ -174,7 +179,7 @@ func (s Server) Pack() (Pack, error) {
 }
 
 // schedulesPack is s as a pack whose handlers carry its schedule
-// callbacks.
+// callbacks and continuations.
 func (s Server) schedulesPack() (Pack, error) {
 	fs := map[string]ScheduleFunc{}
 	for name, f := range s.Schedules {
@@ -183,8 +188,15 @@ func (s Server) schedulesPack() (Pack, error) {
 		}
 		fs[name] = f
 	}
+	cs := map[string]ContinueFunc{}
+	for name, f := range s.Continuations {
+		if name == "" || f == nil {
+			return Pack{}, fmt.Errorf("mcpgrain: Server %q: a continuation needs a name and a function", s.Name)
+		}
+		cs[name] = f
+	}
 	setup := func(toolpacks.Env) (toolpacks.Handlers, func(*mcp.Server) func()) {
-		return toolpacks.Handlers{Schedules: fs}, func(srv *mcp.Server) func() { s.Register(srv); return nil }
+		return toolpacks.Handlers{Schedules: fs, Continuations: cs}, func(srv *mcp.Server) func() { s.Register(srv); return nil }
 	}
 	return Pack{Name: s.Name, Setup: setup}, nil
 }

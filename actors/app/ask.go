@@ -28,6 +28,13 @@ type Question struct {
 	// the client is asked by the call's input_required round, and its
 	// answer decides under the same role rule, whatever this says.
 	ClientMayDecide bool
+	// Continuation names the server's continuation ([Handlers.Continuations])
+	// that a later call of the asker runs on the question's owner once it
+	// is decided ([Continuer.ContinueAsk]). Only [Later.AskLater] uses it;
+	// a session checks the name when asking ([ErrUnknownContinuation]); a
+	// question asked in a 2026-07-28 request or a task's run keeps it but
+	// is never continued ([ErrContinueNeedsSession]). "": none.
+	Continuation string
 }
 
 // Decision is a human's answer to a [Question] (or the approval window's

@@ -103,4 +103,10 @@ type Handlers struct {
 	// name, and the session runs it when it is due ([SchedulesOf]). Two
 	// packs registering the same name is a conflict.
 	Schedules map[string]ScheduleFunc
+	// Continuations are the pack's continuations by name (docs/sdk.md §4,
+	// "Continuing on the owner"): a pending question names one, and a
+	// later call runs it on the question's owner once it is decided
+	// ([ContinuationsOf]). Two packs registering the same name is a
+	// conflict.
+	Continuations map[string]ContinueFunc
 }

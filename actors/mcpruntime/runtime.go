@@ -145,6 +145,10 @@ type Config struct {
 	// question (session.DecideThrough; nil: no in-band decision is taken,
 	// the approval surfaces decide).
 	Decide func(ctx context.Context, sessionID string, m *pb.ExecutionDecide) (*pb.ExecutionReply, error)
+	// Continue sends a continuation of a pending question to the session
+	// grain that owns it (the SDK's ContinueAsk; session.ContinueThrough;
+	// nil: only a session's own questions are continued).
+	Continue func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],
@@ -792,11 +796,15 @@ func (r *Runtime) DurablePause(execID string) bool {
 
 // RunningExecutions implements session.Runtime.
 func (r *Runtime) RunningExecutions() int {
+	n := 0
+	if r.asks != nil {
+		n = int(r.asks.running.Load()) // continuations (scope_ask_continue.go)
+	}
 	e := r.builtEngine()
 	if e == nil {
-		return 0
+		return n
 	}
-	return e.RunningCount()
+	return n + e.RunningCount()
 }
 
 // builtEngine is the code runtime's engine if it was built (nil: no code

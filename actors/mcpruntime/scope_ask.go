@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
@@ -47,6 +48,9 @@ type callDoc struct {
 	// Later marks a pending question's call (AskLater): its one question
 	// is the whole call, completed when it is decided.
 	Later bool `json:"later,omitempty"`
+	// Continued is a pending question's continuation's recorded result,
+	// once it ran (its Steps are the continuation's).
+	Continued *continued `json:"continued,omitempty"`
 }
 
 // callStep is one journaled Step.
@@ -66,6 +70,9 @@ type callQuestion struct {
 	// InBand: asked with Question.ClientMayDecide (the caller's client
 	// may decide it in band: scope_ask_inband.go).
 	InBand bool `json:"inBand,omitempty"`
+	// Continuation is the continuation a pending question names
+	// (Question.Continuation: scope_ask_continue.go).
+	Continuation string `json:"continuation,omitempty"`
 }
 
 // durableCall is one open durable call of the session, shared by the
@@ -109,12 +116,18 @@ type asks struct {
 	// taken).
 	approvers policy.Approvers
 	decide    func(ctx context.Context, sessionID string, m *pb.ExecutionDecide) (*pb.ExecutionReply, error)
+	// cont sends a continuation to the session grain that owns its
+	// question (Config.Continue; nil: only the session's own questions
+	// are continued); running counts the continuations running here.
+	cont    func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
+	running atomic.Int32
 
 	mu     sync.Mutex
 	closed chan struct{}           // closed once shut (nil until closing is called)
 	shut   bool                    // the runtime closed
 	open   map[string]*durableCall // by identity (nil while none: see setOpen)
 	pauses map[string]*askPause    // by execution id (nil while none)
+	conts  map[string]*contSlot    // continuations running or waiting, by question (nil while none)
 }
 
 // setOpen records c as the open call with identity ident (a.mu held). The
@@ -170,7 +183,7 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 	}
 	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
 		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
-		approvers: cfg.Approvers, decide: cfg.Decide}
+		approvers: cfg.Approvers, decide: cfg.Decide, cont: cfg.Continue}
 }
 
 // close wakes every handler waiting for a decision (go-sdk closes a

@@ -104,6 +104,11 @@ func (cr *callRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 	if q.Summary == "" {
 		return app.Pending{}, errors.New("mcpgrain: a Question needs a Summary")
 	}
+	if q.Continuation != "" {
+		if _, ok := cr.a.r.continuations()[q.Continuation]; !ok {
+			return app.Pending{}, fmt.Errorf("%w: %q", app.ErrUnknownContinuation, q.Continuation)
+		}
+	}
 	var tool string
 	if cr.req.Params != nil {
 		tool = cr.req.Params.Name
@@ -140,7 +145,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	c := &durableCall{turn: make(chan struct{}, 1),
 		row: callstore.Call{ID: laterCallID(id), Session: a.r.id, Ident: laterIdent(id), PauseID: id, Created: now},
 		doc: callDoc{Tool: tool, Later: true, Asks: []callQuestion{{
-			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(), InBand: q.ClientMayDecide}}}}
+			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(), InBand: q.ClientMayDecide, Continuation: q.Continuation}}}}
 	// Known to the runtime and the session (no waiter: a durable pause, no
 	// lease; its deadline's reminder armed) before its directory row is
 	// visible: a decision taken as soon as a surface lists it finds it

@@ -118,7 +118,8 @@ func (gc *GrainCalls) publishLater(ctx context.Context, r *grainRun, id string, 
 	c := &grainCall{
 		row: callstore.Call{ID: laterCallID(id), Session: gc.cfg.Grain, Ident: laterIdent(id), PauseID: id, Created: now},
 		doc: callDoc{Tool: r.tool, Later: true, User: r.who.GetUser(), Org: r.who.GetOrg(), Asks: []callQuestion{{
-			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli()}}}}
+			ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(),
+			Continuation: q.Continuation}}}} // journaled, never run: ContinueAsk says app.ErrContinueNeedsSession
 	doc, err := json.Marshal(c.doc)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("mcpgrain: encode the pending question: %w", err)

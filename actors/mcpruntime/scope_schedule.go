@@ -22,6 +22,11 @@ var (
 // callbacks are the schedule callbacks of the shared server's packs.
 func (r *Runtime) callbacks() map[string]app.ScheduleFunc { return app.SchedulesOf(r.b.server) }
 
+// continuations are the continuations of the shared server's packs.
+func (r *Runtime) continuations() map[string]app.ContinueFunc {
+	return app.ContinuationsOf(r.b.server)
+}
+
 // Schedule implements app.Scheduler: the callback must be registered on
 // the node's server.
 func (s *sessionScope) Schedule(ctx context.Context, sc app.Scheduled) (string, error) {

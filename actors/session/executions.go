@@ -178,6 +178,32 @@ func (s *session) executionResume(ctx context.Context, g grain.Context, m *pb.Ex
 	return nil
 }
 
+// askContinue serves a continuation of one of the session's pending
+// questions (the SDK's ContinueAsk), from any session of its principal:
+// another organization's caller learns nothing ("unknown"), another user
+// of the organization is refused. The runtime is restored if the session
+// had passivated; the continuation runs outside the grain's turn (the
+// reply is deferred), counted as a running execution.
+func (s *session) askContinue(ctx context.Context, g grain.Context, m *pb.AskContinue) (proto.Message, error) {
+	if !s.sameOrg(m.GetPrincipal()) || s.ended {
+		return &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_UNKNOWN}, nil
+	}
+	if !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
+		return &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_FOREIGN}, nil
+	}
+	if err := s.restoreForExecutions(ctx, g); err != nil {
+		return nil, err
+	}
+	k, ok := s.rt.(AskContinuer)
+	if s.rt == nil || !ok {
+		return &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_UNKNOWN}, nil
+	}
+	s.markActivity()
+	answer := g.Defer()
+	k.ContinueAsk(ctx, m, func(r *pb.AskContinueReply) { answer(r, nil) })
+	return nil, nil
+}
+
 // unpublish drops the directory rows of pauses lost with a disposed
 // runtime (the runtime itself publishes and settles them).
 func (s *session) unpublish(ctx context.Context, execIDs ...string) {

@@ -55,3 +55,29 @@ func DecideThrough(c grain.Requester) func(ctx context.Context, id string, m *pb
 		return reply, nil
 	}
 }
+
+// AskContinuer is implemented by a runtime that runs the continuations
+// of its pending questions (mcpruntime.Runtime: the SDK's ContinueAsk).
+type AskContinuer interface {
+	// ContinueAsk starts the continuation of m's question (counted in
+	// RunningExecutions until it ends) and calls answer with what came of
+	// it, from another goroutine or before it returns.
+	ContinueAsk(ctx context.Context, m *pb.AskContinue, answer func(*pb.AskContinueReply))
+}
+
+// ContinueThrough returns the runtime's Config.Continue for a node: it
+// sends a continuation to session grain id through c, the node's
+// grain.Cluster.
+func ContinueThrough(c grain.Requester) func(ctx context.Context, id string, m *pb.AskContinue) (*pb.AskContinueReply, error) {
+	return func(ctx context.Context, id string, m *pb.AskContinue) (*pb.AskContinueReply, error) {
+		r, err := c.Request(ctx, KindName, id, m, grain.Idempotent())
+		if err != nil {
+			return nil, fmt.Errorf("session: continuation to %s: %w", id, err)
+		}
+		reply, ok := r.(*pb.AskContinueReply)
+		if !ok {
+			return nil, fmt.Errorf("session: continuation to %s: unexpected reply %T", id, r)
+		}
+		return reply, nil
+	}
+}

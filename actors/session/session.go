@@ -135,6 +135,8 @@ func (s *session) Receive(ctx context.Context, g grain.Context, msg proto.Messag
 			}
 		}
 		return s.executionResume(ctx, g, m), nil
+	case *pb.AskContinue:
+		return s.askContinue(ctx, g, m)
 	case *pb.ExchangeCancel:
 		if cancel, ok := s.exchanges[m.GetExchangeId()]; ok {
 			cancel()

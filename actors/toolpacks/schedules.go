@@ -26,3 +26,24 @@ func (m *merger) mergeSchedules(packName string, fs map[string]app.ScheduleFunc)
 		})
 	}
 }
+
+// ContinuationsOf returns the continuations of the packs NewServer
+// registered on s, by name (nil: none). The caller must not modify the
+// map.
+func ContinuationsOf(s *mcp.Server) map[string]app.ContinueFunc { return app.ContinuationsOf(s) }
+
+// mergeContinuations adds a pack's continuations; a name two packs
+// register is a conflict.
+func (m *merger) mergeContinuations(packName string, fs map[string]app.ContinueFunc) {
+	for name, f := range fs {
+		if f == nil {
+			continue
+		}
+		m.claim(packName, "continuation "+name, true, func() {
+			if m.continuations == nil {
+				m.continuations = map[string]app.ContinueFunc{}
+			}
+			m.continuations[name] = f
+		})
+	}
+}

@@ -262,7 +262,8 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	if err != nil {
 		return nil, nil, err
 	}
-	unbind := app.BindSchedules(server, m.schedules)
+	unbindSchedules := app.BindSchedules(server, m.schedules)
+	unbindContinuations := app.BindContinuations(server, m.continuations)
 	var stops []func()
 	for _, register := range registers {
 		if stop := register(server); stop != nil {
@@ -271,7 +272,8 @@ func newServer(impl *mcp.Implementation, packs []string, opts Options) (*mcp.Ser
 	}
 	closer := sync.OnceFunc(func() {
 		catalog.forget(server)
-		unbind()
+		unbindSchedules()
+		unbindContinuations()
 		for _, stop := range slices.Backward(stops) {
 			stop()
 		}
@@ -299,9 +301,11 @@ func newMCPServer(impl *mcp.Implementation, so *mcp.ServerOptions) (s *mcp.Serve
 type merger struct {
 	// schedules are the packs' callbacks, merged.
 	schedules map[string]app.ScheduleFunc
-	opts      *mcp.ServerOptions
-	owners    map[string]string // handler field -> who set it
-	errs      []error
+	// continuations are the packs' continuations, merged.
+	continuations map[string]app.ContinueFunc
+	opts          *mcp.ServerOptions
+	owners        map[string]string // handler field -> who set it
+	errs          []error
 }
 
 const baseOwner = "Options.ServerOptions"
@@ -330,6 +334,7 @@ func (m *merger) merge(packName string, h Handlers) {
 	m.claim(packName, "SubscribeHandler", h.SubscribeHandler != nil, func() { o.SubscribeHandler = h.SubscribeHandler })
 	m.claim(packName, "UnsubscribeHandler", h.UnsubscribeHandler != nil, func() { o.UnsubscribeHandler = h.UnsubscribeHandler })
 	m.mergeSchedules(packName, h.Schedules)
+	m.mergeContinuations(packName, h.Continuations)
 }
 
 func (m *merger) claim(packName, field string, set bool, assign func()) {

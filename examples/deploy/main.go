@@ -21,7 +21,11 @@
 // later (in the same session or another of the same user, or from a
 // 2026-07-28 request: the two also work there, the question then owned by
 // the request's continuation grain), reports the decision and deploys
-// once when approved (mcpgrain.AskStatus).
+// once when approved (mcpgrain.AskStatus). finish_deploy, called later
+// from any session of the same user, continues the request on the session
+// that asked it (mcpgrain.ContinueAsk): the continuation finish_deploy
+// runs there once with the decision, deploys if approved, and its answer
+// is recorded and returned to every later finish_deploy.
 //
 // A 2026-07-28 (sessionless) client is asked too: its call ends with an
 // input_required result asking for the approval, the question is listed
@@ -46,6 +50,9 @@ func main() {
 		Name:     "deploy",
 		Version:  "1.0.0",
 		Register: deploytool.Register,
+		// finish_deploy: the continuation request_deploy's question names,
+		// run on the asking session by the finish_deploy tool.
+		Continuations: deploytool.Continuations(),
 		// deploy may run as an MCP task: a client that declares the tasks
 		// extension follows it with tasks/get, and its question is the
 		// task's input_required, decided on the approval surfaces.

@@ -227,7 +227,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
 		AskWindow: cfg.MCP.Code.Window, PublicURL: cfg.MCP.Code.PublicURL,
 		MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
-		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c),
+		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c), Continue: session.ContinueThrough(c),
 	})
 	if err != nil {
 		return nil, err

@@ -2,7 +2,10 @@
 // human before it deploys (mcpgrain.Ask) and performs the deployment in a
 // journaled step (mcpgrain.Step); and request_deploy with deploy_status,
 // which ask without holding the call (mcpgrain.AskLater) and deploy once a
-// later call reads the approval (mcpgrain.AskStatus). The "deployment" appends a line to the
+// later call reads the approval (mcpgrain.AskStatus); and finish_deploy,
+// which continues a request on the session that asked it (the
+// continuation finish_deploy, mcpgrain.ContinueAsk) and answers its
+// recorded result to every caller. The "deployment" appends a line to the
 // file $DEPLOY_LOG (default deployments.log): "deployed SERVICE VERSION";
 // before it asks, the tool appends "requested SERVICE VERSION", work that
 // is not in a Step (see the command's documentation). The deployment is
@@ -12,6 +15,7 @@ package deploytool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -116,6 +120,50 @@ func Register(s *mcp.Server) {
 		"and return at once with the request's id and approval page; call deploy_status with the id later."}, requestDeploy)
 	mcp.AddTool(s, &mcp.Tool{Name: "deploy_status", Description: "Where a deployment request stands; " +
 		"deploys it (once) when a human approved it."}, deployStatus)
+	mcp.AddTool(s, &mcp.Tool{Name: "finish_deploy", Description: "Finish a decided deployment request on the session that " +
+		"asked it: deploys it if approved (once: every call gets the same answer)."}, finishDeploy)
+}
+
+// Continuations are the server's continuations (mcpgrain.Server's
+// Continuations): finish_deploy, which request_deploy's question names.
+func Continuations() map[string]mcpgrain.ContinueFunc {
+	return map[string]mcpgrain.ContinueFunc{finishName: finish}
+}
+
+// finishName is the continuation request_deploy's question names.
+const finishName = "finish_deploy"
+
+// finishDeploy continues request args.ID (mcpgrain.ContinueAsk): the
+// continuation runs on the session that asked, once; an undecided request
+// is reported as waiting.
+func finishDeploy(ctx context.Context, req *mcp.CallToolRequest, args StatusArgs) (*mcp.CallToolResult, any, error) {
+	res, err := mcpgrain.ContinueAsk(ctx, req, args.ID, nil)
+	if errors.Is(err, mcpgrain.ErrAskPending) {
+		return text("the deploy request " + args.ID + " is waiting for approval: nothing to finish yet"), nil, nil
+	}
+	return res, nil, err
+}
+
+// finish is the continuation finish_deploy: it deploys an approved
+// request — in a journaled step, and once per request whichever tool gets
+// there (the deployment log's "step ask/ID" line, as deploy_status
+// writes it) — and says who decided.
+func finish(ctx context.Context, c mcpgrain.Continuation) (*mcp.CallToolResult, error) {
+	service, version := fmt.Sprint(c.Details["service"]), fmt.Sprint(c.Details["version"])
+	switch {
+	case c.State == mcpgrain.AskExpired:
+		return text(fmt.Sprintf("deploy of %s %s expired: nobody approved it in time", service, version)), nil
+	case !c.Decision.Accepted:
+		return text(fmt.Sprintf("deploy of %s %s declined by %q: %s", service, version, c.Decision.By, c.Decision.Reason)), nil
+	}
+	line, err := mcpgrain.Step(ctx, nil, "deploy", func(context.Context) (string, error) {
+		line := "deployed " + service + " " + version
+		return line, appendOnce("ask/"+c.ID, line)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return text(fmt.Sprintf("%s, approved by %s (finished by %s)", line, c.Decision.By, c.Caller)), nil
 }
 
 // Request is the answer of request_deploy: the pending question's id and
@@ -131,6 +179,10 @@ func requestDeploy(ctx context.Context, req *mcp.CallToolRequest, args DeployArg
 	p, err := mcpgrain.AskLater(ctx, req, mcpgrain.Question{
 		Summary: fmt.Sprintf("Deploy %s %s?", args.Service, args.Version),
 		Details: map[string]any{"service": args.Service, "version": args.Version},
+		// finish_deploy continues it on this session once decided (in a
+		// 2026-07-28 request the name is kept but nothing runs it: there
+		// deploy_status deploys).
+		Continuation: finishName,
 	})
 	if err != nil {
 		return nil, Request{}, err

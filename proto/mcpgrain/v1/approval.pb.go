@@ -90,6 +90,85 @@ func (ExecutionReply_Status) EnumDescriptor() ([]byte, []int) {
 	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{5, 0}
 }
 
+// What came of it.
+type AskContinueReply_Outcome int32
+
+const (
+	// Never sent.
+	AskContinueReply_OUTCOME_UNSPECIFIED AskContinueReply_Outcome = 0
+	// The continuation ran (now, or earlier): result_json is its result.
+	AskContinueReply_OUTCOME_OK AskContinueReply_Outcome = 1
+	// No such question of the caller's organization (or no such session).
+	AskContinueReply_OUTCOME_UNKNOWN AskContinueReply_Outcome = 2
+	// Another user's question.
+	AskContinueReply_OUTCOME_FOREIGN AskContinueReply_Outcome = 3
+	// No decision recorded yet: nothing ran.
+	AskContinueReply_OUTCOME_PENDING AskContinueReply_Outcome = 4
+	// The question names no continuation.
+	AskContinueReply_OUTCOME_NO_CONTINUATION AskContinueReply_Outcome = 5
+	// The owner's server registers no continuation of that name.
+	AskContinueReply_OUTCOME_UNKNOWN_CONTINUATION AskContinueReply_Outcome = 6
+	// The continuation returned an error or panicked (error): nothing
+	// was recorded.
+	AskContinueReply_OUTCOME_FAILED AskContinueReply_Outcome = 7
+	// The owner could not run or record it now (its store failed, or it
+	// moved): retry.
+	AskContinueReply_OUTCOME_RETRY AskContinueReply_Outcome = 8
+)
+
+// Enum value maps for AskContinueReply_Outcome.
+var (
+	AskContinueReply_Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_OK",
+		2: "OUTCOME_UNKNOWN",
+		3: "OUTCOME_FOREIGN",
+		4: "OUTCOME_PENDING",
+		5: "OUTCOME_NO_CONTINUATION",
+		6: "OUTCOME_UNKNOWN_CONTINUATION",
+		7: "OUTCOME_FAILED",
+		8: "OUTCOME_RETRY",
+	}
+	AskContinueReply_Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED":          0,
+		"OUTCOME_OK":                   1,
+		"OUTCOME_UNKNOWN":              2,
+		"OUTCOME_FOREIGN":              3,
+		"OUTCOME_PENDING":              4,
+		"OUTCOME_NO_CONTINUATION":      5,
+		"OUTCOME_UNKNOWN_CONTINUATION": 6,
+		"OUTCOME_FAILED":               7,
+		"OUTCOME_RETRY":                8,
+	}
+)
+
+func (x AskContinueReply_Outcome) Enum() *AskContinueReply_Outcome {
+	p := new(AskContinueReply_Outcome)
+	*p = x
+	return p
+}
+
+func (x AskContinueReply_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AskContinueReply_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpgrain_v1_approval_proto_enumTypes[1].Descriptor()
+}
+
+func (AskContinueReply_Outcome) Type() protoreflect.EnumType {
+	return &file_mcpgrain_v1_approval_proto_enumTypes[1]
+}
+
+func (x AskContinueReply_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AskContinueReply_Outcome.Descriptor instead.
+func (AskContinueReply_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{7, 0}
+}
+
 // PausedExecution describes an execution waiting for a human decision.
 type PausedExecution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -545,6 +624,138 @@ func (x *ExecutionReply) GetRecorded() bool {
 	return false
 }
 
+// AskContinue asks the session grain that owns pending question
+// execution_id (the SDK's AskLater) to run the question's continuation
+// (the SDK's ContinueAsk): only the question's asker (same user and
+// organization) may; the grain's runtime runs it once, records its
+// result in the question's journal, and answers it.
+type AskContinue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller (must be the session's principal).
+	Principal *Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The question's execution id.
+	ExecutionId string `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// The caller's input to the continuation, as JSON.
+	InputJson     string `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskContinue) Reset() {
+	*x = AskContinue{}
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskContinue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskContinue) ProtoMessage() {}
+
+func (x *AskContinue) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskContinue.ProtoReflect.Descriptor instead.
+func (*AskContinue) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AskContinue) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *AskContinue) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *AskContinue) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+// AskContinueReply answers an AskContinue.
+type AskContinueReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Outcome.
+	Outcome AskContinueReply_Outcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=mcpgrain.v1.AskContinueReply_Outcome" json:"outcome,omitempty"`
+	// The continuation's MCP tool result as JSON (OUTCOME_OK).
+	ResultJson string `protobuf:"bytes,2,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	// Why it failed (OUTCOME_FAILED, OUTCOME_RETRY).
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskContinueReply) Reset() {
+	*x = AskContinueReply{}
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskContinueReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskContinueReply) ProtoMessage() {}
+
+func (x *AskContinueReply) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskContinueReply.ProtoReflect.Descriptor instead.
+func (*AskContinueReply) Descriptor() ([]byte, []int) {
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AskContinueReply) GetOutcome() AskContinueReply_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AskContinueReply_OUTCOME_UNSPECIFIED
+}
+
+func (x *AskContinueReply) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *AskContinueReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ListPausedExecutionsRequest is empty: the caller's organization is implied.
 type ListPausedExecutionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -554,7 +765,7 @@ type ListPausedExecutionsRequest struct {
 
 func (x *ListPausedExecutionsRequest) Reset() {
 	*x = ListPausedExecutionsRequest{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +777,7 @@ func (x *ListPausedExecutionsRequest) String() string {
 func (*ListPausedExecutionsRequest) ProtoMessage() {}
 
 func (x *ListPausedExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[6]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +790,7 @@ func (x *ListPausedExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPausedExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPausedExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{6}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{8}
 }
 
 // ListPausedExecutionsResponse lists paused executions.
@@ -593,7 +804,7 @@ type ListPausedExecutionsResponse struct {
 
 func (x *ListPausedExecutionsResponse) Reset() {
 	*x = ListPausedExecutionsResponse{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +816,7 @@ func (x *ListPausedExecutionsResponse) String() string {
 func (*ListPausedExecutionsResponse) ProtoMessage() {}
 
 func (x *ListPausedExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[7]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +829,7 @@ func (x *ListPausedExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPausedExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPausedExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{7}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListPausedExecutionsResponse) GetExecutions() []*PausedExecution {
@@ -639,7 +850,7 @@ type GetPausedExecutionRequest struct {
 
 func (x *GetPausedExecutionRequest) Reset() {
 	*x = GetPausedExecutionRequest{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +862,7 @@ func (x *GetPausedExecutionRequest) String() string {
 func (*GetPausedExecutionRequest) ProtoMessage() {}
 
 func (x *GetPausedExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[8]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +875,7 @@ func (x *GetPausedExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPausedExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetPausedExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{8}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetPausedExecutionRequest) GetExecutionId() string {
@@ -685,7 +896,7 @@ type GetPausedExecutionResponse struct {
 
 func (x *GetPausedExecutionResponse) Reset() {
 	*x = GetPausedExecutionResponse{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +908,7 @@ func (x *GetPausedExecutionResponse) String() string {
 func (*GetPausedExecutionResponse) ProtoMessage() {}
 
 func (x *GetPausedExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[9]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +921,7 @@ func (x *GetPausedExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPausedExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetPausedExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{9}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetPausedExecutionResponse) GetExecution() *PausedExecution {
@@ -735,7 +946,7 @@ type DecideExecutionRequest struct {
 
 func (x *DecideExecutionRequest) Reset() {
 	*x = DecideExecutionRequest{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +958,7 @@ func (x *DecideExecutionRequest) String() string {
 func (*DecideExecutionRequest) ProtoMessage() {}
 
 func (x *DecideExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[10]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +971,7 @@ func (x *DecideExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideExecutionRequest.ProtoReflect.Descriptor instead.
 func (*DecideExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{10}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecideExecutionRequest) GetExecutionId() string {
@@ -797,7 +1008,7 @@ type DecideExecutionResponse struct {
 
 func (x *DecideExecutionResponse) Reset() {
 	*x = DecideExecutionResponse{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1020,7 @@ func (x *DecideExecutionResponse) String() string {
 func (*DecideExecutionResponse) ProtoMessage() {}
 
 func (x *DecideExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[11]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1033,7 @@ func (x *DecideExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideExecutionResponse.ProtoReflect.Descriptor instead.
 func (*DecideExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{11}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecideExecutionResponse) GetStatus() string {
@@ -848,7 +1059,7 @@ type WatchPausedExecutionsRequest struct {
 
 func (x *WatchPausedExecutionsRequest) Reset() {
 	*x = WatchPausedExecutionsRequest{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[12]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1071,7 @@ func (x *WatchPausedExecutionsRequest) String() string {
 func (*WatchPausedExecutionsRequest) ProtoMessage() {}
 
 func (x *WatchPausedExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[12]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1084,7 @@ func (x *WatchPausedExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPausedExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPausedExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{12}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{14}
 }
 
 // WatchPausedExecutionsResponse is one paused execution (initial listing
@@ -888,7 +1099,7 @@ type WatchPausedExecutionsResponse struct {
 
 func (x *WatchPausedExecutionsResponse) Reset() {
 	*x = WatchPausedExecutionsResponse{}
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[13]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1111,7 @@ func (x *WatchPausedExecutionsResponse) String() string {
 func (*WatchPausedExecutionsResponse) ProtoMessage() {}
 
 func (x *WatchPausedExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpgrain_v1_approval_proto_msgTypes[13]
+	mi := &file_mcpgrain_v1_approval_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1124,7 @@ func (x *WatchPausedExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPausedExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchPausedExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{13}
+	return file_mcpgrain_v1_approval_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchPausedExecutionsResponse) GetExecution() *PausedExecution {
@@ -971,7 +1182,28 @@ const file_mcpgrain_v1_approval_proto_rawDesc = "" +
 	"\x10STATUS_FORBIDDEN\x10\x03\x12\x1a\n" +
 	"\x16STATUS_ALREADY_DECIDED\x10\x04\x12\x1a\n" +
 	"\x16STATUS_ALREADY_SETTLED\x10\x05\x12\x12\n" +
-	"\x0eSTATUS_EXPIRED\x10\x06\"\x1d\n" +
+	"\x0eSTATUS_EXPIRED\x10\x06\"\x85\x01\n" +
+	"\vAskContinue\x124\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12!\n" +
+	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x03 \x01(\tR\tinputJson\"\xe4\x02\n" +
+	"\x10AskContinueReply\x12?\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2%.mcpgrain.v1.AskContinueReply.OutcomeR\aoutcome\x12\x1f\n" +
+	"\vresult_json\x18\x02 \x01(\tR\n" +
+	"resultJson\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xd7\x01\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"OUTCOME_OK\x10\x01\x12\x13\n" +
+	"\x0fOUTCOME_UNKNOWN\x10\x02\x12\x13\n" +
+	"\x0fOUTCOME_FOREIGN\x10\x03\x12\x13\n" +
+	"\x0fOUTCOME_PENDING\x10\x04\x12\x1b\n" +
+	"\x17OUTCOME_NO_CONTINUATION\x10\x05\x12 \n" +
+	"\x1cOUTCOME_UNKNOWN_CONTINUATION\x10\x06\x12\x12\n" +
+	"\x0eOUTCOME_FAILED\x10\a\x12\x11\n" +
+	"\rOUTCOME_RETRY\x10\b\"\x1d\n" +
 	"\x1bListPausedExecutionsRequest\"\\\n" +
 	"\x1cListPausedExecutionsResponse\x12<\n" +
 	"\n" +
@@ -1009,50 +1241,55 @@ func file_mcpgrain_v1_approval_proto_rawDescGZIP() []byte {
 	return file_mcpgrain_v1_approval_proto_rawDescData
 }
 
-var file_mcpgrain_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcpgrain_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_mcpgrain_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_mcpgrain_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_mcpgrain_v1_approval_proto_goTypes = []any{
 	(ExecutionReply_Status)(0),            // 0: mcpgrain.v1.ExecutionReply.Status
-	(*PausedExecution)(nil),               // 1: mcpgrain.v1.PausedExecution
-	(*ExecutionGet)(nil),                  // 2: mcpgrain.v1.ExecutionGet
-	(*ExecutionList)(nil),                 // 3: mcpgrain.v1.ExecutionList
-	(*ExecutionDecide)(nil),               // 4: mcpgrain.v1.ExecutionDecide
-	(*ExecutionResumeForModel)(nil),       // 5: mcpgrain.v1.ExecutionResumeForModel
-	(*ExecutionReply)(nil),                // 6: mcpgrain.v1.ExecutionReply
-	(*ListPausedExecutionsRequest)(nil),   // 7: mcpgrain.v1.ListPausedExecutionsRequest
-	(*ListPausedExecutionsResponse)(nil),  // 8: mcpgrain.v1.ListPausedExecutionsResponse
-	(*GetPausedExecutionRequest)(nil),     // 9: mcpgrain.v1.GetPausedExecutionRequest
-	(*GetPausedExecutionResponse)(nil),    // 10: mcpgrain.v1.GetPausedExecutionResponse
-	(*DecideExecutionRequest)(nil),        // 11: mcpgrain.v1.DecideExecutionRequest
-	(*DecideExecutionResponse)(nil),       // 12: mcpgrain.v1.DecideExecutionResponse
-	(*WatchPausedExecutionsRequest)(nil),  // 13: mcpgrain.v1.WatchPausedExecutionsRequest
-	(*WatchPausedExecutionsResponse)(nil), // 14: mcpgrain.v1.WatchPausedExecutionsResponse
-	(*Principal)(nil),                     // 15: mcpgrain.v1.Principal
+	(AskContinueReply_Outcome)(0),         // 1: mcpgrain.v1.AskContinueReply.Outcome
+	(*PausedExecution)(nil),               // 2: mcpgrain.v1.PausedExecution
+	(*ExecutionGet)(nil),                  // 3: mcpgrain.v1.ExecutionGet
+	(*ExecutionList)(nil),                 // 4: mcpgrain.v1.ExecutionList
+	(*ExecutionDecide)(nil),               // 5: mcpgrain.v1.ExecutionDecide
+	(*ExecutionResumeForModel)(nil),       // 6: mcpgrain.v1.ExecutionResumeForModel
+	(*ExecutionReply)(nil),                // 7: mcpgrain.v1.ExecutionReply
+	(*AskContinue)(nil),                   // 8: mcpgrain.v1.AskContinue
+	(*AskContinueReply)(nil),              // 9: mcpgrain.v1.AskContinueReply
+	(*ListPausedExecutionsRequest)(nil),   // 10: mcpgrain.v1.ListPausedExecutionsRequest
+	(*ListPausedExecutionsResponse)(nil),  // 11: mcpgrain.v1.ListPausedExecutionsResponse
+	(*GetPausedExecutionRequest)(nil),     // 12: mcpgrain.v1.GetPausedExecutionRequest
+	(*GetPausedExecutionResponse)(nil),    // 13: mcpgrain.v1.GetPausedExecutionResponse
+	(*DecideExecutionRequest)(nil),        // 14: mcpgrain.v1.DecideExecutionRequest
+	(*DecideExecutionResponse)(nil),       // 15: mcpgrain.v1.DecideExecutionResponse
+	(*WatchPausedExecutionsRequest)(nil),  // 16: mcpgrain.v1.WatchPausedExecutionsRequest
+	(*WatchPausedExecutionsResponse)(nil), // 17: mcpgrain.v1.WatchPausedExecutionsResponse
+	(*Principal)(nil),                     // 18: mcpgrain.v1.Principal
 }
 var file_mcpgrain_v1_approval_proto_depIdxs = []int32{
-	15, // 0: mcpgrain.v1.PausedExecution.principal:type_name -> mcpgrain.v1.Principal
-	15, // 1: mcpgrain.v1.ExecutionGet.principal:type_name -> mcpgrain.v1.Principal
-	15, // 2: mcpgrain.v1.ExecutionList.principal:type_name -> mcpgrain.v1.Principal
-	15, // 3: mcpgrain.v1.ExecutionDecide.principal:type_name -> mcpgrain.v1.Principal
-	15, // 4: mcpgrain.v1.ExecutionResumeForModel.principal:type_name -> mcpgrain.v1.Principal
+	18, // 0: mcpgrain.v1.PausedExecution.principal:type_name -> mcpgrain.v1.Principal
+	18, // 1: mcpgrain.v1.ExecutionGet.principal:type_name -> mcpgrain.v1.Principal
+	18, // 2: mcpgrain.v1.ExecutionList.principal:type_name -> mcpgrain.v1.Principal
+	18, // 3: mcpgrain.v1.ExecutionDecide.principal:type_name -> mcpgrain.v1.Principal
+	18, // 4: mcpgrain.v1.ExecutionResumeForModel.principal:type_name -> mcpgrain.v1.Principal
 	0,  // 5: mcpgrain.v1.ExecutionReply.status:type_name -> mcpgrain.v1.ExecutionReply.Status
-	1,  // 6: mcpgrain.v1.ExecutionReply.executions:type_name -> mcpgrain.v1.PausedExecution
-	1,  // 7: mcpgrain.v1.ListPausedExecutionsResponse.executions:type_name -> mcpgrain.v1.PausedExecution
-	1,  // 8: mcpgrain.v1.GetPausedExecutionResponse.execution:type_name -> mcpgrain.v1.PausedExecution
-	1,  // 9: mcpgrain.v1.WatchPausedExecutionsResponse.execution:type_name -> mcpgrain.v1.PausedExecution
-	7,  // 10: mcpgrain.v1.ApprovalService.ListPausedExecutions:input_type -> mcpgrain.v1.ListPausedExecutionsRequest
-	9,  // 11: mcpgrain.v1.ApprovalService.GetPausedExecution:input_type -> mcpgrain.v1.GetPausedExecutionRequest
-	11, // 12: mcpgrain.v1.ApprovalService.DecideExecution:input_type -> mcpgrain.v1.DecideExecutionRequest
-	13, // 13: mcpgrain.v1.ApprovalService.WatchPausedExecutions:input_type -> mcpgrain.v1.WatchPausedExecutionsRequest
-	8,  // 14: mcpgrain.v1.ApprovalService.ListPausedExecutions:output_type -> mcpgrain.v1.ListPausedExecutionsResponse
-	10, // 15: mcpgrain.v1.ApprovalService.GetPausedExecution:output_type -> mcpgrain.v1.GetPausedExecutionResponse
-	12, // 16: mcpgrain.v1.ApprovalService.DecideExecution:output_type -> mcpgrain.v1.DecideExecutionResponse
-	14, // 17: mcpgrain.v1.ApprovalService.WatchPausedExecutions:output_type -> mcpgrain.v1.WatchPausedExecutionsResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 6: mcpgrain.v1.ExecutionReply.executions:type_name -> mcpgrain.v1.PausedExecution
+	18, // 7: mcpgrain.v1.AskContinue.principal:type_name -> mcpgrain.v1.Principal
+	1,  // 8: mcpgrain.v1.AskContinueReply.outcome:type_name -> mcpgrain.v1.AskContinueReply.Outcome
+	2,  // 9: mcpgrain.v1.ListPausedExecutionsResponse.executions:type_name -> mcpgrain.v1.PausedExecution
+	2,  // 10: mcpgrain.v1.GetPausedExecutionResponse.execution:type_name -> mcpgrain.v1.PausedExecution
+	2,  // 11: mcpgrain.v1.WatchPausedExecutionsResponse.execution:type_name -> mcpgrain.v1.PausedExecution
+	10, // 12: mcpgrain.v1.ApprovalService.ListPausedExecutions:input_type -> mcpgrain.v1.ListPausedExecutionsRequest
+	12, // 13: mcpgrain.v1.ApprovalService.GetPausedExecution:input_type -> mcpgrain.v1.GetPausedExecutionRequest
+	14, // 14: mcpgrain.v1.ApprovalService.DecideExecution:input_type -> mcpgrain.v1.DecideExecutionRequest
+	16, // 15: mcpgrain.v1.ApprovalService.WatchPausedExecutions:input_type -> mcpgrain.v1.WatchPausedExecutionsRequest
+	11, // 16: mcpgrain.v1.ApprovalService.ListPausedExecutions:output_type -> mcpgrain.v1.ListPausedExecutionsResponse
+	13, // 17: mcpgrain.v1.ApprovalService.GetPausedExecution:output_type -> mcpgrain.v1.GetPausedExecutionResponse
+	15, // 18: mcpgrain.v1.ApprovalService.DecideExecution:output_type -> mcpgrain.v1.DecideExecutionResponse
+	17, // 19: mcpgrain.v1.ApprovalService.WatchPausedExecutions:output_type -> mcpgrain.v1.WatchPausedExecutionsResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_mcpgrain_v1_approval_proto_init() }
@@ -1066,8 +1303,8 @@ func file_mcpgrain_v1_approval_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpgrain_v1_approval_proto_rawDesc), len(file_mcpgrain_v1_approval_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   14,
+			NumEnums:      2,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

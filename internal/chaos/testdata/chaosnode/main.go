@@ -23,6 +23,7 @@ func main() {
 			deploytool.Register(s)
 			watchtool.Register(s)
 		},
-		Schedules: watchtool.Schedules(),
+		Schedules:     watchtool.Schedules(),
+		Continuations: deploytool.Continuations(),
 	})
 }
