@@ -82,7 +82,7 @@ func contServer() mcpgrain.Server {
 			return textResult(p.ID), nil, nil
 		})
 		mcp.AddTool(s, &mcp.Tool{Name: "finish"}, func(ctx context.Context, req *mcp.CallToolRequest, args struct {
-			ID    string          `json:"id"`
+			ID    string         `json:"id"`
 			Input map[string]any `json:"input,omitempty"`
 		}) (*mcp.CallToolResult, any, error) {
 			var in any
