@@ -94,3 +94,30 @@ func TestFinishDeployContinuesOnTheAskingSession(t *testing.T) {
 		t.Fatalf("%d deployment keys for the request, want 1", n)
 	}
 }
+
+// A request asked by a 2026-07-28 (sessionless) client is owned by its
+// request's continuation grain, which runs no continuations: finish_deploy
+// from a stateful session of the same user, once it is decided, says so
+// (mcpgrain.ErrContinueNeedsSession) and deploys nothing; from a
+// 2026-07-28 request it is not available (ErrNoSessionCall); deploy_status
+// deploys it as before.
+func TestFinishDeployOfASessionlessRequestIsRefused(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	r := requestDeploy(t, connectModern(t, s.endpoint, aliceToken, manual), "web", "8.0.0")
+	s.awaitPause("Deploy web 8.0.0?")
+	if code, body := api(t, http.MethodPost, s.approvals+"/"+r.ID+"/resume", bobToken, `{"action":"accept"}`); code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, body)
+	}
+	cs := s.connect(aliceToken) // the grain journaled the decision before the surface's answer
+	if got, isErr := finish(t, cs, r.ID); !isErr || !strings.Contains(got, "runs only on a stateful session") {
+		t.Fatalf("finish_deploy of a 2026-07-28 request's question: %q (error %v), want ErrContinueNeedsSession", got, isErr)
+	}
+	if got, isErr := finish(t, connectModern(t, s.endpoint, aliceToken, manual), r.ID); !isErr || !strings.Contains(got, "need a tool call") {
+		t.Fatalf("finish_deploy in a 2026-07-28 request: %q (error %v), want ErrNoSessionCall", got, isErr)
+	}
+	if n := s.lines("deployed web 8.0.0"); n != 0 {
+		t.Fatalf("%d deployments before deploy_status", n)
+	}
+	wantStatus(t, cs, r.ID, "deployed web 8.0.0, approved by bob")
+}
