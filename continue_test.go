@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // contWhere is a session's own state: the continuation reads it to show
@@ -98,8 +99,9 @@ func contServer() mcpgrain.Server {
 }
 
 // ContinueAsk runs a decided question's continuation on the session that
-// asked it — its state, not the caller's — once: a second call, from
-// either session, with other input, gets the recorded result. Undecided,
+// asked it — its state, not the caller's — once: three calls at once from
+// two sessions get one run's result, and a later call with other input
+// gets the recorded result. Undecided,
 // it is ErrAskPending; another user of the organization (an admin, a
 // viewer) is refused, another organization does not find it, and nothing
 // ran for any of them.
@@ -127,8 +129,21 @@ func TestContinueAskRunsOnTheOwnerOnce(t *testing.T) {
 		}
 	}
 	want := `decided true ada where=asking input={"n":1} by=meg`
-	if got := callText(t, megToo, "finish", map[string]any{"id": id, "input": map[string]any{"n": 1}}); got != want {
-		t.Fatalf("finish from another session: %q, want %q", got, want)
+	got := make(chan string, 3)
+	for _, cs := range []*mcp.ClientSession{megToo, megToo, meg} { // at once, from both sessions
+		go func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "finish", Arguments: map[string]any{"id": id, "input": map[string]any{"n": 1}}})
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- mcpclient.Text(res)
+		}()
+	}
+	for range 3 {
+		if g := <-got; g != want {
+			t.Fatalf("finish, three at once: %q, want %q", g, want)
+		}
 	}
 	if got := callText(t, meg, "finish", map[string]any{"id": id, "input": map[string]any{"n": 2}}); got != want {
 		t.Fatalf("finish again from the asking session: %q, want the recorded %q", got, want)
