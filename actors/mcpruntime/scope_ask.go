@@ -94,6 +94,9 @@ type askPause struct {
 	idx     int
 	waiters int           // handler runs waiting in memory (guarded by asks.mu)
 	done    chan struct{} // closed once the decision is journaled
+	// deciding: a decision was handed over (resolve) and is being
+	// journaled (guarded by asks.mu): a continuation waits for done.
+	deciding bool
 }
 
 // asks are the durable calls of one session runtime.

@@ -56,12 +56,11 @@ func (cr *callRun) ContinueAsk(ctx context.Context, id string, input json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case q.Continuation == "":
+	if q.Continuation == "" {
 		return nil, app.ErrNoContinuation
-	case q.Decision == nil:
-		return nil, app.ErrAskPending
 	}
+	// Whether it is decided is the owner's to say: a surface's decision is
+	// journaled by the owner a moment after the surface answered.
 	p := cr.a.r.scope.principal
 	m := &pb.AskContinue{Principal: &pb.Principal{User: p.GetUser(), Org: p.GetOrg(), Role: cr.caller().GetRole()},
 		ExecutionId: id, InputJson: string(input)}
@@ -245,11 +244,22 @@ func callContinuation(ctx context.Context, f app.ContinueFunc, k app.Continuatio
 
 // laterCall is the durable call of the session's pending question id:
 // the one its pause holds in memory, else the one stored
-// (store.ErrNotFound: none).
+// (store.ErrNotFound: none). A decision handed over to the pause but not
+// journaled yet (resolve runs it outside the grain's turn) is waited for:
+// a surface answered OK, so the continuation must see it.
 func (a *asks) laterCall(ctx context.Context, id string) (*durableCall, error) {
 	a.mu.Lock()
 	p, ok := a.pauses[id]
+	deciding := ok && p.deciding
 	a.mu.Unlock()
+	if deciding { // a surface's decision is being journaled: wait for it
+		select {
+		case <-p.done:
+			ok = false // journaled, the pause dropped: read the row
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the question's decision is still being journaled", app.ErrRetry)
+		}
+	}
 	if ok && p.c.doc.Later {
 		return p.c, nil
 	}

@@ -326,6 +326,9 @@ func (cr *callRun) wait(ctx context.Context, p *askPause) (app.Decision, error) 
 func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 	a.mu.Lock()
 	p, ok := a.pauses[execID]
+	if ok {
+		p.deciding = true
+	}
 	a.mu.Unlock()
 	if !ok {
 		return false
@@ -345,6 +348,9 @@ func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 			if err := a.save(c, nil, []string{execID}); err != nil {
 				q.Decision, c.row.PauseID, c.row.Completed = nil, execID, time.Time{}
 				c.mu.Unlock()
+				a.mu.Lock()
+				p.deciding = false
+				a.mu.Unlock()
 				a.r.log.Warn("mcpruntime: journal the decision of a tool call", "execution", execID, "err", err)
 				return
 			}
