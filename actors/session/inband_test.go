@@ -1,7 +1,9 @@
 package session_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -31,4 +33,59 @@ func TestAnInBandDecisionNeedsAPauseTheClientMayDecide(t *testing.T) {
 		t.Fatalf("the surface's decide after the refused in-band one: %v", r.GetStatus())
 	}
 	e.settleThenEvictable(rt, "s1", "exec-1")
+}
+
+// ContinueAsk implements session.AskContinuer: it answers OK with the
+// question's id as the result, and counts the continuations it got.
+func (r *fakeRuntime) ContinueAsk(_ context.Context, m *pb.AskContinue, answer func(*pb.AskContinueReply)) {
+	r.mu.Lock()
+	if r.resolved == nil {
+		r.resolved = map[string]*pb.ApprovalDecision{}
+	}
+	r.resolved["continued:"+m.GetExecutionId()] = &pb.ApprovalDecision{DecidedBy: m.GetPrincipal().GetUser()}
+	r.mu.Unlock()
+	go answer(&pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_OK, ResultJson: `"` + m.GetExecutionId() + `"`})
+}
+
+// A continuation (AskContinue) is the session principal's only: the
+// grain answers another user of the organization FOREIGN and another
+// organization UNKNOWN without handing anything to the runtime, runs the
+// principal's (the reply deferred until the runtime answers), and an
+// ended session is UNKNOWN.
+func TestAContinuationIsTheSessionPrincipalsOnly(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	rt := e.rt("s1")
+	ask := func(p *pb.Principal) *pb.AskContinueReply {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := e.node.Request(ctx, session.KindName, "s1", &pb.AskContinue{Principal: p, ExecutionId: "exec-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*pb.AskContinueReply)
+	}
+	if r := ask(bob); r.GetOutcome() != pb.AskContinueReply_OUTCOME_FOREIGN {
+		t.Fatalf("another user's continuation: %v, want FOREIGN", r.GetOutcome())
+	}
+	if r := ask(&pb.Principal{User: "alice", Org: "evil", Role: "admin"}); r.GetOutcome() != pb.AskContinueReply_OUTCOME_UNKNOWN {
+		t.Fatalf("another organization's continuation: %v, want UNKNOWN", r.GetOutcome())
+	}
+	rt.mu.Lock()
+	handed := len(rt.resolved)
+	rt.mu.Unlock()
+	if handed != 0 {
+		t.Fatalf("a refused continuation reached the runtime (%d)", handed)
+	}
+	viewer := &pb.Principal{User: "alice", Org: "acme", Role: "viewer"} // the principal, whatever the key's role
+	if r := ask(viewer); r.GetOutcome() != pb.AskContinueReply_OUTCOME_OK || r.GetResultJson() != `"exec-1"` {
+		t.Fatalf("the principal's continuation: %v %s", r.GetOutcome(), r.GetResultJson())
+	}
+	if r := e.do("s1", &pb.SessionDelete{Principal: alice}).(*pb.SessionReply); r.GetStatus() != pb.SessionReply_STATUS_OK {
+		t.Fatalf("delete: %v", r.GetStatus())
+	}
+	if r := ask(alice); r.GetOutcome() != pb.AskContinueReply_OUTCOME_UNKNOWN {
+		t.Fatalf("an ended session's continuation: %v, want UNKNOWN", r.GetOutcome())
+	}
 }
