@@ -38,12 +38,14 @@ const (
 // a task's run. errors.Is it [ErrNoCall].
 var ErrNoSessionCall = app.ErrNoSessionCall
 
-// ErrUnknownAsk is returned by [AskStatus] and [AwaitAsk] for an id that
-// names no pending question of the caller's organization.
+// ErrUnknownAsk is returned by [AskStatus], [AwaitAsk], [DecideAsk] and
+// [ContinueAsk] for an id that names no pending question of the caller's
+// organization.
 var ErrUnknownAsk = app.ErrUnknownAsk
 
-// ErrForeignAsk is returned by [AskStatus] and [AwaitAsk] for another
-// user's pending question: only the user who asked reads it.
+// ErrForeignAsk is returned by [AskStatus], [AwaitAsk], [DecideAsk] and
+// [ContinueAsk] for another user's pending question: only the user who
+// asked reads (or continues) it.
 var ErrForeignAsk = app.ErrForeignAsk
 
 // ErrAwaitElsewhere is returned by [AwaitAsk] for an undecided question of
