@@ -121,3 +121,43 @@ func TestFinishDeployOfASessionlessRequestIsRefused(t *testing.T) {
 	}
 	wantStatus(t, cs, r.ID, "deployed web 8.0.0, approved by bob")
 }
+
+// Three deploy nodes (Consul, Postgres): request_deploy in a session node
+// 1 owns; finish_deploy from another session of the same user, owned by
+// node 2, is routed to node 1 (waiting while undecided; after a member's
+// accept it deploys there). Node 1 is killed (kill -9): finish_deploy
+// again, from both sessions, reaches the asking session's new owner,
+// which answers the recorded result without deploying again.
+func TestFinishDeployOnAClusterSurvivesKillOfTheOwner(t *testing.T) {
+	c, log := startCluster(t)
+	cs := ownedBy(t, c, 0, 1, aliceToken)
+	other := ownedBy(t, c, 2, 2, aliceToken)
+	r := requestDeploy(t, cs, "ledger", "3.0.0")
+	awaitPause(t, "http://"+c.Node(2).HTTP+"/api/executions", "Deploy ledger 3.0.0?")
+	if got, isErr := finish(t, other, r.ID); isErr || !strings.Contains(got, "is waiting for approval") {
+		t.Fatalf("finish_deploy through node 2 of an undecided request: %q (error %v)", got, isErr)
+	}
+	if code, body := api(t, http.MethodPost, "http://"+c.Node(2).HTTP+"/api/executions/"+r.ID+"/resume", bobToken, `{"action":"accept"}`); code != http.StatusOK {
+		t.Fatalf("bob's accept: %d %s", code, body)
+	}
+	want := "deployed ledger 3.0.0, approved by bob (finished by alice)"
+	waitFinish(t, other, r.ID, want)
+
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+	for _, s := range []*mcp.ClientSession{other, cs} {
+		var got string
+		var isErr bool
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if got, isErr = finish(t, s, r.ID); !isErr {
+				break // a retryable error while the session moves
+			}
+		}
+		if isErr || got != want {
+			t.Fatalf("finish_deploy after kill -9 of the owner: %q (error %v), want the recorded %q", got, isErr, want)
+		}
+	}
+	if n := countLines(t, log, "deployed ledger 3.0.0"); n != 1 {
+		t.Fatalf("%d deployments, want exactly 1", n)
+	}
+}
