@@ -86,6 +86,10 @@ type GrainCallsConfig struct {
 	Logger *slog.Logger
 	// Later configures the grain's pending questions (AskLater).
 	Later LaterConfig
+	// Alarms arms the reminders that decline the grain's pending
+	// questions at their deadline (GrainAlarms; nil: none, a question is
+	// expired only when read past its deadline).
+	Alarms LaterAlarms
 }
 
 // GrainCalls are the durable tool calls of one continuation grain
@@ -399,6 +403,9 @@ func (gc *GrainCalls) Decide(ctx context.Context, m *pb.ExecutionDecide) (st pb.
 	}
 	if err := gc.record(c, i, d); err != nil {
 		return 0, true, err
+	}
+	if c.doc.Later {
+		gc.disarmLater(id)
 	}
 	if v == verdictLapsed {
 		return pb.ExecutionReply_STATUS_ALREADY_DECIDED, true, nil

@@ -44,6 +44,7 @@ func (t *taskGrain) callsOf(g grain.Context) (*mcpruntime.GrainCalls, error) {
 	gc, err := mcpruntime.NewGrainCalls(mcpruntime.GrainCallsConfig{
 		Store: t.h.cfg.Calls, Grain: grain.Key(g.Kind(), g.Identity()), Owner: t.id, Epoch: g.Epoch(), Call: callID(t.id),
 		Window: t.h.cfg.AskWindow, MayDecide: t.h.cfg.MayDecide, Now: t.h.cfg.Now, Logger: t.h.cfg.Logger, Later: t.h.cfg.Later,
+		Alarms: mcpruntime.GrainAlarms(g),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: the task's durable call: %w", err)
@@ -157,6 +158,18 @@ func (t *taskGrain) awaitDecision(ctx context.Context, g grain.Context) error {
 		return t.resumeAsk(ctx, g, exec)
 	}
 	return g.SetReminder(ctx, reminderApproval, deadline, 0)
+}
+
+// onLaterReminder declines a pending question of the task's run (the
+// SDK's AskLater) whose approval window lapsed
+// (mcpruntime.LaterReminderFired).
+func (t *taskGrain) onLaterReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	gc, err := t.callsOf(g)
+	if err != nil {
+		return err
+	}
+	_, err = mcpruntime.LaterReminderFired(ctx, g, gc, fired)
+	return err
 }
 
 // withdrawAsk takes the question of a cancelled task off the approval

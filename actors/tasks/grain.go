@@ -196,8 +196,12 @@ func (t *taskGrain) launch(launcher context.Context, g grain.Context, responses 
 	}()
 }
 
-// HandleLocal applies a run's outcome.
+// HandleLocal applies a run's outcome, and the reminders the pending
+// questions of its runs arm (mcpruntime.GrainAlarms).
 func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
+	if mcpruntime.ApplyAlarm(ctx, g, msg) {
+		return
+	}
 	d, ok := msg.(done)
 	if !ok || d.round != t.round || t.task == nil {
 		return // the outcome of a run that was cancelled
@@ -406,9 +410,13 @@ func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
 	return nil
 }
 
-// OnReminder handles the lease: it ends a lost task, and is dropped once
-// no work runs.
+// OnReminder handles the lease (it ends a lost task, and is dropped once
+// no work runs), the expiry, the approval window of the task's Ask and
+// those of its pending questions.
 func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	if _, ok := mcpruntime.LaterReminderOf(fired.GetName()); ok {
+		return t.onLaterReminder(ctx, g, fired)
+	}
 	switch fired.GetName() {
 	case reminderExpire:
 		return t.expire(ctx, g)
