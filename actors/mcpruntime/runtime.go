@@ -64,6 +64,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -145,6 +146,11 @@ type Config struct {
 	// question (session.DecideThrough; nil: no in-band decision is taken,
 	// the approval surfaces decide).
 	Decide func(ctx context.Context, sessionID string, m *pb.ExecutionDecide) (*pb.ExecutionReply, error)
+	// Clock tells the time of the SDK's durable calls: their questions'
+	// deadlines, and what a pending question came to (AskStatus). Default
+	// CodeMode's Clock, else the system clock. The node's continuation
+	// and task grains are given the same (GrainCallsConfig.Now).
+	Clock clock.Clock
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],
