@@ -480,6 +480,23 @@ func (gc *GrainCalls) Withdraw(ctx context.Context, execID, reason string) error
 	return gc.record(c, i, &app.Decision{Reason: reason})
 }
 
+// WithdrawAll ends every undecided question of the grain — its pending
+// questions (AskLater) and an Ask its call waits for — as Withdraw does,
+// with reason: the grain is going away (a task at its TTL), and nothing
+// would decide them or decline them at their deadline.
+func (gc *GrainCalls) WithdrawAll(ctx context.Context, reason string) error {
+	calls, err := gc.st.Paused(ctx, gc.cfg.Grain)
+	if err != nil {
+		return fmt.Errorf("%w: list the grain's questions: %v", app.ErrRetry, err)
+	}
+	for _, c := range calls {
+		if err := gc.Withdraw(ctx, c.PauseID, reason); err != nil {
+			return fmt.Errorf("withdraw question %s: %w", c.PauseID, err)
+		}
+	}
+	return nil
+}
+
 // Journaled reports whether the grain's one call (GrainCallsConfig.Call)
 // journaled anything: a re-run of its handler replays its steps and
 // decisions.

@@ -187,6 +187,22 @@ func (t *taskGrain) withdrawAsk(ctx context.Context, g grain.Context, execID str
 	}
 }
 
+// withdrawAll takes the undecided questions of an expiring task off the
+// approval surfaces — the pending questions its runs asked (AskLater),
+// which outlive the run but not the grain, and the Ask it waits for: once
+// its grain is deleted nothing decides them, nor declines them at their
+// deadline (the reminders go with the grain).
+func (t *taskGrain) withdrawAll(ctx context.Context, g grain.Context) error {
+	gc, err := t.callsOf(g)
+	if err != nil || gc == nil {
+		return err
+	}
+	if err := gc.WithdrawAll(ctx, "task_expired"); err != nil {
+		return fmt.Errorf("tasks: withdraw the questions of an expiring task: %w", err)
+	}
+	return nil
+}
+
 // journaled reports whether the task's tool journaled a durable call: a
 // re-run replays it, so it is safe after a node loss.
 func (t *taskGrain) journaled(ctx context.Context, g grain.Context) bool {

@@ -13,8 +13,10 @@ import (
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/clock"
+	"github.com/mcpgrain/mcpgrain/cluster/grain"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -136,6 +138,33 @@ func (a *laterAsker) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server,
 	return srv, func() {}, nil
 }
 
+// runAsker creates task t7 running the laterAsker tool and serves its
+// grain's turn — its local messages and the run's outcome — until the run
+// ended.
+func runAsker(t *testing.T, h *Host, st store.Store, system *actor.ActorSystem) (*taskGrain, *fakeGrain) {
+	t.Helper()
+	g := activate(t, st, system, "t7", "n1")
+	task := &taskGrain{h: h, id: "t7"}
+	if err := task.Activate(context.Background(), g, nil); err != nil {
+		t.Fatal(err)
+	}
+	params, _ := json.Marshal(map[string]any{"name": "asker", "arguments": map[string]any{}})
+	if _, err := task.start(context.Background(), g, &pb.TaskStart{Params: params, Principal: &pb.Principal{User: "u", Org: "o", Role: "member"}}); err != nil {
+		t.Fatal(err)
+	}
+	for task.task.Status == string(Working) {
+		select {
+		case m := <-g.local:
+			task.HandleLocal(context.Background(), g, m)
+		case d := <-g.done:
+			task.HandleLocal(context.Background(), g, d)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the task's run did not end within 30s")
+		}
+	}
+	return task, g
+}
+
 // A task's run asks without waiting: the task grain arms the question's
 // reminder, due at its deadline, on its turn (the run waits for it) and
 // the task completes. The reminder fired early is made due again; fired
@@ -159,25 +188,7 @@ func TestATasksPendingQuestionIsDeclinedByItsGrainsReminder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	g := activate(t, st, system, "t7", "n1")
-	task := &taskGrain{h: h, id: "t7"}
-	if err := task.Activate(context.Background(), g, nil); err != nil {
-		t.Fatal(err)
-	}
-	params, _ := json.Marshal(map[string]any{"name": "asker", "arguments": map[string]any{}})
-	if _, err := task.start(context.Background(), g, &pb.TaskStart{Params: params, Principal: &pb.Principal{User: "u", Org: "o", Role: "member"}}); err != nil {
-		t.Fatal(err)
-	}
-	for task.task.Status == string(Working) { // the grain's turn: its local messages and the run's outcome
-		select {
-		case m := <-g.local:
-			task.HandleLocal(context.Background(), g, m)
-		case d := <-g.done:
-			task.HandleLocal(context.Background(), g, d)
-		case <-time.After(30 * time.Second):
-			t.Fatal("the task's run did not end within 30s")
-		}
-	}
+	task, g := runAsker(t, h, st, system)
 	id := <-tool.asked
 	name := mcpruntime.LaterReminder(id)
 	deadline := clk.Now().Add(time.Minute)
@@ -210,5 +221,46 @@ func TestATasksPendingQuestionIsDeclinedByItsGrainsReminder(t *testing.T) {
 	fire()
 	if again, _ := directory.New(st).GetExecution(context.Background(), id); !again.Settled.Equal(row.Settled) {
 		t.Fatalf("a second firing changed the row: %+v", again)
+	}
+}
+
+// The bug of a task that expires (--task-ttl) before its pending
+// question's deadline: its grain is deleted with the question's reminder,
+// and decisions find no task, so the question stayed listed, undecidable,
+// and never declined. The expiry now withdraws it first: its directory
+// row settles (before its deadline, by nobody), its call is completed
+// with a decline of reason task_expired, and then the grain is deleted.
+func TestAnExpiringTaskWithdrawsItsPendingQuestions(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	tool := &laterAsker{asked: make(chan string, 1)}
+	clk := clock.NewFake(time.Now())
+	h, err := NewHost(Config{NewServer: tool.server, Store: taskstore.New(st), Cluster: noCluster, Now: clk.Now, Calls: st,
+		TTL: time.Hour, AskWindow: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	task, g := runAsker(t, h, st, system)
+	id := <-tool.asked
+	clk.Advance(time.Hour)
+	if err := task.OnReminder(context.Background(), g, &pb.ReminderFired{Name: reminderExpire, FiredAtMs: clk.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	row, err := directory.New(st).GetExecution(context.Background(), id)
+	if err != nil || row.Settled.IsZero() || !row.Settled.Before(row.Deadline) || row.Decision != "" {
+		t.Fatalf("directory row %+v %v, want settled (withdrawn) before its deadline", row, err)
+	}
+	call, err := callstore.New(st).ByPause(context.Background(), grain.Key(KindName, "t7"), id)
+	if err == nil {
+		t.Fatalf("the question still waits: %+v", call)
+	}
+	if !g.deleted {
+		t.Fatal("the expired task's grain was not deleted")
 	}
 }

@@ -434,9 +434,10 @@ func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.R
 	return nil
 }
 
-// expire ends a task at its TTL: its work stops, and its grain is deleted
-// (its ownership row and reminders; the task's row is "not found" from now
-// on and pruned with the store's other expired rows).
+// expire ends a task at its TTL: its work stops, its undecided questions
+// leave the approval surfaces (withdrawAll), and its grain is deleted (its
+// ownership row and reminders; the task's row is "not found" from now on
+// and pruned with the store's other expired rows).
 func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
 	if t.task != nil && t.h.cfg.Now().Before(t.task.Expires) {
 		return g.SetReminder(ctx, reminderExpire, t.task.Expires, 0) // fired early (a clock step): again at the TTL
@@ -445,6 +446,9 @@ func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
 		t.cancel()
 		t.cancel = nil
 		t.round++
+	}
+	if err := t.withdrawAll(ctx, g); err != nil {
+		return err // the expiry fires again
 	}
 	return g.Delete(ctx)
 }

@@ -111,6 +111,8 @@ type fakeGrain struct {
 	local chan any
 	mu    sync.Mutex
 	due   map[string]time.Time // the reminders set, by name
+	// deleted: Delete was called.
+	deleted bool
 }
 
 func activate(t *testing.T, st store.Store, system *actor.ActorSystem, id, node string) *fakeGrain {
@@ -174,6 +176,16 @@ func (g *fakeGrain) CancelReminders(ctx context.Context, names ...string) error 
 	for _, n := range names {
 		delete(g.due, n)
 	}
+	return nil
+}
+
+func (g *fakeGrain) Delete(ctx context.Context) error {
+	if err := g.owns(ctx); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.due, g.deleted = map[string]time.Time{}, true
 	return nil
 }
 
