@@ -147,26 +147,57 @@ func TestAskWithAFormReturnsTheApproversInput(t *testing.T) {
 // listed and returns its id.
 func pausedID(t *testing.T, origin, want string) string {
 	t.Helper()
+	return awaitListed(t, origin, "", want)
+}
+
+// listedExecution is an execution the approval API lists.
+type listedExecution struct {
+	ID      string `json:"executionId"`
+	Message string `json:"message"`
+}
+
+// executions is what GET /api/executions lists to the bearer of token
+// ("": no Authorization, a --no-auth node).
+func executions(origin, token string) ([]listedExecution, error) {
+	req, err := http.NewRequest(http.MethodGet, origin+"/api/executions", nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/executions: %s", resp.Status)
+	}
+	var list struct {
+		Executions []listedExecution `json:"executions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, err
+	}
+	return list.Executions, nil
+}
+
+// awaitListed polls the approval API as the bearer of token ("": none)
+// until it lists a pause with message want, and returns its id.
+func awaitListed(t *testing.T, origin, token, want string) string {
+	t.Helper()
+	var last error
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(origin + "/api/executions")
-		if err != nil {
-			continue
-		}
-		var list struct {
-			Executions []struct {
-				ID      string `json:"executionId"`
-				Message string `json:"message"`
-			} `json:"executions"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&list)
-		_ = resp.Body.Close()
-		for _, e := range list.Executions {
-			if err == nil && e.Message == want {
+		list, err := executions(origin, token)
+		for _, e := range list {
+			if e.Message == want {
 				return e.ID
 			}
 		}
+		last = err
 	}
-	t.Fatalf("no pause %q listed within 60s", want)
+	t.Fatalf("no pause %q listed within 60s (last error: %v)", want, last)
 	return ""
 }
 
@@ -269,14 +300,9 @@ func TestASecondRunOfAnOpenCallTakesItOver(t *testing.T) {
 // pausedCount is how many pauses the approval API lists.
 func pausedCount(t *testing.T, origin string) int {
 	t.Helper()
-	resp, err := http.Get(origin + "/api/executions")
+	list, err := executions(origin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var list struct {
-		Executions []json.RawMessage `json:"executions"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&list)
-	return len(list.Executions)
+	return len(list)
 }

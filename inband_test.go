@@ -2,7 +2,6 @@ package mcpgrain_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -123,36 +121,11 @@ func decideOverHTTP(t *testing.T, origin, who, id, action string) int {
 	return resp.StatusCode
 }
 
-// pendingAs is the id of the one question listed to who with message
-// want, waited for.
+// pendingAs is the id of the question listed to who with message want,
+// waited for.
 func pendingAs(t *testing.T, origin, who, want string) string {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		req, _ := http.NewRequest(http.MethodGet, origin+"/api/executions", nil)
-		req.Header.Set("Authorization", "Bearer "+inBandKeys[who].token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var list struct {
-			Executions []struct {
-				ID      string `json:"executionId"`
-				Message string `json:"message"`
-			} `json:"executions"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&list)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Executions {
-			if e.Message == want {
-				return e.ID
-			}
-		}
-	}
-	t.Fatalf("%q is not listed to %s", want, who)
-	return ""
+	return awaitListed(t, origin, inBandKeys[who].token, want)
 }
 
 // A blocking Ask with ClientMayDecide asks the caller's own client with a

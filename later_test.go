@@ -218,21 +218,12 @@ func untilNoneWaits(t *testing.T, origin, id string, durable int) {
 // listed is the messages of the pauses the approval API lists.
 func listed(t *testing.T, origin string) []string {
 	t.Helper()
-	resp, err := http.Get(origin + "/api/executions")
+	list, err := executions(origin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var list struct {
-		Executions []struct {
-			Message string `json:"message"`
-		} `json:"executions"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, e := range list.Executions {
+	for _, e := range list {
 		out = append(out, e.Message)
 	}
 	return out

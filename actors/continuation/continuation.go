@@ -273,6 +273,7 @@ func (c *cont) ensure(ctx context.Context, g grain.Context) error {
 		calls, err := mcpruntime.NewGrainCalls(mcpruntime.GrainCallsConfig{
 			Store: c.h.cfg.Calls, Grain: grain.Key(g.Kind(), g.Identity()), Owner: c.id, Epoch: g.Epoch(),
 			Window: c.h.cfg.AskWindow, MayDecide: c.h.cfg.MayDecide, Now: c.h.cfg.Now, Logger: c.h.cfg.Logger, Later: c.h.cfg.Later,
+			Alarms: mcpruntime.GrainAlarms(g),
 		})
 		if err != nil {
 			return err
@@ -438,11 +439,27 @@ func bindError(err error) error {
 	return &jsonrpc.Error{Code: exchange.CodeServerError, Message: exchange.MessageRestarting}
 }
 
-// HandleLocal receives exchange completions.
-func (c *cont) HandleLocal(_ context.Context, _ grain.Context, msg any) {
+// HandleLocal receives exchange completions, and the reminders its
+// pending questions arm (mcpruntime.GrainAlarms).
+func (c *cont) HandleLocal(ctx context.Context, g grain.Context, msg any) {
 	if d, ok := msg.(*exchange.Done); ok {
 		delete(c.exchanges, d.ID)
+		return
 	}
+	mcpruntime.ApplyAlarm(ctx, g, msg)
+}
+
+// OnReminder declines a pending question (the SDK's AskLater) whose
+// approval window lapsed (mcpruntime.LaterReminderFired); any other
+// reminder is dropped.
+func (c *cont) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	if err := c.ensure(ctx, g); err != nil {
+		return ensureError(err)
+	}
+	if ok, err := mcpruntime.LaterReminderFired(ctx, g, c.calls, fired); ok || err != nil {
+		return err
+	}
+	return g.CancelReminders(ctx, fired.GetName())
 }
 
 // requestDrain bounds how long a graceful deactivation (node stop, move,

@@ -64,6 +64,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
@@ -149,6 +150,11 @@ type Config struct {
 	// grain that owns it (the SDK's ContinueAsk; session.ContinueThrough;
 	// nil: only a session's own questions are continued).
 	Continue func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
+	// Clock tells the time of the SDK's durable calls: their questions'
+	// deadlines, and what a pending question came to (AskStatus). Default
+	// CodeMode's Clock, else the system clock. The node's continuation
+	// and task grains are given the same (GrainCallsConfig.Now).
+	Clock clock.Clock
 }
 
 // Defaults of the event log's bounds ([Config.MaxEventBytes],

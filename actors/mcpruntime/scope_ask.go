@@ -124,6 +124,8 @@ type asks struct {
 	// are continued); running counts the continuations running here.
 	cont    func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
 	running atomic.Int32
+	// now is the clock (Config.Clock).
+	now func() time.Time
 
 	mu     sync.Mutex
 	closed chan struct{}           // closed once shut (nil until closing is called)
@@ -186,7 +188,18 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 	}
 	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
 		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
-		approvers: cfg.Approvers, decide: cfg.Decide, cont: cfg.Continue}
+		approvers: cfg.Approvers, decide: cfg.Decide, cont: cfg.Continue, now: cfg.now()}
+}
+
+// now is the clock of the SDK's durable calls (Config.Clock).
+func (cfg Config) now() func() time.Time {
+	switch {
+	case cfg.Clock != nil:
+		return cfg.Clock.Now
+	case cfg.CodeMode != nil && cfg.CodeMode.Clock != nil:
+		return cfg.CodeMode.Clock.Now
+	}
+	return time.Now
 }
 
 // close wakes every handler waiting for a decision (go-sdk closes a
@@ -253,7 +266,7 @@ func (a *asks) write(c *durableCall, w callstore.Write) error {
 	c.row.Doc = string(doc)
 	ctx, cancel := context.WithTimeout(context.Background(), askWriteTimeout)
 	defer cancel()
-	w.Call, w.SettledAt = c.row, time.Now()
+	w.Call, w.SettledAt = c.row, a.now()
 	err = store.ThroughOutage(ctx, func() error { return a.st.Put(ctx, a.grain, a.epoch(), w) })
 	if errors.Is(err, callstore.ErrCapReached) {
 		a.r.b.refusals.refused(exchange.KindSession)
@@ -286,7 +299,7 @@ func (a *asks) callFor(ctx context.Context, ident, tool string, args json.RawMes
 			return nil, fmt.Errorf("mcpgrain: read the journal of call %s: %w", row.ID, err)
 		}
 	case errors.Is(err, store.ErrNotFound):
-		c.row = callstore.Call{ID: newCallID(), Session: a.r.id, Ident: ident, Created: time.Now()}
+		c.row = callstore.Call{ID: newCallID(), Session: a.r.id, Ident: ident, Created: a.now()}
 		c.doc = callDoc{Tool: tool, Args: args}
 	default:
 		return nil, fmt.Errorf("%w: %v", app.ErrRetry, err)

@@ -205,7 +205,7 @@ func (a *asks) runContinuation(ctx context.Context, c *durableCall, q callQuesti
 		input = json.RawMessage("null")
 	}
 	k := app.Continuation{ID: q.ID, Name: q.Continuation, Summary: q.Summary, Details: q.Details,
-		State: laterStatus(q, time.Now()).State, Decision: *q.Decision, Input: input, Caller: m.GetPrincipal().GetUser()}
+		State: laterStatus(q, a.now()).State, Decision: *q.Decision, Input: input, Caller: m.GetPrincipal().GetUser()}
 	run := &continueRun{a: a, c: c}
 	rctx := app.WithStepKey(app.WithCall(app.WithScope(ctx, a.r.scope), run), stepKeyOf(c.row.ID, 0, continueStep))
 	res, err := callContinuation(rctx, f, k)
@@ -219,7 +219,7 @@ func (a *asks) runContinuation(ctx context.Context, c *durableCall, q callQuesti
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.doc.Continued = &continued{Result: raw, By: m.GetPrincipal().GetUser(), Input: input, AtMs: time.Now().UnixMilli()}
+	c.doc.Continued = &continued{Result: raw, By: m.GetPrincipal().GetUser(), Input: input, AtMs: a.now().UnixMilli()}
 	if err := a.save(c, nil, nil); err != nil {
 		c.doc.Continued = nil
 		return retry(err)

@@ -86,6 +86,10 @@ type GrainCallsConfig struct {
 	Logger *slog.Logger
 	// Later configures the grain's pending questions (AskLater).
 	Later LaterConfig
+	// Alarms arms the reminders that decline the grain's pending
+	// questions at their deadline (GrainAlarms; nil: none, a question is
+	// expired only when read past its deadline).
+	Alarms LaterAlarms
 }
 
 // GrainCalls are the durable tool calls of one continuation grain
@@ -400,6 +404,9 @@ func (gc *GrainCalls) Decide(ctx context.Context, m *pb.ExecutionDecide) (st pb.
 	if err := gc.record(c, i, d); err != nil {
 		return 0, true, err
 	}
+	if c.doc.Later {
+		gc.disarmLater(id)
+	}
 	if v == verdictLapsed {
 		return pb.ExecutionReply_STATUS_ALREADY_DECIDED, true, nil
 	}
@@ -471,6 +478,23 @@ func (gc *GrainCalls) Withdraw(ctx context.Context, execID, reason string) error
 		return nil
 	}
 	return gc.record(c, i, &app.Decision{Reason: reason})
+}
+
+// WithdrawAll ends every undecided question of the grain — its pending
+// questions (AskLater) and an Ask its call waits for — as Withdraw does,
+// with reason: the grain is going away (a task at its TTL), and nothing
+// would decide them or decline them at their deadline.
+func (gc *GrainCalls) WithdrawAll(ctx context.Context, reason string) error {
+	calls, err := gc.st.Paused(ctx, gc.cfg.Grain)
+	if err != nil {
+		return fmt.Errorf("%w: list the grain's questions: %v", app.ErrRetry, err)
+	}
+	for _, c := range calls {
+		if err := gc.Withdraw(ctx, c.PauseID, reason); err != nil {
+			return fmt.Errorf("withdraw question %s: %w", c.PauseID, err)
+		}
+	}
+	return nil
 }
 
 // Journaled reports whether the grain's one call (GrainCallsConfig.Call)

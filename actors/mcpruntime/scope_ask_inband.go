@@ -1,8 +1,6 @@
 package mcpruntime
 
 import (
-	"time"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,15 +122,15 @@ func (cr *callRun) DecideAsk(ctx context.Context, id string, ans app.Answer) (ap
 	if err != nil {
 		return app.PendingStatus{}, err
 	}
-	if s := laterStatus(q, time.Now()); s.State != app.AskWaiting {
+	if s := laterStatus(q, cr.a.now()); s.State != app.AskWaiting {
 		return s, app.ErrAlreadyDecided
 	}
 	who := cr.caller()
 	switch app.InBandFor(q.InBand, who.GetRole(), cr.a.approvers) {
 	case app.InBandClosed:
-		return laterStatus(q, time.Now()), app.ErrClientMayNotDecide
+		return laterStatus(q, cr.a.now()), app.ErrClientMayNotDecide
 	case app.InBandRefused:
-		return laterStatus(q, time.Now()), app.ErrMayNotDecide
+		return laterStatus(q, cr.a.now()), app.ErrMayNotDecide
 	}
 	if cr.a.decide == nil {
 		return app.PendingStatus{}, errors.New("mcpgrain: this node cannot route in-band decisions (mcpruntime.Config.Decide unset)")
@@ -158,7 +156,7 @@ func (cr *callRun) DecideAsk(ctx context.Context, id string, ans app.Answer) (ap
 func (cr *callRun) inBandOutcome(ctx context.Context, q callQuestion, who *pb.Principal, action string, reply *pb.ExecutionReply) (app.PendingStatus, error) {
 	switch reply.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
-		s := laterStatus(q, time.Now())
+		s := laterStatus(q, cr.a.now())
 		d := decisionOf(&pb.ApprovalDecision{Action: action, DecidedBy: who.GetUser()}, false)
 		s.State, s.Decision = app.AskDecided, *d
 		return s, nil
@@ -166,12 +164,12 @@ func (cr *callRun) inBandOutcome(ctx context.Context, q callQuestion, who *pb.Pr
 		if now, _, err := cr.a.laterQuestion(ctx, q.ID); err == nil {
 			q = now
 		}
-		return laterStatus(q, time.Now()), app.ErrAlreadyDecided
+		return laterStatus(q, cr.a.now()), app.ErrAlreadyDecided
 	case pb.ExecutionReply_STATUS_FORBIDDEN:
 		if reply.GetText() == InBandClosedText {
-			return laterStatus(q, time.Now()), app.ErrClientMayNotDecide
+			return laterStatus(q, cr.a.now()), app.ErrClientMayNotDecide
 		}
-		return laterStatus(q, time.Now()), app.ErrMayNotDecide
+		return laterStatus(q, cr.a.now()), app.ErrMayNotDecide
 	}
 	return app.PendingStatus{}, app.ErrUnknownAsk
 }

@@ -140,7 +140,7 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	if deadline, done, err := publishedDeadline(ctx, a.st, a.r.id, id); done || err != nil {
 		return deadline, err
 	}
-	now := time.Now()
+	now := a.now()
 	deadline := now.Add(a.window)
 	c := &durableCall{turn: make(chan struct{}, 1),
 		row: callstore.Call{ID: laterCallID(id), Session: a.r.id, Ident: laterIdent(id), PauseID: id, Created: now},
@@ -177,7 +177,7 @@ func (cr *callRun) AskStatus(ctx context.Context, id string) (app.PendingStatus,
 	if err != nil {
 		return app.PendingStatus{}, err
 	}
-	return laterStatus(q, time.Now()), nil
+	return laterStatus(q, cr.a.now()), nil
 }
 
 // AwaitAsk implements app.Later: the question's decision, waited for in
@@ -187,7 +187,7 @@ func (cr *callRun) AwaitAsk(ctx context.Context, id string) (app.PendingStatus, 
 	if err != nil {
 		return app.PendingStatus{}, err
 	}
-	if s := laterStatus(q, time.Now()); s.State != app.AskWaiting {
+	if s := laterStatus(q, cr.a.now()); s.State != app.AskWaiting {
 		return s, nil
 	}
 	if !own {

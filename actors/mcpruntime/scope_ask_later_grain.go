@@ -26,10 +26,11 @@ import (
 // (owner = the grain's identity, so exchange.OwnerKind routes decisions
 // to the grain, whose GrainCalls.Decide finds it by its pause) in one
 // transaction, with the principal's cap counted there. The asking call
-// journals it as a step, as a session's does. No reminder records the
-// window's decline (a continuation grain has none, and a task's is its
-// own call's): a question past its deadline is expired when read
-// (laterStatus) and when decided (settleQuestion); the cap stops
+// journals it as a step, as a session's does. A durable reminder of the
+// grain records the window's decline at the deadline
+// (scope_ask_later_alarm.go), as a session's approval reminder does; a
+// question past its deadline is expired when read (laterStatus) and when
+// decided (settleQuestion) even before it fires, and the cap stops
 // counting it at the deadline. Any tool call of the same principal —
 // either era, any grain or session — reads it (readLater): the directory
 // names the owner, the owner's row holds the decision.
@@ -111,6 +112,9 @@ func (r *grainRun) AskLater(ctx context.Context, q app.Question) (app.Pending, e
 // deadline.
 func (gc *GrainCalls) publishLater(ctx context.Context, r *grainRun, id string, q app.Question) (time.Time, error) {
 	if deadline, done, err := publishedDeadline(ctx, gc.st, gc.cfg.Grain, id); done || err != nil {
+		if err == nil { // armed again (idempotent): a question published before its grain armed reminders gets one
+			err = gc.armLater(ctx, id, deadline)
+		}
 		return deadline, err
 	}
 	now := gc.cfg.Now()
@@ -130,11 +134,17 @@ func (gc *GrainCalls) publishLater(ctx context.Context, r *grainRun, id string, 
 	if max > 0 {
 		w.Cap = &callstore.Cap{Max: max, Prefix: laterCallID(""), Now: now}
 	}
+	// The reminder first: a grain lost between the two writes leaves a
+	// reminder that finds no question, never a question nobody declines.
+	if err := gc.armLater(ctx, id, deadline); err != nil {
+		return time.Time{}, err
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), askWriteTimeout)
 	defer cancel()
 	err = store.ThroughOutage(wctx, func() error { return gc.st.Put(wctx, gc.cfg.Grain, gc.cfg.Epoch, w) })
 	switch {
 	case errors.Is(err, callstore.ErrCapReached):
+		gc.disarmLater(id) // nothing published (another failure may have been applied: its reminder stays)
 		gc.cfg.Later.Refusals.refused(exchange.OwnerKind(gc.cfg.Owner))
 		return time.Time{}, tooMany(max)
 	case err != nil:

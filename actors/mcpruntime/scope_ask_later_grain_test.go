@@ -33,6 +33,35 @@ type laterWorld struct {
 	now      time.Time
 	refusals *mcpruntime.LaterRefusals
 	reg      *prometheus.Registry
+	alarms   *alarms
+}
+
+// alarms are the reminders of the world's pending questions, by
+// question: when each is due (absent: none).
+type alarms struct {
+	mu  sync.Mutex
+	due map[string]time.Time
+}
+
+func (a *alarms) Arm(_ context.Context, id string, due time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.due[id] = due
+	return nil
+}
+
+func (a *alarms) Disarm(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.due, id)
+}
+
+// dueAt is when question id's reminder is due (ok false: none).
+func (a *alarms) dueAt(id string) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok := a.due[id]
+	return d, ok
 }
 
 func newLaterWorld(t *testing.T) *laterWorld {
@@ -47,7 +76,8 @@ func newLaterWorld(t *testing.T) *laterWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &laterWorld{t: t, st: st, now: time.UnixMilli(1_800_000_000_000), refusals: refusals, reg: reg}
+	return &laterWorld{t: t, st: st, now: time.UnixMilli(1_800_000_000_000), refusals: refusals, reg: reg,
+		alarms: &alarms{due: map[string]time.Time{}}}
 }
 
 // refused is the refusal metric's value for owner kind.
@@ -96,7 +126,7 @@ func (w *laterWorld) grain(owner string, max int) *mcpruntime.GrainCalls {
 	}
 	cfg := mcpruntime.GrainCallsConfig{Store: w.st, Grain: key, Owner: owner, Epoch: own.Epoch, Window: time.Minute,
 		MayDecide: policy.Approvers("").MayDecide, Now: w.clock,
-		Later: mcpruntime.LaterConfig{PublicURL: "https://approve.example", MaxPendingAsks: max, Refusals: w.refusals}}
+		Later: mcpruntime.LaterConfig{PublicURL: "https://approve.example", MaxPendingAsks: max, Refusals: w.refusals}, Alarms: w.alarms}
 	if exchange.OwnerKind(owner) == exchange.KindTask {
 		cfg.Call = "call_" + owner
 	}
@@ -320,5 +350,101 @@ func TestAGrainsAskLaterIsCappedAndCounted(t *testing.T) {
 	}
 	if w.refused(exchange.KindTask) != 0 || w.refused(exchange.KindContinuation) != 1 {
 		t.Fatal("the refusal metric moved without a refusal")
+	}
+}
+
+// The reminder of a pending question of a continuation grain or a task is
+// armed at its deadline when it is published. Fired early it is due
+// again at the deadline; at the deadline it records the window's
+// decline: the directory row settles at the deadline with no decider (the
+// inbox's "timed out"), the question is expired for any reader, a late
+// accept decides nothing, and a second firing does nothing. A question
+// decided first has its reminder cancelled, and a leftover firing does
+// nothing either.
+func TestTheWindowDeclinesAGrainsPendingQuestionAtItsDeadline(t *testing.T) {
+	for _, owner := range []string{"c-n1-0", "task-1"} {
+		t.Run(exchange.OwnerKind(owner), func(t *testing.T) {
+			w := newLaterWorld(t)
+			gc := w.grain(owner, 0)
+			alice := who("alice", "acme", "member", "request_deploy", `{"v":"1"}`)
+			asked, err := inCall(t, gc, alice, func(ctx context.Context, l app.Later) ([]app.Pending, error) {
+				p, err := l.AskLater(ctx, app.Question{Summary: "Deploy 1?"})
+				if err != nil {
+					return nil, err
+				}
+				q, err := l.AskLater(ctx, app.Question{Summary: "Deploy 2?"})
+				return []app.Pending{p, q}, err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, q := asked[0], asked[1]
+			for _, a := range asked {
+				if due, ok := w.alarms.dueAt(a.ID); !ok || !due.Equal(a.Deadline) {
+					t.Fatalf("reminder due %v (%v), want at the deadline %v", due, ok, a.Deadline)
+				}
+			}
+			fire := func(id string) time.Time {
+				t.Helper()
+				again, err := gc.OnLaterAlarm(context.Background(), id, w.clock())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return again
+			}
+			if again := fire(p.ID); !again.Equal(p.Deadline) {
+				t.Fatalf("fired early: due again %v, want at the deadline %v", again, p.Deadline)
+			}
+			if row, _ := directory.New(w.st).GetExecution(context.Background(), p.ID); !row.Settled.IsZero() {
+				t.Fatal("an early firing settled the question")
+			}
+			if st := decide(t, gc, q.ID, "bob", "member", "accept"); st != pb.ExecutionReply_STATUS_OK {
+				t.Fatalf("accept: %v", st)
+			}
+			if _, ok := w.alarms.dueAt(q.ID); ok {
+				t.Fatal("the decided question's reminder was not cancelled")
+			}
+			w.advance(time.Minute)
+			for _, id := range []string{p.ID, p.ID, q.ID} { // the window's, a second firing, a leftover
+				if again := fire(id); !again.IsZero() {
+					t.Fatalf("%s at the deadline: due again %v, want done", id, again)
+				}
+			}
+			row, err := directory.New(w.st).GetExecution(context.Background(), p.ID)
+			if err != nil || row.Settled.Before(row.Deadline) || row.Decision != "" || row.DecidedBy != "" {
+				t.Fatalf("directory row %+v %v, want settled at its deadline by nobody (timed out)", row, err)
+			}
+			reader, aliceLater := w.grain("c-n1-9", 0), who("alice", "acme", "member", "deploy_status", `{}`)
+			s, err := status(t, reader, aliceLater, p.ID)
+			if err != nil || s.State != app.AskExpired || s.Decision.Reason != "approval_timeout" || s.Decision.By != "" {
+				t.Fatalf("status: %+v %v, want expired", s, err)
+			}
+			st, _, err := gc.Decide(context.Background(), &pb.ExecutionDecide{ExecutionId: p.ID, Action: "accept",
+				Principal: &pb.Principal{User: "bob", Org: "acme", Role: "member"}})
+			if err != nil || st == pb.ExecutionReply_STATUS_OK {
+				t.Fatalf("a late accept: %v %v, want it to decide nothing", st, err)
+			}
+			s, err = status(t, reader, aliceLater, q.ID)
+			if err != nil || s.State != app.AskDecided || !s.Decision.Accepted || s.Decision.By != "bob" {
+				t.Fatalf("the decided question after its reminder fired: %+v %v", s, err)
+			}
+		})
+	}
+}
+
+// A question refused at the cap leaves no reminder armed.
+func TestARefusedPendingQuestionLeavesNoReminder(t *testing.T) {
+	w := newLaterWorld(t)
+	gc := w.grain("c-n1-0", 1)
+	if _, err := askLater(t, gc, who("alice", "acme", "member", "request_deploy", `{"v":"1"}`), "Deploy 1?"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := askLater(t, gc, who("alice", "acme", "member", "request_deploy", `{"v":"2"}`), "Deploy 2?"); !errors.Is(err, app.ErrTooManyPendingAsks) {
+		t.Fatalf("the second: %v, want refused", err)
+	}
+	w.alarms.mu.Lock()
+	defer w.alarms.mu.Unlock()
+	if n := len(w.alarms.due); n != 1 {
+		t.Fatalf("%d reminders armed, want only the published question's", n)
 	}
 }

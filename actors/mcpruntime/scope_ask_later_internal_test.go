@@ -62,3 +62,50 @@ func TestLaterIDs(t *testing.T) {
 		t.Fatal("a pending question's call is not apart")
 	}
 }
+
+// What the reminder of a pending question does when it fires: nothing for
+// a question decided first (by a human, or the window's decline already
+// recorded) or none of the grain's; the window's decline at or past the
+// deadline; fire again at the deadline when it fired early (a clock
+// step) — or laterRearmFloor after it fired if the reminders' clock is
+// past the deadline already (the grain's clock is behind: no spinning).
+func TestLaterAlarm(t *testing.T) {
+	deadline := time.UnixMilli(1_700_000_000_000)
+	undecided := &callQuestion{ID: "exec_1", DeadlineMs: deadline.UnixMilli()}
+	accepted := &callQuestion{ID: "exec_1", DeadlineMs: deadline.UnixMilli(), Decision: &app.Decision{Accepted: true, By: "bob"}}
+	lapsed := &callQuestion{ID: "exec_1", DeadlineMs: deadline.UnixMilli(), Decision: &app.Decision{Reason: "approval_timeout"}}
+	for _, c := range []struct {
+		name         string
+		q            *callQuestion
+		now, firedAt time.Time
+		act          alarmAct
+		again        time.Time
+	}{
+		{"none of the grain's", nil, deadline, deadline, alarmDone, time.Time{}},
+		{"decided before the deadline", accepted, deadline.Add(time.Hour), deadline, alarmDone, time.Time{}},
+		{"decided, fired early", accepted, deadline.Add(-time.Hour), deadline.Add(-time.Hour), alarmDone, time.Time{}},
+		{"the window's decline already recorded", lapsed, deadline.Add(time.Hour), deadline, alarmDone, time.Time{}},
+		{"at the deadline", undecided, deadline, deadline, alarmDecline, time.Time{}},
+		{"past the deadline (a node was down)", undecided, deadline.Add(time.Hour), deadline.Add(time.Hour), alarmDecline, time.Time{}},
+		{"fired early", undecided, deadline.Add(-time.Minute), deadline.Add(-time.Minute), alarmAgain, deadline},
+		{"the grain's clock behind the reminders'", undecided, deadline.Add(-time.Minute), deadline.Add(time.Minute), alarmAgain, deadline.Add(time.Minute + laterRearmFloor)},
+		{"just before the deadline", undecided, deadline.Add(-time.Millisecond), deadline.Add(-time.Millisecond), alarmAgain, deadline},
+	} {
+		act, again := laterAlarm(c.q, c.now, c.firedAt)
+		if act != c.act || !again.Equal(c.again) {
+			t.Errorf("%s: %v %v, want %v %v", c.name, act, again, c.act, c.again)
+		}
+	}
+}
+
+// The names of the reminders of pending questions.
+func TestLaterReminderNames(t *testing.T) {
+	if id, ok := LaterReminderOf(LaterReminder("exec_1")); !ok || id != "exec_1" {
+		t.Fatalf("LaterReminderOf(LaterReminder): %q %v", id, ok)
+	}
+	for _, name := range []string{"later:", "approval", "approval:exec_1", "lease", "expire"} {
+		if _, ok := LaterReminderOf(name); ok {
+			t.Errorf("%q read as a pending question's reminder", name)
+		}
+	}
+}

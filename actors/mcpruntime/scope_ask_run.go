@@ -167,7 +167,7 @@ func (cr *callRun) settle(complete bool) {
 		c.preempt = nil
 	}
 	if complete && c.stored && c.row.Completed.IsZero() {
-		c.row.Completed = time.Now()
+		c.row.Completed = cr.a.now()
 		if err := cr.a.save(c, nil, nil); err != nil {
 			c.row.Completed = time.Time{}
 			complete = false
@@ -254,7 +254,7 @@ func (cr *callRun) Ask(ctx context.Context, q app.Question) (app.Decision, error
 		return cr.wait(ctx, p)
 	}
 	id := engine.NewExecutionID()
-	deadline := time.Now().Add(cr.a.window)
+	deadline := cr.a.now().Add(cr.a.window)
 	c.doc.Asks = append(c.doc.Asks, callQuestion{ID: id, Summary: q.Summary, Details: q.Details, Form: q.Form != nil, DeadlineMs: deadline.UnixMilli(),
 		InBand: q.ClientMayDecide})
 	c.row.PauseID = id
@@ -343,7 +343,7 @@ func (a *asks) resolve(execID string, d *pb.ApprovalDecision) bool {
 				c.row.PauseID = ""
 			}
 			if c.doc.Later { // a pending question's call is over once decided
-				c.row.Completed = time.Now()
+				c.row.Completed = a.now()
 			}
 			if err := a.save(c, nil, []string{execID}); err != nil {
 				q.Decision, c.row.PauseID, c.row.Completed = nil, execID, time.Time{}

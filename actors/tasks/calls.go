@@ -44,6 +44,7 @@ func (t *taskGrain) callsOf(g grain.Context) (*mcpruntime.GrainCalls, error) {
 	gc, err := mcpruntime.NewGrainCalls(mcpruntime.GrainCallsConfig{
 		Store: t.h.cfg.Calls, Grain: grain.Key(g.Kind(), g.Identity()), Owner: t.id, Epoch: g.Epoch(), Call: callID(t.id),
 		Window: t.h.cfg.AskWindow, MayDecide: t.h.cfg.MayDecide, Now: t.h.cfg.Now, Logger: t.h.cfg.Logger, Later: t.h.cfg.Later,
+		Alarms: mcpruntime.GrainAlarms(g),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: the task's durable call: %w", err)
@@ -159,6 +160,18 @@ func (t *taskGrain) awaitDecision(ctx context.Context, g grain.Context) error {
 	return g.SetReminder(ctx, reminderApproval, deadline, 0)
 }
 
+// onLaterReminder declines a pending question of the task's run (the
+// SDK's AskLater) whose approval window lapsed
+// (mcpruntime.LaterReminderFired).
+func (t *taskGrain) onLaterReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	gc, err := t.callsOf(g)
+	if err != nil {
+		return err
+	}
+	_, err = mcpruntime.LaterReminderFired(ctx, g, gc, fired)
+	return err
+}
+
 // withdrawAsk takes the question of a cancelled task off the approval
 // surfaces (a decline by the grain, not a decision).
 func (t *taskGrain) withdrawAsk(ctx context.Context, g grain.Context, execID string) {
@@ -172,6 +185,22 @@ func (t *taskGrain) withdrawAsk(ctx context.Context, g grain.Context, execID str
 	if err := g.CancelReminders(ctx, reminderApproval); err != nil {
 		g.Logger().Debug("tasks: drop the approval reminder", "task", t.id, "err", err)
 	}
+}
+
+// withdrawAll takes the undecided questions of an expiring task off the
+// approval surfaces — the pending questions its runs asked (AskLater),
+// which outlive the run but not the grain, and the Ask it waits for: once
+// its grain is deleted nothing decides them, nor declines them at their
+// deadline (the reminders go with the grain).
+func (t *taskGrain) withdrawAll(ctx context.Context, g grain.Context) error {
+	gc, err := t.callsOf(g)
+	if err != nil || gc == nil {
+		return err
+	}
+	if err := gc.WithdrawAll(ctx, "task_expired"); err != nil {
+		return fmt.Errorf("tasks: withdraw the questions of an expiring task: %w", err)
+	}
+	return nil
 }
 
 // journaled reports whether the task's tool journaled a durable call: a

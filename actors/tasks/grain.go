@@ -196,8 +196,12 @@ func (t *taskGrain) launch(launcher context.Context, g grain.Context, responses 
 	}()
 }
 
-// HandleLocal applies a run's outcome.
+// HandleLocal applies a run's outcome, and the reminders the pending
+// questions of its runs arm (mcpruntime.GrainAlarms).
 func (t *taskGrain) HandleLocal(ctx context.Context, g grain.Context, msg any) {
+	if mcpruntime.ApplyAlarm(ctx, g, msg) {
+		return
+	}
 	d, ok := msg.(done)
 	if !ok || d.round != t.round || t.task == nil {
 		return // the outcome of a run that was cancelled
@@ -406,9 +410,13 @@ func (t *taskGrain) rerun(ctx context.Context, g grain.Context) error {
 	return nil
 }
 
-// OnReminder handles the lease: it ends a lost task, and is dropped once
-// no work runs.
+// OnReminder handles the lease (it ends a lost task, and is dropped once
+// no work runs), the expiry, the approval window of the task's Ask and
+// those of its pending questions.
 func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.ReminderFired) error {
+	if _, ok := mcpruntime.LaterReminderOf(fired.GetName()); ok {
+		return t.onLaterReminder(ctx, g, fired)
+	}
 	switch fired.GetName() {
 	case reminderExpire:
 		return t.expire(ctx, g)
@@ -426,9 +434,10 @@ func (t *taskGrain) OnReminder(ctx context.Context, g grain.Context, fired *pb.R
 	return nil
 }
 
-// expire ends a task at its TTL: its work stops, and its grain is deleted
-// (its ownership row and reminders; the task's row is "not found" from now
-// on and pruned with the store's other expired rows).
+// expire ends a task at its TTL: its work stops, its undecided questions
+// leave the approval surfaces (withdrawAll), and its grain is deleted (its
+// ownership row and reminders; the task's row is "not found" from now on
+// and pruned with the store's other expired rows).
 func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
 	if t.task != nil && t.h.cfg.Now().Before(t.task.Expires) {
 		return g.SetReminder(ctx, reminderExpire, t.task.Expires, 0) // fired early (a clock step): again at the TTL
@@ -437,6 +446,9 @@ func (t *taskGrain) expire(ctx context.Context, g grain.Context) error {
 		t.cancel()
 		t.cancel = nil
 		t.round++
+	}
+	if err := t.withdrawAll(ctx, g); err != nil {
+		return err // the expiry fires again
 	}
 	return g.Delete(ctx)
 }

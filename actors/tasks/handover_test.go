@@ -106,6 +106,13 @@ type fakeGrain struct {
 	system        *actor.ActorSystem
 	self          *actor.PID
 	done          chan done
+	// local receives the activation's other local messages (the reminders
+	// its pending questions arm), for the test to hand to HandleLocal.
+	local chan any
+	mu    sync.Mutex
+	due   map[string]time.Time // the reminders set, by name
+	// deleted: Delete was called.
+	deleted bool
 }
 
 func activate(t *testing.T, st store.Store, system *actor.ActorSystem, id, node string) *fakeGrain {
@@ -114,10 +121,17 @@ func activate(t *testing.T, st store.Store, system *actor.ActorSystem, id, node 
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &fakeGrain{st: st, id: id, epoch: own.Epoch, system: system, done: make(chan done, 4)}
+	g := &fakeGrain{st: st, id: id, epoch: own.Epoch, system: system, done: make(chan done, 4), local: make(chan any, 16), due: map[string]time.Time{}}
 	g.self = system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if d, ok := c.Message().(done); ok {
-			g.done <- d
+		switch m := c.Message().(type) {
+		case done:
+			g.done <- m
+		case actor.SystemMessage, actor.AutoReceiveMessage:
+		default:
+			select {
+			case g.local <- m:
+			default:
+			}
 		}
 	}))
 	return g
@@ -143,11 +157,45 @@ func (g *fakeGrain) owns(ctx context.Context) error {
 	return nil
 }
 
-func (g *fakeGrain) SetReminder(ctx context.Context, _ string, _ time.Time, _ time.Duration) error {
-	return g.owns(ctx)
+func (g *fakeGrain) SetReminder(ctx context.Context, name string, due time.Time, _ time.Duration) error {
+	if err := g.owns(ctx); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.due[name] = due
+	return nil
 }
 func (g *fakeGrain) SetReminders(ctx context.Context, _ ...store.Reminder) error { return g.owns(ctx) }
-func (g *fakeGrain) CancelReminders(ctx context.Context, _ ...string) error      { return g.owns(ctx) }
+func (g *fakeGrain) CancelReminders(ctx context.Context, names ...string) error {
+	if err := g.owns(ctx); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range names {
+		delete(g.due, n)
+	}
+	return nil
+}
+
+func (g *fakeGrain) Delete(ctx context.Context) error {
+	if err := g.owns(ctx); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.due, g.deleted = map[string]time.Time{}, true
+	return nil
+}
+
+// dueAt is when reminder name is due (ok false: none is set).
+func (g *fakeGrain) dueAt(name string) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d, ok := g.due[name]
+	return d, ok
+}
 
 // harness is a host on a SQLite store, with a fake clock and a job tool.
 type harness struct {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -110,4 +112,55 @@ func TestSessionlessRequestDeployCappedWithTheSessionsQuestions(t *testing.T) {
 	if code != http.StatusOK || len(want) != 0 {
 		t.Fatalf("metrics %d: %q, want one continuation refusal", code, refused)
 	}
+}
+
+// Nobody decides a 2026-07-28 request_deploy, and the node is killed
+// (kill -9) right after the request and started again: the durable
+// reminder of the question's continuation grain still declines it when
+// the approval window lapses — its directory row is settled as the
+// window's decline (the inbox's history shows it timed out; before, such
+// a row stayed unsettled, only hidden, until pruned), deploy_status
+// reports it expired from both eras, a late accept is refused, and
+// nothing is deployed. A stateful session's question is declined by its
+// session's reminder alike.
+func TestSessionlessRequestDeployDeclinedByTheWindowAfterKill(t *testing.T) {
+	s := newServer(t)
+	s.start("--approval-window", "3s")
+	cs := connectModern(t, s.endpoint, aliceToken, manual)
+	r := requestDeploy(t, cs, "api", "9.0.0")
+	stateful := s.connect(aliceToken)
+	r2 := requestDeploy(t, stateful, "api", "9.0.1")
+	s.kill()
+
+	s.start("--approval-window", "3s")
+	for _, id := range []string{r.ID, r2.ID} {
+		awaitTimedOut(t, s, id)
+	}
+	for _, c := range []*mcp.ClientSession{connectModern(t, s.endpoint, aliceToken, manual), s.connect(aliceToken)} {
+		wantStatus(t, c, r.ID, "deploy of api 9.0.0 expired")
+		wantStatus(t, c, r2.ID, "deploy of api 9.0.1 expired")
+	}
+	if code, _ := api(t, http.MethodPost, s.approvals+"/"+r.ID+"/resume", bobToken, `{"action":"accept"}`); code == http.StatusOK {
+		t.Fatal("an accept after the window lapsed was taken")
+	}
+	if n := s.lines("deployed api 9.0.0"); n != 0 {
+		t.Fatalf("%d deployments after the window lapsed", n)
+	}
+}
+
+// awaitTimedOut polls the inbox (as bob) until its history shows question
+// id timed out.
+func awaitTimedOut(t *testing.T, s *server, id string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		code, body := api(t, http.MethodGet, "http://"+s.http+"/approvals", bobToken, "")
+		_, row, found := strings.Cut(string(body), `data-id="`+id+`"`)
+		row, _, _ = strings.Cut(row, "</tr>")
+		if code == http.StatusOK && found && strings.Contains(row, "timed out") {
+			return
+		}
+		last = fmt.Sprintf("%d %q", code, row)
+	}
+	t.Fatalf("the inbox's history does not show %s timed out within 60s (last: %s)", id, last)
 }

@@ -228,6 +228,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		AskWindow: cfg.MCP.Code.Window, PublicURL: cfg.MCP.Code.PublicURL,
 		MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
 		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c), Continue: session.ContinueThrough(c),
+		Clock: cfg.MCP.Code.Clock,
 	})
 	if err != nil {
 		return nil, err
@@ -243,7 +244,7 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 		NewServer: newServer, CodeMode: codeMode, Store: runstore.New(p.st), Key: cfg.MCP.StateKey,
 		Logger: p.log.With("component", "continuation"), Registerer: p.nodeReg,
 		ApplyCatalogChange: catalog.ApplyLocal, Middleware: taskHost.Middleware,
-		Calls: p.st, MayDecide: cfg.MCP.Approvers.MayDecide, AskWindow: cfg.MCP.Code.Window, Later: later,
+		Calls: p.st, MayDecide: cfg.MCP.Approvers.MayDecide, AskWindow: cfg.MCP.Code.Window, Later: later, Now: p.now(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure sessionless MCP (check --state-key): %w", err)
@@ -269,6 +270,16 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 	return kinds, nil
 }
 
+// now is the node's clock (Code.Clock) for the grains that take a
+// function (nil: their default, the system clock): the SDK's durable
+// calls tell time alike in sessions, continuation grains and tasks.
+func (p *process) now() func() time.Time {
+	if clk := p.cfg.MCP.Code.Clock; clk != nil {
+		return clk.Now
+	}
+	return nil
+}
+
 // taskGrains builds the host of the node's task grains (the MCP tasks
 // extension), closed when the process stops.
 func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode, later mcpruntime.LaterConfig) (*tasks.Host, error) {
@@ -276,7 +287,7 @@ func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory
 	h, err := tasks.NewHost(tasks.Config{
 		NewServer: newServer, CodeMode: codeMode, RunStore: runstore.New(p.st), Store: taskstore.New(p.st), Cluster: c,
 		Support: toolpacks.TaskSupportWith(cfg.MCP.ExtraPacks, cfg.MCP.Packs), MayDecide: cfg.MCP.Approvers.MayDecide, TTL: cfg.MCP.TaskTTL,
-		Calls: p.st, AskWindow: cfg.MCP.Code.Window, Later: later,
+		Calls: p.st, AskWindow: cfg.MCP.Code.Window, Later: later, Now: p.now(),
 		Logger: p.log.With("component", "tasks"), Registerer: p.nodeReg,
 	})
 	if err != nil {
