@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"sync"
 	"time"
 
@@ -115,20 +114,47 @@ func Request(m *pb.HttpExchange) (*http.Request, error) {
 
 // request rebuilds the forwarded request with ctx and header. Its URL is
 // m's path and query as they are (a URL formatted and parsed again would
-// be the same, at an allocation or two per request).
+// be the same, at an allocation or two per request); its body is one
+// value over m's body ([RequestBody] reads it again), with no GetBody
+// closure.
 func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "/", bytes.NewReader(m.GetBody()))
+	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad exchange request: %w", err)
 	}
-	req.URL = &url.URL{Path: m.GetPath(), RawQuery: m.GetRawQuery()}
+	req.URL.Path, req.URL.RawQuery = m.GetPath(), m.GetRawQuery()
 	if req.URL.Path == "" {
 		req.URL.Path = "/mcp"
 	}
 	req.Header = header
 	req.Host = m.GetHost()
+	req.Body = http.NoBody
+	if b := m.GetBody(); len(b) > 0 {
+		rb := &requestBody{data: b}
+		rb.Reset(b)
+		req.Body = rb
+	}
 	req.ContentLength = int64(len(m.GetBody()))
 	return req, nil
+}
+
+// requestBody is a rebuilt request's body: a reader over the exchange's
+// body that remembers all of it.
+type requestBody struct {
+	bytes.Reader
+	data []byte
+}
+
+// Close implements io.Closer.
+func (*requestBody) Close() error { return nil }
+
+// RequestBody is the whole body of a request [Start] or [Request] rebuilt,
+// however much of it was read (a request made otherwise: nil, false).
+func RequestBody(req *http.Request) ([]byte, bool) {
+	if rb, ok := req.Body.(*requestBody); ok {
+		return rb.data, true
+	}
+	return nil, false
 }
 
 // requestHeader is the header of m's request, with extra's fields added
