@@ -209,10 +209,14 @@ type Writer struct {
 	sent    bool // the head went out
 	ended   bool
 	buf     bytes.Buffer
-	flushed bool        // a Flush is waiting for its coalescing window
-	timer   *time.Timer // sends a waiting Flush when the window ends
-	ack     Ack         // takes the first frame instead of the reply address; nil once called
-	ackTime *time.Timer // calls ack without a frame when its window ends
+	flushed bool // a Flush is waiting for its coalescing window
+	// timer is the writer's one timer (fire): it sends a waiting Flush
+	// when its coalescing window ends, and calls ack without a frame when
+	// the ack window (ackBy) ends first. One timer, not one for each: two
+	// allocations and a timer start fewer per exchange.
+	timer *time.Timer
+	ack   Ack       // takes the first frame instead of the reply address; nil once called
+	ackBy time.Time // when ack is called without a frame
 }
 
 // coalesceWindow is how long a Flush waits for more of the response before
@@ -244,15 +248,38 @@ func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Wri
 func (w *Writer) ackFirst(ack Ack, window time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ack = ack
-	w.ackTime = time.AfterFunc(window, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if a := w.ack; a != nil {
-			w.ack = nil
-			a(nil)
-		}
-	})
+	w.ack, w.ackBy = ack, time.Now().Add(window)
+	w.armLocked(window)
+}
+
+// armLocked makes the writer's timer fire after d (w.mu held).
+func (w *Writer) armLocked(d time.Duration) {
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.fire)
+		return
+	}
+	w.timer.Reset(d)
+}
+
+// fire is the timer's: it sends what a Flush left waiting, unless a later
+// send (the end, a full chunk) already took it, and calls a waiting ack
+// without a frame once its window ended (else it fires again then).
+func (w *Writer) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.flushed && !w.ended {
+		w.sendLocked(false, "") // the frame goes to a waiting ack
+	}
+	a := w.ack
+	if a == nil {
+		return
+	}
+	if left := time.Until(w.ackBy); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.ack = nil
+	a(nil)
 }
 
 // Header implements http.ResponseWriter.
@@ -296,21 +323,7 @@ func (w *Writer) Flush() {
 	}
 	if (w.buf.Len() > 0 || !w.sent) && !w.flushed {
 		w.flushed = true
-		if w.timer == nil {
-			w.timer = time.AfterFunc(coalesceWindow, w.flushWaiting)
-		} else {
-			w.timer.Reset(coalesceWindow)
-		}
-	}
-}
-
-// flushWaiting sends what a Flush left waiting, unless a later send (the
-// end, a full chunk) already took it.
-func (w *Writer) flushWaiting() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.flushed && !w.ended {
-		w.sendLocked(false, "")
+		w.armLocked(coalesceWindow)
 	}
 }
 
@@ -335,7 +348,7 @@ func (w *Writer) sendLocked(end bool, errText string) {
 		// Under the lock, so no later frame can overtake this one: the
 		// gateway relays the reply's frame before any sent to its reply address.
 		w.ack = nil
-		w.ackTime.Stop()
+		w.timer.Stop() // nothing left for it: the ack is answered, no Flush waits
 		a(f)
 		return
 	}
