@@ -157,7 +157,7 @@ func opensEarly(r *http.Request, answerable bool) bool {
 	if r.Method != http.MethodPost || !answerable {
 		return false
 	}
-	for _, v := range r.Header.Values("Accept") {
+	for _, v := range r.Header["Accept"] { // canonical: no Values (it canonicalizes)
 		if strings.Contains(v, "text/event-stream") {
 			return true
 		}

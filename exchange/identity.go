@@ -30,6 +30,19 @@ const HeaderRestored = "Mcpgrain-Restored"
 
 var b64 = base64.RawURLEncoding
 
+// HeaderValue is the first value of h's field name, what h.Get(name)
+// returns, for a name in canonical form (textproto.CanonicalMIMEHeaderKey's:
+// the constants of this module's headers). It indexes the map directly:
+// Get canonicalizes its key on every lookup, scanning it even when it is
+// canonical already, and a warm call looks up these headers a few dozen
+// times.
+func HeaderValue(h http.Header, name string) string {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
 // Caller is what [HeaderIdentity] tells a request's handlers.
 type Caller struct {
 	// User, Org and Role are the authenticated principal's.
@@ -93,7 +106,7 @@ func Identity(m *pb.HttpExchange, grainID string, sessionless bool) http.Header 
 // CallerOf reads the caller from h's [HeaderIdentity]: the zero Caller if
 // h has none, or one that does not decode.
 func CallerOf(h http.Header) Caller {
-	v := h.Get(HeaderIdentity)
+	v := HeaderValue(h, HeaderIdentity)
 	var enc [5]string
 	for i := range enc {
 		var ok bool
@@ -123,7 +136,7 @@ func CallerOf(h http.Header) Caller {
 // SessionOf is the session (grain) id in h's [HeaderIdentity], or "": a
 // substring of the value, no decoding.
 func SessionOf(h http.Header) string {
-	v := h.Get(HeaderIdentity)
+	v := HeaderValue(h, HeaderIdentity)
 	for range 6 {
 		var ok bool
 		if _, v, ok = strings.Cut(v, identitySep); !ok {

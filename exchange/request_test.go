@@ -1,8 +1,12 @@
 package exchange
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/textproto"
 	"slices"
+	"strings"
 	"testing"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -61,8 +65,47 @@ func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
 	if got := req.Header.Values("Accept"); len(got) != 3 {
 		t.Errorf("Accept after Add %q", got)
 	}
-	if r0, err := Request(&pb.HttpExchange{Method: http.MethodGet}); err != nil || r0.URL.Path != "/mcp" {
-		t.Errorf("empty path: %v %v", r0, err)
+	if r0, err := Request(&pb.HttpExchange{Method: http.MethodGet}); err != nil || r0.URL.Path != "/mcp" || r0.Body != http.NoBody {
+		t.Errorf("empty path or body: %v %v", r0, err)
+	}
+}
+
+// The body reads as the message's, and RequestBody returns all of it
+// again after the handler read it; a request made otherwise has none.
+func TestRequestBodyReadsAgain(t *testing.T) {
+	m := &pb.HttpExchange{Method: http.MethodPost, Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"x"}`)}
+	req, err := Request(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(req.Body)
+	if err != nil || string(got) != string(m.Body) || req.Body.Close() != nil {
+		t.Fatalf("body %q, %v", got, err)
+	}
+	if again, ok := RequestBody(req); !ok || string(again) != string(m.Body) {
+		t.Errorf("RequestBody after the read: %q %v", again, ok)
+	}
+	if _, ok := RequestBody(httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("x"))); ok {
+		t.Error("RequestBody of a request not rebuilt from an exchange")
+	}
+}
+
+// HeaderValue reads what Get reads, for the canonical names it is given.
+func TestHeaderValueReadsAsGet(t *testing.T) {
+	h := http.Header{}
+	h.Add(HeaderIdentity, "a")
+	h.Add(HeaderIdentity, "b")
+	h.Add("mcp-session-id", "S")
+	h["X-Empty"] = []string{}
+	for _, name := range []string{HeaderIdentity, "Mcp-Session-Id", "X-Empty", "X-Absent"} {
+		if got, want := HeaderValue(h, name), h.Get(name); got != want {
+			t.Errorf("HeaderValue(%s) = %q, Get %q", name, got, want)
+		}
+	}
+	for _, name := range []string{HeaderIdentity, HeaderRestored, "Mcp-Session-Id", "Mcp-Protocol-Version"} {
+		if textproto.CanonicalMIMEHeaderKey(name) != name {
+			t.Errorf("%s is not canonical: HeaderValue would miss it", name)
+		}
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"sync"
 	"time"
 
@@ -115,20 +114,47 @@ func Request(m *pb.HttpExchange) (*http.Request, error) {
 
 // request rebuilds the forwarded request with ctx and header. Its URL is
 // m's path and query as they are (a URL formatted and parsed again would
-// be the same, at an allocation or two per request).
+// be the same, at an allocation or two per request); its body is one
+// value over m's body ([RequestBody] reads it again), with no GetBody
+// closure.
 func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "/", bytes.NewReader(m.GetBody()))
+	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad exchange request: %w", err)
 	}
-	req.URL = &url.URL{Path: m.GetPath(), RawQuery: m.GetRawQuery()}
+	req.URL.Path, req.URL.RawQuery = m.GetPath(), m.GetRawQuery()
 	if req.URL.Path == "" {
 		req.URL.Path = "/mcp"
 	}
 	req.Header = header
 	req.Host = m.GetHost()
+	req.Body = http.NoBody
+	if b := m.GetBody(); len(b) > 0 {
+		rb := &requestBody{data: b}
+		rb.Reset(b)
+		req.Body = rb
+	}
 	req.ContentLength = int64(len(m.GetBody()))
 	return req, nil
+}
+
+// requestBody is a rebuilt request's body: a reader over the exchange's
+// body that remembers all of it.
+type requestBody struct {
+	bytes.Reader
+	data []byte
+}
+
+// Close implements io.Closer.
+func (*requestBody) Close() error { return nil }
+
+// RequestBody is the whole body of a request [Start] or [Request] rebuilt,
+// however much of it was read (a request made otherwise: nil, false).
+func RequestBody(req *http.Request) ([]byte, bool) {
+	if rb, ok := req.Body.(*requestBody); ok {
+		return rb.data, true
+	}
+	return nil, false
 }
 
 // requestHeader is the header of m's request, with extra's fields added
@@ -183,10 +209,14 @@ type Writer struct {
 	sent    bool // the head went out
 	ended   bool
 	buf     bytes.Buffer
-	flushed bool        // a Flush is waiting for its coalescing window
-	timer   *time.Timer // sends a waiting Flush when the window ends
-	ack     Ack         // takes the first frame instead of the reply address; nil once called
-	ackTime *time.Timer // calls ack without a frame when its window ends
+	flushed bool // a Flush is waiting for its coalescing window
+	// timer is the writer's one timer (fire): it sends a waiting Flush
+	// when its coalescing window ends, and calls ack without a frame when
+	// the ack window (ackBy) ends first. One timer, not one for each: two
+	// allocations and a timer start fewer per exchange.
+	timer *time.Timer
+	ack   Ack       // takes the first frame instead of the reply address; nil once called
+	ackBy time.Time // when ack is called without a frame
 }
 
 // coalesceWindow is how long a Flush waits for more of the response before
@@ -218,15 +248,38 @@ func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Wri
 func (w *Writer) ackFirst(ack Ack, window time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ack = ack
-	w.ackTime = time.AfterFunc(window, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if a := w.ack; a != nil {
-			w.ack = nil
-			a(nil)
-		}
-	})
+	w.ack, w.ackBy = ack, time.Now().Add(window)
+	w.armLocked(window)
+}
+
+// armLocked makes the writer's timer fire after d (w.mu held).
+func (w *Writer) armLocked(d time.Duration) {
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.fire)
+		return
+	}
+	w.timer.Reset(d)
+}
+
+// fire is the timer's: it sends what a Flush left waiting, unless a later
+// send (the end, a full chunk) already took it, and calls a waiting ack
+// without a frame once its window ended (else it fires again then).
+func (w *Writer) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.flushed && !w.ended {
+		w.sendLocked(false, "") // the frame goes to a waiting ack
+	}
+	a := w.ack
+	if a == nil {
+		return
+	}
+	if left := time.Until(w.ackBy); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.ack = nil
+	a(nil)
 }
 
 // Header implements http.ResponseWriter.
@@ -270,21 +323,7 @@ func (w *Writer) Flush() {
 	}
 	if (w.buf.Len() > 0 || !w.sent) && !w.flushed {
 		w.flushed = true
-		if w.timer == nil {
-			w.timer = time.AfterFunc(coalesceWindow, w.flushWaiting)
-		} else {
-			w.timer.Reset(coalesceWindow)
-		}
-	}
-}
-
-// flushWaiting sends what a Flush left waiting, unless a later send (the
-// end, a full chunk) already took it.
-func (w *Writer) flushWaiting() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.flushed && !w.ended {
-		w.sendLocked(false, "")
+		w.armLocked(coalesceWindow)
 	}
 }
 
@@ -309,7 +348,7 @@ func (w *Writer) sendLocked(end bool, errText string) {
 		// Under the lock, so no later frame can overtake this one: the
 		// gateway relays the reply's frame before any sent to its reply address.
 		w.ack = nil
-		w.ackTime.Stop()
+		w.timer.Stop() // nothing left for it: the ack is answered, no Flush waits
 		a(f)
 		return
 	}

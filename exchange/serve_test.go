@@ -180,3 +180,35 @@ func TestExchangeWithoutFirstFrameInReplyIsAckedAtOnce(t *testing.T) {
 		t.Fatalf("frame %v", f)
 	}
 }
+
+// The writer's one timer serves both windows: a flushed head goes out
+// with the ack when its coalescing window ends, long before the ack's
+// own window, and later frames go to the reply address.
+func TestFlushedHeadTakesTheAckBeforeItsWindow(t *testing.T) {
+	sys, pid, got := frames(t)
+	ack, acked := acks()
+	release := make(chan struct{})
+	_, err := start(context.Background(), sys, pid, exchangeTo(pid, "a4", true), nil, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("id: 1\ndata: \n\n"))
+		w.(http.Flusher).Flush()
+		<-release
+		_, _ = w.Write([]byte("data: result\n\n"))
+	}, ack, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := next(t, acked) // next gives up long before the hour
+	if f.GetHead().GetStatus() != 200 || string(f.GetData()) != "id: 1\ndata: \n\n" || f.GetEnd() {
+		t.Fatalf("acked frame %v", f)
+	}
+	close(release)
+	if f := next(t, got); f.GetHead() != nil || string(f.GetData()) != "data: result\n\n" || !f.GetEnd() {
+		t.Fatalf("frame %v", f)
+	}
+	select {
+	case again := <-acked:
+		t.Fatalf("acked twice: %v", again)
+	case <-time.After(10 * coalesceWindow):
+	}
+}

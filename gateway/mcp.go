@@ -169,7 +169,7 @@ func (h *mcpHandler) serve(w http.ResponseWriter, r *http.Request, labels *reque
 			return
 		}
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+	if v := exchange.HeaderValue(r.Header, "Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
 		exchange.WriteErrorData(w, http.StatusBadRequest, body.requestID(), exchange.CodeUnsupportedProtocolVersion,
 			fmt.Sprintf("Bad Request: Unsupported protocol version %q (supported versions: %s)", v, strings.Join(mcp.SupportedProtocolVersions(), ",")),
 			mcp.UnsupportedProtocolVersionData{Supported: mcp.SupportedProtocolVersions(), Requested: v})
@@ -258,7 +258,7 @@ func (h *mcpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, b
 // stateful routes a request of the session eras: to the session its
 // Mcp-Session-Id names, or for initialize to a new one.
 func (h *mcpHandler) stateful(w http.ResponseWriter, r *http.Request, p *pb.Principal, body rpcBody) {
-	sid := r.Header.Get("Mcp-Session-Id")
+	sid := exchange.HeaderValue(r.Header, "Mcp-Session-Id")
 	switch {
 	case sid != "" && !validSessionID(sid):
 		exchange.WriteError(w, http.StatusNotFound, body.requestID(), exchange.CodeServerError, "Session not found")

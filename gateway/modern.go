@@ -47,7 +47,7 @@ const maxTaskID = 128
 // isModern reports whether a request speaks the sessionless 2026-07-28 era:
 // by its MCP-Protocol-Version header or its per-request _meta version.
 func isModern(r *http.Request, body rpcBody) bool {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+	if v := exchange.HeaderValue(r.Header, "Mcp-Protocol-Version"); v != "" {
 		return v >= modernVersion
 	}
 	if v := body.metaVersion(); v != "" {

@@ -1,6 +1,7 @@
 package mcpruntime
 
 import (
+	"net/textproto"
 	"testing"
 
 	"github.com/mcpgrain/mcpgrain/actors/codemode"
@@ -28,5 +29,13 @@ func TestForwardMissOfASettledExecution(t *testing.T) {
 		if got := forwardMiss(tc.settled)(tc.miss); got != tc.want {
 			t.Errorf("settled %v, miss %s: got %s, want %s", tc.settled, tc.miss, got, tc.want)
 		}
+	}
+}
+
+// The exchange token's header name is canonical: serve sets it and
+// exchangeOf reads it by that name, not through Header.Set and Get.
+func TestExchangeTokenHeaderIsCanonical(t *testing.T) {
+	if textproto.CanonicalMIMEHeaderKey(headerExchange) != headerExchange {
+		t.Errorf("%s is not canonical", headerExchange)
 	}
 }

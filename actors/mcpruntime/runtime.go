@@ -639,11 +639,13 @@ func (w *answer) code() int {
 // serve hands one request to go-sdk's handler with the session id
 // translated both ways (see the package doc).
 func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
-	if req.Header.Get("Mcp-Session-Id") != "" {
+	// The fields by their canonical names (Get and Set would canonicalize
+	// them on every request).
+	if exchange.HeaderValue(req.Header, "Mcp-Session-Id") != "" {
 		r.mu.Lock()
 		id := r.sdkID
 		r.mu.Unlock()
-		req.Header.Set("Mcp-Session-Id", id)
+		req.Header["Mcp-Session-Id"] = []string{id}
 	}
 	if req.Method != http.MethodPost {
 		r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
@@ -654,7 +656,7 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	rw, ex, guard := &p.refusal, &p.ex, &p.guard
 	rw.ResponseWriter = w
 	tok := newExchangeToken()
-	req.Header.Set(headerExchange, tok) // replaces any value a client sent
+	req.Header[headerExchange] = []string{tok} // replaces any value a client sent
 	ex.done = req.Context().Done()
 	r.b.cuts.Store(tok, ex)
 	defer func() {
@@ -714,7 +716,7 @@ func (g *closingGuard) WriteHeader(status int) {
 		return
 	}
 	g.wroteHdr = true
-	if id := g.Header().Get("Mcp-Session-Id"); id != "" {
+	if id := exchange.HeaderValue(g.Header(), "Mcp-Session-Id"); id != "" {
 		// go-sdk's id of the session (an initialize's answer): the client
 		// keeps using the grain's.
 		g.r.mu.Lock()
@@ -929,7 +931,7 @@ func newExchangeToken() string { return newCallID() }
 // served through serve), nil and a closed channel if its exchange is
 // already over.
 func (r *Runtime) exchangeOf(h http.Header) (*postExchange, <-chan struct{}) {
-	tok := h.Get(headerExchange)
+	tok := exchange.HeaderValue(h, headerExchange)
 	if tok == "" {
 		return nil, nil
 	}

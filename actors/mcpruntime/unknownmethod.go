@@ -84,26 +84,40 @@ func (u *refusalWriter) Flush() {
 }
 
 // finish writes the held refusal once go-sdk's handler returned: the
-// JSON-RPC answer of an unknown method (the request body is read again
-// with req.GetBody), or the refusal as go-sdk wrote it.
+// JSON-RPC answer of an unknown method (the request body read again:
+// requestBody), or the refusal as go-sdk wrote it.
 func (u *refusalWriter) finish(req *http.Request) {
 	if !u.held {
 		return
 	}
-	if req.GetBody != nil {
-		if rc, err := req.GetBody(); err == nil {
-			body, _ := io.ReadAll(rc)
-			_ = rc.Close()
-			if answer, ok := methodNotFound(u.buf.Bytes(), body); ok {
-				h := u.Header()
-				h.Del("X-Content-Type-Options")
-				h.Set("Content-Type", "application/json")
-				u.ResponseWriter.WriteHeader(http.StatusOK)
-				_, _ = u.ResponseWriter.Write(append(answer, '\n'))
-				return
-			}
+	if body, ok := requestBody(req); ok {
+		if answer, ok := methodNotFound(u.buf.Bytes(), body); ok {
+			h := u.Header()
+			h.Del("X-Content-Type-Options")
+			h.Set("Content-Type", "application/json")
+			u.ResponseWriter.WriteHeader(http.StatusOK)
+			_, _ = u.ResponseWriter.Write(append(answer, '\n'))
+			return
 		}
 	}
 	u.ResponseWriter.WriteHeader(http.StatusBadRequest)
 	_, _ = u.ResponseWriter.Write(u.buf.Bytes())
+}
+
+// requestBody is req's whole body, read again: the exchange's (a request
+// exchange.Start rebuilt), or by req.GetBody (one made otherwise).
+func requestBody(req *http.Request) ([]byte, bool) {
+	if body, ok := exchange.RequestBody(req); ok {
+		return body, true
+	}
+	if req.GetBody == nil {
+		return nil, false
+	}
+	rc, err := req.GetBody()
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = rc.Close() }()
+	body, err := io.ReadAll(rc)
+	return body, err == nil
 }

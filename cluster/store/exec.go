@@ -278,7 +278,7 @@ func (c *committer) commit(batch []*writeReq) {
 		}
 	}
 	ctx := context.Background()
-	if _, err := c.q.conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+	if _, err := c.q.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		fail(fmt.Errorf("store: begin: %w", err))
 		return
 	}
@@ -301,14 +301,14 @@ func (c *committer) commit(batch []*writeReq) {
 		c.rollback()
 		return
 	}
-	if _, err := c.q.conn.ExecContext(ctx, `COMMIT`); err != nil {
+	if _, err := c.q.ExecContext(ctx, `COMMIT`); err != nil {
 		c.rollback()
 		fail(fmt.Errorf("store: commit: %w", err))
 	}
 }
 
 func (c *committer) rollback() {
-	_, _ = c.q.conn.ExecContext(context.Background(), `ROLLBACK`)
+	_, _ = c.q.ExecContext(context.Background(), `ROLLBACK`)
 }
 
 // runOne runs one write of a group in its savepoint (a lone write needs

@@ -83,3 +83,53 @@ func TestAbandonedWriteThatHasNotStartedNeverRuns(t *testing.T) {
 		t.Fatal("a write abandoned before it started ran anyway")
 	}
 }
+
+// The writer's BEGIN, COMMIT and ROLLBACK are prepared once on its
+// connection and reused, as its writes' statements are: parsing them
+// again was a part of every commit. Writes still commit, and a failed one
+// still rolls back alone.
+func TestWriterReusesItsTransactionStatements(t *testing.T) {
+	st, err := OpenSQLite(context.Background(), t.TempDir()+"/s.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	c := st.(*sqlStore).w
+	ctx := context.Background()
+	exec := func(q string) func(context.Context, querier) error {
+		return func(ctx context.Context, tx querier) error {
+			_, err := tx.ExecContext(ctx, q)
+			return err
+		}
+	}
+	if err := c.do(ctx, exec(`CREATE TABLE t (v INTEGER)`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.do(ctx, exec(`INSERT INTO t VALUES (1)`)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	boom := errors.New("boom")
+	if err := c.do(ctx, func(ctx context.Context, tx querier) error {
+		if err := exec(`INSERT INTO t VALUES (2)`)(ctx, tx); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("failed write: %v", err)
+	}
+	var n, twos int
+	if err := c.do(ctx, func(ctx context.Context, tx querier) error {
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(v = 2), 0) FROM t`).Scan(&n, &twos)
+	}); err != nil || n != 3 || twos != 0 {
+		t.Fatalf("rows %d (of them the failed write's %d), %v: want 3 and 0", n, twos, err)
+	}
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	for _, q := range []string{`BEGIN IMMEDIATE`, `COMMIT`} {
+		if c.q.m[q] == nil {
+			t.Errorf("%s is not among the writer's prepared statements", q)
+		}
+	}
+}
