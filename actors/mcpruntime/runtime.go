@@ -317,7 +317,11 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
-			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
+			// The journal carries the pauses' deadline reminders (the
+			// session writes neither): one transaction a pause, one a
+			// settle, instead of two each.
+			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil,
+				Deadlines: in.Deadlines, Stored: in.DeadlinesStored}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
