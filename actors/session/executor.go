@@ -407,22 +407,26 @@ func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 	_ = s.step(ctx, g, e)
 }
 
-// releaseLease drops a settled execution's deadline reminder (unless
-// the journal's settling write cancelled it: cancelled) and its recorded
-// decision, in one transaction.
+// releaseLease drops a settled execution's deadline reminder and its
+// recorded decision, in one transaction — or, if the journal's settling
+// write cancelled the reminder (cancelled), writes nothing: the decision
+// is dropped from the record in memory, and its next write (the
+// passivation's at the latest) carries that. A record written before
+// then (a crash) keeps a decision no live pause takes (decidedPauses).
 func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string, cancelled bool) {
+	if cancelled {
+		if s.rec.GetDecisions()[execID] != nil {
+			delete(s.rec.Decisions, execID)
+			s.unsaved = true
+		}
+		return
+	}
 	var rec *pb.SessionRecord
 	if s.rec != nil && s.rec.GetDecisions()[execID] != nil {
 		rec = proto.Clone(s.rec).(*pb.SessionRecord)
 		delete(rec.Decisions, execID)
 	}
-	var w store.Writes
-	if !cancelled {
-		w.CancelReminders = []string{reminderApproval + execID}
-	} else if rec == nil {
-		return // nothing left to write
-	}
-	if err := s.commit(ctx, g, rec, w); err != nil {
+	if err := s.commit(ctx, g, rec, store.Writes{CancelReminders: []string{reminderApproval + execID}}); err != nil {
 		s.h.log.Warn("session: release a settled execution's deadline and decision", "session", s.id, "execution", execID, "err", err)
 	}
 }
