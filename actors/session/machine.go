@@ -160,7 +160,7 @@ type event struct {
 	// stored: LeasePaused: the pause's journal stored its deadline
 	// reminder (BuildInput.Deadlines); LeaseSettled: the settling
 	// journal write cancelled it.
-	stored bool
+	stored    bool
 	action    string    // LeaseResuming: the decision handed to the code
 	timedOut  bool      // LeaseResuming: the recorded decision is the deadline's
 	stale     bool      // evLease, evStateReported

@@ -121,6 +121,7 @@ func journaledPaused(x string) event {
 	e.journaled = true
 	return e
 }
+
 // storedPaused is a durable pause whose journal stored its deadline.
 func storedPaused(x string) event {
 	e := durablePaused(x)
