@@ -93,6 +93,9 @@ func TestCreateOwnsAndWritesInOneStepOrNothing(t *testing.T) {
 		if got.Epoch != 1 || got.Owner != "n1" || string(got.Record) != "born" || len(all) != 1 {
 			t.Fatalf("after the refused create: %+v %+v (nothing may change, not even the epoch)", got, all)
 		}
+		if all[0].Version != rs[0].Version || !all[0].DueAt.Equal(rs[0].DueAt) || rs[0].Grain != "session/new" {
+			t.Fatalf("the created reminder: returned %+v, stored %+v", rs[0], all[0])
+		}
 		// A row without a record (ownership taken, never written) is
 		// created over, at a new epoch.
 		if _, err := s.Acquire(ctx, "session/owned", "n1"); err != nil {
