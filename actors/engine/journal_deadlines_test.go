@@ -21,7 +21,9 @@ func (c *captureRuns) WriteRun(_ context.Context, _ string, _ uint64, w runstore
 func (c *captureRuns) GetRun(context.Context, string) (runstore.Run, []runstore.JournalEntry, error) {
 	return runstore.Run{}, nil, store.ErrNotFound
 }
-func (c *captureRuns) RunByPause(context.Context, string) (string, error) { return "", store.ErrNotFound }
+func (c *captureRuns) RunByPause(context.Context, string) (string, error) {
+	return "", store.ErrNotFound
+}
 
 // A journal with Deadlines carries the pause's deadline reminder in the
 // write that publishes it and cancels the reminders of the pauses a write
