@@ -51,6 +51,10 @@ type JournalWrite struct {
 	// step.
 	Paused  *Pause
 	Settled []string
+	// Link is the W3C traceparent of the call that paused ("" with
+	// tracing off, or no pause): the pause's deadline reminder, if the
+	// journal sets it (StoreJournal.Deadlines), links to it.
+	Link string
 }
 
 // journalTimeout bounds one journal write, store outages included (writes
@@ -110,6 +114,9 @@ type durable struct {
 	// in between leaves the call in flight, as a node lost just after the
 	// call would.
 	held []runstore.JournalEntry
+	// link is the traceparent of the call that pauses, for the write that
+	// publishes the pause (JournalWrite.Link).
+	link string
 
 	mu    sync.Mutex
 	fatal error // why the run must stop (divergence, a journal write failed)
@@ -168,6 +175,9 @@ func (d *durable) write(entries []runstore.JournalEntry, withRun bool, paused *P
 		return nil
 	}
 	w := JournalWrite{RunID: d.run.ID, Entries: append(d.held, entries...), Paused: paused, Settled: settled}
+	if paused != nil {
+		w.Link, d.link = d.link, ""
+	}
 	if withRun {
 		run := d.run
 		w.Run = &run
@@ -604,6 +614,7 @@ func (h *host) journalPause(ctx context.Context, c durableStep, dec policy.Decis
 		settled = []string{d.run.PauseID}
 	}
 	d.run.PauseID = p.ID
+	d.link = tracing.Inject(ctx)["traceparent"] // "" with tracing off
 	if d.deferred {
 		d.keep(e)
 		err = d.flush(&p)
@@ -706,6 +717,15 @@ type StoreJournal struct {
 	// settles it, in the same transaction (sessions; sessionless pauses
 	// are answered in-band and not published).
 	Publish bool
+	// Deadlines, if not "" (with Publish), names the owning grain's
+	// reminder of a published pause's deadline: Deadlines + the pause's
+	// id. The write that publishes a pause sets it (due at the pause's
+	// deadline, linked to the call that paused), the one that settles
+	// pauses cancels theirs, in the same transaction: the grain writes
+	// neither itself. Stored is told of them once the write committed
+	// (for the node's reminder service).
+	Deadlines string
+	Stored    func(set []store.Reminder, cancelled []string)
 }
 
 func (j StoreJournal) epoch() uint64 {
@@ -726,8 +746,24 @@ func (j StoreJournal) Write(ctx context.Context, w JournalWrite) error {
 				Address: p.Address, Message: p.Message, ApprovalText: p.ApprovalText, ArgsJSON: string(args), Deadline: p.Deadline}
 		}
 		rw.Settle, rw.SettledAt = w.Settled, time.Now()
+		j.deadlines(&rw, w)
 	}
 	return store.ThroughOutage(ctx, func() error { return j.Store.WriteRun(ctx, j.Grain, j.epoch(), rw) })
+}
+
+// deadlines adds to rw the deadline reminders of w's pause (set) and of
+// the pauses it settles (cancelled), if the journal carries them.
+func (j StoreJournal) deadlines(rw *runstore.RunWrite, w JournalWrite) {
+	if j.Deadlines == "" {
+		return
+	}
+	if p := w.Paused; p != nil && rw.Publish != nil {
+		rw.SetReminders = []store.Reminder{{Name: j.Deadlines + p.ID, DueAt: p.Deadline, Link: w.Link}}
+	}
+	for _, id := range w.Settled {
+		rw.CancelReminders = append(rw.CancelReminders, j.Deadlines+id)
+	}
+	rw.Stored = j.Stored
 }
 
 // RunOf implements [Journal].

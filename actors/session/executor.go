@@ -86,8 +86,13 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 	case actHandOver:
 		s.rt.ResolveApproval(a.exec, s.rec.GetDecisions()[a.exec])
 	case actSetDeadline:
-		// The deadline's reminder links to the lease's start span.
-		if err := g.SetReminder(s.traceLease(ctx, a), reminderApproval+a.exec, a.at, 0); err != nil {
+		// The deadline's reminder links to the lease's start span (one
+		// the pause's journal stored links to the call that paused).
+		ctx := s.traceLease(ctx, a)
+		if a.stored {
+			return nil
+		}
+		if err := g.SetReminder(ctx, reminderApproval+a.exec, a.at, 0); err != nil {
 			s.h.log.Warn("session: arm approval deadline", "session", s.id, "execution", a.exec, "err", err)
 		}
 	case actMarkActivity:
@@ -100,7 +105,7 @@ func (s *session) do(ctx context.Context, g grain.Context, a action) error {
 		return s.recordTimeout(ctx, g, a.exec)
 	case actReleaseLease:
 		s.traceLease(ctx, a)
-		s.releaseLease(ctx, g, a.exec)
+		s.releaseLease(ctx, g, a.exec, a.stored)
 	case actPersistActivity:
 		s.persistActivity(ctx, g)
 	case actLogExtension:
@@ -220,12 +225,12 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 		s.h.metrics.overflow.Inc()
 		s.h.log.InfoContext(ctx, "session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
 	}
-	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{})}
+	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{}), arm: g.RemindersStored}
 	began := time.Now()
 	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
 		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
-		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk})
+		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk, Deadlines: reminderApproval, DeadlinesStored: hk.DeadlinesStored})
 	if err != nil {
 		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}
@@ -385,6 +390,9 @@ func (s *session) retireWrites(ctx context.Context, g grain.Context, dropped []s
 // execution (a hook of a runtime already disposed is stale).
 func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 	e := event{kind: evLease, lease: m.kind, exec: m.execID, deadline: m.deadline, action: m.action, stale: m.h != s.hooks || s.rt == nil}
+	if m.kind != LeaseResuming {
+		e.stored = m.h.takeDeadline(m.kind, m.execID)
+	}
 	if !e.stale {
 		switch m.kind {
 		case LeasePaused:
@@ -400,8 +408,19 @@ func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 }
 
 // releaseLease drops a settled execution's deadline reminder and its
-// recorded decision, in one transaction.
-func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string) {
+// recorded decision, in one transaction — or, if the journal's settling
+// write cancelled the reminder (cancelled), writes nothing: the decision
+// is dropped from the record in memory, and its next write (the
+// passivation's at the latest) carries that. A record written before
+// then (a crash) keeps a decision no live pause takes (decidedPauses).
+func (s *session) releaseLease(ctx context.Context, g grain.Context, execID string, cancelled bool) {
+	if cancelled {
+		if s.rec.GetDecisions()[execID] != nil {
+			delete(s.rec.Decisions, execID)
+			s.unsaved = true
+		}
+		return
+	}
 	var rec *pb.SessionRecord
 	if s.rec != nil && s.rec.GetDecisions()[execID] != nil {
 		rec = proto.Clone(s.rec).(*pb.SessionRecord)

@@ -3,10 +3,13 @@ package session
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -22,6 +25,59 @@ type hooks struct {
 	system *actor.ActorSystem
 	self   *actor.PID
 	closed chan struct{}
+	// arm tells the node's reminder service of deadlines the runtime's
+	// journal stored (grain.Context.RemindersStored).
+	arm func(set []store.Reminder, cancelled []string)
+	// mu guards stored and cancelled: the pauses whose deadline reminder
+	// the journal set, and cancelled, not yet taken by their lease
+	// message (DeadlinesStored reports before the lease hook sends it).
+	mu                sync.Mutex
+	stored, cancelled map[string]bool
+}
+
+// DeadlinesStored implements BuildInput.DeadlinesStored: the reminders
+// are armed (and disarmed) here, and their pauses noted for the lease
+// messages that follow (takeDeadline).
+func (h *hooks) DeadlinesStored(set []store.Reminder, cancelled []string) {
+	if h.arm != nil {
+		h.arm(set, cancelled)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range set {
+		if id, ok := strings.CutPrefix(r.Name, reminderApproval); ok {
+			h.stored = noted(h.stored, id)
+		}
+	}
+	for _, n := range cancelled {
+		if id, ok := strings.CutPrefix(n, reminderApproval); ok {
+			h.cancelled = noted(h.cancelled, id)
+		}
+	}
+}
+
+// noted is m with id in it (m made if nil).
+func noted(m map[string]bool, id string) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[id] = true
+	return m
+}
+
+// takeDeadline reports, and forgets, whether the journal stored
+// execID's deadline reminder (kind LeasePaused) or cancelled it
+// (LeaseSettled).
+func (h *hooks) takeDeadline(kind LeaseKind, execID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.stored
+	if kind == LeaseSettled {
+		m = h.cancelled
+	}
+	ok := m[execID]
+	delete(m, execID)
+	return ok
 }
 
 // leaseMsg is one lease hook call, a local message to the activation.

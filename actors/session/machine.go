@@ -157,6 +157,10 @@ type event struct {
 	deadline  time.Time // LeasePaused
 	durable   bool      // LeasePaused: the pause is journaled
 	journaled bool      // LeasePaused: journaled, though it pins the runtime (PauseJournal)
+	// stored: LeasePaused: the pause's journal stored its deadline
+	// reminder (BuildInput.Deadlines); LeaseSettled: the settling
+	// journal write cancelled it.
+	stored    bool
 	action    string    // LeaseResuming: the decision handed to the code
 	timedOut  bool      // LeaseResuming: the recorded decision is the deadline's
 	stale     bool      // evLease, evStateReported
@@ -301,6 +305,10 @@ type action struct {
 	state    []byte                 // actCommitCreate, actSaveState
 	name     string                 // actSaveState: the application state's name
 	app      *pb.AppState           // actSaveState: an application state value (not the runtime's)
+	// stored: actSetDeadline: the pause's journal stored the deadline
+	// (nothing to write); actReleaseLease: the journal stored and
+	// cancelled it (no reminder to cancel).
+	stored bool
 }
 
 // lease is a paused execution the runtime reported.
@@ -312,6 +320,8 @@ type lease struct {
 	// journaled: the pause survives the runtime, though a handler waiting
 	// for it in memory pins it (PauseJournal).
 	journaled bool
+	// stored: the pause's journal stored its deadline reminder.
+	stored bool
 }
 
 // machine is the session's lifecycle state.
@@ -486,8 +496,8 @@ func (m *machine) onLease(e event) {
 		if m.leases == nil {
 			m.leases = map[string]*lease{}
 		}
-		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable, journaled: e.journaled}
-		m.emit(action{kind: actMarkActivity}, action{kind: actSetDeadline, exec: e.exec, at: e.deadline})
+		m.leases[e.exec] = &lease{deadline: e.deadline, durable: e.durable, journaled: e.journaled, stored: e.stored}
+		m.emit(action{kind: actMarkActivity}, action{kind: actSetDeadline, exec: e.exec, at: e.deadline, stored: e.stored})
 	case LeaseResuming:
 		if l, ok := m.leases[e.exec]; ok {
 			l.resuming = true
@@ -501,9 +511,12 @@ func (m *machine) onLease(e event) {
 		m.emit(action{kind: actCountApproval, exec: e.exec, label: outcome})
 	case LeaseSettled:
 		delete(m.handedOver, e.exec)
-		if _, ok := m.leases[e.exec]; ok {
+		if l, ok := m.leases[e.exec]; ok {
 			delete(m.leases, e.exec)
-			m.emit(action{kind: actReleaseLease, exec: e.exec})
+			// The reminder is the journal's to cancel only if it set it:
+			// one the session wrote (a restored pause) may have been
+			// written after the journal's cancel.
+			m.emit(action{kind: actReleaseLease, exec: e.exec, stored: l.stored && e.stored})
 		}
 	}
 }

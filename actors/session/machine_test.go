@@ -26,6 +26,9 @@ func show(acts []action) string {
 			s = "hand-over:" + a.exec
 		case actSetDeadline:
 			s = "deadline:" + a.exec
+			if a.stored {
+				s = "deadline-stored:" + a.exec
+			}
 		case actMarkActivity:
 			s = "mark"
 		case actCountApproval:
@@ -34,6 +37,9 @@ func show(acts []action) string {
 			s = "record-timeout:" + a.exec
 		case actReleaseLease:
 			s = "release:" + a.exec
+			if a.stored {
+				s = "release-cancelled:" + a.exec
+			}
 		case actPersistActivity:
 			s = "persist"
 		case actLogExtension:
@@ -113,6 +119,20 @@ func durablePaused(x string) event {
 func journaledPaused(x string) event {
 	e := paused(x)
 	e.journaled = true
+	return e
+}
+
+// storedPaused is a durable pause whose journal stored its deadline.
+func storedPaused(x string) event {
+	e := durablePaused(x)
+	e.stored = true
+	return e
+}
+
+// storedSettled is a settle whose journal write cancelled the deadline.
+func storedSettled(x string) event {
+	e := settled(x)
+	e.stored = true
 	return e
 }
 func resuming(x, action string) event {
@@ -208,6 +228,16 @@ func TestMachine(t *testing.T) {
 		{name: "settling releases the lease (reminder and decision) and unpins the handed-over execution",
 			steps: []mstep{built1, {paused("x"), "mark deadline:x"}, {event{kind: evDecided, exec: "x"}, "hand-over:x mark"},
 				{resuming("x", "accept"), "count:accept"}, {settled("x"), "release:x"}},
+			resident: true},
+		{name: "a pause whose journal stored the deadline, settled by a write that cancelled it: the session writes neither",
+			steps: []mstep{built1, {storedPaused("x"), "mark deadline-stored:x"}, {event{kind: evDecided, exec: "x"}, "hand-over:x mark"},
+				{resuming("x", "accept"), "count:accept"}, {storedSettled("x"), "release-cancelled:x"}},
+			resident: true},
+		{name: "a stored deadline settled by a write that did not cancel it (failed, an older node's journal) is cancelled by the release",
+			steps:    []mstep{built1, {storedPaused("x"), "mark deadline-stored:x"}, {settled("x"), "release:x"}},
+			resident: true},
+		{name: "a deadline the session wrote (a restored pause) is cancelled by the release even if the journal cancelled one too",
+			steps:    []mstep{built1, {durablePaused("x"), "mark deadline:x"}, {storedSettled("x"), "release:x"}},
 			resident: true},
 		{name: "a restored durable execution handed a decision unpins when it settles, with no lease to release",
 			steps:    []mstep{{built("x"), "unpark mark arm-idle#1+5m0s hand-over:x"}, {settled("x"), ""}},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/app"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -134,6 +135,17 @@ type BuildInput struct {
 	// ScheduleAt; safe to call from any goroutine; after the runtime was
 	// closed it fails).
 	Schedules app.Scheduler
+	// Deadlines names the session's reminder of a durable pause's
+	// deadline (Deadlines + the pause's id): a runtime whose pause
+	// journal carries the grain's reminders (engine.StoreJournal's
+	// Deadlines) sets it with the write that publishes the pause and
+	// cancels it with the one that settles it, and reports each such
+	// write, once committed, to DeadlinesStored (safe to call from any
+	// goroutine), before the pause's and the settle's lease hooks. The
+	// session then writes neither. A runtime that ignores both leaves
+	// the session to write them, as before.
+	Deadlines       string
+	DeadlinesStored func(set []store.Reminder, cancelled []string)
 }
 
 // ScheduleRunner is implemented by a runtime that runs the SDK's schedule

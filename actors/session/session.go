@@ -78,6 +78,10 @@ type session struct {
 	parkSeq  uint64
 	wake     chan struct{}
 	persists time.Time // last activity as persisted in the record
+	// unsaved: rec dropped the decisions of executions whose journal
+	// settled them (releaseLease) and was not written since: the
+	// record's next write carries it, the passivation's at the latest.
+	unsaved bool
 	// recent is the activation's last requests (inspect.go); disposed the
 	// last disposal of its runtime, until the record keeps it.
 	recent   requestRing
@@ -294,6 +298,9 @@ func (s *session) restoreForExecutions(ctx context.Context, g grain.Context) err
 // moved; nil otherwise.
 func (s *session) retiredRecord(rt Runtime) *pb.SessionRecord {
 	rec := s.activityRecord()
+	if rec == nil && s.unsaved && s.rec != nil && !s.ended {
+		rec = proto.Clone(s.rec).(*pb.SessionRecord)
+	}
 	if rt == nil || s.rec == nil || s.ended {
 		return rec
 	}
@@ -334,7 +341,7 @@ func (s *session) commit(ctx context.Context, g grain.Context, rec *pb.SessionRe
 		return fmt.Errorf("session %s: commit: %w", s.id, err)
 	}
 	if rec != nil {
-		s.rec = rec
+		s.rec, s.unsaved = rec, false
 		s.persists = time.UnixMilli(rec.GetLastActivityMs())
 	}
 	return nil

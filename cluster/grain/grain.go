@@ -157,6 +157,14 @@ type Context interface {
 	SetReminders(ctx context.Context, rs ...store.Reminder) error
 	// CancelReminders deletes the grain's reminders by name, fenced by Epoch.
 	CancelReminders(ctx context.Context, names ...string) error
+	// RemindersStored tells the node's reminder service of the grain's
+	// reminders that another domain's transaction stored (set, as
+	// stored, with versions) or cancelled, fenced by this activation's
+	// epoch (store.RemindersIn; a durable pause's journal carries its
+	// deadline): it arms and disarms them as after SetReminders and
+	// CancelReminders, and writes nothing. Safe to call from any
+	// goroutine.
+	RemindersStored(set []store.Reminder, cancelled []string)
 	// Reminders lists the grain's reminders.
 	Reminders(ctx context.Context) ([]store.Reminder, error)
 	// Passivate asks the runtime to deactivate this activation after the

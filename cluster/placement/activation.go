@@ -183,6 +183,14 @@ func (a *activation) CancelReminders(ctx context.Context, names ...string) error
 	})
 }
 
+// RemindersStored implements [grain.Context]: it touches only the
+// reminder service (its own lock) and the activation's fixed identity.
+func (a *activation) RemindersStored(set []store.Reminder, cancelled []string) {
+	if a.cfg.Reminders != nil {
+		a.cfg.Reminders.Applied(a.kind.Name, a.identity, set, cancelled, false)
+	}
+}
+
 // Reminders implements [grain.Context].
 func (a *activation) Reminders(ctx context.Context) ([]store.Reminder, error) {
 	if a.cfg.Reminders == nil {

@@ -93,6 +93,9 @@ func TestCreateOwnsAndWritesInOneStepOrNothing(t *testing.T) {
 		if got.Epoch != 1 || got.Owner != "n1" || string(got.Record) != "born" || len(all) != 1 {
 			t.Fatalf("after the refused create: %+v %+v (nothing may change, not even the epoch)", got, all)
 		}
+		if all[0].Version != rs[0].Version || !all[0].DueAt.Equal(rs[0].DueAt) || rs[0].Grain != "session/new" {
+			t.Fatalf("the created reminder: returned %+v, stored %+v", rs[0], all[0])
+		}
 		// A row without a record (ownership taken, never written) is
 		// created over, at a new epoch.
 		if _, err := s.Acquire(ctx, "session/owned", "n1"); err != nil {
@@ -184,6 +187,47 @@ func TestApplyRowOnlyWritesAreFenced(t *testing.T) {
 		}
 		if got, _ := s.Load(ctx, "session/row"); got.Owner != "" || string(got.Record) != "v1" {
 			t.Fatalf("after a release: %+v", got)
+		}
+	})
+}
+
+// A session's end — its tombstone record, one reminder kept (the purge),
+// every other cancelled, the release — is one step (one statement on
+// Postgres): all of it at the current epoch, none of it at a stale one.
+func TestApplyEndKeepsOneReminderFencedByEpoch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		old, _ := s.Acquire(ctx, "session/end", "n1")
+		due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+		if _, err := s.Apply(ctx, "session/end", old.Epoch, store.Writes{SetReminders: []store.Reminder{{Name: "a", DueAt: due}, {Name: "expiry", DueAt: due}}}); err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := s.Acquire(ctx, "session/end", "n2")
+		end := func(epoch uint64, release bool) ([]store.Reminder, error) {
+			return s.Apply(ctx, "session/end", epoch, store.Writes{Record: []byte("tomb"), SetReminders: []store.Reminder{{Name: "expiry", DueAt: due.Add(time.Hour)}},
+				CancelOtherReminders: true, Release: release})
+		}
+		if _, err := end(old.Epoch, true); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale end: %v, want ErrFenced", err)
+		}
+		if got, _ := s.Load(ctx, "session/end"); got.Record != nil || got.Owner != "n2" {
+			t.Fatalf("a stale end changed the row: %+v", got)
+		}
+		if rs, _ := s.Reminders(ctx, "session/end"); len(rs) != 2 {
+			t.Fatalf("a stale end changed the reminders: %+v", rs)
+		}
+		stored, err := end(cur.Epoch, false)
+		got, _ := s.Load(ctx, "session/end")
+		rs, _ := s.Reminders(ctx, "session/end")
+		if err != nil || string(got.Record) != "tomb" || got.Owner != "n2" || len(rs) != 1 || rs[0].Name != "expiry" ||
+			!rs[0].DueAt.Equal(due.Add(time.Hour)) || len(stored) != 1 || stored[0].Version != rs[0].Version {
+			t.Fatalf("end without release: %v, row %+v, reminders %+v, returned %+v", err, got, rs, stored)
+		}
+		if _, err := end(cur.Epoch, true); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Load(ctx, "session/end"); got.Owner != "" || got.Epoch != cur.Epoch {
+			t.Fatalf("end with release: %+v", got)
 		}
 	})
 }

@@ -36,9 +36,18 @@ ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_m
 RETURNING version`
 
 // foldable reports which folded statement applies to w on dialect d:
-// "set", "cancel", "also" or "" (none: the general path).
+// "set", "cancel", "also", "end" or "" (none: the general path).
 func foldable(d dialect, w Writes) string {
-	if d.name != "postgres" || w.Release || w.CancelOtherReminders {
+	if d.name != "postgres" {
+		return ""
+	}
+	if w.CancelOtherReminders {
+		if w.Record != nil && len(w.SetReminders) == 1 && len(w.CancelReminders) == 0 && len(w.Also) == 0 {
+			return "end"
+		}
+		return ""
+	}
+	if w.Release {
 		return ""
 	}
 	if w.Record != nil || len(w.Also) > 0 {
@@ -58,8 +67,11 @@ func foldable(d dialect, w Writes) string {
 
 // applyFolded applies w (of a foldable shape) to grain in one statement.
 func (s *sqlStore) applyFolded(ctx context.Context, shape, grain string, epoch uint64, w Writes, now time.Time) ([]Reminder, error) {
-	if shape == "also" {
+	switch shape {
+	case "also":
 		return nil, s.applyAlsoFolded(ctx, grain, epoch, w.Record, w.Also[0], now)
+	case "end":
+		return s.applyEndFolded(ctx, grain, epoch, w, now)
 	}
 	if shape == "set" {
 		r := w.SetReminders[0]
@@ -119,4 +131,77 @@ func (s *sqlStore) applyAlsoFolded(ctx context.Context, grain string, epoch uint
 		return fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
 	}
 	return nil
+}
+
+// createFoldable reports whether Create's w is a record and one reminder
+// (a session's creation: its record and its expiry), which Postgres
+// writes in one statement.
+func createFoldable(d dialect, w Writes) bool {
+	return d.name == "postgres" && w.Record != nil && len(w.SetReminders) == 1 && len(w.CancelReminders) == 0 &&
+		!w.CancelOtherReminders && !w.Release && len(w.Also) == 0
+}
+
+// foldedCreateQuery is createQuery as a CTE g whose row, if the grain
+// was created, the reminder's upsert (as registerIn's) reads: ownership,
+// record and reminder in one statement. No row returned means the grain
+// has a record (created by another activation).
+const foldedCreateQuery = `WITH g AS (
+INSERT INTO grains (grain, owner_node, epoch, record, updated_at_ms) VALUES ($1, $2, 1, $4, $3)
+ON CONFLICT (grain) DO UPDATE SET owner_node = excluded.owner_node, epoch = grains.epoch + 1, record = excluded.record, updated_at_ms = excluded.updated_at_ms
+WHERE grains.record IS NULL
+RETURNING grain, epoch)
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version, trace_context) SELECT grain, $5::TEXT, $6::BIGINT, $7::BIGINT, $8::BIGINT, $9::TEXT FROM g
+ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END,
+	trace_context = excluded.trace_context
+RETURNING version, (SELECT epoch FROM g)`
+
+// createFolded is Create for a createFoldable w: one statement, no
+// transaction around it (one round trip instead of four).
+func (s *sqlStore) createFolded(ctx context.Context, grain, node string, w Writes, now time.Time) (Ownership, []Reminder, error) {
+	r := w.SetReminders[0]
+	stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond),
+		Link: cmp.Or(r.Link, tracing.Inject(ctx)["traceparent"])} // as registerIn
+	var epoch int64
+	err := s.db.QueryRowContext(ctx, foldedCreateQuery, grain, node, now.UnixMilli(), w.Record,
+		r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), now.UnixNano(), stored.Link).Scan(&stored.Version, &epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Ownership{}, nil, fmt.Errorf("%w: %s was created by another activation", ErrFenced, grain)
+	}
+	if err != nil {
+		return Ownership{}, nil, fmt.Errorf("store: create %s for %s: %w", grain, node, err)
+	}
+	o := Ownership{Grain: grain, Owner: node, Epoch: uint64(epoch), Record: w.Record, UpdatedAt: time.UnixMilli(now.UnixMilli())}
+	return o, []Reminder{stored}, nil
+}
+
+// foldedEndQuery saves the record (and, if $10, releases the grain) at
+// the current epoch as the CTE f, deletes every other reminder of the
+// grain, and upserts the one kept (as registerIn): a session's end (its
+// tombstone, its purge reminder) in one statement. No row returned means
+// fenced.
+const foldedEndQuery = `WITH f AS (UPDATE grains SET record = $3, updated_at_ms = $4,
+	owner_node = CASE WHEN $10::BOOLEAN THEN '' ELSE owner_node END WHERE grain = $1 AND epoch = $2 RETURNING grain),
+d AS (DELETE FROM reminders WHERE grain IN (SELECT grain FROM f) AND name <> $5::TEXT)
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version, trace_context) SELECT grain, $5::TEXT, $6::BIGINT, $7::BIGINT, $8::BIGINT, $9::TEXT FROM f
+ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END,
+	trace_context = excluded.trace_context
+RETURNING version`
+
+// applyEndFolded applies w of shape "end" (a record, one reminder kept,
+// every other cancelled, maybe the release) in one statement.
+func (s *sqlStore) applyEndFolded(ctx context.Context, grain string, epoch uint64, w Writes, now time.Time) ([]Reminder, error) {
+	r := w.SetReminders[0]
+	stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond),
+		Link: cmp.Or(r.Link, tracing.Inject(ctx)["traceparent"])} // as registerIn
+	err := s.db.QueryRowContext(ctx, foldedEndQuery, grain, int64(epoch), w.Record, now.UnixMilli(),
+		r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), now.UnixNano(), stored.Link, w.Release).Scan(&stored.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: save %s and keep reminder %s at epoch %d: %w", grain, r.Name, epoch, err)
+	}
+	return []Reminder{stored}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,3 +220,54 @@ func (s *sqlStore) CompleteReminder(ctx context.Context, grain, name string, ver
 	})
 	return n > 0, err
 }
+
+// RemindersIn sets and cancels reminders of grain inside tx, a domain
+// write's transaction ([DB.Write]), so that a domain's step carries its
+// grain's reminders (a durable pause's journal write sets the pause's
+// deadline; the run's settling write cancels it) instead of a write of
+// the grain's own. Every statement is fenced by epoch as [FencedBy]
+// fences: at a stale epoch nothing changes and it returns [ErrFenced]
+// (the set reminders' upsert changed no row). It returns the set
+// reminders as stored, with their versions, for the node's reminder
+// service (grain.Context's RemindersStored) — the caller tells it once
+// tx committed. A reminder's Link, if empty, is ctx's traceparent (as
+// [Store.RegisterReminders]). Missing names are ignored.
+func RemindersIn(ctx context.Context, tx Querier, grain string, epoch uint64, set []Reminder, cancel []string, now time.Time) ([]Reminder, error) {
+	if err := checkReminders(set); err != nil {
+		return nil, err
+	}
+	for _, n := range cancel {
+		if slices.ContainsFunc(set, func(r Reminder) bool { return r.Name == n }) {
+			continue // set wins, as in Writes
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM reminders WHERE grain = $1 AND name = $3 AND `+FencedBy, grain, int64(epoch), n); err != nil {
+			return nil, fmt.Errorf("store: cancel reminder %s/%s at epoch %d: %w", grain, n, epoch, err)
+		}
+	}
+	out := make([]Reminder, 0, len(set))
+	link := tracing.Inject(ctx)["traceparent"] // "" with tracing off
+	for _, r := range set {
+		stored := Reminder{Grain: grain, Name: r.Name, DueAt: time.UnixMilli(r.DueAt.UnixMilli()), Period: r.Period.Truncate(time.Millisecond),
+			Link: cmp.Or(r.Link, link)}
+		err := tx.QueryRowContext(ctx, fencedSetQuery, grain, int64(epoch), r.Name, r.DueAt.UnixMilli(), r.Period.Milliseconds(), now.UnixNano(), stored.Link).
+			Scan(&stored.Version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: %s epoch %d", ErrFenced, grain, epoch)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: register reminder %s/%s at epoch %d: %w", grain, r.Name, epoch, err)
+		}
+		out = append(out, stored)
+	}
+	return out, nil
+}
+
+// fencedSetQuery upserts one reminder (as registerIn does) if epoch ($2)
+// is grain's ($1) current one; no row returned means fenced.
+const fencedSetQuery = `
+INSERT INTO reminders (grain, name, due_at_ms, period_ms, version, trace_context)
+SELECT $1, $3, $4, $5, $6, $7 WHERE ` + FencedBy + `
+ON CONFLICT (grain, name) DO UPDATE SET due_at_ms = excluded.due_at_ms, period_ms = excluded.period_ms,
+	version = CASE WHEN reminders.version + 1 > excluded.version THEN reminders.version + 1 ELSE excluded.version END,
+	trace_context = excluded.trace_context
+RETURNING version`

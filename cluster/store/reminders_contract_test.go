@@ -144,3 +144,53 @@ func TestReRegisteredReminderSurvivesStaleCompletion(t *testing.T) {
 		}
 	})
 }
+
+// A domain's transaction carries a grain's reminders (RemindersIn): set
+// and cancelled with its own statements, fenced by the grain's epoch; a
+// stale epoch changes nothing and fails the transaction.
+func TestRemindersInADomainTransactionAreFencedByEpoch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s store.Store, _ string) {
+		ctx := context.Background()
+		old, _ := s.Acquire(ctx, "session/a", "n1")
+		due := time.UnixMilli(1_700_000_000_000)
+		var stored []store.Reminder
+		err := s.DB().Write(ctx, func(ctx context.Context, tx store.Querier) error {
+			var err error
+			stored, err = store.RemindersIn(ctx, tx, "session/a", old.Epoch, []store.Reminder{{Name: "approval:x", DueAt: due, Link: "00-link"}}, nil, s.DB().Now())
+			return err
+		})
+		if err != nil || len(stored) != 1 || stored[0].Version == 0 || stored[0].Grain != "session/a" || stored[0].Link != "00-link" {
+			t.Fatalf("set in a domain write: %+v, %v", stored, err)
+		}
+		rs, _ := s.Reminders(ctx, "session/a")
+		if len(rs) != 1 || rs[0].Version != stored[0].Version || !rs[0].DueAt.Equal(due) || rs[0].Link != "00-link" {
+			t.Fatalf("stored %+v, returned %+v", rs, stored)
+		}
+		cur, _ := s.Acquire(ctx, "session/a", "n2")
+		err = s.DB().Write(ctx, func(ctx context.Context, tx store.Querier) error {
+			_, err := store.RemindersIn(ctx, tx, "session/a", old.Epoch, []store.Reminder{{Name: "approval:y", DueAt: due}}, []string{"approval:x"}, s.DB().Now())
+			return err
+		})
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("stale set and cancel: %v, want ErrFenced", err)
+		}
+		if rs, _ := s.Reminders(ctx, "session/a"); len(rs) != 1 || rs[0].Name != "approval:x" {
+			t.Fatalf("a stale step changed reminders: %+v", rs)
+		}
+		// A stale cancel alone deletes nothing.
+		_ = s.DB().Write(ctx, func(ctx context.Context, tx store.Querier) error {
+			_, err := store.RemindersIn(ctx, tx, "session/a", old.Epoch, nil, []string{"approval:x"}, s.DB().Now())
+			return err
+		})
+		if rs, _ := s.Reminders(ctx, "session/a"); len(rs) != 1 {
+			t.Fatalf("a stale cancel deleted: %+v", rs)
+		}
+		err = s.DB().Write(ctx, func(ctx context.Context, tx store.Querier) error {
+			_, err := store.RemindersIn(ctx, tx, "session/a", cur.Epoch, nil, []string{"approval:x", "missing"}, s.DB().Now())
+			return err
+		})
+		if rs, _ := s.Reminders(ctx, "session/a"); err != nil || len(rs) != 0 {
+			t.Fatalf("cancel at the current epoch: %+v, %v", rs, err)
+		}
+	})
+}

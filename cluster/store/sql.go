@@ -157,6 +157,9 @@ func (s *sqlStore) Create(ctx context.Context, grain, node string, w Writes) (Ow
 		o      Ownership
 		stored []Reminder
 	)
+	if createFoldable(s.d, w) {
+		return s.createFolded(ctx, grain, node, w, now)
+	}
 	write := s.write
 	if rowOnly(w) && !w.Release {
 		write = s.writeOne // createQuery alone

@@ -119,6 +119,16 @@ type RunWrite struct {
 	// Settle are directory rows marked settled at SettledAt.
 	Settle    []string
 	SettledAt time.Time
+	// SetReminders and CancelReminders are reminders of the grain that
+	// the step carries (store.RemindersIn): a pause's deadline set with
+	// the write that publishes it, cancelled with the one that settles
+	// it, instead of writes of the grain's own.
+	SetReminders    []store.Reminder
+	CancelReminders []string
+	// Stored, if not nil, is told of the reminders once the step
+	// committed: the set ones as stored (with versions) and the
+	// cancelled names, for the node's reminder service.
+	Stored func(set []store.Reminder, cancelled []string)
 }
 
 // PutRun creates or replaces a durable execution run of the session
@@ -163,10 +173,12 @@ ON CONFLICT (run_id, seq) DO UPDATE SET state = excluded.state, pause_id = exclu
 }
 
 // WriteRun writes one durable-execution step atomically, fenced like
-// PutRun: its journal entries, its run, and the directory rows it
-// publishes or settles, in one transaction.
+// PutRun: its journal entries, its run, the directory rows it publishes
+// or settles and the grain's reminders it carries, in one transaction.
 func (s *Store) WriteRun(ctx context.Context, grain string, epoch uint64, w RunWrite) error {
-	return s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
+	var stored []store.Reminder
+	err := s.db.Write(ctx, func(ctx context.Context, q store.Querier) error {
+		stored = nil // a group commit may run fn again
 		for _, e := range w.Entries {
 			if err := putEntryIn(ctx, q, grain, epoch, w.RunID, e); err != nil {
 				return err
@@ -182,8 +194,20 @@ func (s *Store) WriteRun(ctx context.Context, grain string, epoch uint64, w RunW
 				return err
 			}
 		}
-		return directory.SettleIn(ctx, q, w.SettledAt, w.Settle)
+		if err := directory.SettleIn(ctx, q, w.SettledAt, w.Settle); err != nil {
+			return err
+		}
+		if len(w.SetReminders) == 0 && len(w.CancelReminders) == 0 {
+			return nil
+		}
+		var err error
+		stored, err = store.RemindersIn(ctx, q, grain, epoch, w.SetReminders, w.CancelReminders, s.db.Now())
+		return err
 	})
+	if err == nil && w.Stored != nil && (len(w.SetReminders) > 0 || len(w.CancelReminders) > 0) {
+		w.Stored(stored, w.CancelReminders)
+	}
+	return err
 }
 
 const runColumns = `run_id, session, code, spec, pause_id, outcome, created_at_ms, settled_at_ms`

@@ -127,12 +127,21 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 		}
 		run := runstore.Run{ID: "run_w", Session: "w1", Code: "x", Spec: `{}`, Created: now, PauseID: "exec_a"}
 		pub := directory.Execution{ID: "exec_a", Session: "w1", User: "alice", Org: "acme", Address: "demo.createTodo", Deadline: now.Add(time.Minute)}
+		// The pause's deadline reminder rides the step; Stored hears of
+		// it, as stored, once committed.
+		var told []store.Reminder
+		var toldCancel []string
+		stored := func(set []store.Reminder, cancelled []string) { told, toldCancel = set, cancelled }
 		step := runstore.RunWrite{RunID: run.ID, Run: &run, Publish: &pub, Entries: []runstore.JournalEntry{
 			{Seq: 0, State: runstore.JournalDone, Data: `{"r":1}`},
 			{Seq: 1, State: runstore.JournalAwaiting, PauseID: "exec_a", Data: `{}`},
-		}}
+		}, SetReminders: []store.Reminder{{Name: "approval:exec_a", DueAt: pub.Deadline}}, Stored: stored}
 		if err := s.WriteRun(ctx, own.Grain, own.Epoch, step); err != nil {
 			t.Fatal(err)
+		}
+		rs, _ := s.Reminders(ctx, "session/w1")
+		if len(rs) != 1 || rs[0].Name != "approval:exec_a" || !rs[0].DueAt.Equal(pub.Deadline) || len(told) != 1 || told[0].Version != rs[0].Version {
+			t.Fatalf("the pause's reminder: stored %+v, told %+v", rs, told)
 		}
 		got, journal, err := s.GetRun(ctx, run.ID)
 		if err != nil || got.PauseID != "exec_a" || len(journal) != 2 {
@@ -144,8 +153,10 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 		// The settle step: the last outcome, the settled run and the
 		// directory row together.
 		run.Outcome, run.Settled = `{"status":"completed"}`, now.Add(time.Second)
+		told = nil
 		settle := runstore.RunWrite{RunID: run.ID, Run: &run, Settle: []string{"exec_a"}, SettledAt: now.Add(time.Second),
-			Entries: []runstore.JournalEntry{{Seq: 1, State: runstore.JournalDone, PauseID: "exec_a", Data: `{"r":2}`}}}
+			Entries:         []runstore.JournalEntry{{Seq: 1, State: runstore.JournalDone, PauseID: "exec_a", Data: `{"r":2}`}},
+			CancelReminders: []string{"approval:exec_a"}, Stored: stored}
 		// A stale epoch writes none of it.
 		if _, err := s.Acquire(ctx, "session/w1", "n2"); err != nil {
 			t.Fatal(err)
@@ -157,6 +168,9 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 		if e, _ := s.GetExecution(ctx, "exec_a"); !got.Settled.IsZero() || journal[1].State != runstore.JournalAwaiting || !e.Settled.IsZero() {
 			t.Fatalf("a fenced step changed something: run %+v entry %+v row %+v", got, journal[1], e)
 		}
+		if rs, _ := s.Reminders(ctx, "session/w1"); len(rs) != 1 || told != nil {
+			t.Fatalf("a fenced step cancelled the reminder (%+v) or told of it (%v)", rs, toldCancel)
+		}
 		cur, _ := s.Load(ctx, "session/w1")
 		if err := s.WriteRun(ctx, own.Grain, cur.Epoch, settle); err != nil {
 			t.Fatal(err)
@@ -164,6 +178,9 @@ func TestWriteRunIsOneFencedStep(t *testing.T) {
 		got, journal, _ = s.GetRun(ctx, run.ID)
 		if e, _ := s.GetExecution(ctx, "exec_a"); got.Settled.IsZero() || journal[1].State != runstore.JournalDone || e.Settled.IsZero() {
 			t.Fatalf("the settle step: run %+v entry %+v row %+v", got, journal[1], e)
+		}
+		if rs, _ := s.Reminders(ctx, "session/w1"); len(rs) != 0 || len(toldCancel) != 1 || toldCancel[0] != "approval:exec_a" {
+			t.Fatalf("the settle's cancel: left %+v, told %v", rs, toldCancel)
 		}
 	})
 }
