@@ -295,7 +295,12 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		}
 		return nil
 	}
-	d := append([]byte(nil), data...)
+	var d []byte
+	if ms.local {
+		d = l.w.shared(data)
+	} else {
+		d = append([]byte(nil), data...)
+	}
 	ms.data = append(ms.data, d)
 	idx := ms.next
 	ms.next++
@@ -502,6 +507,45 @@ type eventWriter struct {
 	kick       chan struct{}
 	stop       chan struct{}
 	stopped    chan struct{}
+
+	// answers are the initialize answers created sessions' logs keep
+	// (see [eventWriter.shared]).
+	answers answerSet
+}
+
+// maxSharedAnswers bounds the distinct initialize answers a node shares;
+// past it the set starts over (those kept stay with their logs).
+const maxSharedAnswers = 16
+
+// answerSet holds one copy of each initialize answer a node gave.
+type answerSet struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// shared returns a copy of data, or the copy kept of the same bytes (an
+// empty event is nil): the sessions of a node get few distinct initialize
+// answers (the server's name, version, capabilities and instructions,
+// the negotiated protocol version and the client's request id: a
+// client's first request, most often 0 or 1), and each resident session
+// kept a copy of its own (~0.45 KB). The events a log keeps are never
+// written to, so one copy serves them all.
+func (w *eventWriter) shared(data []byte) []byte {
+	if len(data) == 0 {
+		return nil // go-sdk's priming event: nothing to keep
+	}
+	a := &w.answers
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if d, ok := a.m[string(data)]; ok {
+		return d
+	}
+	if a.m == nil || len(a.m) >= maxSharedAnswers {
+		a.m = make(map[string][]byte, 4)
+	}
+	d := append([]byte(nil), data...)
+	a.m[string(d)] = d
+	return d
 }
 
 type pendingEvent struct {

@@ -307,3 +307,48 @@ func toStrings(data [][]byte) []string {
 	}
 	return out
 }
+
+// Created sessions that get the same initialize answer keep one copy of
+// it; a different answer (another request id, another server) is a copy
+// of its own, and the caller's buffer is never kept.
+func TestInitializeAnswersAreShared(t *testing.T) {
+	w := testWriter(t, testStore(t), eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20})
+	ctx := context.Background()
+	answer := func(id, data string) []byte {
+		l := w.createdLog(id, alice)
+		t.Cleanup(func() { _ = l.close(ctx) })
+		buf := []byte(data)
+		for _, d := range [][]byte{nil, buf} { // the priming event, then the answer
+			if err := l.Append(ctx, "sdk", "init", d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		copy(buf, "XXXX") // go-sdk may reuse its buffer
+		got, err := replay(l, "init", 0)
+		if err != nil || len(got) != 1 || got[0] != data {
+			t.Fatalf("%s: replay %q %v, want %q", id, got, err, data)
+		}
+		return l.streams.first.data[1]
+	}
+	a := answer("a", `{"id":1,"result":{}}`)
+	b := answer("b", `{"id":1,"result":{}}`)
+	c := answer("c", `{"id":2,"result":{}}`)
+	d := answer("d", `{"id":1,"result":{}}`) // after another: still shared
+	if &a[0] != &b[0] || &a[0] != &d[0] {
+		t.Fatal("sessions with the same initialize answer keep copies of their own")
+	}
+	if &a[0] == &c[0] || string(c) != `{"id":2,"result":{}}` {
+		t.Fatalf("a different answer shares the first one's bytes: %q", c)
+	}
+	// Past maxSharedAnswers distinct answers the set starts over; every
+	// log keeps its own bytes all the same.
+	for i := range maxSharedAnswers + 2 {
+		answer(fmt.Sprintf("x%d", i), fmt.Sprintf(`{"id":%d,"result":{}}`, 100+i))
+	}
+	if len(w.answers.m) > maxSharedAnswers {
+		t.Fatalf("%d answers kept, want at most %d", len(w.answers.m), maxSharedAnswers)
+	}
+	if got, _ := replay(w.createdLog("a", alice), "init", 0); len(got) != 0 {
+		t.Fatalf("a new log replays another's answer: %q", got)
+	}
+}

@@ -285,7 +285,6 @@ func (s *session) decidedPauses() []string {
 func (s *session) armIdle(g grain.Context, due time.Time, gen uint64) {
 	s.stopIdle()
 	self, system := g.Self(), g.ActorSystem()
-	s.idleDue = due
 	s.idleTimer = s.h.cfg.Clock.AfterFunc(due.Sub(s.now()), func() { system.Root.Send(self, idleAlarm{gen: gen}) })
 }
 
@@ -295,7 +294,6 @@ func (s *session) stopIdle() {
 		s.idleTimer.Stop()
 		s.idleTimer = nil
 	}
-	s.idleDue = time.Time{}
 }
 
 // idleAlarm is the idle alarm firing (a local message to the activation).
@@ -307,7 +305,7 @@ func (s *session) onIdle(ctx context.Context, g grain.Context, gen uint64) {
 	if !s.m.idleCurrent(gen) {
 		return
 	}
-	s.idleTimer, s.idleDue = nil, time.Time{} // it fired
+	s.idleTimer = nil // it fired
 	now := s.now()
 	e := event{kind: evIdleFired, gen: gen, now: now, last: s.last}
 	if s.rt != nil {

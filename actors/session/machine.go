@@ -333,8 +333,9 @@ type machine struct {
 	resident, building, disposing, rebuild bool
 	// creating: the session is being created (its record begun, not
 	// committed yet).
-	creating bool
-	leases   map[string]*lease
+	creating  bool
+	idleArmed bool
+	leases    map[string]*lease
 	// handedOver holds the executions the runtime was handed a decision
 	// for and that have not settled yet. They pin the runtime: a durable
 	// pause does not, but once decided it is about to run again, and
@@ -343,9 +344,8 @@ type machine struct {
 	handedOver map[string]bool
 	// running holds the schedules whose callback runs: they pin the
 	// runtime as running executions do.
-	running   map[string]bool
-	idleGen   uint64
-	idleArmed bool
+	running map[string]bool
+	idleGen uint64
 	// out holds the actions decided and not yet carried out (the
 	// executor's queue, from its pool; nil: a new one is made).
 	out []action

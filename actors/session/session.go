@@ -46,15 +46,19 @@ type session struct {
 	res      *resident
 	last     time.Time // in-memory last activity
 	ended    bool
+	// carrying: the machine's actions are being carried out (carryOut).
+	carrying bool
+	// unsaved: rec dropped the decisions of executions whose journal
+	// settled them (releaseLease) and was not written since: the
+	// record's next write carries it, the passivation's at the latest.
+	unsaved bool
 	// m is the lifecycle machine (machine.go); the grain carries out
 	// what it decides (executor.go).
 	m machine
 	// retired is the runtime the last disposal closed, until the
 	// activation's last writes (actRetireWrites) read its counters.
 	retired Runtime
-	// carrying: the machine's actions are being carried out (carryOut).
-	carrying bool
-	queue    *actionQueue // the machine's queue, while it has one
+	queue   *actionQueue // the machine's queue, while it has one
 	// admitting is the request being admitted (an exchange or a
 	// SessionCreate), while the machine's decision about it is carried
 	// out.
@@ -65,7 +69,6 @@ type session struct {
 	// runtime does not outlive its node. The machine tells the armed alarm
 	// from superseded ones.
 	idleTimer clock.Timer
-	idleDue   time.Time // when the armed idle alarm fires (zero: none)
 	// epoch is the activation's ownership epoch, for the runtime's journal
 	// (read from its goroutines; set once the session exists).
 	epoch atomic.Uint64
@@ -77,11 +80,7 @@ type session struct {
 	parked   map[string]parkedStream
 	parkSeq  uint64
 	wake     chan struct{}
-	persists time.Time // last activity as persisted in the record
-	// unsaved: rec dropped the decisions of executions whose journal
-	// settled them (releaseLease) and was not written since: the
-	// record's next write carries it, the passivation's at the latest.
-	unsaved bool
+	persists int64 // last activity as persisted in the record (Unix ms)
 	// recent is the activation's last requests (inspect.go); disposed the
 	// last disposal of its runtime, until the record keeps it.
 	recent   requestRing
@@ -101,7 +100,7 @@ func (s *session) Activate(_ context.Context, g grain.Context, record []byte) er
 	}
 	s.rec, s.ended = rec, rec.GetTombstone() != nil
 	s.last = time.UnixMilli(rec.GetLastActivityMs())
-	s.persists = s.last
+	s.persists = rec.GetLastActivityMs()
 	return nil
 }
 
@@ -200,7 +199,7 @@ func (s *session) commitCreate(ctx context.Context, g grain.Context, rec *pb.Ses
 		return fmt.Errorf("session %s: create: %w", s.id, err)
 	}
 	s.rec, s.creating = rec, nil
-	s.persists = time.UnixMilli(rec.GetLastActivityMs())
+	s.persists = rec.GetLastActivityMs()
 	s.epoch.Store(g.Epoch())
 	return nil
 }
@@ -259,7 +258,7 @@ func (s *session) end(ctx context.Context, g grain.Context, why, reason string) 
 	if err := g.Commit(ctx, store.Writes{Record: b, SetReminders: []store.Reminder{purge}, CancelOtherReminders: true, Release: true}); err != nil {
 		return fmt.Errorf("session %s: end: %w", s.id, err)
 	}
-	s.rec, s.persists = rec, time.UnixMilli(rec.GetLastActivityMs())
+	s.rec, s.persists = rec, rec.GetLastActivityMs()
 	s.ended = true
 	return s.step(ctx, g, event{kind: evEnded, reason: reason})
 }
@@ -319,7 +318,7 @@ func (s *session) retiredRecord(rt Runtime) *pb.SessionRecord {
 // moved since it was persisted (at most once per idle period, never per
 // request); nil otherwise.
 func (s *session) activityRecord() *pb.SessionRecord {
-	if s.rec == nil || s.ended || !s.last.After(s.persists) {
+	if s.rec == nil || s.ended || s.last.UnixMilli() <= s.persists {
 		return nil
 	}
 	rec := proto.Clone(s.rec).(*pb.SessionRecord)
@@ -342,7 +341,7 @@ func (s *session) commit(ctx context.Context, g grain.Context, rec *pb.SessionRe
 	}
 	if rec != nil {
 		s.rec, s.unsaved = rec, false
-		s.persists = time.UnixMilli(rec.GetLastActivityMs())
+		s.persists = rec.GetLastActivityMs()
 	}
 	return nil
 }

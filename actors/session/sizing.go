@@ -23,6 +23,7 @@ type sizing struct {
 	last     time.Time
 	baseline uint64 // live heap with no runtime resident
 	per      uint64 // the last estimate of one runtime's memory
+	gogc     int    // the highest collector target read
 	samples  []rtmetrics.Sample
 }
 
@@ -32,7 +33,10 @@ func newSizing(m residency.Memory) *sizing {
 	return z
 }
 
-// read returns the live heap, GOGC and the memory limit.
+// read returns the live heap, the highest GOGC read so far and the memory
+// limit. The node's target follows its allocation rate (app.GCPolicy:
+// raised while busy, lowered while quiet); the cap assumes the raised one,
+// so a quiet spell does not raise a cap the next burst would shrink.
 func (z *sizing) read() (live uint64, gogc int, limit uint64) {
 	rtmetrics.Read(z.samples)
 	if v := z.samples[0].Value; v.Kind() == rtmetrics.KindUint64 {
@@ -42,6 +46,8 @@ func (z *sizing) read() (live uint64, gogc int, limit uint64) {
 	if v := z.samples[1].Value; v.Kind() == rtmetrics.KindUint64 {
 		gogc = int(v.Uint64())
 	}
+	z.gogc = max(z.gogc, gogc)
+	gogc = z.gogc
 	if v := z.samples[2].Value; v.Kind() == rtmetrics.KindUint64 {
 		limit = v.Uint64()
 	}

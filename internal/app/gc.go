@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
@@ -31,15 +32,19 @@ type GCSettings struct {
 	// Limit is the soft memory limit in bytes (debug.SetMemoryLimit), 0 to
 	// leave it.
 	Limit int64
+	// Adaptive says the target follows the node's allocation rate
+	// ([GCPolicy], from Percent while busy) instead of staying at Percent.
+	Adaptive bool
 }
 
 // GCFor decides the collector settings of a node from the GOGC and
 // GOMEMLIMIT values in its environment and the memory available to it
 // (bytes, 0 if unknown): what the operator set wins; otherwise
 // [DefaultGCPercent], and a limit of [DefaultMemoryLimitShare] of the
-// node's memory. Without a known memory size the target stays Go's: a
-// raised target without a limit could grow the heap past what the node
-// has.
+// node's memory, the target adapting to how busy the node is ([GCPolicy]:
+// [DefaultGCPercent] while busy, lower while quiet). Without a known
+// memory size the target stays Go's: a raised target without a limit
+// could grow the heap past what the node has.
 func GCFor(gogc, gomemlimit string, nodeMemory uint64) GCSettings {
 	var s GCSettings
 	ownLimit := strings.TrimSpace(gomemlimit) != ""
@@ -48,17 +53,22 @@ func GCFor(gogc, gomemlimit string, nodeMemory uint64) GCSettings {
 	}
 	if strings.TrimSpace(gogc) == "" && (ownLimit || s.Limit > 0) {
 		s.Percent = DefaultGCPercent
+		s.Adaptive = true
 	}
 	return s
 }
 
-// Apply sets the runtime's collector as s says.
-func (s GCSettings) Apply() {
+// Apply sets the runtime's collector as s says, and runs the adaptive
+// target ([StartGCPolicy]) until ctx ends if s is adaptive.
+func (s GCSettings) Apply(ctx context.Context) {
 	if s.Limit > 0 {
 		debug.SetMemoryLimit(s.Limit)
 	}
 	if s.Percent > 0 {
 		debug.SetGCPercent(s.Percent)
+	}
+	if s.Adaptive {
+		StartGCPolicy(ctx)
 	}
 }
 

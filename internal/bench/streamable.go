@@ -28,9 +28,17 @@ import (
 type rawClient struct {
 	hc *http.Client
 	// ids numbers JSON-RPC requests across all sessions: two workers may
-	// revisit one session at the same time.
+	// revisit one session at the same time. An initialize is request
+	// [initializeID] (a session's first: each of a fleet's clients counts
+	// its own requests).
 	ids atomic.Int64
 }
+
+// initializeID is the JSON-RPC id of a session's initialize, as a client's
+// first request (go-sdk's client numbers from 1). A server sees the id of
+// every client's initialize alike, not a fleet-wide count; mcpgrain keeps
+// one copy of an initialize answer for all sessions that got the same.
+const initializeID = 1
 
 // rawSession is a created session: its id and the protocol version it
 // negotiated (the constant protocolVersion, shared, in the usual case).
@@ -57,7 +65,7 @@ const answerLimit = 1 << 20
 // had to restore the session, passivated in between.
 func (c *rawClient) create(ctx context.Context, endpoint string) (s rawSession, cold bool, err error) {
 	const step = "initialize"
-	id := c.ids.Add(1)
+	const id = initializeID
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"mcpgrain-bench","version":%q}}}`,
 		id, protocolVersion, app.Version())
 	h, ct, answer, err := c.post(ctx, step, endpoint, rawSession{}, body, http.StatusOK)

@@ -67,7 +67,7 @@ func (p Program) runDev(ctx context.Context, args []string, stdout, stderr io.Wr
 	cfg := d.common.appConfig(stderr)
 	cfg.MCP = mc
 	cfg.Store = "sqlite:" + filepath.Join(d.data, "mcpgrain.db")
-	tuneGC(cfg.Logger)
+	tuneGC(ctx, cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {
 		b := devBanner{prog: p, info: info, mc: mc, noAuth: d.mcp.noAuth, token: d.mcp.token, generated: generated}
 		b.print(stdout)
@@ -221,7 +221,7 @@ func (p Program) runNode(ctx context.Context, args []string, stdout, stderr io.W
 	cfg.MCP = mc
 	cfg.ClusterName, cfg.Consul, cfg.ConsulTTL, cfg.Store, cfg.JoinTimeout = n.cluster, n.consul, n.consulTTL, n.store, n.join
 	cfg.ShutdownTimeout = n.shutdown
-	tuneGC(cfg.Logger)
+	tuneGC(ctx, cfg.Logger)
 	return app.Run(ctx, cfg, func(info app.Info) {
 		fmt.Fprintf(stdout, "%s %s node %s ready: http %s, cluster %s, %d members\n", p.name(), p.version(), info.NodeID, info.HTTPAddr, info.ClusterAddr, info.Members)
 	})
@@ -265,18 +265,19 @@ func checkNodeAuth(mc app.MCPConfig) error {
 
 // tuneGC sets up the garbage collector of a node process as
 // [app.GCFor] decides from GOGC, GOMEMLIMIT and the node's memory, and
-// logs the settings it runs with.
-func tuneGC(log *slog.Logger) {
+// logs the settings it runs with; an adaptive target ([app.GCPolicy])
+// follows the node's allocation rate until ctx ends.
+func tuneGC(ctx context.Context, log *slog.Logger) {
 	mem, _ := app.NodeMemory()
 	s := app.GCFor(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"), mem)
-	s.Apply()
+	s.Apply(ctx)
 	gogc, limit := app.CurrentGC()
 	shown := "none"
 	if limit < math.MaxInt64 {
 		shown = humanize.IBytes(limit)
 	}
 	log.Info("garbage collector", "gogc", gogc, "gogc_set_by", setBy(s.Percent > 0, "GOGC"),
-		"memory_limit", shown, "memory_limit_set_by", setBy(s.Limit > 0, "GOMEMLIMIT"))
+		"gogc_adaptive", s.Adaptive, "memory_limit", shown, "memory_limit_set_by", setBy(s.Limit > 0, "GOMEMLIMIT"))
 }
 
 // setBy names who set a collector setting: the node, or the environment
