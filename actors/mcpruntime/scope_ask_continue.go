@@ -13,7 +13,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/app"
 	"github.com/mcpgrain/mcpgrain/actors/session"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
-	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -74,7 +73,7 @@ func (cr *callRun) ContinueAsk(ctx context.Context, id string, input json.RawMes
 			return nil, fmt.Errorf("%w: %v", app.ErrRetry, ctx.Err())
 		}
 	}
-	owner, err := cr.a.continueOwner(ctx, id)
+	owner, err := cr.a.sessionOwner(ctx, id, app.ErrContinueNeedsSession)
 	if err != nil {
 		return nil, err
 	}
@@ -88,23 +87,6 @@ func (cr *callRun) ContinueAsk(ctx context.Context, id string, input json.RawMes
 		return nil, fmt.Errorf("%w: continue on the question's session: %v", app.ErrRetry, err)
 	}
 	return continueOutcome(reply)
-}
-
-// continueOwner is the session that owns pending question id, from the
-// execution directory, if the session's principal may read it.
-func (a *asks) continueOwner(ctx context.Context, id string) (string, error) {
-	if a.dir == nil {
-		return "", app.ErrUnknownAsk
-	}
-	p := a.r.scope.principal
-	e, err := laterEntry(ctx, a.dir, id, p.GetOrg(), p.GetUser())
-	if err != nil {
-		return "", err
-	}
-	if exchange.OwnerKind(e.Session) != exchange.KindSession {
-		return "", app.ErrContinueNeedsSession
-	}
-	return e.Session, nil
 }
 
 // continueOutcome is what ContinueAsk answers for the owner's reply.

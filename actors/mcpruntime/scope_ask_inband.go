@@ -137,7 +137,7 @@ func (cr *callRun) DecideAsk(ctx context.Context, id string, ans app.Answer) (ap
 	}
 	owner := cr.a.r.id
 	if !own {
-		if owner, err = cr.a.laterOwner(ctx, id); err != nil {
+		if owner, err = cr.a.sessionOwner(ctx, id, app.ErrClientMayNotDecide); err != nil {
 			return app.PendingStatus{}, err
 		}
 	}

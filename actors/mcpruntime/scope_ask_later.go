@@ -275,11 +275,12 @@ func laterStatus(q callQuestion, now time.Time) app.PendingStatus {
 	return s
 }
 
-// laterOwner is the session that owns pending question id, from the
+// sessionOwner is the session that owns pending question id, from the
 // execution directory, if the session's principal may read it (the same
 // rule as readLater's). A question of a continuation grain or a task has
-// no session to decide it in band.
-func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
+// no session: notSession is the answer then (DecideAsk's in-band decision
+// and ContinueAsk's continuation need the owning session).
+func (a *asks) sessionOwner(ctx context.Context, id string, notSession error) (string, error) {
 	if a.dir == nil {
 		return "", app.ErrUnknownAsk
 	}
@@ -289,7 +290,7 @@ func (a *asks) laterOwner(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	if exchange.OwnerKind(e.Session) != exchange.KindSession {
-		return "", app.ErrClientMayNotDecide
+		return "", notSession
 	}
 	return e.Session, nil
 }

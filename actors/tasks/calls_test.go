@@ -63,13 +63,7 @@ func (s *stepper) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, fu
 // the task completed in its second attempt. Without the journal's say
 // (recover asking the tool's annotations only) the task fails as lost.
 func TestAJournaledTaskIsReRunAfterItsNodeIsLost(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	st, system := storeAndSystem(t)
 	tool := &stepper{started: make(chan struct{}, 4), release: make(chan struct{})}
 	clk := clock.NewFake(time.Now())
 	h, err := NewHost(Config{NewServer: tool.server, Store: taskstore.New(st), Cluster: noCluster, Now: clk.Now, Calls: st})
@@ -173,13 +167,7 @@ func runAsker(t *testing.T, h *Host, st store.Store, system *actor.ActorSystem) 
 // surface's late accept finds nothing to decide; fired again it does
 // nothing.
 func TestATasksPendingQuestionIsDeclinedByItsGrainsReminder(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	st, system := storeAndSystem(t)
 	tool := &laterAsker{asked: make(chan string, 1)}
 	clk := clock.NewFake(time.Now())
 	h, err := NewHost(Config{NewServer: tool.server, Store: taskstore.New(st), Cluster: noCluster, Now: clk.Now, Calls: st,
@@ -231,13 +219,7 @@ func TestATasksPendingQuestionIsDeclinedByItsGrainsReminder(t *testing.T) {
 // row settles (before its deadline, by nobody), its call is completed
 // with a decline of reason task_expired, and then the grain is deleted.
 func TestAnExpiringTaskWithdrawsItsPendingQuestions(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	st, system := storeAndSystem(t)
 	tool := &laterAsker{asked: make(chan string, 1)}
 	clk := clock.NewFake(time.Now())
 	h, err := NewHost(Config{NewServer: tool.server, Store: taskstore.New(st), Cluster: noCluster, Now: clk.Now, Calls: st,
@@ -263,4 +245,18 @@ func TestAnExpiringTaskWithdrawsItsPendingQuestions(t *testing.T) {
 	if !g.deleted {
 		t.Fatal("the expired task's grain was not deleted")
 	}
+}
+
+// storeAndSystem is a test's own SQLite store and actor system, both
+// closed when the test ends.
+func storeAndSystem(t *testing.T) (store.Store, *actor.ActorSystem) {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	return st, system
 }

@@ -3,15 +3,12 @@ package tasks
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
-	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -73,13 +70,7 @@ func (a *asker) server(*mcp.ServerOptions, func(*mcp.Server)) (*mcp.Server, func
 // (who decided), and so does its re-run on a new activation after the
 // node running it was lost — the decider's role is in the task's row.
 func TestARoundRunsWithTheRoleOfWhoeverGaveItsInputAfterANodeLossToo(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	st, system := storeAndSystem(t)
 	tool := &asker{roles: make(chan string, 8), release: make(chan struct{})}
 	t.Cleanup(func() { close(tool.release) })
 	h, err := NewHost(Config{NewServer: tool.server, Store: taskstore.New(st), Cluster: noCluster, Now: time.Now})
