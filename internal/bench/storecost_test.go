@@ -201,6 +201,18 @@ func storeCostRound(ctx context.Context, t *testing.T, probe *pgProbe, dsn strin
 	costs = append(costs, measure("approve cycle", n, func() error {
 		return each(n, conc, func(i int) error { return approveCycle(ctx, node, sessions[i]) })
 	}))
+	// A task's life in the 2026-07-28 era (no session): created, run and
+	// polled by tasks/get to completed; then one that pauses (its
+	// input_required) and is accepted by its client's tasks/update.
+	var polls taskPolls
+	costs = append(costs, measure("task (run, polled)", n, func() error {
+		return each(n, conc, func(int) error { return taskRun(ctx, node, &polls) })
+	}))
+	t.Logf("task phase: %.2f tasks/get a task", float64(polls.n.Swap(0))/float64(n))
+	costs = append(costs, measure("task approve cycle", n, func() error {
+		return each(n, conc, func(int) error { return taskApproveCycle(ctx, node, &polls) })
+	}))
+	t.Logf("task approve phase: %.2f tasks/get a task", float64(polls.n.Swap(0))/float64(n))
 	costs = append(costs, measure("delete", n, func() error {
 		return each(n, conc, func(i int) error { return sessions[i].Close() })
 	}))
