@@ -374,15 +374,25 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 
 // growStack is the shared server's outermost receiving middleware: it
 // grows the stack of go-sdk's handler goroutine (a new one per request)
-// for a tool call once, while it is shallow, instead of by the several
-// copies its depth would make (see dispatch.GrowStack).
+// for a method that goes deep (growsStack) once, while it is shallow,
+// instead of by the several copies its depth would make (see
+// dispatch.GrowStack).
 func growStack(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/call" {
+		if growsStack(method) {
 			dispatch.GrowStack()
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// growsStack reports whether a request of method grows its handler's
+// stack past the goroutine's first size: a tool call (input validation,
+// the tool) and an initialize (the session's state encoded by
+// encoding/json's reflection and stored before the answer, see
+// Runtime.record). Cheap requests (ping, lists) and notifications do not.
+func growsStack(method string) bool {
+	return method == "tools/call" || method == "initialize"
 }
 
 // recordState is the shared server's receiving middleware that tracks each
