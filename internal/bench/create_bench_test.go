@@ -15,7 +15,8 @@ import (
 // plain go-sdk server the scale scenario compares with. One side per
 // process and a run of N and one of 2N creations differenced give the
 // instructions a created session costs that side, client included
-// (docs/benchmarks.md, "Creation: instructions per created session"):
+// (docs/benchmarks.md, "Creation: instructions and objects per created
+// session"):
 //
 //	GOGC=off tools/instr.sh -n 200 ./internal/bench '^BenchmarkCreateSession$/^mcpgrain$'
 //	GOGC=off tools/instr.sh -n 200 ./internal/bench '^BenchmarkCreateSession$/^gosdk$'
