@@ -325,12 +325,15 @@ type relayIO struct {
 func (l *relayIO) run(s *relay, first *pb.ExchangeFrame, stream *responseStream, departed <-chan struct{}) {
 	defer l.stopTimers()
 	rc := http.NewResponseController(l.w)
-	if l.f.keepalive > 0 {
-		l.quiet = time.NewTimer(l.f.keepalive)
-	}
 	if first != nil {
 		acts := s.step(event{kind: evFrame, frame: first})
 		l.do(rc, acts.list())
+	}
+	// The keepalive interval starts after the first frame's writes (a
+	// write restarts it anyway): a response complete in its first frame —
+	// a quick answer, a 202 — needs no timer.
+	if l.f.keepalive > 0 && !s.done {
+		l.quiet = time.NewTimer(l.f.keepalive)
 	}
 	for !s.done {
 		var ev event

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -134,5 +135,46 @@ func TestOpensEarly(t *testing.T) {
 		if got := opensEarly(r, tc.answerable); got != tc.want {
 			t.Errorf("%s %q answerable=%v: %v, want %v", tc.method, tc.accept, tc.answerable, got, tc.want)
 		}
+	}
+}
+
+// The relay arms its keepalive timer only for a response that goes on
+// after its first frame: one complete in it (a quick answer, a 202) runs
+// no timer; one that streams on gets it, from after the first frame's
+// writes.
+func TestRelayArmsKeepaliveOnlyForAResponseThatGoesOn(t *testing.T) {
+	id := json.RawMessage(`7`)
+	answer := `{"jsonrpc":"2.0","id":7,"result":{}}`
+	for _, tc := range []struct {
+		name      string
+		first     *pb.ExchangeFrame
+		rest      []any
+		wantTimer bool
+	}{
+		{name: "complete in its first frame", first: &pb.ExchangeFrame{Head: jsonHead, Data: []byte(answer), End: true}},
+		{name: "a 202 without a body", first: &pb.ExchangeFrame{Head: &pb.ExchangeHead{Status: 202}, End: true}},
+		{name: "an event stream that goes on", first: &pb.ExchangeFrame{Head: sseHead, Data: []byte("id: s_0\ndata: \n\n")},
+			rest: []any{&pb.ExchangeFrame{Data: []byte("event: message\nid: s_1\ndata: " + answer + "\n\n"), End: true}}, wantTimer: true},
+		{name: "no first frame", rest: []any{&pb.ExchangeFrame{Head: jsonHead, Data: []byte(answer), End: true}}, wantTimer: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rl := newRelay(id, false)
+			stream := &responseStream{ready: make(chan struct{}, 1), queue: tc.rest}
+			if len(tc.rest) > 0 {
+				stream.ready <- struct{}{}
+			}
+			w := httptest.NewRecorder()
+			l := relayIO{f: &Forwarder{keepalive: time.Hour}, w: w, r: httptest.NewRequest("POST", "/mcp", nil), reqID: id}
+			l.run(&rl, tc.first, stream, nil)
+			if !rl.done {
+				t.Fatal("the relay did not finish")
+			}
+			if got := l.quiet != nil; got != tc.wantTimer {
+				t.Errorf("keepalive timer armed = %v, want %v", got, tc.wantTimer)
+			}
+			if !strings.Contains(w.Body.String(), answer) && tc.first.GetHead().GetStatus() != 202 {
+				t.Errorf("the answer did not reach the client: %q", w.Body.String())
+			}
+		})
 	}
 }

@@ -68,6 +68,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
+	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -188,6 +189,12 @@ type Builder struct {
 	calls *callstore.Store
 	// refusals counts AskLater refusals at the per-principal cap.
 	refusals *LaterRefusals
+	// runs, dir and now are per-node values every runtime uses as they
+	// are (the durable runs' store, the executions' directory, the durable
+	// calls' clock): made once here, not once a session.
+	runs *runstore.Store
+	dir  *directory.Store
+	now  func() time.Time
 }
 
 // LaterRefusals is the node's counter of AskLater refusals at the
@@ -232,7 +239,8 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals}
+	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals,
+		runs: runstore.New(cfg.Store), dir: directory.New(cfg.Store), now: cfg.now()}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
@@ -334,7 +342,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 			// timeout instead of passivating
 			// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause
 			// not found yet. The session writes them, as before.
-			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
+			journal = engine.StoreJournal{Store: b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
@@ -364,7 +372,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 		}
 	}
 	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" && len(in.State) > 0 {
-		r.code.restore(ctx, runstore.New(cfg.Store)) // a session being created has nothing to restore
+		r.code.restore(ctx, b.runs) // a session being created has nothing to restore
 	}
 	if r.asks != nil && len(in.State) > 0 {
 		r.asks.restore(ctx)
@@ -374,15 +382,25 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 
 // growStack is the shared server's outermost receiving middleware: it
 // grows the stack of go-sdk's handler goroutine (a new one per request)
-// for a tool call once, while it is shallow, instead of by the several
-// copies its depth would make (see dispatch.GrowStack).
+// for a method that goes deep (growsStack) once, while it is shallow,
+// instead of by the several copies its depth would make (see
+// dispatch.GrowStack).
 func growStack(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/call" {
+		if growsStack(method) {
 			dispatch.GrowStack()
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// growsStack reports whether a request of method grows its handler's
+// stack past the goroutine's first size: a tool call (input validation,
+// the tool) and an initialize (the session's state encoded by
+// encoding/json's reflection and stored before the answer, see
+// Runtime.record). Cheap requests (ping, lists) and notifications do not.
+func growsStack(method string) bool {
+	return method == "tools/call" || method == "initialize"
 }
 
 // recordState is the shared server's receiving middleware that tracks each

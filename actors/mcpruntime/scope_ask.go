@@ -187,8 +187,8 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 		w = engine.DefaultApprovalWindow
 	}
 	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
-		dir: directory.New(cfg.Store), publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
-		approvers: cfg.Approvers, decide: cfg.Decide, cont: cfg.Continue, now: cfg.now()}
+		dir: r.b.dir, publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
+		approvers: cfg.Approvers, decide: cfg.Decide, cont: cfg.Continue, now: r.b.now}
 }
 
 // now is the clock of the SDK's durable calls (Config.Clock).

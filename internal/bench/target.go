@@ -130,9 +130,11 @@ func startNode(ctx context.Context, o NodeOptions, conns int) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench token: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "mcpgrain-bench-")
-	if err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	var dir string // the store's temporary directory ("": o.Store names one)
+	if o.Store == "" {
+		if dir, err = os.MkdirTemp("", "mcpgrain-bench-"); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
 	}
 	var budget uint64
 	if o.SoftCap <= 0 {
