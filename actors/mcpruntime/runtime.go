@@ -188,6 +188,9 @@ type Builder struct {
 	calls *callstore.Store
 	// refusals counts AskLater refusals at the per-principal cap.
 	refusals *LaterRefusals
+	// asks are the durable calls' node-wide settings, shared by the
+	// runtimes' asks.
+	asks *askNode
 }
 
 // LaterRefusals is the node's counter of AskLater refusals at the
@@ -233,6 +236,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 		return nil, err
 	}
 	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals}
+	b.asks = newAskNode(cfg, b.calls)
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
@@ -323,7 +327,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	r.log = *slog.New((*sessionLog)(r))
 	r.scope = newSessionScope(r, in)
 	r.sched = in.Schedules // scope_schedule.go
-	r.asks = newAsks(r, cfg, in)
+	r.asks = newAsks(r, in)
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {

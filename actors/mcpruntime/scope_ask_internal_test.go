@@ -1,8 +1,18 @@
 package mcpruntime
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
+	"github.com/mcpgrain/mcpgrain/actors/policy"
+	"github.com/mcpgrain/mcpgrain/actors/session"
+	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
 // A tool call's identity is its tool's name and its arguments as JSON
@@ -71,5 +81,54 @@ func TestAsksClosingAndLazyMaps(t *testing.T) {
 	a.dropPause("e1")
 	if a.open != nil || a.pauses != nil {
 		t.Fatal("an emptied map is kept")
+	}
+}
+
+// noLeases are lease hooks that do nothing.
+type noLeases struct{}
+
+func (noLeases) Paused(string, time.Time) {}
+func (noLeases) Resuming(string, string)  {}
+func (noLeases) Settled(string)           {}
+
+// The durable calls' node-wide settings (the journal, the window, the
+// directory, the links' origin, the cap, the approvers, the decision and
+// continuation senders, the clock) are made once for a node and shared by
+// its runtimes' asks, not copied into every resident session: a session's
+// asks is its own state and one pointer, in the 112-byte size class (it
+// was 160 B and a directory handle of its own; issue 29).
+func TestAsksShareTheNodeSettings(t *testing.T) {
+	if n := unsafe.Sizeof(asks{}); n > 112 {
+		t.Errorf("asks is %d B, want at most 112 (node-wide settings belong in askNode)", n)
+	}
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	cfg := Config{Store: st, PublicURL: "https://approve.example", MaxPendingAsks: 3, Approvers: policy.ApproversAdmin}
+	node := newAskNode(cfg, callstore.New(st))
+	if node.window != engine.DefaultApprovalWindow || node.laterCap != 3 || node.publicURL != cfg.PublicURL ||
+		node.approvers != policy.ApproversAdmin || node.dir == nil || node.now == nil {
+		t.Fatalf("node settings %+v", *node)
+	}
+	b := &Builder{asks: node}
+	in := session.BuildInput{Grain: "g1", Epoch: func() uint64 { return 1 }, Leases: noLeases{}}
+	a1, a2 := newAsks(&Runtime{b: b}, in), newAsks(&Runtime{b: b}, in)
+	if a1 == nil || a2 == nil || a1.askNode != node || a2.askNode != node {
+		t.Fatal("a runtime's asks do not point at the node's settings")
+	}
+	if a1.window != node.window || a1.dir != node.dir {
+		t.Fatal("the node's settings are not the asks' own")
+	}
+	if newAsks(&Runtime{b: b}, session.BuildInput{}) != nil {
+		t.Fatal("a session without a grain key has durable calls")
+	}
+	cm := Config{Store: st, CodeMode: &CodeMode{Window: time.Minute}}
+	if w := newAskNode(cm, nil).window; w != time.Minute {
+		t.Errorf("window %v, want code mode's 1m", w)
+	}
+	if w := newAskNode(Config{Store: st, AskWindow: time.Hour}, nil).window; w != time.Hour {
+		t.Errorf("window %v, want AskWindow's 1h", w)
 	}
 }
