@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,6 +189,8 @@ type Builder struct {
 	calls *callstore.Store
 	// refusals counts AskLater refusals at the per-principal cap.
 	refusals *LaterRefusals
+	// tokens numbers the POST exchanges (newExchangeToken).
+	tokens atomic.Uint64
 	// asks are the durable calls' node-wide settings, shared by the
 	// runtimes' asks.
 	asks *askNode
@@ -666,7 +669,7 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	p := &postServe{}
 	rw, ex, guard := &p.refusal, &p.ex, &p.guard
 	rw.ResponseWriter = w
-	tok := newExchangeToken()
+	tok := r.b.newExchangeToken()
 	req.Header[headerExchange] = []string{tok} // replaces any value a client sent
 	ex.done = req.Context().Done()
 	r.b.cuts.Store(tok, ex)
@@ -934,8 +937,15 @@ func (r *Runtime) Close(ctx context.Context) error {
 // headers, not its context).
 const headerExchange = "X-Mcpgrain-Exchange-Token"
 
-// newExchangeToken returns a random exchange token.
-func newExchangeToken() string { return newCallID() }
+// newExchangeToken returns an exchange token unique on the node: the
+// next of a counter, in base 36. It only has to tell the node's POST
+// exchanges in flight apart (serve replaces any value a client sent),
+// and it stays with a resident session: go-sdk keeps the headers of a
+// session's last request (a random 37-byte token was 48 B of every
+// resident session; this one is a few bytes).
+func (b *Builder) newExchangeToken() string {
+	return strconv.FormatUint(b.tokens.Add(1), 36)
+}
 
 // exchangeOf is the POST exchange whose headers are h, and the channel
 // closed once it ended: nil and nil if h carries no token (a request not

@@ -132,3 +132,18 @@ func TestAsksShareTheNodeSettings(t *testing.T) {
 		t.Errorf("window %v, want AskWindow's 1h", w)
 	}
 }
+
+// The token of a POST exchange, which stays with a resident session in
+// the headers go-sdk keeps of its last request, is short and unique on
+// the node (issue 29).
+func TestExchangeTokensAreShortAndDistinct(t *testing.T) {
+	var b Builder
+	seen := map[string]bool{}
+	for range 1000 {
+		tok := b.newExchangeToken()
+		if tok == "" || len(tok) > 8 || seen[tok] {
+			t.Fatalf("token %q (seen before: %v)", tok, seen[tok])
+		}
+		seen[tok] = true
+	}
+}
