@@ -189,6 +189,9 @@ type Builder struct {
 	calls *callstore.Store
 	// refusals counts AskLater refusals at the per-principal cap.
 	refusals *LaterRefusals
+	// runs is the durable code-mode executions' store, shared by the
+	// runtimes' journals.
+	runs *runstore.Store
 	// tokens numbers the POST exchanges (newExchangeToken).
 	tokens atomic.Uint64
 	// asks are the durable calls' node-wide settings, shared by the
@@ -240,6 +243,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	}
 	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals}
 	b.asks = newAskNode(cfg, b.calls)
+	b.runs = runstore.New(cfg.Store)
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
@@ -332,18 +336,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	r.sched = in.Schedules // scope_schedule.go
 	r.asks = newAsks(r, in)
 	if cfg.CodeMode != nil {
-		var journal engine.Journal
-		if cfg.CodeMode.Durable && in.Grain != "" {
-			// The journal could carry the pauses' deadline reminders
-			// (in.Deadlines, in.DeadlinesStored: the session then writes
-			// neither), but that is not enabled: with it a session whose
-			// only pause is durable extends a running lease at its idle
-			// timeout instead of passivating
-			// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause
-			// not found yet. The session writes them, as before.
-			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
-		}
-		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
+		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, r.journalSource(in))
 	}
 	if len(in.State) > 0 {
 		r.events = b.events.newLog(in.SessionID, in.Principal)
@@ -371,12 +364,41 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 		}
 	}
 	if r.code != nil && cfg.CodeMode.Durable && in.Grain != "" && len(in.State) > 0 {
-		r.code.restore(ctx, runstore.New(cfg.Store)) // a session being created has nothing to restore
+		r.code.restore(ctx, b.runs) // a session being created has nothing to restore
 	}
 	if r.asks != nil && len(in.State) > 0 {
 		r.asks.restore(ctx)
 	}
 	return r, nil
+}
+
+// journalSource is the journal source of the session's code runtime: nil
+// unless code mode is durable and the session has a grain key; the
+// runtime itself when its durable calls hold the key and epoch (the
+// journal is made when the engine is, most sessions never run code);
+// else a journal made now.
+//
+// The journal could carry the pauses' deadline reminders (in.Deadlines,
+// in.DeadlinesStored: the session then writes neither), but that is not
+// enabled: with it a session whose only pause is durable extends a
+// running lease at its idle timeout instead of passivating
+// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause not found
+// yet. The session writes them, as before.
+func (r *Runtime) journalSource(in session.BuildInput) journalSource {
+	cm := r.b.cfg.CodeMode
+	switch {
+	case !cm.Durable || in.Grain == "":
+		return nil
+	case r.asks != nil && r.asks.grain == in.Grain:
+		return r
+	}
+	return fixedJournal{engine.StoreJournal{Store: r.b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cm.Directory != nil}}
+}
+
+// journal implements journalSource: the durable code-mode journal of the
+// session's grain, fenced by its epoch.
+func (r *Runtime) journal() engine.Journal {
+	return engine.StoreJournal{Store: r.b.runs, Grain: r.asks.grain, EpochOf: r.asks.epoch, Publish: r.b.cfg.CodeMode.Directory != nil}
 }
 
 // growStack is the shared server's outermost receiving middleware: it

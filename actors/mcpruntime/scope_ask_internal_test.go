@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/mcpgrain/mcpgrain/actors/engine"
+	"github.com/mcpgrain/mcpgrain/actors/engine/runstore"
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/callstore"
 	"github.com/mcpgrain/mcpgrain/actors/policy"
 	"github.com/mcpgrain/mcpgrain/actors/session"
@@ -145,5 +146,45 @@ func TestExchangeTokensAreShortAndDistinct(t *testing.T) {
 			t.Fatalf("token %q (seen before: %v)", tok, seen[tok])
 		}
 		seen[tok] = true
+	}
+}
+
+// A durable session's code-mode journal is made when its engine is, from
+// the runtime's durable calls (grain key, epoch) and the node's run
+// store: a session that never runs code keeps none (issue 29). Without
+// durable code mode or a grain key there is none; a session whose grain
+// has no durable calls gets one made at once, as before.
+func TestCodeJournalMadeWithTheEngine(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "j.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	epoch := func() uint64 { return 7 }
+	b := &Builder{cfg: Config{CodeMode: &CodeMode{Durable: true}}, runs: runstore.New(st)}
+	r := &Runtime{b: b, asks: &asks{grain: "g1", epoch: epoch}}
+	in := session.BuildInput{Grain: "g1", Epoch: epoch}
+	src := r.journalSource(in)
+	if src != journalSource(r) {
+		t.Fatalf("source %T, want the runtime", src)
+	}
+	j, ok := newCodeRuntime(b.cfg.CodeMode, "s1", nil, true, src).journalOf().(engine.StoreJournal)
+	if !ok || j.Store != b.runs || j.Grain != "g1" || j.EpochOf == nil || j.EpochOf() != 7 || j.Publish {
+		t.Fatalf("journal %+v", j)
+	}
+	if r.journalSource(session.BuildInput{Epoch: epoch}) != nil {
+		t.Error("a session without a grain key has a journal")
+	}
+	b.cfg.CodeMode.Durable = false
+	if r.journalSource(in) != nil {
+		t.Error("code mode not durable, yet a journal")
+	}
+	b.cfg.CodeMode.Durable = true
+	r.asks = nil
+	if f, ok := r.journalSource(in).(fixedJournal); !ok || f.j.(engine.StoreJournal).Grain != "g1" {
+		t.Errorf("without durable calls: %T", r.journalSource(in))
+	}
+	if newCodeRuntime(b.cfg.CodeMode, "s1", nil, true, nil).journalOf() != nil {
+		t.Error("a journal from no source")
 	}
 }
