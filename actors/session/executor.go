@@ -227,7 +227,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	}
 	hk := &hooks{system: g.ActorSystem(), self: g.Self(), arm: g.RemindersStored}
 	began := time.Now()
-	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.KeyOf(g), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
 		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
 		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk, Deadlines: reminderApproval, DeadlinesStored: hk.DeadlinesStored})
