@@ -213,7 +213,12 @@ type codeRuntime struct {
 	eng     atomic.Pointer[engine.Engine]
 	engMu   sync.Mutex
 	engShut bool
-	hooks   engine.Hooks
+	publish bool // write pauses to cfg.Directory
+	session bool // a session's runtime (its deadline reminder declines a pause)
+	shut    bool // Shutdown ran (guarded by mu; see closed)
+	// (The flags next to engMu: the struct stays in the 128-byte size
+	// class, issue 29.)
+	hooks engine.Hooks
 	// journal gives the engine its journal when it is built (nil: none):
 	// a session's runtime, which makes it from its durable calls' grain
 	// key and epoch, so a session that never runs code keeps no journal
@@ -221,8 +226,6 @@ type codeRuntime struct {
 	journal journalSource
 	mu      sync.Mutex
 	waiters map[string]chan waited // browser-mode resumes waiting for a decision (nil: none yet)
-	publish bool                   // write pauses to cfg.Directory
-	session bool                   // a session's runtime (its deadline reminder declines a pause)
 	// journaled are the durable pauses whose directory rows the journal
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
 	// transactions that journal them.
@@ -236,7 +239,6 @@ type codeRuntime struct {
 	// closed ends the waits of WaitDecision (Shutdown); guarded by mu,
 	// made by done when a wait needs it. shut: Shutdown ran.
 	closed chan struct{}
-	shut   bool
 }
 
 // journalSource makes a code runtime's journal (see codeRuntime.journal).

@@ -188,3 +188,22 @@ func TestCodeJournalMadeWithTheEngine(t *testing.T) {
 		t.Error("a journal from no source")
 	}
 }
+
+// What every resident session keeps of its runtime stays within its size
+// class (issue 29: a field added past one costs every session the next
+// class; move node-wide values to the Builder, pack flags together).
+func TestPerSessionStructSizes(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		size, max uintptr
+	}{
+		{"asks", unsafe.Sizeof(asks{}), 112},
+		{"codeRuntime", unsafe.Sizeof(codeRuntime{}), 128},
+		{"eventLog", unsafe.Sizeof(eventLog{}), 128},
+		{"Runtime", unsafe.Sizeof(Runtime{}), 224},
+	} {
+		if c.size > c.max {
+			t.Errorf("%s is %d B, want at most %d", c.name, c.size, c.max)
+		}
+	}
+}
