@@ -43,9 +43,9 @@ func TestDeadlinesStoredAreArmedAndTakenOnce(t *testing.T) {
 // A runtime's hooks keep no channel while nobody waits on the grain (a
 // resident session paid 96 B for one): the channel that ends the waits
 // at disposal is made by the first wait and dropped by the last. A wait
-// in progress when the runtime is disposed ends; a wait after it fails at
-// once, as does a second close's wait; the hooks stay in the 64-byte
-// size class (issue 29).
+// in progress when the runtime is disposed ends; a wait after it (a
+// report, a schedule call) fails at once, and lease hooks go quiet; the
+// hooks stay in the 64-byte size class (issue 29).
 func TestHooksKeepNoChannelWhileIdle(t *testing.T) {
 	if n := unsafe.Sizeof(hooks{}); n > 64 {
 		t.Errorf("hooks is %d B, want at most 64", n)
