@@ -115,7 +115,11 @@ type CodeRuntime = codeRuntime
 // the grain takes approval surfaces' decisions through
 // [CodeRuntime.Decide].
 func NewCodeRuntime(cfg *CodeMode, ownerID string, hooks engine.Hooks, journal engine.Journal) *CodeRuntime {
-	return newCodeRuntime(cfg, ownerID, hooks, false, journal)
+	var src journalSource
+	if journal != nil {
+		src = fixedJournal{journal}
+	}
+	return newCodeRuntime(cfg, ownerID, hooks, false, src)
 }
 
 // Register adds the code pack's tools to s, served by this runtime alone
@@ -172,7 +176,7 @@ func (c *codeRuntime) engine() *engine.Engine {
 		return e
 	}
 	e := engine.New(engine.Config{Tools: c.cfg.Tools, Policy: c.cfg.Policy, Limits: c.cfg.Limits, ApprovalWindow: c.window(),
-		Hooks: wakeHooks{Hooks: c.hooks, c: c}, Clock: c.cfg.Clock, Journal: c.journal, Session: c.id, Logger: c.cfg.Logger,
+		Hooks: wakeHooks{Hooks: c.hooks, c: c}, Clock: c.cfg.Clock, Journal: c.journalOf(), Session: c.id, Logger: c.cfg.Logger,
 		EnforceDeadlines: !c.session}) // a session's deadline reminder declines; a continuation has none
 	if c.engShut {
 		e.Shutdown()
@@ -209,12 +213,19 @@ type codeRuntime struct {
 	eng     atomic.Pointer[engine.Engine]
 	engMu   sync.Mutex
 	engShut bool
-	hooks   engine.Hooks
-	journal engine.Journal
+	publish bool // write pauses to cfg.Directory
+	session bool // a session's runtime (its deadline reminder declines a pause)
+	shut    bool // Shutdown ran (guarded by mu; see closed)
+	// (The flags next to engMu: the struct stays in the 128-byte size
+	// class, issue 29.)
+	hooks engine.Hooks
+	// journal gives the engine its journal when it is built (nil: none):
+	// a session's runtime, which makes it from its durable calls' grain
+	// key and epoch, so a session that never runs code keeps no journal
+	// (an engine.StoreJournal is 80 B).
+	journal journalSource
 	mu      sync.Mutex
 	waiters map[string]chan waited // browser-mode resumes waiting for a decision (nil: none yet)
-	publish bool                   // write pauses to cfg.Directory
-	session bool                   // a session's runtime (its deadline reminder declines a pause)
 	// journaled are the durable pauses whose directory rows the journal
 	// publishes and settles itself (engine.StoreJournal.Publish), in the
 	// transactions that journal them.
@@ -228,10 +239,25 @@ type codeRuntime struct {
 	// closed ends the waits of WaitDecision (Shutdown); guarded by mu,
 	// made by done when a wait needs it. shut: Shutdown ran.
 	closed chan struct{}
-	shut   bool
 }
 
-func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool, journal engine.Journal) *codeRuntime {
+// journalSource makes a code runtime's journal (see codeRuntime.journal).
+type journalSource interface{ journal() engine.Journal }
+
+// fixedJournal is a journal made in advance.
+type fixedJournal struct{ j engine.Journal }
+
+func (f fixedJournal) journal() engine.Journal { return f.j }
+
+// journalOf is the engine's journal (nil: none).
+func (c *codeRuntime) journalOf() engine.Journal {
+	if c.journal == nil {
+		return nil
+	}
+	return c.journal.journal()
+}
+
+func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish bool, journal journalSource) *codeRuntime {
 	if hooks == nil {
 		hooks = noHooks{}
 	}

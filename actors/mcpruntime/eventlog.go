@@ -64,19 +64,20 @@ import (
 type eventLog struct {
 	w         *eventWriter
 	session   string
-	org, user string       // the principal that owns the session
-	lim       *eventLimits // the writer's (shared by its logs)
-	muted     atomic.Bool  // a restore replays the handshake: nothing to log
-	// handshake is set on the log of a session being created: the first
-	// stream opened (initialize's answer) is kept in memory, not stored.
-	handshake bool
+	org, user string      // the principal that owns the session
+	muted     atomic.Bool // a restore replays the handshake: nothing to log
 	ended     atomic.Bool // the session ended: its events are pruned, not trimmed
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// handshake is set on the log of a session being created: the first
+	// stream opened (initialize's answer) is kept in memory, not stored.
+	// (Set before the log is shared; with closed, next to mu so that the
+	// log stays in the 128-byte size class: issue 29.)
+	handshake bool
+	closed    bool
 	streams   streamSet // by stream id
 	bytes     int       // of event data kept in memory
 	sinceTrim int64     // bytes stored since the last trim
-	closed    bool
 }
 
 type memStream struct {
@@ -99,7 +100,7 @@ type eventLimits struct {
 
 // newLog is the log of session, owned by p.
 func (w *eventWriter) newLog(session string, p *pb.Principal) *eventLog {
-	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser(), lim: &w.lim}
+	return &eventLog{w: w, session: session, org: p.GetOrg(), user: p.GetUser()}
 }
 
 // streamSet is a log's streams by id. Most sessions open one stream
@@ -283,7 +284,7 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		return errors.New("mcpruntime: event log closed")
 	}
 	ms := l.stream(stream)
-	if len(data) > l.lim.maxEvent {
+	if len(data) > l.w.lim.maxEvent {
 		// Not logged; the index is used all the same (go-sdk numbers the
 		// event it delivers live).
 		ms.data = append(ms.data, nil)
@@ -394,7 +395,7 @@ func (l *eventLog) flushed(ev eventstore.Event) (trim bool) {
 
 // dueForTrim reports that a quarter of the budget was written since the
 // last trim (l.mu held).
-func (l *eventLog) dueForTrim() bool { return l.sinceTrim >= max(l.lim.budget/4, 1) }
+func (l *eventLog) dueForTrim() bool { return l.sinceTrim >= max(l.w.lim.budget/4, 1) }
 
 // untrimmed is what was stored since the last trim, this runtime's
 // predecessors included.
@@ -408,7 +409,7 @@ func (l *eventLog) untrimmed() int64 {
 // entry stays: it numbers the stream's events, and go-sdk never says a
 // stream is over). l.mu held.
 func (l *eventLog) trimMemory() {
-	for l.bytes > l.lim.memory {
+	for l.bytes > l.w.lim.memory {
 		trimmed := false
 		l.streams.each(func(ms *memStream) {
 			if len(ms.data) > 0 && ms.first < ms.flushed {
@@ -429,9 +430,9 @@ func (l *eventLog) trim(ctx context.Context) error {
 	l.mu.Lock()
 	written := l.sinceTrim
 	l.mu.Unlock()
-	n, err := l.w.st.TrimEvents(ctx, l.session, l.lim.budget)
+	n, err := l.w.st.TrimEvents(ctx, l.session, l.w.lim.budget)
 	if err != nil {
-		return fmt.Errorf("mcpruntime: keep the event log of %s within %d bytes: %w", l.session, l.lim.budget, err)
+		return fmt.Errorf("mcpruntime: keep the event log of %s within %d bytes: %w", l.session, l.w.lim.budget, err)
 	}
 	l.mu.Lock()
 	l.sinceTrim -= written // what was written meanwhile waits for the next trim

@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,7 +69,6 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/exchange"
-	"github.com/mcpgrain/mcpgrain/exchange/directory"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -189,12 +189,14 @@ type Builder struct {
 	calls *callstore.Store
 	// refusals counts AskLater refusals at the per-principal cap.
 	refusals *LaterRefusals
-	// runs, dir and now are per-node values every runtime uses as they
-	// are (the durable runs' store, the executions' directory, the durable
-	// calls' clock): made once here, not once a session.
+	// runs is the durable code-mode executions' store, shared by the
+	// runtimes' journals: made once here, not once a session.
 	runs *runstore.Store
-	dir  *directory.Store
-	now  func() time.Time
+	// tokens numbers the POST exchanges (newExchangeToken).
+	tokens atomic.Uint64
+	// asks are the durable calls' node-wide settings, shared by the
+	// runtimes' asks.
+	asks *askNode
 }
 
 // LaterRefusals is the node's counter of AskLater refusals at the
@@ -239,8 +241,8 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals,
-		runs: runstore.New(cfg.Store), dir: directory.New(cfg.Store), now: cfg.now()}
+	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals, runs: runstore.New(cfg.Store)}
+	b.asks = newAskNode(cfg, b.calls)
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
@@ -331,20 +333,9 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	r.log = *slog.New((*sessionLog)(r))
 	r.scope = newSessionScope(r, in)
 	r.sched = in.Schedules // scope_schedule.go
-	r.asks = newAsks(r, cfg, in)
+	r.asks = newAsks(r, in)
 	if cfg.CodeMode != nil {
-		var journal engine.Journal
-		if cfg.CodeMode.Durable && in.Grain != "" {
-			// The journal could carry the pauses' deadline reminders
-			// (in.Deadlines, in.DeadlinesStored: the session then writes
-			// neither), but that is not enabled: with it a session whose
-			// only pause is durable extends a running lease at its idle
-			// timeout instead of passivating
-			// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause
-			// not found yet. The session writes them, as before.
-			journal = engine.StoreJournal{Store: b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
-		}
-		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
+		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, r.journalSource(in))
 	}
 	if len(in.State) > 0 {
 		r.events = b.events.newLog(in.SessionID, in.Principal)
@@ -378,6 +369,35 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 		r.asks.restore(ctx)
 	}
 	return r, nil
+}
+
+// journalSource is the journal source of the session's code runtime: nil
+// unless code mode is durable and the session has a grain key; the
+// runtime itself when its durable calls hold the key and epoch (the
+// journal is made when the engine is, most sessions never run code);
+// else a journal made now.
+//
+// The journal could carry the pauses' deadline reminders (in.Deadlines,
+// in.DeadlinesStored: the session then writes neither), but that is not
+// enabled: with it a session whose only pause is durable extends a
+// running lease at its idle timeout instead of passivating
+// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause not found
+// yet. The session writes them, as before.
+func (r *Runtime) journalSource(in session.BuildInput) journalSource {
+	cm := r.b.cfg.CodeMode
+	switch {
+	case !cm.Durable || in.Grain == "":
+		return nil
+	case r.asks != nil && r.asks.grain == in.Grain:
+		return r
+	}
+	return fixedJournal{engine.StoreJournal{Store: r.b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cm.Directory != nil}}
+}
+
+// journal implements journalSource: the durable code-mode journal of the
+// session's grain, fenced by its epoch.
+func (r *Runtime) journal() engine.Journal {
+	return engine.StoreJournal{Store: r.b.runs, Grain: r.asks.grain, EpochOf: r.asks.epoch, Publish: r.b.cfg.CodeMode.Directory != nil}
 }
 
 // growStack is the shared server's outermost receiving middleware: it
@@ -680,7 +700,7 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	p := &postServe{}
 	rw, ex, guard := &p.refusal, &p.ex, &p.guard
 	rw.ResponseWriter = w
-	tok := newExchangeToken()
+	tok := r.b.newExchangeToken()
 	req.Header[headerExchange] = []string{tok} // replaces any value a client sent
 	ex.done = req.Context().Done()
 	r.b.cuts.Store(tok, ex)
@@ -948,8 +968,15 @@ func (r *Runtime) Close(ctx context.Context) error {
 // headers, not its context).
 const headerExchange = "X-Mcpgrain-Exchange-Token"
 
-// newExchangeToken returns a random exchange token.
-func newExchangeToken() string { return newCallID() }
+// newExchangeToken returns an exchange token unique on the node: the
+// next of a counter, in base 36. It only has to tell the node's POST
+// exchanges in flight apart (serve replaces any value a client sent),
+// and it stays with a resident session: go-sdk keeps the headers of a
+// session's last request (a random 37-byte token was 48 B of every
+// resident session; this one is a few bytes).
+func (b *Builder) newExchangeToken() string {
+	return strconv.FormatUint(b.tokens.Add(1), 36)
+}
 
 // exchangeOf is the POST exchange whose headers are h, and the channel
 // closed once it ended: nil and nil if h carries no token (a request not

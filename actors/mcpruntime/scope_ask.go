@@ -99,13 +99,11 @@ type askPause struct {
 	deciding bool
 }
 
-// asks are the durable calls of one session runtime.
-type asks struct {
-	r      *Runtime
+// askNode is what the durable calls of every runtime of a node share: the
+// node's settings, made once by NewBuilder (Builder.asks), not copied into
+// every session (a resident session pays one pointer for them).
+type askNode struct {
 	st     *callstore.Store
-	grain  string
-	epoch  func() uint64
-	leases session.LeaseHooks
 	window time.Duration
 	// dir finds the session that owns another session's pending question
 	// (nil: none is found); publicURL is the origin of approval links
@@ -121,11 +119,21 @@ type asks struct {
 	decide    func(ctx context.Context, sessionID string, m *pb.ExecutionDecide) (*pb.ExecutionReply, error)
 	// cont sends a continuation to the session grain that owns its
 	// question (Config.Continue; nil: only the session's own questions
-	// are continued); running counts the continuations running here.
-	cont    func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
-	running atomic.Int32
+	// are continued).
+	cont func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
 	// now is the clock (Config.Clock).
 	now func() time.Time
+}
+
+// asks are the durable calls of one session runtime.
+type asks struct {
+	*askNode // the node's settings (Builder.asks)
+	r        *Runtime
+	grain    string
+	epoch    func() uint64
+	leases   session.LeaseHooks
+	// running counts the continuations running here.
+	running atomic.Int32
 
 	mu     sync.Mutex
 	closed chan struct{}           // closed once shut (nil until closing is called)
@@ -173,12 +181,9 @@ func (a *asks) dropPause(id string) {
 // askWriteTimeout bounds one journal write (store outages included).
 const askWriteTimeout = 10 * time.Second
 
-// newAsks returns the durable calls of r, fenced by the session grain's
-// epoch (nil if the session has no grain key: nothing durable).
-func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
-	if in.Grain == "" || in.Epoch == nil || in.Leases == nil {
-		return nil
-	}
+// newAskNode returns the durable calls' node-wide settings of cfg, their
+// journal st.
+func newAskNode(cfg Config, st *callstore.Store) *askNode {
 	w := cfg.AskWindow
 	if w <= 0 && cfg.CodeMode != nil {
 		w = cfg.CodeMode.Window
@@ -186,9 +191,18 @@ func newAsks(r *Runtime, cfg Config, in session.BuildInput) *asks {
 	if w <= 0 {
 		w = engine.DefaultApprovalWindow
 	}
-	return &asks{r: r, st: r.b.calls, grain: in.Grain, epoch: in.Epoch, leases: in.Leases, window: w,
-		dir: r.b.dir, publicURL: cfg.PublicURL, laterCap: laterCap(cfg.MaxPendingAsks),
-		approvers: cfg.Approvers, decide: cfg.Decide, cont: cfg.Continue, now: r.b.now}
+	return &askNode{st: st, window: w, dir: directory.New(cfg.Store), publicURL: cfg.PublicURL,
+		laterCap: laterCap(cfg.MaxPendingAsks), approvers: cfg.Approvers, decide: cfg.Decide,
+		cont: cfg.Continue, now: cfg.now()}
+}
+
+// newAsks returns the durable calls of r, fenced by the session grain's
+// epoch (nil if the session has no grain key: nothing durable).
+func newAsks(r *Runtime, in session.BuildInput) *asks {
+	if in.Grain == "" || in.Epoch == nil || in.Leases == nil {
+		return nil
+	}
+	return &asks{askNode: r.b.asks, r: r, grain: in.Grain, epoch: in.Epoch, leases: in.Leases}
 }
 
 // now is the clock of the SDK's durable calls (Config.Clock).

@@ -225,9 +225,9 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 		s.h.metrics.overflow.Inc()
 		s.h.log.InfoContext(ctx, "session: residency soft cap exceeded and nothing evictable; building anyway", "session", s.id, "cap_overflow", true)
 	}
-	hk := &hooks{system: g.ActorSystem(), self: g.Self(), closed: make(chan struct{}), arm: g.RemindersStored}
+	hk := &hooks{system: g.ActorSystem(), self: g.Self(), arm: g.RemindersStored}
 	began := time.Now()
-	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.Key(g.Kind(), g.Identity()), Epoch: s.epoch.Load,
+	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.KeyOf(g), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
 		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
 		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk, Deadlines: reminderApproval, DeadlinesStored: hk.DeadlinesStored})
@@ -335,7 +335,7 @@ func (s *session) closeRuntime(ctx context.Context, g grain.Context, a action) e
 	rt := s.rt
 	s.rt, s.res, s.retired = nil, nil, rt
 	s.cancelExchanges()
-	close(s.hooks.closed)
+	s.hooks.close()
 	s.hooks = nil
 	s.h.registry.Release(s.id)
 	s.h.removeResident(s.id)

@@ -24,15 +24,64 @@ import (
 type hooks struct {
 	system *actor.ActorSystem
 	self   *actor.PID
-	closed chan struct{}
 	// arm tells the node's reminder service of deadlines the runtime's
 	// journal stored (grain.Context.RemindersStored).
 	arm func(set []store.Reminder, cancelled []string)
 	// mu guards stored and cancelled: the pauses whose deadline reminder
 	// the journal set, and cancelled, not yet taken by their lease
-	// message (DeadlinesStored reports before the lease hook sends it).
+	// message (DeadlinesStored reports before the lease hook sends it);
+	// and the closing state (see wait).
 	mu                sync.Mutex
 	stored, cancelled map[string]bool
+	// closed is closed when the runtime is disposed (close), made only
+	// while a report or schedule call waits for the grain and dropped
+	// when the last wait ends: a resident session keeps no channel (a
+	// channel a session was 96 B of every resident session).
+	closed  chan struct{}
+	waiters int32 // waits holding closed
+	shut    bool  // close ran
+}
+
+// wait returns the channel closed once the runtime is disposed, for one
+// wait on the grain, and false if it is already; done ends the wait.
+func (h *hooks) wait() (closed <-chan struct{}, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.shut {
+		return nil, false
+	}
+	if h.closed == nil {
+		h.closed = make(chan struct{})
+	}
+	h.waiters++
+	return h.closed, true
+}
+
+// done ends a wait begun by wait.
+func (h *hooks) done() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiters--; h.waiters == 0 && !h.shut {
+		h.closed = nil
+	}
+}
+
+// close quiets the hooks: the runtime was disposed. Waits end with
+// errRuntimeClosed, and later calls fail at once.
+func (h *hooks) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.shut = true
+	if h.closed != nil {
+		close(h.closed)
+	}
+}
+
+// isShut reports whether close ran.
+func (h *hooks) isShut() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.shut
 }
 
 // DeadlinesStored implements BuildInput.DeadlinesStored: the reminders
@@ -90,10 +139,8 @@ type leaseMsg struct {
 }
 
 func (h *hooks) send(m *leaseMsg) {
-	select {
-	case <-h.closed:
+	if h.isShut() {
 		return
-	default:
 	}
 	m.h = h
 	h.system.Root.Send(h.self, m)
@@ -137,18 +184,18 @@ func (h *hooks) AppStateChanged(name string, s *pb.AppState) error {
 
 // report sends m to the grain and waits until it is stored (or refused).
 func (h *hooks) report(m *stateMsg) error {
-	select {
-	case <-h.closed:
+	closed, ok := h.wait()
+	if !ok {
 		return errRuntimeClosed
-	default:
 	}
+	defer h.done()
 	h.system.Root.Send(h.self, m)
 	t := time.NewTimer(stateTimeout)
 	defer t.Stop()
 	select {
 	case err := <-m.done:
 		return err
-	case <-h.closed:
+	case <-closed:
 		return errRuntimeClosed
 	case <-t.C:
 		return fmt.Errorf("session: storing the session's state took longer than %s", stateTimeout)

@@ -63,11 +63,11 @@ type scheduleDoneMsg struct {
 // ask sends m to the activation and waits for its reply (bounded by ctx
 // and stateTimeout; a disposed runtime's calls fail).
 func (h *hooks) ask(ctx context.Context, m *scheduleMsg) scheduleReply {
-	select {
-	case <-h.closed:
+	closed, ok := h.wait()
+	if !ok {
 		return scheduleReply{err: errRuntimeClosed}
-	default:
 	}
+	defer h.done()
 	m.h, m.done = h, make(chan scheduleReply, 1)
 	h.system.Root.Send(h.self, m)
 	t := time.NewTimer(stateTimeout)
@@ -75,7 +75,7 @@ func (h *hooks) ask(ctx context.Context, m *scheduleMsg) scheduleReply {
 	select {
 	case r := <-m.done:
 		return r
-	case <-h.closed:
+	case <-closed:
 		return scheduleReply{err: errRuntimeClosed}
 	case <-ctx.Done():
 		return scheduleReply{err: ctx.Err()}

@@ -250,3 +250,20 @@ func AsError(err error) (*Error, bool) {
 
 // Key is the store key of a grain: "<kind>/<identity>".
 func Key(kind, identity string) string { return kind + "/" + identity }
+
+// Keyed is a Context that knows its grain's store key (the node's
+// activations do: they keep it).
+type Keyed interface {
+	// Key is Key(Kind(), Identity()).
+	Key() string
+}
+
+// KeyOf is the store key of g's grain: the one g keeps if it is Keyed
+// (no new string: a resident grain that holds its key shares it), else
+// made from its kind and identity.
+func KeyOf(g Context) string {
+	if k, ok := g.(Keyed); ok {
+		return k.Key()
+	}
+	return Key(g.Kind(), g.Identity())
+}

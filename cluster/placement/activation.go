@@ -67,10 +67,14 @@ type turn struct {
 	deferred bool // the grain answers later (Defer)
 }
 
-var _ grain.Context = (*activation)(nil)
+var (
+	_ grain.Context = (*activation)(nil)
+	_ grain.Keyed   = (*activation)(nil)
+)
 
 func (a *activation) Kind() string                    { return a.kind.Name }
 func (a *activation) Identity() string                { return a.identity }
+func (a *activation) Key() string                     { return a.key }
 func (a *activation) Node() string                    { return a.cfg.Self.ID }
 func (a *activation) Epoch() uint64                   { return a.epoch }
 func (a *activation) Self() *actor.PID                { return a.self }

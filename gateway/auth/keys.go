@@ -75,6 +75,9 @@ type Keys struct {
 // keyEntry is what Keys holds per token.
 type keyEntry struct {
 	user, org, role string
+	// p is the principal Lookup returns: one message for all the lookups
+	// of the token (see Lookup).
+	p *pb.Principal
 	// origin names where the entry was configured, for error messages
 	// (e.g. `MCPGRAIN_KEYS entry 2`); never the token.
 	origin string
@@ -139,7 +142,7 @@ func validateEntry(e Entry) (keyEntry, error) {
 	default:
 		return keyEntry{}, fmt.Errorf("role %q is not %q, %q or %q", role, RoleAdmin, RoleMember, RoleViewer)
 	}
-	return keyEntry{user: e.User, org: e.Org, role: role}, nil
+	return keyEntry{user: e.User, org: e.Org, role: role, p: &pb.Principal{User: e.User, Org: e.Org, Role: role}}, nil
 }
 
 func validateName(field, v string) error {
@@ -362,8 +365,12 @@ func (k *Keys) Merge(o *Keys) (*Keys, error) {
 	return m, nil
 }
 
-// Lookup returns the principal token authenticates, as a new message the
-// caller may keep or modify, and whether the token is known.
+// Lookup returns the principal token authenticates and whether the token
+// is known. The message is the token's, shared by every lookup of it: the
+// caller may keep it and must not modify it (principals are never changed
+// in place; a session keeps the principal that created it, and one
+// message a token instead of one a lookup was ~0.1 KB of every resident
+// session).
 func (k *Keys) Lookup(token string) (*pb.Principal, bool) {
 	if k == nil || token == "" {
 		return nil, false
@@ -372,7 +379,7 @@ func (k *Keys) Lookup(token string) (*pb.Principal, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &pb.Principal{User: e.user, Org: e.org, Role: e.role}, true
+	return e.p, true
 }
 
 // Len returns the number of tokens.

@@ -119,11 +119,14 @@ func TestLookup(t *testing.T) {
 		}
 	}
 
-	// Each lookup returns a fresh message: modifying it changes nothing.
+	// The lookups of a token share one message (never modified: see
+	// Lookup); another token's is another.
 	p, _ := k.Lookup(tokAlice)
-	p.Role = RoleMember
-	if again, _ := k.Lookup(tokAlice); again.GetRole() != RoleAdmin {
-		t.Errorf("modifying a looked-up principal changed the Keys: role %q", again.GetRole())
+	if again, _ := k.Lookup(tokAlice); again != p || again.GetRole() != RoleAdmin {
+		t.Errorf("a second lookup of the token: %v (%p, first %p)", again, again, p)
+	}
+	if other, ok := k.Lookup(tokBob); ok && other == p {
+		t.Error("two tokens share a principal")
 	}
 
 	var nilKeys *Keys
