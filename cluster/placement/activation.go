@@ -54,7 +54,7 @@ type activation struct {
 	counted  bool // counted in the Active gauge
 	lastSeen time.Time
 	timer    *time.Timer
-	turn     *turn // the request being handled (nil between requests)
+	turn     turn // the request being handled (zero between requests)
 	// started is what start did, with tracing on and a store read: the
 	// span of it is recorded under the first request's trace (trace.go).
 	started *startTrace
@@ -63,8 +63,22 @@ type activation struct {
 // turn is the request an activation is handling, for a deferred reply.
 type turn struct {
 	sender   *actor.PID
-	remote   bool // answer with pb.GrainResponse / pb.GrainError, else LocalReply
-	deferred bool // the grain answers later (Defer)
+	reply    Reply // a LocalRequest's Reply: answered there, not to sender
+	remote   bool  // answer with pb.GrainResponse / pb.GrainError, else LocalReply
+	deferred bool  // the grain answers later (Defer)
+}
+
+// awaited reports whether the turn's caller waits for an answer.
+func (t *turn) awaited() bool { return t.sender != nil || t.reply != nil }
+
+// answer sends the grain's answer to a local caller: on its Reply, or as
+// a LocalReply to its sender.
+func (t *turn) answer(system *actor.ActorSystem, reply proto.Message, gerr *grain.Error) {
+	if t.reply != nil {
+		t.reply.deliver(Answer{LocalReply: LocalReply{Msg: reply, Err: gerr}})
+		return
+	}
+	system.Root.Send(t.sender, &LocalReply{Msg: reply, Err: gerr})
 }
 
 var _ grain.Context = (*activation)(nil)
@@ -282,16 +296,20 @@ func (a *activation) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *LocalRequest:
-		a.turn = &turn{sender: ctx.Sender()}
+		a.turn = turn{sender: ctx.Sender(), reply: m.Reply}
 		reply, gerr := a.handle(m.Msg)
-		if !a.turn.deferred {
+		switch {
+		case a.turn.deferred:
+		case m.Reply != nil:
+			a.turn.answer(a.system, reply, gerr)
+		default:
 			ctx.Respond(&LocalReply{Msg: reply, Err: gerr})
 		}
-		a.turn = nil
+		a.turn = turn{}
 	case *pb.GrainRequest:
-		a.turn = &turn{sender: ctx.Sender(), remote: true}
+		a.turn = turn{sender: ctx.Sender(), remote: true}
 		a.handleRemote(ctx, m)
-		a.turn = nil
+		a.turn = turn{}
 	case *deactivate:
 		a.stop(ctx, m.reason)
 	case idleTick:
@@ -418,14 +436,13 @@ func remoteReply(node string, reply proto.Message, gerr *grain.Error) proto.Mess
 
 // Defer implements [grain.Context].
 func (a *activation) Defer() func(proto.Message, error) {
-	t := a.turn
-	if t == nil || t.sender == nil {
+	if !a.turn.awaited() {
 		// Not in a request that awaits an answer (a local message, or a
 		// caller that sends without waiting): nothing to answer.
 		return func(proto.Message, error) {}
 	}
-	t.deferred = true
-	d := &deferredAnswer{system: a.system, t: t, node: a.cfg.Self.ID,
+	a.turn.deferred = true
+	d := &deferredAnswer{system: a.system, t: a.turn, node: a.cfg.Self.ID,
 		logBase: a.cfg.Logger, kind: a.kind.Name, identity: a.identity, epoch: a.epoch}
 	return d.answer
 }
@@ -435,7 +452,7 @@ func (a *activation) Defer() func(proto.Message, error) {
 type deferredAnswer struct {
 	once                 sync.Once
 	system               *actor.ActorSystem
-	t                    *turn
+	t                    turn // the request's, as it was deferred
 	node, kind, identity string
 	logBase              *slog.Logger
 	epoch                uint64
@@ -448,7 +465,7 @@ func (d *deferredAnswer) answer(reply proto.Message, err error) {
 			d.system.Root.Send(d.t.sender, remoteReply(d.node, reply, gerr))
 			return
 		}
-		d.system.Root.Send(d.t.sender, &LocalReply{Msg: reply, Err: gerr})
+		d.t.answer(d.system, reply, gerr)
 	})
 }
 
@@ -514,7 +531,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 		a.answerNow()
 		return nil, a.errorf(pb.GrainError_CODE_OWNERSHIP_LOST, "write fenced: another activation owns the grain; retry")
 	}
-	if a.turn != nil && a.turn.deferred {
+	if a.turn.deferred {
 		return nil, nil // answered later, by the function Defer returned
 	}
 	return classify(a.logger, a.cfg.Self.ID, reply, err)
@@ -524,9 +541,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 // answers it now (with an error), and a later deferred reply finds its
 // caller gone.
 func (a *activation) answerNow() {
-	if a.turn != nil {
-		a.turn.deferred = false
-	}
+	a.turn.deferred = false
 }
 
 // classify turns what a grain answered into the reply or the error its
