@@ -17,7 +17,9 @@ import (
 
 // holdGrain answers "ok:" + text at once, except "hold": that request is
 // deferred and its answer handed to the test on held.
-type holdGrain struct{ held chan<- func(proto.Message, error) }
+type holdGrain struct {
+	held chan<- func(proto.Message, error)
+}
 
 func (g *holdGrain) Activate(context.Context, grain.Context, []byte) error { return nil }
 
