@@ -158,6 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.self = membership.Member{ID: cfg.NodeID, Address: address, Kinds: kindNames, Meta: cfg.Meta}
 	n.watchEndpoints()
+	placement.AnswerDeadLetters(n.system) // local requests wait on a Reply, not a future
 	if err := n.spawnGrainHost(kinds, reg); err != nil {
 		n.shutdownActors()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -178,17 +179,77 @@ func (n *Node) backOff(ctx context.Context, backoff time.Duration, deadline time
 // membership view (it probably died): idempotent requests retry at once,
 // others report an unknown outcome instead of waiting for the timeout.
 func (n *Node) attempt(ctx context.Context, target *actor.PID, env any, timeout time.Duration, idempotent bool) (reply proto.Message, err error, retry bool) {
+	if lr, ok := env.(*placement.LocalRequest); ok {
+		return n.count(n.awaitLocal(ctx, target, lr, timeout, idempotent))
+	}
 	f := n.system.Root.RequestFuture(target, env, timeout)
-	var res any
-	if target.Address == n.self.Address {
-		res, err = f.Result()
-	} else {
-		var v *verdict
-		if res, v, err = n.awaitRemote(ctx, f, target, idempotent); v != nil {
-			return n.count(*v)
-		}
+	res, v, err := n.awaitRemote(ctx, f, target, idempotent)
+	if v != nil {
+		return n.count(*v)
 	}
 	return n.count(classify(res, err, idempotent, target))
+}
+
+// awaitLocal sends a request to this node's placement actor and waits for
+// its answer on the request's Reply (no protoactor future: no process
+// registered, no condition variable), at most timeout, and no longer than
+// the caller waits (ctx), as [Node.awaitRemote] does.
+func (n *Node) awaitLocal(ctx context.Context, target *actor.PID, lr *placement.LocalRequest, timeout time.Duration, idempotent bool) verdict {
+	lr.Reply, lr.Timeout = placement.NewReply(), timeout
+	n.system.Root.Send(target, lr)
+	t := startTimer(timeout)
+	defer stopTimer(t)
+	select {
+	case a := <-lr.Reply:
+		return classifyAnswer(a, idempotent, target)
+	case <-t.C:
+		return classify(nil, actor.ErrTimeout, idempotent, target)
+	case <-ctx.Done():
+		return abandoned(ctx, idempotent)
+	}
+}
+
+// abandoned is the verdict on an attempt its caller stopped waiting for:
+// the request is on its way or running, so whether it ran is unknown.
+func abandoned(ctx context.Context, idempotent bool) verdict {
+	if !idempotent {
+		return verdict{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())}
+	}
+	return verdict{err: ctx.Err()}
+}
+
+// attemptTimers are the stopped timers of finished local attempts (since
+// Go 1.23 a stopped timer's channel holds no stale value, so one is reused
+// as new).
+var attemptTimers sync.Pool
+
+// startTimer is a timer firing after d, reused when one is free.
+func startTimer(d time.Duration) *time.Timer {
+	if t, ok := attemptTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopTimer stops t and keeps it for reuse.
+func stopTimer(t *time.Timer) {
+	t.Stop()
+	attemptTimers.Put(t)
+}
+
+// classifyAnswer decides what a local attempt's answer means, as classify
+// does for a future's result.
+func classifyAnswer(a placement.Answer, idempotent bool, target *actor.PID) verdict {
+	switch {
+	case a.Failed != nil:
+		return classify(nil, a.Failed, idempotent, target)
+	case a.Remote != nil:
+		return classify(a.Remote, nil, idempotent, target)
+	case a.Err != nil:
+		return classifyGrainError(a.Err, idempotent)
+	}
+	return verdict{reply: a.Msg}
 }
 
 // count counts a verdict's retry reason and returns the verdict.
@@ -217,12 +278,9 @@ func (n *Node) awaitRemote(ctx context.Context, f *actor.Future, target *actor.P
 		case r := <-done:
 			return r.res, nil, r.err
 		case <-ctx.Done():
-			// The request is on its way or running: the caller gave up,
-			// not the grain, so whether it ran is unknown.
-			if !idempotent {
-				return nil, &verdict{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())}, nil
-			}
-			return nil, &verdict{err: ctx.Err()}, nil
+			// The caller gave up, not the grain.
+			v := abandoned(ctx, idempotent)
+			return nil, &v, nil
 		case <-changed:
 			if n.hasAddress(target.Address) {
 				// Still a member: it answers, even if only to say another

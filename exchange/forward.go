@@ -170,32 +170,27 @@ func opensEarly(r *http.Request, answerable bool) bool {
 // the tag on its Last-Event-ID (eventid.go), which is forwarded without
 // the tag — and whether it resumes a stream.
 func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, reqID json.RawMessage, resume bool) {
-	x = &pb.HttpExchange{
-		ExchangeId:        rand.Text(),
-		Method:            r.Method,
-		Path:              r.URL.Path,
-		RawQuery:          r.URL.RawQuery,
-		Body:              t.Body,
-		Principal:         t.Principal,
-		ReplyAddress:      reply.GetAddress(),
-		ReplyId:           reply.GetId(),
-		Create:            t.Create,
-		Host:              r.Host,
-		FirstFrameInReply: true,
-		TraceContext:      tracing.Inject(r.Context()),
-	}
-	if r.Method == http.MethodPost {
-		reqID = t.RequestID
-	}
 	n := 0
 	for name, vs := range r.Header {
 		if len(vs) > 0 && Forwarded(name) {
 			n++
 		}
 	}
-	// The headers' messages in one array, their pointers in one slice.
-	hs := make([]pb.HttpHeader, n)
-	x.Headers = make([]*pb.HttpHeader, 0, n)
+	// The message and its headers' messages and pointers in one
+	// allocation when they fit (a client's request forwards ≈ 5–7).
+	var hs []pb.HttpHeader
+	if n <= outboundHeaders {
+		m := &outboundMessage{}
+		x, hs = &m.x, m.headers[:n]
+		x.Headers = m.pointers[:0:n]
+	} else {
+		x, hs = &pb.HttpExchange{}, make([]pb.HttpHeader, n)
+		x.Headers = make([]*pb.HttpHeader, 0, n)
+	}
+	fillOutbound(x, r, t, reply)
+	if r.Method == http.MethodPost {
+		reqID = t.RequestID
+	}
 	for name, vs := range r.Header {
 		if len(vs) == 0 || !Forwarded(name) || len(x.Headers) == n {
 			continue
@@ -210,6 +205,33 @@ func outbound(r *http.Request, t Target, reply *actor.PID) (x *pb.HttpExchange, 
 		x.Headers = append(x.Headers, h)
 	}
 	return x, reqID, resume
+}
+
+// outboundHeaders is how many forwarded headers an exchange message holds
+// in its own allocation (outboundMessage).
+const outboundHeaders = 8
+
+// outboundMessage is an exchange message with room for its headers.
+type outboundMessage struct {
+	x        pb.HttpExchange
+	headers  [outboundHeaders]pb.HttpHeader
+	pointers [outboundHeaders]*pb.HttpHeader
+}
+
+// fillOutbound sets x's fields other than its headers.
+func fillOutbound(x *pb.HttpExchange, r *http.Request, t Target, reply *actor.PID) {
+	x.ExchangeId = rand.Text()
+	x.Method = r.Method
+	x.Path = r.URL.Path
+	x.RawQuery = r.URL.RawQuery
+	x.Body = t.Body
+	x.Principal = t.Principal
+	x.ReplyAddress = reply.GetAddress()
+	x.ReplyId = reply.GetId()
+	x.Create = t.Create
+	x.Host = r.Host
+	x.FirstFrameInReply = true
+	x.TraceContext = tracing.Inject(r.Context())
 }
 
 // RequestID is the id of the single JSON-RPC message in body, or nil (a

@@ -284,6 +284,11 @@ func (l *eventLog) Append(_ context.Context, _, stream string, data []byte) erro
 		return errors.New("mcpruntime: event log closed")
 	}
 	ms := l.stream(stream)
+	if cap(ms.data) == 0 {
+		// Room for a POST stream's two events (from 2025-11-25 on: the
+		// priming event and the answer) in one allocation, not two.
+		ms.data = make([][]byte, 0, 2)
+	}
 	if len(data) > l.w.lim.maxEvent {
 		// Not logged; the index is used all the same (go-sdk numbers the
 		// event it delivers live).

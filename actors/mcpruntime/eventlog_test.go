@@ -352,3 +352,35 @@ func TestInitializeAnswersAreShared(t *testing.T) {
 		t.Fatalf("a new log replays another's answer: %q", got)
 	}
 }
+
+// maxStreamAppendAllocs bounds the objects of a POST stream's two events
+// appended to the log (the stream, the events' slice, the answer's copy,
+// the stream's entry): 3 measured, 4 when the slice grew per event.
+const maxStreamAppendAllocs = 3
+
+// A tool call's stream (go-sdk's priming event, then the answer) costs
+// the log one allocation for its events' slice, not one per event.
+func TestEventLogStreamAppendAllocations(t *testing.T) {
+	l, _ := newTestLog(t, eventLimits{memory: 1 << 30, maxEvent: 1 << 20, budget: 1 << 40})
+	ctx := context.Background()
+	ids := make([]string, 300)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("stream-%d", i)
+	}
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	next := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		id := ids[next]
+		next++
+		if err := l.Append(ctx, "s", id, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(ctx, "s", id, answer); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.1f allocations per stream of two events", allocs)
+	if allocs > maxStreamAppendAllocs {
+		t.Fatalf("%.1f allocations per stream of two events, want ≤ %d", allocs, maxStreamAppendAllocs)
+	}
+}

@@ -684,24 +684,28 @@ func (w *answer) code() int {
 // serve hands one request to go-sdk's handler with the session id
 // translated both ways (see the package doc).
 func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
-	// The fields by their canonical names (Get and Set would canonicalize
-	// them on every request).
-	if exchange.HeaderValue(req.Header, "Mcp-Session-Id") != "" {
-		r.mu.Lock()
-		id := r.sdkID
-		r.mu.Unlock()
-		req.Header["Mcp-Session-Id"] = []string{id}
-	}
 	if req.Method != http.MethodPost {
+		if exchange.HeaderValue(req.Header, "Mcp-Session-Id") != "" {
+			req.Header["Mcp-Session-Id"] = []string{r.goSDKSessionID()}
+		}
 		r.handler.ServeHTTP(&closingGuard{ResponseWriter: w, r: r}, req)
 		return
 	}
-	// The POST's writers and its exchange in one allocation.
+	// The POST's writers, its exchange and its two header values in one
+	// allocation (a handler that appends to a value copies it: each
+	// slice is full).
 	p := &postServe{}
+	// The fields by their canonical names (Get and Set would canonicalize
+	// them on every request).
+	if exchange.HeaderValue(req.Header, "Mcp-Session-Id") != "" {
+		p.values[0] = r.goSDKSessionID()
+		req.Header["Mcp-Session-Id"] = p.values[0:1:1]
+	}
 	rw, ex, guard := &p.refusal, &p.ex, &p.guard
 	rw.ResponseWriter = w
 	tok := r.b.newExchangeToken()
-	req.Header[headerExchange] = []string{tok} // replaces any value a client sent
+	p.values[1] = tok
+	req.Header[headerExchange] = p.values[1:2:2] // replaces any value a client sent
 	ex.done = req.Context().Done()
 	r.b.cuts.Store(tok, ex)
 	defer func() {
@@ -713,11 +717,19 @@ func (r *Runtime) serve(w http.ResponseWriter, req *http.Request) {
 	rw.finish(req)
 }
 
+// goSDKSessionID is the id go-sdk's handler knows the session by.
+func (r *Runtime) goSDKSessionID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sdkID
+}
+
 // postServe holds what serve makes for a POST.
 type postServe struct {
 	refusal refusalWriter
 	ex      postExchange
 	guard   closingGuard
+	values  [2]string // the values of Mcp-Session-Id and the exchange token header
 }
 
 // ServeExchange serves one HTTP exchange of the session with go-sdk's

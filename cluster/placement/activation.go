@@ -52,19 +52,44 @@ type activation struct {
 	creating bool // started for a request that creates the grain (grain.Kind.Creates): no row to look for
 	released bool // a Commit released the ownership already (its last step)
 	counted  bool // counted in the Active gauge
-	lastSeen time.Time
-	timer    *time.Timer
-	turn     *turn // the request being handled (nil between requests)
+	// The request being handled (zero between requests): whether it came
+	// from another node and is answered later (Defer), and (below) its
+	// caller. Kept apart from a turn value so the flags share the bools'
+	// padding: the struct stays in its 192 B size class.
+	turnRemote   bool
+	turnDeferred bool
+	lastSeen     time.Time
+	timer        *time.Timer
+	sender       *actor.PID // the caller of the request being handled, if it has one
+	reply        Reply      // the Reply of the request being handled, if it has one
 	// started is what start did, with tracing on and a store read: the
 	// span of it is recorded under the first request's trace (trace.go).
 	started *startTrace
 }
 
-// turn is the request an activation is handling, for a deferred reply.
+// turn is the caller of a deferred request, for its answer.
 type turn struct {
-	sender   *actor.PID
-	remote   bool // answer with pb.GrainResponse / pb.GrainError, else LocalReply
-	deferred bool // the grain answers later (Defer)
+	sender *actor.PID
+	reply  Reply // a LocalRequest's Reply: answered there, not to sender
+	remote bool  // answer with pb.GrainResponse / pb.GrainError, else LocalReply
+}
+
+// endTurn forgets the request just handled.
+func (a *activation) endTurn() {
+	a.sender, a.reply, a.turnRemote, a.turnDeferred = nil, nil, false, false
+}
+
+// awaited reports whether the turn's caller waits for an answer.
+func (t *turn) awaited() bool { return t.sender != nil || t.reply != nil }
+
+// answer sends the grain's answer to a local caller: on its Reply, or as
+// a LocalReply to its sender.
+func (t *turn) answer(system *actor.ActorSystem, reply proto.Message, gerr *grain.Error) {
+	if t.reply != nil {
+		t.reply.deliver(Answer{LocalReply: LocalReply{Msg: reply, Err: gerr}})
+		return
+	}
+	system.Root.Send(t.sender, &LocalReply{Msg: reply, Err: gerr})
 }
 
 var (
@@ -286,16 +311,20 @@ func (a *activation) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *LocalRequest:
-		a.turn = &turn{sender: ctx.Sender()}
+		a.sender, a.reply = ctx.Sender(), m.Reply
 		reply, gerr := a.handle(m.Msg)
-		if !a.turn.deferred {
+		switch {
+		case a.turnDeferred:
+		case m.Reply != nil:
+			m.Reply.deliver(Answer{LocalReply: LocalReply{Msg: reply, Err: gerr}})
+		default:
 			ctx.Respond(&LocalReply{Msg: reply, Err: gerr})
 		}
-		a.turn = nil
+		a.endTurn()
 	case *pb.GrainRequest:
-		a.turn = &turn{sender: ctx.Sender(), remote: true}
+		a.sender, a.turnRemote = ctx.Sender(), true
 		a.handleRemote(ctx, m)
-		a.turn = nil
+		a.endTurn()
 	case *deactivate:
 		a.stop(ctx, m.reason)
 	case idleTick:
@@ -402,7 +431,7 @@ func (a *activation) handleRemote(ctx actor.Context, m *pb.GrainRequest) {
 		return
 	}
 	reply, gerr := a.handle(msg)
-	if a.turn.deferred {
+	if a.turnDeferred {
 		return
 	}
 	ctx.Respond(remoteReply(a.cfg.Self.ID, reply, gerr))
@@ -422,13 +451,13 @@ func remoteReply(node string, reply proto.Message, gerr *grain.Error) proto.Mess
 
 // Defer implements [grain.Context].
 func (a *activation) Defer() func(proto.Message, error) {
-	t := a.turn
-	if t == nil || t.sender == nil {
+	t := turn{sender: a.sender, reply: a.reply, remote: a.turnRemote}
+	if !t.awaited() {
 		// Not in a request that awaits an answer (a local message, or a
 		// caller that sends without waiting): nothing to answer.
 		return func(proto.Message, error) {}
 	}
-	t.deferred = true
+	a.turnDeferred = true
 	d := &deferredAnswer{system: a.system, t: t, node: a.cfg.Self.ID,
 		logBase: a.cfg.Logger, kind: a.kind.Name, identity: a.identity, epoch: a.epoch}
 	return d.answer
@@ -439,7 +468,7 @@ func (a *activation) Defer() func(proto.Message, error) {
 type deferredAnswer struct {
 	once                 sync.Once
 	system               *actor.ActorSystem
-	t                    *turn
+	t                    turn // the request's, as it was deferred
 	node, kind, identity string
 	logBase              *slog.Logger
 	epoch                uint64
@@ -452,7 +481,7 @@ func (d *deferredAnswer) answer(reply proto.Message, err error) {
 			d.system.Root.Send(d.t.sender, remoteReply(d.node, reply, gerr))
 			return
 		}
-		d.system.Root.Send(d.t.sender, &LocalReply{Msg: reply, Err: gerr})
+		d.t.answer(d.system, reply, gerr)
 	})
 }
 
@@ -518,7 +547,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 		a.answerNow()
 		return nil, a.errorf(pb.GrainError_CODE_OWNERSHIP_LOST, "write fenced: another activation owns the grain; retry")
 	}
-	if a.turn != nil && a.turn.deferred {
+	if a.turnDeferred {
 		return nil, nil // answered later, by the function Defer returned
 	}
 	return classify(a.logger, a.cfg.Self.ID, reply, err)
@@ -528,9 +557,7 @@ func (a *activation) handle(msg proto.Message) (proto.Message, *grain.Error) {
 // answers it now (with an error), and a later deferred reply finds its
 // caller gone.
 func (a *activation) answerNow() {
-	if a.turn != nil {
-		a.turn.deferred = false
-	}
+	a.turnDeferred = false
 }
 
 // classify turns what a grain answered into the reply or the error its

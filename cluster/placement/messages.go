@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
@@ -14,13 +16,58 @@ const ActorName = "placement"
 
 // LocalRequest is a grain request sent by a caller on the same node as the
 // placement actor. It skips protobuf marshalling; the reply is a
-// [*LocalReply]. Requests that must cross nodes travel as
-// mcpgrainv1.GrainRequest and are answered with GrainResponse/GrainError.
+// [*LocalReply] to its sender, or an [Answer] on its Reply when set.
+// Requests that must cross nodes travel as mcpgrainv1.GrainRequest and are
+// answered with GrainResponse/GrainError.
 type LocalRequest struct {
 	Kind     string
 	Identity string
 	Msg      proto.Message
 	Hops     uint32
+	// Reply, when set, receives the answer instead of the message's
+	// sender: the caller sends the request without a sender and waits on
+	// the channel (a protoactor future registers a process, a timer and a
+	// condition variable per request).
+	Reply Reply
+	// Timeout is how long the caller waits for the answer on Reply: a
+	// request forwarded to another node waits for that node's answer as
+	// long (0: DefaultForwardTimeout).
+	Timeout time.Duration
+}
+
+// DefaultForwardTimeout bounds the wait for another node's answer to a
+// forwarded [LocalRequest] whose Timeout is 0.
+const DefaultForwardTimeout = 30 * time.Second
+
+// Reply is where a [LocalRequest]'s answer is delivered: made with room
+// for one answer (NewReply), so a delivery never blocks; an answer after
+// the first one is dropped or left unread (the caller takes one).
+type Reply chan Answer
+
+// NewReply makes a Reply for one request.
+func NewReply() Reply { return make(Reply, 1) }
+
+// deliver sends a, unless an answer is waiting already.
+func (r Reply) deliver(a Answer) {
+	select {
+	case r <- a:
+	default:
+	}
+}
+
+// Answer is what a [LocalRequest]'s Reply receives: exactly one of the
+// embedded LocalReply (this node's answer), Remote and Failed is set.
+type Answer struct {
+	// LocalReply is the answer of this node's activation or placement
+	// actor.
+	LocalReply
+	// Remote is another node's answer when the request was forwarded
+	// there: *pb.GrainResponse or *pb.GrainError.
+	Remote proto.Message
+	// Failed is why no answer came: actor.ErrDeadLetter (the request
+	// reached no actor) or actor.ErrTimeout (a forwarded request's
+	// answer did not come within its Timeout), or another delivery error.
+	Failed error
 }
 
 // LocalReply answers a [LocalRequest]: exactly one of Msg and Err is set.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/mcpgrain/mcpgrain/cluster/dispatch"
@@ -217,7 +219,17 @@ func (p *placementActor) route(ctx actor.Context, kind, identity string, hops ui
 		p.cfg.Metrics.Held.WithLabelValues(kind).Inc()
 		return
 	}
-	ctx.RequestWithCustomSender(e.pid, msg, sender)
+	send(ctx, e.pid, msg, sender)
+}
+
+// send passes a request on to pid with its sender; one without a sender
+// (answered on its Reply) travels without an envelope.
+func send(ctx actor.SenderContext, pid *actor.PID, msg any, sender *actor.PID) {
+	if sender == nil {
+		ctx.Send(pid, msg)
+		return
+	}
+	ctx.RequestWithCustomSender(pid, msg, sender)
 }
 
 // owner is the owner under the current view; while draining, this node is
@@ -258,15 +270,63 @@ func (p *placementActor) forward(ctx actor.Context, owner membership.Member, hop
 		out = &pb.GrainRequest{Kind: m.Kind, Identity: m.Identity, Payload: payload, Hops: hops + 1}
 	}
 	p.cfg.Metrics.Forwards.WithLabelValues("forwarded").Inc()
-	ctx.RequestWithCustomSender(actor.NewPID(owner.Address, ActorName), out, sender)
+	to := actor.NewPID(owner.Address, ActorName)
+	if lr, ok := msg.(*LocalRequest); ok && lr.Reply != nil {
+		relay(ctx, to, out, lr)
+		return
+	}
+	ctx.RequestWithCustomSender(to, out, sender)
+}
+
+// AnswerDeadLetters makes a [LocalRequest] that reaches no actor (its
+// target stopped, or is not up) answer its Reply with
+// actor.ErrDeadLetter, as protoactor answers a request's sender with a
+// DeadLetterResponse. A node subscribes once, on its actor system.
+func AnswerDeadLetters(system *actor.ActorSystem) *eventstream.Subscription {
+	return system.EventStream.Subscribe(func(evt any) {
+		if dl, ok := evt.(*actor.DeadLetterEvent); ok {
+			if lr, ok := dl.Message.(*LocalRequest); ok && lr.Reply != nil {
+				lr.Reply.deliver(Answer{Failed: actor.ErrDeadLetter})
+			}
+		}
+	})
+}
+
+// relay forwards a request whose caller waits on its Reply: the other
+// node answers a future here, and its answer (or the future's timeout
+// after lr.Timeout) goes on to the Reply.
+func relay(ctx actor.Context, to *actor.PID, out *pb.GrainRequest, lr *LocalRequest) {
+	timeout := lr.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	f := ctx.RequestFuture(to, out, timeout)
+	go func() {
+		res, err := f.Result()
+		if err != nil {
+			lr.Reply.deliver(Answer{Failed: err})
+			return
+		}
+		m, ok := res.(proto.Message)
+		if !ok {
+			lr.Reply.deliver(Answer{Failed: fmt.Errorf("unexpected answer %T from %s", res, to)})
+			return
+		}
+		lr.Reply.deliver(Answer{Remote: m})
+	}()
 }
 
 func (p *placementActor) reject(ctx actor.Context, msg any, sender *actor.PID, code pb.GrainError_Code, text string) {
+	lr, local := msg.(*LocalRequest)
+	if local && lr.Reply != nil {
+		lr.Reply.deliver(Answer{LocalReply: LocalReply{Err: &grain.Error{Code: code, Message: text, Node: p.cfg.Self.ID}}})
+		return
+	}
 	if sender == nil {
 		return
 	}
 	ge := &grain.Error{Code: code, Message: text, Node: p.cfg.Self.ID}
-	if _, local := msg.(*LocalRequest); local {
+	if local {
 		ctx.Send(sender, &LocalReply{Err: ge})
 		return
 	}

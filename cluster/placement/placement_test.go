@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func startPlacement(t *testing.T) *placementNode {
 	kinds := map[string]grain.Kind{"echo": {Name: "echo", Ephemeral: true, New: func(id string) grain.Grain {
 		return &echoGrain{id: id, deactivated: n.deactivated}
 	}}}
+	AnswerDeadLetters(n.system)
 	n.pid = n.system.Root.Spawn(Props(Config{Self: self, Kinds: kinds, Metrics: NewMetrics(prometheus.NewRegistry())}))
 	t.Cleanup(func() { n.system.Shutdown() })
 	n.system.Root.Send(n.pid, &ViewChanged{View: membership.NewView(self, member("b", "127.0.0.1:7002", "far"))})
@@ -62,6 +64,21 @@ func (n *placementNode) ask(req *LocalRequest) *LocalReply {
 		n.t.Fatalf("request %s/%s: %v", req.Kind, req.Identity, err)
 	}
 	return res.(*LocalReply)
+}
+
+// askReply sends a local request without a sender, as a node does, and
+// returns the answer its Reply receives.
+func (n *placementNode) askReply(req *LocalRequest) Answer {
+	n.t.Helper()
+	req.Reply = NewReply()
+	n.system.Root.Send(n.pid, req)
+	select {
+	case a := <-req.Reply:
+		return a
+	case <-time.After(10 * time.Second):
+		n.t.Fatalf("request %s/%s: no answer on its Reply", req.Kind, req.Identity)
+		return Answer{}
+	}
 }
 
 func (n *placementNode) stats() *StatsReply {
@@ -102,6 +119,11 @@ func TestPlacementRoutesEachRequestByOwner(t *testing.T) {
 		{"this node's grain", &LocalRequest{Kind: "echo", Identity: "g1", Msg: wrapperspb.String("hi")}, pb.GrainError_CODE_UNSPECIFIED, "g1:hi"},
 	} {
 		r := n.ask(tc.req)
+		// The same request answered on a Reply instead of its sender.
+		byReply := *tc.req
+		if a := n.askReply(&byReply); a.Remote != nil || a.Failed != nil || !proto.Equal(a.Msg, r.Msg) || (a.Err == nil) != (r.Err == nil) || (a.Err != nil && a.Err.Code != r.Err.Code) {
+			t.Errorf("%s: on a Reply %+v, to the sender %+v", tc.name, a, r)
+		}
 		if tc.wantCode != pb.GrainError_CODE_UNSPECIFIED {
 			if r.Err == nil || r.Err.Code != tc.wantCode || r.Msg != nil {
 				t.Errorf("%s: %+v, want error %v", tc.name, r, tc.wantCode)
@@ -158,5 +180,33 @@ func TestDrainDeactivatesEveryGrainThenAnswers(t *testing.T) {
 	}
 	if s := n.stats(); len(s.Active)+len(s.Stopping) != 0 {
 		t.Fatalf("activations after the drain: %+v", s)
+	}
+}
+
+// A request answered on its Reply learns that it reached no actor
+// (actor.ErrDeadLetter, a retry for its caller), as a sender learns it
+// from protoactor's DeadLetterResponse, instead of waiting for its timeout.
+func TestLocalRequestToNoActorAnswersItsReply(t *testing.T) {
+	n := startPlacement(t)
+	req := &LocalRequest{Kind: "echo", Identity: "g1", Msg: wrapperspb.String("hi"), Reply: NewReply()}
+	n.system.Root.Send(actor.NewPID(n.system.Address(), "no-such-actor"), req)
+	select {
+	case a := <-req.Reply:
+		if !errors.Is(a.Failed, actor.ErrDeadLetter) {
+			t.Fatalf("answer %+v, want actor.ErrDeadLetter", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer on the Reply")
+	}
+}
+
+// A request answered on its Reply that the placement actor forwards to
+// the owner on another node gets that node's answer (here: it cannot be
+// reached, as this test system has no remote) on its Reply.
+func TestForwardedLocalRequestAnswersItsReply(t *testing.T) {
+	n := startPlacement(t)
+	a := n.askReply(&LocalRequest{Kind: "far", Identity: "g1", Msg: wrapperspb.String("hi"), Timeout: 10 * time.Second})
+	if !errors.Is(a.Failed, actor.ErrDeadLetter) {
+		t.Fatalf("answer %+v, want the forward's actor.ErrDeadLetter", a)
 	}
 }
