@@ -225,6 +225,10 @@ type codeRuntime struct {
 	// forwardTimeout bounds a forwarded resume (ForwardTimeout; tests
 	// shorten it).
 	forwardTimeout time.Duration
+	// cont sends a resume to the session that owns the execution as an
+	// AskContinue (the runtime's Config.Continue, the route of the SDK's
+	// ContinueAsk; nil: cfg.Forward's ExecutionResumeForModel only).
+	cont func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
 	// closed ends the waits of WaitDecision (Shutdown); guarded by mu,
 	// made by done when a wait needs it. shut: Shutdown ran.
 	closed chan struct{}
@@ -475,7 +479,7 @@ type waited struct {
 
 // Forward implements codemode.Runtime: executor's resumeFallback.
 func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, codemode.Miss) {
-	if c.cfg.Lookup == nil || c.cfg.Forward == nil {
+	if c.cfg.Lookup == nil || (c.cfg.Forward == nil && c.cont == nil) {
 		return nil, codemode.NotFound
 	}
 	rec, err := c.cfg.Lookup(ctx, execID)
@@ -501,6 +505,12 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 		// come back here).
 		c.forwardMissed(execID, rec.Session, "owner_is_this_session", nil)
 		return nil, miss(codemode.Expired)
+	}
+	if c.cont != nil {
+		res, m, earlier := c.continueTo(ctx, rec.Session, execID, who, resp, miss)
+		if !earlier || c.cfg.Forward == nil {
+			return res, m
+		}
 	}
 	return c.forwardTo(ctx, rec.Session, execID, who, resp, miss)
 }

@@ -337,6 +337,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
+		r.code.cont = cfg.Continue // a resume from another session travels as an AskContinue (codemode_continue.go)
 	}
 	if len(in.State) > 0 {
 		r.events = b.events.newLog(in.SessionID, in.Principal)

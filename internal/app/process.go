@@ -221,13 +221,19 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 			}
 		})
 	}
+	// Code mode's resume from another session travels on the SDK's
+	// continuation route, counted as a forwarded resume.
+	cont, err := session.ContinueCounted(c, p.nodeReg)
+	if err != nil {
+		return nil, err
+	}
 	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
 		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
 		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
 		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
 		AskWindow: cfg.MCP.Code.Window, PublicURL: cfg.MCP.Code.PublicURL,
 		MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
-		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c), Continue: session.ContinueThrough(c),
+		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c), Continue: cont,
 		Clock: cfg.MCP.Code.Clock,
 	})
 	if err != nil {
