@@ -30,7 +30,8 @@ import (
 
 // continueTo sends the resume to owner as an AskContinue, bounded by the
 // forward timeout. earlier reports an owner that did not take it (an
-// earlier release's: OUTCOME_UNKNOWN), for the caller to forward instead.
+// earlier release's: OUTCOME_UNKNOWN, or OUTCOME_RETRY when it could not
+// read its questions), for the caller to forward instead.
 func (c *codeRuntime) continueTo(ctx context.Context, owner, execID string, who engine.Principal, resp engine.Response, miss func(codemode.Miss) codemode.Miss) (res *mcp.CallToolResult, m codemode.Miss, earlier bool) {
 	var content string
 	if len(resp.Content) > 0 {
@@ -63,7 +64,9 @@ func (c *codeRuntime) continueTo(ctx context.Context, owner, execID string, who 
 			return nil, miss(codemode.Expired), false
 		}
 		return &out, "", false
-	case pb.AskContinueReply_OUTCOME_UNKNOWN:
+	case pb.AskContinueReply_OUTCOME_UNKNOWN, pb.AskContinueReply_OUTCOME_RETRY:
+		// An earlier release's owner: it knows no such question (or could
+		// not read it now). A new owner answers neither for a pause.
 		if c.cfg.Forward == nil {
 			c.forwardMissed(execID, owner, "owner_not_found", nil)
 		}

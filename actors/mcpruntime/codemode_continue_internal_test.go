@@ -38,7 +38,8 @@ func TestCrossSessionResumeTravelsAsAContinuation(t *testing.T) {
 		{"settled before", pb.AskContinueReply_OUTCOME_ALREADY_SETTLED, true, false, codemode.AlreadySettled, 0},
 		{"the owner lost it", pb.AskContinueReply_OUTCOME_EXPIRED, true, false, codemode.Expired, 0},
 		{"the owner lost a settled one", pb.AskContinueReply_OUTCOME_EXPIRED, true, true, codemode.AlreadySettled, 0},
-		{"the owner cannot now", pb.AskContinueReply_OUTCOME_RETRY, true, false, codemode.Expired, 0},
+		{"an earlier owner that cannot read its questions now", pb.AskContinueReply_OUTCOME_RETRY, true, false, "", 1},
+		{"an outcome this release does not know", pb.AskContinueReply_OUTCOME_PENDING, true, false, codemode.Expired, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newForwardEdge(t, "sess-a", tc.settled, forwardOK)

@@ -101,8 +101,8 @@ const CodeResumeContinuation = "mcpgrain.code.resume"
 // ContinueCounted is ContinueThrough counting code mode's resumes
 // (CodeResumeContinuation) in mcpgrain_resume_forwards_total on reg, as
 // ResumeForwarder counts the ExecutionResumeForModel it sends. An
-// OUTCOME_UNKNOWN is not counted: the sender falls back to
-// ExecutionResumeForModel (an owner of an earlier release), which counts.
+// answer after which the sender falls back to ExecutionResumeForModel (an
+// owner of an earlier release's) is not counted: the fallback is.
 func ContinueCounted(c grain.Requester, reg prometheus.Registerer) (func(ctx context.Context, id string, m *pb.AskContinue) (*pb.AskContinueReply, error), error) {
 	forwards, err := resumeForwards(reg)
 	if err != nil {
@@ -117,11 +117,18 @@ func ContinueCounted(c grain.Requester, reg prometheus.Registerer) (func(ctx con
 		switch {
 		case err != nil:
 			forwards.WithLabelValues("error").Inc()
-		case reply.GetOutcome() != pb.AskContinueReply_OUTCOME_UNKNOWN:
+		case !fallsBack(reply.GetOutcome()):
 			forwards.WithLabelValues(continueOutcome(reply.GetOutcome())).Inc()
 		}
 		return reply, err
 	}, nil
+}
+
+// fallsBack reports an AskContinueReply to a code resume after which the
+// sender sends ExecutionResumeForModel instead (an earlier release's owner
+// knows no such question, or could not read its questions).
+func fallsBack(o pb.AskContinueReply_Outcome) bool {
+	return o == pb.AskContinueReply_OUTCOME_UNKNOWN || o == pb.AskContinueReply_OUTCOME_RETRY
 }
 
 // continueOutcome is the resume_forwards_total label of a code resume's

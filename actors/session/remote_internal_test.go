@@ -25,8 +25,8 @@ func (r replying) Request(context.Context, string, string, proto.Message, ...gra
 // Code mode's resumes that travel as AskContinue are counted in
 // mcpgrain_resume_forwards_total with the forward's labels, on the one
 // counter both routes share; an owner of an earlier release's
-// OUTCOME_UNKNOWN is not (the ExecutionResumeForModel sent after it
-// counts), nor is the SDK's own ContinueAsk.
+// OUTCOME_UNKNOWN or OUTCOME_RETRY is not (the ExecutionResumeForModel
+// sent after it counts), nor is the SDK's own ContinueAsk.
 func TestContinueCountedCountsCodeResumes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := ResumeForwarder(replying{}, reg); err != nil {
@@ -44,7 +44,8 @@ func TestContinueCountedCountsCodeResumes(t *testing.T) {
 		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_MAY_NOT_DECIDE}, nil, "forbidden"},
 		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_ALREADY_SETTLED}, nil, "already_settled"},
 		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_EXPIRED}, nil, "expired"},
-		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_RETRY}, nil, "expired"},
+		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_PENDING}, nil, "expired"},
+		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_RETRY}, nil, ""},
 		{code, nil, errors.New("no answer"), "error"},
 		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_UNKNOWN}, nil, ""},
 		{&pb.AskContinue{ExecutionId: "exec_2"}, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_OK}, nil, ""},
