@@ -98,6 +98,8 @@ func (r *Runtime) continueCode(ctx context.Context, m *pb.AskContinue, answer fu
 		answer(&pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_MAY_NOT_DECIDE})
 		return
 	}
+	r.code.log().Debug("mcpruntime: resume from another session on the continuation route", "session", r.code.id,
+		"execution", m.GetExecutionId(), "action", m.GetAction())
 	if r.asks != nil {
 		r.asks.running.Add(1)
 	}
