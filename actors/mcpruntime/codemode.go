@@ -52,7 +52,11 @@ type CodeMode struct {
 	// them settled) before the paused result reaches the client, so an
 	// approver who acts at once finds the execution.
 	Directory Directory
-	// Forward sends a resume to the session that owns an execution.
+	// Forward sends a resume to the session that owns an execution as an
+	// ExecutionResumeForModel. A session's runtime sends an AskContinue
+	// first (Config.Continue: docs/sdk.md §6, "One pause path") and this
+	// only to an owner of an earlier release; a continuation or task
+	// grain's code runtime sends this alone.
 	Forward func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error)
 	// Approvers is who may decide a pause from inside an MCP session (the
 	// model's resume, native elicitation, a 2026-07-28 retry). Default
@@ -477,7 +481,10 @@ type waited struct {
 	decided bool
 }
 
-// Forward implements codemode.Runtime: executor's resumeFallback.
+// Forward implements codemode.Runtime: executor's resumeFallback. The
+// owner is asked on the continuation route (continueTo) when the runtime
+// has one, else, or when the owner is of an earlier release, with
+// cfg.Forward's ExecutionResumeForModel.
 func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, codemode.Miss) {
 	if c.cfg.Lookup == nil || (c.cfg.Forward == nil && c.cont == nil) {
 		return nil, codemode.NotFound
