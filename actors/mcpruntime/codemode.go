@@ -52,7 +52,11 @@ type CodeMode struct {
 	// them settled) before the paused result reaches the client, so an
 	// approver who acts at once finds the execution.
 	Directory Directory
-	// Forward sends a resume to the session that owns an execution.
+	// Forward sends a resume to the session that owns an execution as an
+	// ExecutionResumeForModel. A session's runtime sends an AskContinue
+	// first (Config.Continue: docs/sdk.md §6, "One pause path") and this
+	// only to an owner of an earlier release; a continuation or task
+	// grain's code runtime sends this alone.
 	Forward func(ctx context.Context, sessionID string, m *pb.ExecutionResumeForModel) (*pb.ExecutionReply, error)
 	// Approvers is who may decide a pause from inside an MCP session (the
 	// model's resume, native elicitation, a 2026-07-28 retry). Default
@@ -233,13 +237,29 @@ type codeRuntime struct {
 	// decided are the pauses an approval surface decided through Decide
 	// whose decision is being applied; each channel closes once it was.
 	decided map[string]chan struct{}
-	// forwardTimeout bounds a forwarded resume (ForwardTimeout; tests
-	// shorten it).
-	forwardTimeout time.Duration
+	// fwd is how a resume from another session is forwarded (shared by
+	// a node's session runtimes: one pointer, not a field each — the
+	// struct stays in the 128-byte size class).
+	fwd *codeForward
 	// closed ends the waits of WaitDecision (Shutdown); guarded by mu,
 	// made by done when a wait needs it. shut: Shutdown ran.
 	closed chan struct{}
 }
+
+// codeForward is how a code runtime forwards a resume from another
+// session to the owner.
+type codeForward struct {
+	// timeout bounds a forwarded resume (ForwardTimeout; tests shorten
+	// it).
+	timeout time.Duration
+	// cont sends a resume to the session that owns the execution as an
+	// AskContinue (the runtime's Config.Continue, the route of the SDK's
+	// ContinueAsk; nil: cfg.Forward's ExecutionResumeForModel only).
+	cont func(ctx context.Context, sessionID string, m *pb.AskContinue) (*pb.AskContinueReply, error)
+}
+
+// defaultForward forwards with ForwardTimeout and the old message only.
+var defaultForward = &codeForward{timeout: ForwardTimeout}
 
 // journalSource makes a code runtime's journal (see codeRuntime.journal).
 type journalSource interface{ journal() engine.Journal }
@@ -262,7 +282,7 @@ func newCodeRuntime(cfg *CodeMode, sessionID string, hooks engine.Hooks, publish
 		hooks = noHooks{}
 	}
 	return &codeRuntime{cfg: cfg, id: sessionID, hooks: hooks, journal: journal, publish: publish && cfg.Directory != nil, session: publish,
-		forwardTimeout: ForwardTimeout}
+		fwd: defaultForward}
 }
 
 // restore brings back the session's paused durable executions (after
@@ -499,9 +519,12 @@ type waited struct {
 	decided bool
 }
 
-// Forward implements codemode.Runtime: executor's resumeFallback.
+// Forward implements codemode.Runtime: executor's resumeFallback. The
+// owner is asked on the continuation route (continueTo) when the runtime
+// has one, else, or when the owner is of an earlier release, with
+// cfg.Forward's ExecutionResumeForModel.
 func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Principal, resp engine.Response) (*mcp.CallToolResult, codemode.Miss) {
-	if c.cfg.Lookup == nil || c.cfg.Forward == nil {
+	if c.cfg.Lookup == nil || (c.cfg.Forward == nil && c.fwd.cont == nil) {
 		return nil, codemode.NotFound
 	}
 	rec, err := c.cfg.Lookup(ctx, execID)
@@ -528,6 +551,12 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 		c.forwardMissed(execID, rec.Session, "owner_is_this_session", nil)
 		return nil, miss(codemode.Expired)
 	}
+	if c.fwd.cont != nil {
+		res, m, earlier := c.continueTo(ctx, rec.Session, execID, who, resp, miss)
+		if !earlier || c.cfg.Forward == nil {
+			return res, m
+		}
+	}
 	return c.forwardTo(ctx, rec.Session, execID, who, resp, miss)
 }
 
@@ -537,7 +566,7 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 // execution_expired (executor's forwardModelResumeToOwner), each logged.
 func (c *codeRuntime) forwardTo(ctx context.Context, owner, execID string, who engine.Principal, resp engine.Response, miss func(codemode.Miss) codemode.Miss) (*mcp.CallToolResult, codemode.Miss) {
 	content, _ := json.Marshal(resp.Content)
-	timeout := c.forwardTimeout
+	timeout := c.fwd.timeout
 	if timeout <= 0 {
 		timeout = ForwardTimeout
 	}

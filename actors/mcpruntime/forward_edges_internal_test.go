@@ -128,7 +128,7 @@ func TestForwardEdgesEndAsExpiredAndAreLogged(t *testing.T) {
 				return nil, errors.New("the owner was never given up on")
 			}
 		})
-		e.c.forwardTimeout = 50 * time.Millisecond
+		e.c.fwd = &codeForward{timeout: 50 * time.Millisecond, cont: e.c.fwd.cont}
 		began := time.Now()
 		if miss := e.resume(t); miss != codemode.Expired {
 			t.Errorf("miss %q, want %q", miss, codemode.Expired)

@@ -197,6 +197,9 @@ type Builder struct {
 	// asks are the durable calls' node-wide settings, shared by the
 	// runtimes' asks.
 	asks *askNode
+	// fwd is how the session runtimes' code mode forwards a resume from
+	// another session.
+	fwd *codeForward
 }
 
 // LaterRefusals is the node's counter of AskLater refusals at the
@@ -243,6 +246,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	}
 	b := &Builder{cfg: cfg, calls: callstore.New(cfg.Store), refusals: refusals, runs: runstore.New(cfg.Store)}
 	b.asks = newAskNode(cfg, b.calls)
+	b.fwd = &codeForward{timeout: ForwardTimeout, cont: cfg.Continue}
 	var codeMode func(*mcp.Server)
 	if cfg.CodeMode != nil {
 		codeMode = func(s *mcp.Server) { registerCode(s, cfg.CodeMode, b.codeOf) }
@@ -336,6 +340,7 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	r.asks = newAsks(r, in)
 	if cfg.CodeMode != nil {
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, r.journalSource(in))
+		r.code.fwd = b.fwd // a resume from another session travels as an AskContinue (codemode_continue.go)
 	}
 	if len(in.State) > 0 {
 		r.events = b.events.newLog(in.SessionID, in.Principal)

@@ -122,6 +122,15 @@ var _ session.AskContinuer = (*Runtime)(nil)
 // of it. The run is bounded by ContinueTimeout, not by ctx: a caller that
 // went away finds the recorded result when it calls again.
 func (r *Runtime) ContinueAsk(ctx context.Context, m *pb.AskContinue, answer func(*pb.AskContinueReply)) {
+	switch m.GetContinuation() {
+	case "":
+	case session.CodeResumeContinuation:
+		r.continueCode(ctx, m, answer) // codemode_continue.go
+		return
+	default: // a later release's: answered as an earlier release answers it
+		answer(&pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_UNKNOWN})
+		return
+	}
 	a := r.asks
 	if a == nil {
 		answer(&pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_UNKNOWN})

@@ -221,19 +221,10 @@ func (p *process) grains(ctx context.Context, c grain.Cluster) ([]grain.Kind, er
 			}
 		})
 	}
-	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
-		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
-		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
-		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
-		AskWindow: cfg.MCP.Code.Window, PublicURL: cfg.MCP.Code.PublicURL,
-		MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
-		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c), Continue: session.ContinueThrough(c),
-		Clock: cfg.MCP.Code.Clock,
-	})
+	builder, err := p.sessionBuilder(c, newServer, codeMode)
 	if err != nil {
 		return nil, err
 	}
-	p.onClose(builder.Close)
 	later := mcpruntime.LaterConfig{PublicURL: cfg.MCP.Code.PublicURL, MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
 		Refusals: builder.LaterRefusals()}
 	taskHost, err := p.taskGrains(c, newServer, codeMode, later)
@@ -281,6 +272,32 @@ func (p *process) now() func() time.Time {
 }
 
 // taskGrains builds the host of the node's task grains (the MCP tasks
+// sessionBuilder is the builder of the node's session runtimes; it closes
+// with the process.
+func (p *process) sessionBuilder(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode) (*mcpruntime.Builder, error) {
+	cfg := p.cfg
+	// Code mode's resume from another session travels on the SDK's
+	// continuation route, counted as a forwarded resume.
+	cont, err := session.ContinueCounted(c, p.nodeReg)
+	if err != nil {
+		return nil, err
+	}
+	builder, err := mcpruntime.NewBuilder(mcpruntime.Config{
+		Packs: cfg.MCP.Packs, Store: p.st, Logger: p.log.With("component", "mcp"), NewServer: newServer, CodeMode: codeMode,
+		MaxEventBytes: cfg.MCP.MaxEventBytes, SessionEventBytes: cfg.MCP.SessionEventBytes,
+		PrincipalEventBytes: cfg.MCP.PrincipalEventBytes, StoredEventBytes: cfg.MCP.StoredEventBytes, Registerer: p.nodeReg,
+		AskWindow: cfg.MCP.Code.Window, PublicURL: cfg.MCP.Code.PublicURL,
+		MaxPendingAsks: cfg.MCP.MaxPendingAsksPerPrincipal,
+		Approvers:      cfg.MCP.Approvers, Decide: session.DecideThrough(c), Continue: cont,
+		Clock: cfg.MCP.Code.Clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.onClose(builder.Close)
+	return builder, nil
+}
+
 // extension), closed when the process stops.
 func (p *process) taskGrains(c grain.Cluster, newServer mcpruntime.ServerFactory, codeMode *mcpruntime.CodeMode, later mcpruntime.LaterConfig) (*tasks.Host, error) {
 	cfg := p.cfg

@@ -270,6 +270,54 @@ func TestDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 	}
 }
 
+// A resume from another session of the principal reaches a pause whose
+// node was killed: it travels on the SDK's continuation route (an
+// AskContinue to the session grain, docs/sdk.md §6 "One pause path"),
+// which activates the session on a survivor and restores the execution by
+// replay before resuming it. Another user is refused and another
+// organization does not find it, before and through the move; the write
+// runs once, and the original client replays the result.
+func TestCrossSessionResumeAfterKillOfTheOwnersNode(t *testing.T) {
+	api, todoFlag := testcluster.TodoAPI(t)
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+	cs := quietClient(t, c, 0, 1, aliceToken)
+	id := pauseDurable(t, cs)
+
+	c.Kill(1)
+	c.WaitMembersOn([]int{0, 2}, 2, 30*time.Second)
+	for _, h := range []struct{ who, token, status string }{
+		{"bob", bobToken, "execution_forbidden"},
+		{"carol", carolToken, "execution_not_found"},
+	} {
+		s := connect(t, c.Node(0).HTTP, h.token, "2025-11-25", nil)
+		if res, sc := callTool(t, s, "resume", map[string]any{"executionId": id, "action": "accept"}); !res.IsError || sc["status"] != h.status {
+			t.Fatalf("%s's resume: %v, want %s", h.who, sc, h.status)
+		}
+	}
+	if n := len(api.Todos()); n != 0 {
+		t.Fatalf("a refused resume ran the write: %d todos", n)
+	}
+	other := connect(t, c.Node(0).HTTP, aliceToken, "2025-11-25", nil)
+	res, sc := callTool(t, other, "resume", map[string]any{"executionId": id, "action": "accept"})
+	first := completed(t, res, sc)
+	newOwner, _ := c.Placement(session.KindName, 0, 2).Owner(session.KindName, cs.ID())
+	for _, i := range []int{0, 2} {
+		if n := c.Node(i); n.ID == newOwner.ID {
+			if !n.LogContains("resume from another session on the continuation route") || !n.LogContains("restored paused execution by replay") {
+				t.Fatalf("new owner %s: no restore and continuation-route resume in its log", n.ID)
+			}
+		}
+	}
+	res, sc = callTool(t, cs, "resume", map[string]any{"executionId": id})
+	if again := completed(t, res, sc); fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Fatalf("results differ: %v vs %v", again, first)
+	}
+	if n := len(api.Todos()); n != 1 {
+		t.Fatalf("%d todos after the resumes", n)
+	}
+}
+
 // Every node of the cluster stops and starts again; the durable pause is
 // still listed, and approving it restores the execution and runs the write
 // once.

@@ -114,20 +114,32 @@ const (
 	// The owner could not run or record it now (its store failed, or it
 	// moved): retry.
 	AskContinueReply_OUTCOME_RETRY AskContinueReply_Outcome = 8
+	// For "mcpgrain.code.resume": the execution settled before, and its
+	// outcome is not replayed to the caller.
+	AskContinueReply_OUTCOME_ALREADY_SETTLED AskContinueReply_Outcome = 9
+	// For "mcpgrain.code.resume": the owner does not find the execution
+	// paused (it expired with its session, or was never restored).
+	AskContinueReply_OUTCOME_EXPIRED AskContinueReply_Outcome = 10
+	// For "mcpgrain.code.resume": the caller's role may not decide (the
+	// node's --approvers).
+	AskContinueReply_OUTCOME_MAY_NOT_DECIDE AskContinueReply_Outcome = 11
 )
 
 // Enum value maps for AskContinueReply_Outcome.
 var (
 	AskContinueReply_Outcome_name = map[int32]string{
-		0: "OUTCOME_UNSPECIFIED",
-		1: "OUTCOME_OK",
-		2: "OUTCOME_UNKNOWN",
-		3: "OUTCOME_FOREIGN",
-		4: "OUTCOME_PENDING",
-		5: "OUTCOME_NO_CONTINUATION",
-		6: "OUTCOME_UNKNOWN_CONTINUATION",
-		7: "OUTCOME_FAILED",
-		8: "OUTCOME_RETRY",
+		0:  "OUTCOME_UNSPECIFIED",
+		1:  "OUTCOME_OK",
+		2:  "OUTCOME_UNKNOWN",
+		3:  "OUTCOME_FOREIGN",
+		4:  "OUTCOME_PENDING",
+		5:  "OUTCOME_NO_CONTINUATION",
+		6:  "OUTCOME_UNKNOWN_CONTINUATION",
+		7:  "OUTCOME_FAILED",
+		8:  "OUTCOME_RETRY",
+		9:  "OUTCOME_ALREADY_SETTLED",
+		10: "OUTCOME_EXPIRED",
+		11: "OUTCOME_MAY_NOT_DECIDE",
 	}
 	AskContinueReply_Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":          0,
@@ -139,6 +151,9 @@ var (
 		"OUTCOME_UNKNOWN_CONTINUATION": 6,
 		"OUTCOME_FAILED":               7,
 		"OUTCOME_RETRY":                8,
+		"OUTCOME_ALREADY_SETTLED":      9,
+		"OUTCOME_EXPIRED":              10,
+		"OUTCOME_MAY_NOT_DECIDE":       11,
 	}
 )
 
@@ -636,7 +651,21 @@ type AskContinue struct {
 	// The question's execution id.
 	ExecutionId string `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// The caller's input to the continuation, as JSON.
-	InputJson     string `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	InputJson string `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	// The owner's continuation to run instead of the question's own (empty:
+	// the question's, the SDK's ContinueAsk). "mcpgrain.code.resume" is code
+	// mode's `resume` from another session of the principal: execution_id is
+	// a paused execution of the owner's engine, action and content_json the
+	// caller's decision (the caller's role must be an approver); the owner
+	// resumes the execution with it (restored by replay if the session had
+	// passivated) and answers the model's tool result. A node of an earlier
+	// release ignores the field and answers OUTCOME_UNKNOWN: the sender then
+	// sends the ExecutionResumeForModel it sent before.
+	Continuation string `protobuf:"bytes,4,opt,name=continuation,proto3" json:"continuation,omitempty"`
+	// For "mcpgrain.code.resume": "accept", "decline" or "cancel".
+	Action string `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	// For "mcpgrain.code.resume": the form content as JSON (optional).
+	ContentJson   string `protobuf:"bytes,6,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +717,27 @@ func (x *AskContinue) GetExecutionId() string {
 func (x *AskContinue) GetInputJson() string {
 	if x != nil {
 		return x.InputJson
+	}
+	return ""
+}
+
+func (x *AskContinue) GetContinuation() string {
+	if x != nil {
+		return x.Continuation
+	}
+	return ""
+}
+
+func (x *AskContinue) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AskContinue) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
 	}
 	return ""
 }
@@ -1182,17 +1232,20 @@ const file_mcpgrain_v1_approval_proto_rawDesc = "" +
 	"\x10STATUS_FORBIDDEN\x10\x03\x12\x1a\n" +
 	"\x16STATUS_ALREADY_DECIDED\x10\x04\x12\x1a\n" +
 	"\x16STATUS_ALREADY_SETTLED\x10\x05\x12\x12\n" +
-	"\x0eSTATUS_EXPIRED\x10\x06\"\x85\x01\n" +
+	"\x0eSTATUS_EXPIRED\x10\x06\"\xe4\x01\n" +
 	"\vAskContinue\x124\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x16.mcpgrain.v1.PrincipalR\tprincipal\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x1d\n" +
 	"\n" +
-	"input_json\x18\x03 \x01(\tR\tinputJson\"\xe4\x02\n" +
+	"input_json\x18\x03 \x01(\tR\tinputJson\x12\"\n" +
+	"\fcontinuation\x18\x04 \x01(\tR\fcontinuation\x12\x16\n" +
+	"\x06action\x18\x05 \x01(\tR\x06action\x12!\n" +
+	"\fcontent_json\x18\x06 \x01(\tR\vcontentJson\"\xb2\x03\n" +
 	"\x10AskContinueReply\x12?\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2%.mcpgrain.v1.AskContinueReply.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vresult_json\x18\x02 \x01(\tR\n" +
 	"resultJson\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xd7\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa5\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1203,7 +1256,11 @@ const file_mcpgrain_v1_approval_proto_rawDesc = "" +
 	"\x17OUTCOME_NO_CONTINUATION\x10\x05\x12 \n" +
 	"\x1cOUTCOME_UNKNOWN_CONTINUATION\x10\x06\x12\x12\n" +
 	"\x0eOUTCOME_FAILED\x10\a\x12\x11\n" +
-	"\rOUTCOME_RETRY\x10\b\"\x1d\n" +
+	"\rOUTCOME_RETRY\x10\b\x12\x1b\n" +
+	"\x17OUTCOME_ALREADY_SETTLED\x10\t\x12\x13\n" +
+	"\x0fOUTCOME_EXPIRED\x10\n" +
+	"\x12\x1a\n" +
+	"\x16OUTCOME_MAY_NOT_DECIDE\x10\v\"\x1d\n" +
 	"\x1bListPausedExecutionsRequest\"\\\n" +
 	"\x1cListPausedExecutionsResponse\x12<\n" +
 	"\n" +
