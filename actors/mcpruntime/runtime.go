@@ -327,14 +327,11 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 	if cfg.CodeMode != nil {
 		var journal engine.Journal
 		if cfg.CodeMode.Durable && in.Grain != "" {
-			// The journal could carry the pauses' deadline reminders
-			// (in.Deadlines, in.DeadlinesStored: the session then writes
-			// neither), but that is not enabled: with it a session whose
-			// only pause is durable extends a running lease at its idle
-			// timeout instead of passivating
-			// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause
-			// not found yet. The session writes them, as before.
-			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil}
+			// The journal carries the pauses' deadline reminders (the
+			// session writes neither): one transaction a pause, one a
+			// settle, instead of two each.
+			journal = engine.StoreJournal{Store: runstore.New(cfg.Store), Grain: in.Grain, EpochOf: in.Epoch, Publish: cfg.CodeMode.Directory != nil,
+				Deadlines: in.Deadlines, Stored: in.DeadlinesStored}
 		}
 		r.code = newCodeRuntime(cfg.CodeMode, in.SessionID, in.Leases, true, journal)
 	}
