@@ -381,28 +381,40 @@ func (b *Builder) build(ctx context.Context, in session.BuildInput) (session.Run
 // runtime itself when its durable calls hold the key and epoch (the
 // journal is made when the engine is, most sessions never run code);
 // else a journal made now.
-//
-// The journal could carry the pauses' deadline reminders (in.Deadlines,
-// in.DeadlinesStored: the session then writes neither), but that is not
-// enabled: with it a session whose only pause is durable extends a
-// running lease at its idle timeout instead of passivating
-// (TestDurablePauseSurvivesPassivationApprovedOverGRPC), cause not found
-// yet. The session writes them, as before.
 func (r *Runtime) journalSource(in session.BuildInput) journalSource {
 	cm := r.b.cfg.CodeMode
 	switch {
 	case !cm.Durable || in.Grain == "":
 		return nil
-	case r.asks != nil && r.asks.grain == in.Grain:
+	case r.asks != nil && r.asks.grain == in.Grain && sameDeadlines(in):
 		return r
 	}
-	return fixedJournal{engine.StoreJournal{Store: r.b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cm.Directory != nil}}
+	return fixedJournal{engine.StoreJournal{Store: r.b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cm.Directory != nil,
+		Deadlines: in.Deadlines, Stored: in.DeadlinesStored}}
+}
+
+// sameDeadlines reports whether a journal made later from the session's
+// lease hooks (Runtime.journal) carries the deadline reminders in.Deadlines
+// names (or none, as in does).
+func sameDeadlines(in session.BuildInput) bool {
+	d, ok := in.Leases.(session.DeadlineLeases)
+	if !ok {
+		return in.Deadlines == ""
+	}
+	name, _ := d.DeadlineReminders()
+	return name == in.Deadlines
 }
 
 // journal implements journalSource: the durable code-mode journal of the
-// session's grain, fenced by its epoch.
+// session's grain, fenced by its epoch; it carries the pauses' deadline
+// reminders (the session then writes neither: one transaction a pause,
+// one a settle, instead of two each) when the lease hooks offer them.
 func (r *Runtime) journal() engine.Journal {
-	return engine.StoreJournal{Store: r.b.runs, Grain: r.asks.grain, EpochOf: r.asks.epoch, Publish: r.b.cfg.CodeMode.Directory != nil}
+	j := engine.StoreJournal{Store: r.b.runs, Grain: r.asks.grain, EpochOf: r.asks.epoch, Publish: r.b.cfg.CodeMode.Directory != nil}
+	if d, ok := r.asks.leases.(session.DeadlineLeases); ok {
+		j.Deadlines, j.Stored = d.DeadlineReminders()
+	}
+	return j
 }
 
 // growStack is the shared server's outermost receiving middleware: it

@@ -389,6 +389,8 @@ func (s *session) retireWrites(ctx context.Context, g grain.Context, dropped []s
 func (s *session) onLease(ctx context.Context, g grain.Context, m *leaseMsg) {
 	e := event{kind: evLease, lease: m.kind, exec: m.execID, deadline: m.deadline, action: m.action, stale: m.h != s.hooks || s.rt == nil}
 	if m.kind != LeaseResuming {
+		// A deadline the pause's journal stored is armed now (stale or
+		// not: it is this activation's reminder), the pause registered.
 		e.stored = m.h.takeDeadline(m.kind, m.execID)
 	}
 	if !e.stale {

@@ -28,11 +28,14 @@ type hooks struct {
 	// journal stored (grain.Context.RemindersStored).
 	arm func(set []store.Reminder, cancelled []string)
 	// mu guards stored and cancelled: the pauses whose deadline reminder
-	// the journal set, and cancelled, not yet taken by their lease
+	// the journal set (with the reminder to arm, nil once a settling
+	// write cancelled it), and cancelled, not yet taken by their lease
 	// message (DeadlinesStored reports before the lease hook sends it);
-	// and the closing state (see wait).
-	mu                sync.Mutex
-	stored, cancelled map[string]bool
+	// and the closing state (see wait). Arming is done under mu too, so
+	// that a cancel never precedes the arming of what it cancels.
+	mu        sync.Mutex
+	stored    map[string]*store.Reminder
+	cancelled map[string]bool
 	// closed is closed when the runtime is disposed (close), made only
 	// while a report or schedule call waits for the grain and dropped
 	// when the last wait ends: a resident session keeps no channel (a
@@ -84,48 +87,67 @@ func (h *hooks) isShut() bool {
 	return h.shut
 }
 
-// DeadlinesStored implements BuildInput.DeadlinesStored: the reminders
-// are armed (and disarmed) here, and their pauses noted for the lease
-// messages that follow (takeDeadline).
+// DeadlineReminders implements DeadlineLeases: the session's deadline
+// reminders, reported to DeadlinesStored.
+func (h *hooks) DeadlineReminders() (string, func(set []store.Reminder, cancelled []string)) {
+	return reminderApproval, h.DeadlinesStored
+}
+
+// DeadlinesStored implements BuildInput.DeadlinesStored: cancelled
+// reminders are disarmed at once; a pause's deadline is noted for its
+// lease message (takeDeadline), which arms it in the grain's turn. The
+// journal reports before the engine registers the pause: a deadline
+// armed here could fire (one already due: a slow write, a store outage
+// ridden out) while the pause is not yet known, find nothing to decline,
+// and be completed — the pause would never time out.
 func (h *hooks) DeadlinesStored(set []store.Reminder, cancelled []string) {
-	if h.arm != nil {
-		h.arm(set, cancelled)
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var now []store.Reminder // not a pause's: nothing to wait for
 	for _, r := range set {
-		if id, ok := strings.CutPrefix(r.Name, reminderApproval); ok {
-			h.stored = noted(h.stored, id)
+		id, ok := strings.CutPrefix(r.Name, reminderApproval)
+		if !ok {
+			now = append(now, r)
+			continue
 		}
+		if h.stored == nil {
+			h.stored = map[string]*store.Reminder{}
+		}
+		h.stored[id] = &r
 	}
 	for _, n := range cancelled {
 		if id, ok := strings.CutPrefix(n, reminderApproval); ok {
-			h.cancelled = noted(h.cancelled, id)
+			if _, noted := h.stored[id]; noted {
+				h.stored[id] = nil // settled before its lease came: nothing to arm
+			}
+			if h.cancelled == nil {
+				h.cancelled = map[string]bool{}
+			}
+			h.cancelled[id] = true
 		}
 	}
-}
-
-// noted is m with id in it (m made if nil).
-func noted(m map[string]bool, id string) map[string]bool {
-	if m == nil {
-		m = map[string]bool{}
+	if h.arm != nil && (len(now) > 0 || len(cancelled) > 0) {
+		h.arm(now, cancelled)
 	}
-	m[id] = true
-	return m
 }
 
 // takeDeadline reports, and forgets, whether the journal stored
-// execID's deadline reminder (kind LeasePaused) or cancelled it
-// (LeaseSettled).
+// execID's deadline reminder (kind LeasePaused; the reminder, if not
+// cancelled since, is armed now) or cancelled it (LeaseSettled). It is
+// called in the grain's turn, once the pause is registered.
 func (h *hooks) takeDeadline(kind LeaseKind, execID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := h.stored
 	if kind == LeaseSettled {
-		m = h.cancelled
+		ok := h.cancelled[execID]
+		delete(h.cancelled, execID)
+		return ok
 	}
-	ok := m[execID]
-	delete(m, execID)
+	r, ok := h.stored[execID]
+	delete(h.stored, execID)
+	if r != nil && h.arm != nil {
+		h.arm([]store.Reminder{*r}, nil)
+	}
 	return ok
 }
 

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -8,10 +9,11 @@ import (
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 )
 
-// The journal's report of stored deadlines arms them (the node's
-// reminder service) and is taken, once, by the lease message that
-// follows; other reminders' names are not pauses.
-func TestDeadlinesStoredAreArmedAndTakenOnce(t *testing.T) {
+// The journal's report of stored deadlines disarms the cancelled ones at
+// once and leaves a pause's deadline to its lease message, which takes
+// it once and arms it then (unless a settling write cancelled it first);
+// other reminders' names are not pauses and are armed at once.
+func TestDeadlinesStoredAreArmedByTheirLeaseAndTakenOnce(t *testing.T) {
 	var armed []string
 	h := &hooks{arm: func(set []store.Reminder, cancelled []string) {
 		for _, r := range set {
@@ -21,21 +23,31 @@ func TestDeadlinesStoredAreArmedAndTakenOnce(t *testing.T) {
 			armed = append(armed, "-"+n)
 		}
 	}}
-	h.DeadlinesStored([]store.Reminder{{Name: reminderApproval + "b"}, {Name: "expiry"}}, []string{reminderApproval + "a"})
-	if len(armed) != 3 {
-		t.Fatalf("armed %v", armed)
+	h.DeadlinesStored([]store.Reminder{{Name: reminderApproval + "b"}, {Name: reminderApproval + "c"}, {Name: "expiry"}},
+		[]string{reminderApproval + "a"})
+	if want := []string{"+expiry", "-approval:a"}; !slices.Equal(armed, want) {
+		t.Fatalf("armed by the report %v, want %v", armed, want)
 	}
+	h.DeadlinesStored(nil, []string{reminderApproval + "c"}) // c settled before its lease came
+	armed = nil
 	for _, c := range []struct {
-		kind LeaseKind
-		id   string
-		want bool
+		kind  LeaseKind
+		id    string
+		want  bool
+		armed string
 	}{
-		{LeasePaused, "b", true}, {LeasePaused, "b", false}, // taken once
-		{LeaseSettled, "b", false}, {LeaseSettled, "a", true}, {LeaseSettled, "a", false},
-		{LeasePaused, "expiry", false}, {LeasePaused, "a", false},
+		{LeasePaused, "b", true, "+approval:b"}, {LeasePaused, "b", false, ""}, // taken once
+		{LeasePaused, "c", true, ""}, // stored, but cancelled since: nothing to arm
+		{LeaseSettled, "b", false, ""}, {LeaseSettled, "a", true, ""}, {LeaseSettled, "a", false, ""},
+		{LeaseSettled, "c", true, ""},
+		{LeasePaused, "expiry", false, ""}, {LeasePaused, "a", false, ""},
 	} {
+		armed = nil
 		if got := h.takeDeadline(c.kind, c.id); got != c.want {
 			t.Errorf("take %s %s: %v, want %v", c.kind, c.id, got, c.want)
+		}
+		if got := armed; (c.armed == "" && len(got) > 0) || (c.armed != "" && !slices.Equal(got, []string{c.armed})) {
+			t.Errorf("take %s %s armed %v, want %q", c.kind, c.id, got, c.armed)
 		}
 	}
 }

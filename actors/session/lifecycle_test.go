@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -656,5 +657,63 @@ func TestDecisionWithoutADirectoryLeavesTheEntryToTheSurface(t *testing.T) {
 	e2.durablePause("s1", "exec-1")
 	if r := e2.do("s1", &pb.ExecutionDecide{Principal: bob, ExecutionId: "exec-1", Action: "accept"}).(*pb.ExecutionReply); r.GetStatus() != pb.ExecutionReply_STATUS_OK || r.GetRecorded() {
 		t.Fatalf("decision without a directory: %v recorded=%v", r.GetStatus(), r.GetRecorded())
+	}
+}
+
+// journalDeadline stores exec's deadline reminder, due at due, as a
+// durable pause's journal write does (store.RemindersIn in a domain's
+// transaction, fenced by the session's epoch), and reports it to the
+// runtime's DeadlinesStored as the journal does once it committed.
+func (e *env) journalDeadline(rt *fakeRuntime, exec string, due time.Time) {
+	e.t.Helper()
+	ctx := context.Background()
+	var stored []store.Reminder
+	err := e.st.DB().Write(ctx, func(ctx context.Context, q store.Querier) error {
+		var err error
+		stored, err = store.RemindersIn(ctx, q, rt.in.Grain, rt.in.Epoch(), []store.Reminder{{Name: rt.in.Deadlines + exec, DueAt: due}}, nil, e.st.DB().Now())
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rt.in.DeadlinesStored(stored, nil)
+}
+
+// Regression (the journal's deadline fold): a pause's journal stores its
+// deadline before the engine registers the pause and sends its lease. Had
+// the report armed the reminder at once, a deadline already due by then
+// (a slow write, a store outage ridden out) fired while the pause was not
+// yet known, found nothing to decline and was completed: the pause never
+// timed out. The reminder is armed by the pause's lease message instead,
+// in the grain's turn, once the pause is live.
+func TestJournalStoredDeadlineIsArmedByThePausesLease(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	e.create("s1")
+	rt := e.rt("s1")
+	timers := e.clk.Pending()
+	e.journalDeadline(rt, "exec-1", t0.Add(time.Minute))
+	if n := e.clk.Pending(); n != timers {
+		t.Fatalf("%d timers armed by the journal's report, before the pause is registered (want none)", n-timers)
+	}
+	// The runtime's goroutine is descheduled past the deadline between the
+	// journal's commit and the pause's registration.
+	e.clk.Advance(2 * time.Minute)
+	rt.mu.Lock()
+	rt.durable["exec-1"] = true
+	rt.mu.Unlock()
+	rt.hooks.Paused("exec-1", t0.Add(time.Minute))
+	eventually(t, "the overdue deadline declined the pause", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.resolved["exec-1"] != nil
+	})
+	rt.mu.Lock()
+	d := rt.resolved["exec-1"]
+	rt.mu.Unlock()
+	if d.GetAction() != "decline" || d.GetReason() != "approval_timeout" {
+		t.Fatalf("decision %+v", d)
+	}
+	if names := e.inspect("s1").GetReminders(); slices.Contains(names, "approval:exec-1") {
+		t.Fatalf("reminders %v: the journal's deadline was written again or not completed", names)
 	}
 }

@@ -148,6 +148,16 @@ type BuildInput struct {
 	DeadlinesStored func(set []store.Reminder, cancelled []string)
 }
 
+// DeadlineLeases is implemented by the lease hooks (BuildInput.Leases)
+// of a session that takes its pauses' deadline reminders from the
+// journal: DeadlineReminders returns BuildInput.Deadlines and
+// DeadlinesStored, for a runtime that makes its journal after Build
+// returned (keeping the hooks it keeps anyway, not both values too).
+type DeadlineLeases interface {
+	LeaseHooks
+	DeadlineReminders() (name string, stored func(set []store.Reminder, cancelled []string))
+}
+
 // ScheduleRunner is implemented by a runtime that runs the SDK's schedule
 // callbacks: the session calls RunSchedule, outside its turn, when a
 // schedule is due (the runtime built first if the session hibernated). A

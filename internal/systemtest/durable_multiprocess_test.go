@@ -69,10 +69,24 @@ func pauseDurable(t *testing.T, cs *mcp.ClientSession) string {
 	return id
 }
 
+// passivateSoon are the lifecycle flags of a test that waits for an idle
+// session holding only a durable pause to passivate: a 1 s idle timeout,
+// and running leases of 1 s. An execution still running when the idle
+// alarm fires (the execute that pauses, slow on a loaded machine) then
+// keeps the session 1 s longer instead of the default 4 min; once only
+// the durable pause is left, the next alarm passivates it. A pause that
+// pinned the runtime would still extend a paused lease (4 min).
+var passivateSoon = []string{"--session-timeout", "1s", "--running-lease", "1s"}
+
 // waitPassivated waits until node n disposed a runtime for being idle and
 // holds none.
 func waitPassivated(t *testing.T, n *testcluster.Node) {
 	t.Helper()
+	defer func() { // passed or not: the leases that kept the session (passivateSoon)
+		for _, l := range n.LogLines("_lease_extension", 5) {
+			t.Logf("%s: %s", n.ID, l)
+		}
+	}()
 	waitMetric(t, n, `mcpgrain_runtime_disposals_total{node="`+n.ID+`",reason="idle"}`, 1)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -106,8 +120,8 @@ func completed(t *testing.T, res *mcp.CallToolResult, sc map[string]any) map[str
 // execution and runs the write once.
 func TestDurablePauseSurvivesPassivationApprovedOverGRPC(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GRPC: true, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t), "--session-timeout", "1s"}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GRPC: true, ExtraArgs: append([]string{
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}, passivateSoon...)})
 	owner := c.Node(1)
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	heapBefore, _ := owner.Metric("go_memstats_heap_inuse_bytes{")
@@ -367,8 +381,8 @@ func TestDurablePauseSurvivesWholeClusterRestart(t *testing.T) {
 // decline.
 func TestDurablePauseDeadlineWakesAPassivatedSession(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t), "--session-timeout", "1s", "--approval-window", "4s"}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: append([]string{
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t), "--approval-window", "4s"}, passivateSoon...)})
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": `
 		try { await tools.todo.createTodo({title: "late"}) } catch (e) { return "went on: " + e.message }`})
