@@ -560,17 +560,23 @@ func (c *codeRuntime) Forward(ctx context.Context, execID string, who engine.Pri
 	return c.forwardTo(ctx, rec.Session, execID, who, resp, miss)
 }
 
+// forwardContext bounds a forwarded resume by the forward timeout
+// (ForwardTimeout unless set).
+func (c *codeRuntime) forwardContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := c.fwd.timeout
+	if timeout <= 0 {
+		timeout = ForwardTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 // forwardTo sends a resume to owner, the session the directory names,
 // bounded by the forward timeout: no answer in time (a wedged owner), an
 // error, or an owner that no longer finds the execution is
 // execution_expired (executor's forwardModelResumeToOwner), each logged.
 func (c *codeRuntime) forwardTo(ctx context.Context, owner, execID string, who engine.Principal, resp engine.Response, miss func(codemode.Miss) codemode.Miss) (*mcp.CallToolResult, codemode.Miss) {
 	content, _ := json.Marshal(resp.Content)
-	timeout := c.fwd.timeout
-	if timeout <= 0 {
-		timeout = ForwardTimeout
-	}
-	fctx, cancel := context.WithTimeout(ctx, timeout)
+	fctx, cancel := c.forwardContext(ctx)
 	defer cancel()
 	reply, err := c.cfg.Forward(fctx, owner, &pb.ExecutionResumeForModel{
 		Principal: &pb.Principal{User: who.User, Org: who.Org, Role: who.Role}, ExecutionId: execID, Action: resp.Action, ContentJson: string(content),

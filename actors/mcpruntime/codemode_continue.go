@@ -38,11 +38,7 @@ func (c *codeRuntime) continueTo(ctx context.Context, owner, execID string, who 
 		b, _ := json.Marshal(resp.Content)
 		content = string(b)
 	}
-	timeout := c.fwd.timeout
-	if timeout <= 0 {
-		timeout = ForwardTimeout
-	}
-	fctx, cancel := context.WithTimeout(ctx, timeout)
+	fctx, cancel := c.forwardContext(ctx)
 	defer cancel()
 	reply, err := c.fwd.cont(fctx, owner, &pb.AskContinue{
 		Principal: &pb.Principal{User: who.User, Org: who.Org, Role: who.Role}, ExecutionId: execID,
