@@ -1,15 +1,13 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // taskExtension is the tasks extension a 2026-07-28 client declares to
@@ -20,50 +18,17 @@ const taskExtension = "io.modelcontextprotocol/tasks"
 // declared) to the target and returns its result, or the JSON-RPC error
 // as an error.
 func modernRPC(ctx context.Context, tg *target, method, name string, params map[string]any) (map[string]any, error) {
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":      map[string]any{"name": "storecost", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{
-			"extensions": map[string]any{taskExtension: map[string]any{}},
-		},
-	}
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	caps := map[string]any{"extensions": map[string]any{taskExtension: map[string]any{}}}
+	status, raw, err := mcpclient.PostModern(ctx, tg.hc, tg.endpoint, 1, method, name, "storecost", caps, params)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	req.Header.Set("Mcp-Name", name)
-	resp, err := tg.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	var raw []byte
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(d) != "" {
-				raw = []byte(d)
-			}
-		}
-	} else {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		raw = b.Bytes()
+		return nil, err
 	}
 	var a struct {
 		Result map[string]any   `json:"result"`
 		Error  *json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return nil, fmt.Errorf("%s: HTTP %d, answer %q: %w", method, resp.StatusCode, raw, err)
+		return nil, fmt.Errorf("%s: HTTP %d, answer %q: %w", method, status, raw, err)
 	}
 	if a.Error != nil {
 		return nil, fmt.Errorf("%s: %s", method, *a.Error)

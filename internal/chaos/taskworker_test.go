@@ -1,8 +1,6 @@
 package chaos_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/chaos"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
@@ -89,52 +88,16 @@ type rpcAnswer struct {
 // sends (Mcp-Method; Mcp-Name: the tool or the task id). It returns the
 // answer and the HTTP status (0: no answer).
 func (w *tasks) call(ctx context.Context, method, name string, params map[string]any) (rpcAnswer, int, error) {
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "chaos-tasks", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}},
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": w.seq.Add(1), "method": method, "params": params})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/mcp", bytes.NewReader(body))
-	if err != nil {
-		return rpcAnswer{}, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	req.Header.Set("Mcp-Name", name)
-	resp, err := w.api.Do(req)
-	if err != nil {
-		return rpcAnswer{}, 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := answerBody(resp)
+	caps := map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	status, raw, err := mcpclient.PostModern(ctx, w.api, "http://gateway/mcp", w.seq.Add(1), method, name, "chaos-tasks", caps, params)
 	var a rpcAnswer
-	if err == nil && resp.StatusCode == http.StatusOK {
+	if err == nil && status == http.StatusOK {
 		err = json.Unmarshal(raw, &a)
 	}
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d: %.200s", resp.StatusCode, raw)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d: %.200s", status, raw)
 	}
-	return a, resp.StatusCode, err
-}
-
-// answerBody reads the JSON-RPC answer of a response: its JSON body, or
-// the last data line of its event stream.
-func answerBody(resp *http.Response) ([]byte, error) {
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	}
-	var raw []byte
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(d) != "" {
-			raw = []byte(d)
-		}
-	}
-	return raw, sc.Err()
+	return a, status, err
 }
 
 // taskOutcome turns an answer into the worker's outcome: retryable when the
@@ -434,21 +397,6 @@ func TestTaskOutcomeClassifiesAnswers(t *testing.T) {
 		o := taskOutcome(tc.name, chaos.KindTask, time.Now(), tc.a, tc.status, tc.err)
 		if o.OK != tc.ok || o.Retryable != tc.retryable || notFound(tc.a) != tc.notFound {
 			t.Errorf("%s: ok %v retryable %v not found %v, want %v %v %v", tc.name, o.OK, o.Retryable, notFound(tc.a), tc.ok, tc.retryable, tc.notFound)
-		}
-	}
-}
-
-// answerBody reads a JSON answer as it is, and an event stream's last data
-// line.
-func TestAnswerBodyReadsJSONAndEventStreams(t *testing.T) {
-	for _, tc := range []struct{ contentType, body, want string }{
-		{"application/json", `{"result":{}}`, `{"result":{}}`},
-		{"text/event-stream", "event: message\ndata: {\"a\":1}\n\ndata: {\"result\":{}}\n\n", `{"result":{}}`},
-	} {
-		resp := &http.Response{Header: http.Header{"Content-Type": {tc.contentType}}, Body: io.NopCloser(strings.NewReader(tc.body))}
-		got, err := answerBody(resp)
-		if err != nil || strings.TrimSpace(string(got)) != tc.want {
-			t.Errorf("%s: %q, %v; want %q", tc.contentType, got, err, tc.want)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package mcpclient
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,5 +38,20 @@ func TestStructuredAndText(t *testing.T) {
 	}
 	if s := Structured(&mcp.CallToolResult{StructuredContent: []int{1}}); s != nil {
 		t.Fatalf("a non-object: %v", s)
+	}
+}
+
+// AnswerBody reads a JSON answer as it is, and an event stream's last data
+// line.
+func TestAnswerBodyReadsJSONAndEventStreams(t *testing.T) {
+	for _, tc := range []struct{ contentType, body, want string }{
+		{"application/json", `{"result":{}}`, `{"result":{}}`},
+		{"text/event-stream", "event: message\ndata: {\"a\":1}\n\ndata: {\"result\":{}}\n\n", `{"result":{}}`},
+	} {
+		resp := &http.Response{Header: http.Header{"Content-Type": {tc.contentType}}, Body: io.NopCloser(strings.NewReader(tc.body))}
+		got, err := AnswerBody(resp)
+		if err != nil || strings.TrimSpace(string(got)) != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.contentType, got, err, tc.want)
+		}
 	}
 }

@@ -1,8 +1,6 @@
 package systemtest
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,6 +12,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/tasks/taskstore"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/app"
+	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
 )
 
 // taskExt is the tasks extension's identifier.
@@ -39,40 +38,12 @@ func modernCall(t *testing.T, addr, token, method, name string, params map[strin
 	if withTasks {
 		caps["extensions"] = map[string]any{taskExt: map[string]any{}}
 	}
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "test", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": caps,
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/mcp", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	if name != "" {
-		req.Header.Set("Mcp-Name", name)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := &http.Client{Transport: mcpclient.Bearer(token, nil)}
+	status, raw, err := mcpclient.PostModern(t.Context(), hc, "http://"+addr+"/mcp", 7, method, name, "test", caps, params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var raw []byte
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(d) != "" {
-				raw = []byte(d)
-			}
-		}
-	} else {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		raw = b.Bytes()
-	}
-	a := rpcAnswer{status: resp.StatusCode}
+	a := rpcAnswer{status: status}
 	if err := json.Unmarshal(raw, &a); err != nil {
 		t.Fatalf("%s: answer %q: %v", method, raw, err)
 	}

@@ -1,8 +1,6 @@
 package upgrade_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -312,55 +310,19 @@ type rpcAnswer struct {
 
 // call sends one sessionless JSON-RPC request.
 func (w *tasks) call(ctx context.Context, method, name string, params map[string]any) (rpcAnswer, error) {
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "upgrade-tasks", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}},
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": w.seq.Add(1), "method": method, "params": params})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/mcp", bytes.NewReader(body))
-	if err != nil {
-		return rpcAnswer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	req.Header.Set("Mcp-Name", name)
-	resp, err := w.api.Do(req)
-	if err != nil {
-		return rpcAnswer{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := answerBody(resp)
+	caps := map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	status, raw, err := mcpclient.PostModern(ctx, w.api, "http://gateway/mcp", w.seq.Add(1), method, name, "upgrade-tasks", caps, params)
 	var a rpcAnswer
-	if err == nil && resp.StatusCode == http.StatusOK {
+	if err == nil && status == http.StatusOK {
 		err = json.Unmarshal(raw, &a)
 	}
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d: %.200s", resp.StatusCode, raw)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d: %.200s", status, raw)
 	}
 	if err == nil && a.Error != nil {
 		err = fmt.Errorf("%s: error %d %s", method, a.Error.Code, a.Error.Message)
 	}
 	return a, err
-}
-
-// answerBody is a JSON answer's body, or the last data line of an event
-// stream's.
-func answerBody(resp *http.Response) ([]byte, error) {
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	}
-	var raw []byte
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(d) != "" {
-			raw = []byte(d)
-		}
-	}
-	return raw, sc.Err()
 }
 
 // create starts a slow_compute task of the given length, retrying what
