@@ -116,11 +116,17 @@ func (a *asks) send(ctx context.Context, owner string, m *pb.ExecutionDecide) (*
 
 // DecideAsk implements app.Decider: pending question id, one of the
 // caller's (this session's or another of its sessions', as AskStatus finds
-// it), decided in band on the session that owns it.
+// it), decided in band on the session that owns it; a code-mode
+// execution's pause of a session of the caller's user likewise
+// (decideCode).
 func (cr *callRun) DecideAsk(ctx context.Context, id string, ans app.Answer) (app.PendingStatus, error) {
 	q, own, err := cr.a.laterQuestion(ctx, id)
 	if err != nil {
-		return app.PendingStatus{}, err
+		cp, err := cr.a.orCodePause(ctx, id, err)
+		if err != nil {
+			return app.PendingStatus{}, err
+		}
+		return cr.decideCode(ctx, cp, ans)
 	}
 	if s := laterStatus(q, cr.a.now()); s.State != app.AskWaiting {
 		return s, app.ErrAlreadyDecided
@@ -149,27 +155,31 @@ func (cr *callRun) DecideAsk(ctx context.Context, id string, ans app.Answer) (ap
 	if err != nil {
 		return app.PendingStatus{}, err
 	}
-	return cr.inBandOutcome(ctx, q, who, action, reply)
+	reread := func() app.PendingStatus {
+		if now, _, err := cr.a.laterQuestion(ctx, q.ID); err == nil {
+			q = now
+		}
+		return laterStatus(q, cr.a.now())
+	}
+	return inBandOutcome(laterStatus(q, cr.a.now()), who, action, reply, reread)
 }
 
-// inBandOutcome is what DecideAsk answers for the owning grain's reply.
-func (cr *callRun) inBandOutcome(ctx context.Context, q callQuestion, who *pb.Principal, action string, reply *pb.ExecutionReply) (app.PendingStatus, error) {
+// inBandOutcome is what DecideAsk answers for the owning grain's reply to
+// who's decision (action) of a question whose status was s; reread reads
+// the status again (the decision that stands, when another came first).
+func inBandOutcome(s app.PendingStatus, who *pb.Principal, action string, reply *pb.ExecutionReply, reread func() app.PendingStatus) (app.PendingStatus, error) {
 	switch reply.GetStatus() {
 	case pb.ExecutionReply_STATUS_OK:
-		s := laterStatus(q, cr.a.now())
 		d := decisionOf(&pb.ApprovalDecision{Action: action, DecidedBy: who.GetUser()}, false)
 		s.State, s.Decision = app.AskDecided, *d
 		return s, nil
 	case pb.ExecutionReply_STATUS_ALREADY_DECIDED:
-		if now, _, err := cr.a.laterQuestion(ctx, q.ID); err == nil {
-			q = now
-		}
-		return laterStatus(q, cr.a.now()), app.ErrAlreadyDecided
+		return reread(), app.ErrAlreadyDecided
 	case pb.ExecutionReply_STATUS_FORBIDDEN:
 		if reply.GetText() == InBandClosedText {
-			return laterStatus(q, cr.a.now()), app.ErrClientMayNotDecide
+			return s, app.ErrClientMayNotDecide
 		}
-		return laterStatus(q, cr.a.now()), app.ErrMayNotDecide
+		return s, app.ErrMayNotDecide
 	}
 	return app.PendingStatus{}, app.ErrUnknownAsk
 }
@@ -182,19 +192,34 @@ const InBandClosedText = session.InBandClosedText
 var _ session.InBandPauses = (*Runtime)(nil)
 
 // ClientMayDecide implements session.InBandPauses: whether question
-// execID, waiting for its decision, was asked with ClientMayDecide.
+// execID, waiting for its decision, was asked with ClientMayDecide; a
+// code-mode execution's pause always lets its client decide (code mode's
+// own resume with an action, native elicitation and 2026-07-28 retry do,
+// under app.InBandFor), so a DecideAsk of it from another session is
+// taken as they are (docs/sdk.md §6, "One pause path", step 2).
 func (r *Runtime) ClientMayDecide(execID string) bool {
 	if r.asks == nil {
-		return false
+		return r.codePaused(execID)
 	}
 	a := r.asks
 	a.mu.Lock()
 	p, ok := a.pauses[execID]
 	a.mu.Unlock()
 	if !ok {
-		return false
+		return r.codePaused(execID)
 	}
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
 	return p.c.doc.Asks[p.idx].InBand
+}
+
+// codePaused reports whether execID is a pause of the session's code-mode
+// engine (one restored from its journal included).
+func (r *Runtime) codePaused(execID string) bool {
+	e := r.builtEngine()
+	if e == nil {
+		return false
+	}
+	_, ok := e.Paused(execID, engine.System)
+	return ok
 }

@@ -171,21 +171,36 @@ func (a *asks) publishLater(ctx context.Context, id, tool string, q app.Question
 	return deadline, nil
 }
 
-// AskStatus implements app.Later.
+// AskStatus implements app.Later: a question's status, or a code-mode
+// execution's pause's (codeStatus).
 func (cr *callRun) AskStatus(ctx context.Context, id string) (app.PendingStatus, error) {
 	q, _, err := cr.a.laterQuestion(ctx, id)
 	if err != nil {
-		return app.PendingStatus{}, err
+		cp, err := cr.a.orCodePause(ctx, id, err)
+		if err != nil {
+			return app.PendingStatus{}, err
+		}
+		return codeStatus(cp, cr.a.now()), nil
 	}
 	return laterStatus(q, cr.a.now()), nil
 }
 
 // AwaitAsk implements app.Later: the question's decision, waited for in
-// memory if it is one of the session's own.
+// memory if it is one of the session's own. A code-mode execution's pause
+// is read, not waited for: its status once decided or expired, else
+// app.ErrAwaitElsewhere (its engine, not the session's questions, holds
+// it).
 func (cr *callRun) AwaitAsk(ctx context.Context, id string) (app.PendingStatus, error) {
 	q, own, err := cr.a.laterQuestion(ctx, id)
 	if err != nil {
-		return app.PendingStatus{}, err
+		cp, err := cr.a.orCodePause(ctx, id, err)
+		if err != nil {
+			return app.PendingStatus{}, err
+		}
+		if s := codeStatus(cp, cr.a.now()); s.State != app.AskWaiting {
+			return s, nil
+		}
+		return app.PendingStatus{}, app.ErrAwaitElsewhere
 	}
 	if s := laterStatus(q, cr.a.now()); s.State != app.AskWaiting {
 		return s, nil

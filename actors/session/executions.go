@@ -87,6 +87,12 @@ func (s *session) executionDecide(ctx context.Context, g grain.Context, m *pb.Ex
 	if !s.h.cfg.Approvers.MayDecide(m.GetPrincipal().GetRole()) {
 		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN), nil
 	}
+	// An in-band decision is the pause's own client's: the session
+	// principal's (as a resume from another session is), never another
+	// user's of the organization, whatever the role.
+	if m.GetInBand() && !principalEqual(s.rec.GetPrincipal(), m.GetPrincipal()) {
+		return execReply(pb.ExecutionReply_STATUS_FORBIDDEN), nil
+	}
 	id := m.GetExecutionId()
 	if s.rec.GetDecisions()[id] != nil {
 		return execReply(pb.ExecutionReply_STATUS_ALREADY_DECIDED), nil

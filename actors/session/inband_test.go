@@ -10,8 +10,8 @@ import (
 )
 
 // An in-band decision (the pause's own client's answer) is taken only for
-// a pause the runtime lets its client decide: a runtime that lets none
-// (here one without session.InBandPauses) gets FORBIDDEN with
+// a pause the runtime lets its client decide: a pause the runtime does not
+// let its client decide gets FORBIDDEN with
 // InBandClosedText, even from the session's own admin, and nothing is
 // handed over or recorded; the same decision from an approval surface
 // then decides.
@@ -31,6 +31,36 @@ func TestAnInBandDecisionNeedsAPauseTheClientMayDecide(t *testing.T) {
 	r = e.do("s1", &pb.ExecutionDecide{Principal: alice, ExecutionId: "exec-1", Action: "accept"}).(*pb.ExecutionReply)
 	if r.GetStatus() != pb.ExecutionReply_STATUS_OK {
 		t.Fatalf("the surface's decide after the refused in-band one: %v", r.GetStatus())
+	}
+	e.settleThenEvictable(rt, "s1", "exec-1")
+}
+
+// An in-band decision is the session principal's own: another user of the
+// organization, an admin whose role may decide, is refused (FORBIDDEN, not
+// the closed pause's text) for a pause the client may decide, nothing is
+// handed over or recorded, and the principal's own then decides it. (A
+// caller's node refuses another user's DecideAsk before sending; this is
+// the owner's own check, as for a resume from another session.)
+func TestAnInBandDecisionIsTheSessionPrincipalsOnly(t *testing.T) {
+	e := newEnv(t, 32, shortPolicy())
+	rt := e.durablePause("s1", "exec-1")
+	rt.mu.Lock()
+	rt.inBand = map[string]bool{"exec-1": true}
+	rt.mu.Unlock()
+	adminBob := &pb.Principal{User: "bob", Org: "acme", Role: "admin"}
+	r := e.do("s1", &pb.ExecutionDecide{Principal: adminBob, ExecutionId: "exec-1", Action: "accept", InBand: true}).(*pb.ExecutionReply)
+	if r.GetStatus() != pb.ExecutionReply_STATUS_FORBIDDEN || r.GetText() == session.InBandClosedText {
+		t.Fatalf("another user's in-band decide: %v %q, want FORBIDDEN (not %q)", r.GetStatus(), r.GetText(), session.InBandClosedText)
+	}
+	rt.mu.Lock()
+	handed := rt.resolved["exec-1"]
+	rt.mu.Unlock()
+	if handed != nil {
+		t.Fatalf("another user's in-band decision was handed over: %v", handed)
+	}
+	r = e.do("s1", &pb.ExecutionDecide{Principal: alice, ExecutionId: "exec-1", Action: "accept", InBand: true}).(*pb.ExecutionReply)
+	if r.GetStatus() != pb.ExecutionReply_STATUS_OK {
+		t.Fatalf("the principal's in-band decide: %v %q", r.GetStatus(), r.GetText())
 	}
 	e.settleThenEvictable(rt, "s1", "exec-1")
 }

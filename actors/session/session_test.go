@@ -51,6 +51,15 @@ type fakeRuntime struct {
 	builtUntrimmed           int64              // BuildInput.UntrimmedEventBytes
 	untrimmed                atomic.Int64       // what UntrimmedEventBytes reports
 	in                       session.BuildInput // what it was built from
+	inBand                   map[string]bool    // pauses its client may decide in band (session.InBandPauses)
+}
+
+// ClientMayDecide implements session.InBandPauses: the pauses marked in
+// inBand (none unless a test marks one).
+func (r *fakeRuntime) ClientMayDecide(execID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inBand[execID]
 }
 
 func (r *fakeRuntime) UntrimmedEventBytes() int64 { return r.untrimmed.Load() }
