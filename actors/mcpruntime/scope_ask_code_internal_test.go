@@ -21,7 +21,9 @@ func TestCodeStatus(t *testing.T) {
 		Message: "Approve demo.createTodo?", ArgsJSON: `{"title":"ship it"}`, Deadline: now.Add(time.Minute)}
 	with := func(f func(*directory.Execution)) directory.Execution { e := row; f(&e); return e }
 	surface := func(action, reason string) directory.Execution {
-		return with(func(e *directory.Execution) { e.Decision, e.DecidedBy, e.Reason, e.Settled = action, "ada", reason, now })
+		return with(func(e *directory.Execution) {
+			e.Decision, e.DecidedBy, e.Reason, e.Settled = action, "ada", reason, now
+		})
 	}
 	journaled := func(action, reason string) engine.PauseState {
 		return engine.PauseState{Found: true, Decided: true, Action: action, Reason: reason}
