@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
+	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
 // Code-mode pauses read and decided by a user's tools (docs/sdk.md §6,
@@ -117,7 +118,8 @@ func wantAsk(t *testing.T, what string, cs *mcp.ClientSession, tool, id string, 
 // approval API (with who decided) — a read from the inbox's row and the
 // engine's journal; another user of acme is refused as for a foreign
 // question, globex does not find it, and the reads decide nothing (the
-// pause still waits, no write ran). Before, a code-mode id was
+// pause still waits, no write ran); a 2026-07-28 request's code pause (no
+// session holds it) stays unknown. Before, a code-mode id was
 // ErrUnknownAsk to every SDK call.
 func TestAskStatusReadsACodePause(t *testing.T) {
 	info := startCodeAskNode(t, nil)
@@ -164,6 +166,25 @@ func TestAskStatusReadsACodePause(t *testing.T) {
 	wantAsk(t, "status after the decline", other, "ask_status", declined, nil, "decided false alice", nil)
 	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
 		t.Fatalf("todos %d, want the approved write only", n)
+	}
+
+	// A pause no session holds (a 2026-07-28 request's, on its
+	// continuation grain) stays unknown to the SDK's calls from a
+	// session, as to code mode's resume from one.
+	modern := mrtrClient(t, info.HTTPAddr, aliceToken)
+	if res, err := modern.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{"code": testcluster.CreateCode}}); err != nil || !res.NeedsInput() {
+		t.Fatalf("a 2026-07-28 execute: %+v %v, want input_required", res, err)
+	}
+	r := api(t, "GET", base+"/api/executions", aliceToken, "")
+	listed, _ := r.body["executions"].([]any)
+	if r.status != 200 || len(listed) != 1 {
+		t.Fatalf("the inbox: %d %v, want the 2026-07-28 pause only", r.status, r.body)
+	}
+	sessionless, _ := listed[0].(map[string]any)["executionId"].(string)
+	wantAsk(t, "status of a 2026-07-28 pause", other, "ask_status", sessionless, nil, "", sdkapp.ErrUnknownAsk)
+	wantAsk(t, "a decision of a 2026-07-28 pause", other, "ask_decide", sessionless, map[string]any{"accept": true}, "", sdkapp.ErrUnknownAsk)
+	if n := len(todos(t, info.HTTPAddr, aliceToken)); n != 1 {
+		t.Fatalf("todos %d after the refused decision of the 2026-07-28 pause, want 1", n)
 	}
 }
 
