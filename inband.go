@@ -62,6 +62,11 @@ var ErrClientMayNotDecide = app.ErrClientMayNotDecide
 // expired) already, with the status that holds the decision that stands.
 var ErrAlreadyDecided = app.ErrAlreadyDecided
 
+// ErrNoInput is returned by [DecideAsk] for an accept with [Answer.Input]
+// of a code-mode execution's pause, which is a confirmation: nothing was
+// decided.
+var ErrNoInput = app.ErrNoInput
+
 // DecideAsk decides pending question id ([AskLater]) in band, as the
 // caller — the public form of code mode's resume with an action: the
 // model relays its user's answer in a later tool call, of the session
@@ -77,6 +82,17 @@ var ErrAlreadyDecided = app.ErrAlreadyDecided
 // refused: [ErrAlreadyDecided]), durably, with the caller as
 // [Decision.By]. The session's [AwaitAsk] wakes with it and [AskStatus]
 // reads it from anywhere.
+//
+// id may also be a code-mode execution id (execute's executionId) of a
+// pause of a stateful session of the same user ([AskStatus]): a code
+// pause always lets its client decide, as code mode's own resume with an
+// action does, under the same rule ([InBandFor]: a viewer never decides,
+// [ErrMayNotDecide]); it is routed to the owning session grain (restored
+// if it passivated) as an in-band decision, recorded there as an approval
+// surface's decision of the pause, and the execution resumes as after an
+// inbox or HTTP approval (a later resume by the model gets its outcome).
+// A code pause is a confirmation: an accept with [Answer.Input] is
+// refused and decides nothing.
 func DecideAsk(ctx context.Context, req *mcp.CallToolRequest, id string, a Answer) (PendingStatus, error) {
 	if req == nil {
 		_, err := callOf(ctx, req)

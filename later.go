@@ -97,6 +97,17 @@ func AskLater(ctx context.Context, req *mcp.CallToolRequest, q Question) (Pendin
 // task's run (the execution directory names its owner, whose journal
 // holds the decision): another user's question is [ErrForeignAsk],
 // another organization's [ErrUnknownAsk].
+//
+// id may also be a code-mode execution id (execute's executionId) of a
+// pause of a stateful session of the same user: its status is read from
+// what code mode stores already — the execution directory's row (its
+// owner, a surface's decision and who took it) and the engine's journal
+// (what the execution did with the pause: accepted, declined, the
+// window's decline is expired) — with [PendingStatus.Summary] the
+// approval prompt and [PendingStatus.Details] the call's "address" and
+// "args". The same access rules hold; a pause no session holds (a
+// 2026-07-28 request's, a task's) is [ErrUnknownAsk]. A read writes
+// nothing.
 func AskStatus(ctx context.Context, req *mcp.CallToolRequest, id string) (PendingStatus, error) {
 	l, err := laterOf(ctx, req)
 	if err != nil {
@@ -111,7 +122,9 @@ func AskStatus(ctx context.Context, req *mcp.CallToolRequest, id string) (Pendin
 // session, and any undecided question in a 2026-07-28 request or a
 // task's run (no session to wait in), is [ErrAwaitElsewhere] at once (a
 // decided or expired one's status is returned from anywhere, as by
-// [AskStatus]).
+// [AskStatus]). A code-mode execution id ([AskStatus]) is read, not waited
+// for: its status once decided or expired, else [ErrAwaitElsewhere] (code
+// mode's engine, not the session's questions, holds the pause).
 func AwaitAsk(ctx context.Context, req *mcp.CallToolRequest, id string) (PendingStatus, error) {
 	l, err := laterOf(ctx, req)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	sdkapp "github.com/mcpgrain/mcpgrain/actors/app"
-	"github.com/mcpgrain/mcpgrain/actors/mcpruntime"
 	"github.com/mcpgrain/mcpgrain/actors/toolpacks"
 	"github.com/mcpgrain/mcpgrain/internal/app"
 	"github.com/mcpgrain/mcpgrain/internal/mcpclient"
@@ -242,7 +241,7 @@ func TestDecideAskDecidesACodePause(t *testing.T) {
 		{"vera (a viewer of acme)", veraToken, accept, sdkapp.ErrForeignAsk},
 		{"carol (globex)", carolToken, accept, sdkapp.ErrUnknownAsk},
 		{"alice's viewer key", aliceViewerToken, accept, sdkapp.ErrMayNotDecide},
-		{"an accept with input", aliceToken, map[string]any{"accept": true, "input": map[string]any{"title": "other"}}, mcpruntime.ErrCodeInput},
+		{"an accept with input", aliceToken, map[string]any{"accept": true, "input": map[string]any{"title": "other"}}, sdkapp.ErrNoInput},
 	} {
 		wantAsk(t, h.who, connectMode(t, info.HTTPAddr, h.token, ""), "ask_decide", id, h.extra, "", h.err)
 		wantAsk(t, "status after "+h.who, other, "ask_status", id, nil, "pending false", nil)

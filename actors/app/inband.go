@@ -65,7 +65,9 @@ type Answer struct {
 // in band: the tool call of a stateful session.
 type Decider interface {
 	// DecideAsk decides pending question id as the caller, on the session
-	// that owns it, and returns its status with the decision that stands.
+	// that owns it, and returns its status with the decision that stands
+	// (a code-mode execution's pause of a session of the caller's user
+	// too).
 	DecideAsk(ctx context.Context, id string, a Answer) (PendingStatus, error)
 }
 
@@ -83,6 +85,11 @@ var ErrClientMayNotDecide = errors.New("mcpgrain: this question is decided on th
 // decided (or expired) already: the status returned with it holds the
 // decision that stands.
 var ErrAlreadyDecided = errors.New("mcpgrain: the question was decided already")
+
+// ErrNoInput is returned by an in-band decision that accepts with input a
+// pause that takes none (a code-mode execution's approval is a
+// confirmation): nothing was decided.
+var ErrNoInput = errors.New("mcpgrain: this pause takes no input (a code-mode execution's approval is a confirmation): accept or decline it")
 
 // DeciderOf returns ctx's tool call if it can decide a pending question
 // in band, or [ErrNoSessionCall].

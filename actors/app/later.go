@@ -64,7 +64,8 @@ type Later interface {
 	// AskStatus returns where question id stands: one of the caller's
 	// pending questions, asked in this call's session or in another tool
 	// call of the same principal (any session, 2026-07-28 request or
-	// task).
+	// task), or a code-mode execution's pause of a session of the same
+	// principal.
 	AskStatus(ctx context.Context, id string) (PendingStatus, error)
 	// AwaitAsk waits until question id, one of the session's own, is
 	// decided or expired, and returns its status (elsewhere: a decided or

@@ -142,7 +142,7 @@ func (cr *callRun) decideCode(ctx context.Context, cp codePause, ans app.Answer)
 		return s, app.ErrMayNotDecide
 	}
 	if ans.Accept && len(ans.Input) > 0 {
-		return s, ErrCodeInput
+		return s, app.ErrNoInput
 	}
 	if cr.a.decide == nil {
 		return app.PendingStatus{}, errors.New("mcpgrain: this node cannot route in-band decisions (mcpruntime.Config.Decide unset)")
@@ -163,7 +163,3 @@ func (cr *callRun) decideCode(ctx context.Context, cp codePause, ans app.Answer)
 	}
 	return inBandOutcome(s, who, action, reply, reread)
 }
-
-// ErrCodeInput is returned by DecideAsk for an accept with input of a
-// code-mode pause, which is a confirmation (nothing was decided).
-var ErrCodeInput = errors.New("mcpgrain: a code-mode execution's approval takes no input: accept or decline it")

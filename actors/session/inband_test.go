@@ -58,6 +58,17 @@ func TestAnInBandDecisionIsTheSessionPrincipalsOnly(t *testing.T) {
 	if handed != nil {
 		t.Fatalf("another user's in-band decision was handed over: %v", handed)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.node.Request(ctx, session.KindName, "s1", &pb.ExecutionDecide{Principal: alice, ExecutionId: "exec-1", Action: "maybe", InBand: true}); err == nil {
+		t.Fatal("an in-band decision with an unknown action was taken")
+	}
+	rt.mu.Lock()
+	handed = rt.resolved["exec-1"]
+	rt.mu.Unlock()
+	if handed != nil {
+		t.Fatalf("an unknown action was handed over: %v", handed)
+	}
 	r = e.do("s1", &pb.ExecutionDecide{Principal: alice, ExecutionId: "exec-1", Action: "accept", InBand: true}).(*pb.ExecutionReply)
 	if r.GetStatus() != pb.ExecutionReply_STATUS_OK {
 		t.Fatalf("the principal's in-band decide: %v %q", r.GetStatus(), r.GetText())
