@@ -211,7 +211,7 @@ var dsSurfaces = []dsSurface{
 	{"native elicitation", []string{dsNative}, true, dsElicitation},
 	{"sessionless retry", []string{dsSessionless}, true, dsRetry},
 	{"tasks/update", []string{dsTask, dsSDKTask}, true, dsTasksUpdate},
-	{"sdk DecideAsk", []string{dsSDKLaterInBand}, true, dsDecideAsk},
+	{"sdk DecideAsk", []string{dsSDKLaterInBand, dsSession}, true, dsDecideAsk},
 	{"approval page", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsPage},
 	{"inbox", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask}, false, dsInbox},
 	{"HTTP API", []string{dsSession, dsTask, dsSessionless, dsSDKTask, dsSDKLater, dsSDKLaterModern, dsSDKLaterTask, dsSDKLaterInBand}, false, dsHTTP},
@@ -571,9 +571,10 @@ func toolVerdict(t *testing.T, p *dsPause, res *mcp.CallToolResult) dsVerdict {
 	return v
 }
 
-// dsDecideAsk: the owner decides its pending question in band from a
-// later call of another of its sessions (DecideAsk, routed to the asking
-// session); a role that may not decide is told ErrMayNotDecide.
+// dsDecideAsk: the owner decides its pending question — or its code-mode
+// pause, by its execution id — in band from a later call of another of
+// its sessions (DecideAsk, routed to the owning session); a role that may
+// not decide is told ErrMayNotDecide.
 func dsDecideAsk(t *testing.T, n *dsNode, p *dsPause, decider dsUser) dsVerdict {
 	cs := connectMode(t, n.info.HTTPAddr, decider.token, "")
 	res, _ := callTool(t, cs, "sdk_decide", map[string]any{"id": p.execID})
