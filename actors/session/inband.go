@@ -13,8 +13,10 @@ import (
 // a native elicitation's answer, a later call's DecideAsk — sent by the
 // runtime to the grain that owns the pause. The grain takes it as it
 // takes an approval surface's decision (same organization, a role that
-// may decide, recorded once with the directory's entry), and only for a
-// pause its runtime lets the client decide.
+// may decide, recorded once with the directory's entry), only from the
+// session's own principal (another user's: FORBIDDEN), and only for a
+// pause its runtime lets the client decide (a code-mode pause always:
+// the SDK's DecideAsk of an execution id).
 
 // InBandPauses is implemented by a runtime whose pauses may let their
 // client decide them in band (mcpruntime.Runtime). A runtime that does
