@@ -24,9 +24,13 @@ import (
 // passivated owner's restore of the SDK's ContinueAsk. The owner checks the
 // caller's role with app.InBandFor (the rule of a client's in-band
 // decision) and resumes its engine's execution (the engine's replay
-// journal stays its own). An owner of an earlier release does not know the
-// continuation and answers OUTCOME_UNKNOWN; the caller then sends the
-// ExecutionResumeForModel it sent before (CodeMode.Forward).
+// journal stays its own). An owner of an earlier release does not take it
+// — the previous release has no AskContinue and rejects it unrun, which
+// session.ContinueThrough answers OUTCOME_RETRY; one with AskContinue but
+// not the continuation answers OUTCOME_UNKNOWN — and the caller then
+// sends the ExecutionResumeForModel it sent before (CodeMode.Forward).
+// internal/upgrade's rolling-upgrade test drives both directions on
+// processes of both releases.
 
 // continueTo sends the resume to owner as an AskContinue, bounded by the
 // forward timeout. earlier reports an owner that did not take it (an
@@ -61,8 +65,9 @@ func (c *codeRuntime) continueTo(ctx context.Context, owner, execID string, who 
 		}
 		return &out, "", false
 	case pb.AskContinueReply_OUTCOME_UNKNOWN, pb.AskContinueReply_OUTCOME_RETRY:
-		// An earlier release's owner: it knows no such question (or could
-		// not read it now). A new owner answers neither for a pause.
+		// An earlier release's owner: it has no AskContinue (rejected,
+		// read as a retry), knows no such question, or could not read it
+		// now. A new owner answers neither for a pause.
 		if c.cfg.Forward == nil {
 			c.forwardMissed(execID, owner, "owner_not_found", nil)
 		}

@@ -69,10 +69,19 @@ type AskContinuer interface {
 
 // ContinueThrough returns the runtime's Config.Continue for a node: it
 // sends a continuation to session grain id through c, the node's
-// grain.Cluster.
+// grain.Cluster. A rejection (grain error CODE_REJECTED: the owner did
+// not run it) is answered OUTCOME_RETRY: it is how an owner of an earlier
+// release answers, one without AskContinue (its node cannot decode the
+// message). Code mode's resume then falls back to ExecutionResumeForModel
+// (docs/sdk.md §6, "Compatibility with the previous release"); the SDK's
+// ContinueAsk answers ErrRetry, as for an owner it could not reach, and a
+// retry after the owner's node is upgraded finds the question.
 func ContinueThrough(c grain.Requester) func(ctx context.Context, id string, m *pb.AskContinue) (*pb.AskContinueReply, error) {
 	return func(ctx context.Context, id string, m *pb.AskContinue) (*pb.AskContinueReply, error) {
 		r, err := c.Request(ctx, KindName, id, m, grain.Idempotent())
+		if ge, ok := grain.AsError(err); ok && ge.Code == pb.GrainError_CODE_REJECTED {
+			return &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_RETRY, Error: ge.Error()}, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("session: continuation to %s: %w", id, err)
 		}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,7 @@ func TestContinueCountedCountsCodeResumes(t *testing.T) {
 		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_RETRY}, nil, ""},
 		{code, nil, errors.New("no answer"), "error"},
 		{code, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_UNKNOWN}, nil, ""},
+		{code, nil, rejectedByEarlier, ""},
 		{&pb.AskContinue{ExecutionId: "exec_2"}, &pb.AskContinueReply{Outcome: pb.AskContinueReply_OUTCOME_OK}, nil, ""},
 	} {
 		cont, err := ContinueCounted(replying{tc.reply, tc.err}, reg)
@@ -64,6 +66,32 @@ func TestContinueCountedCountsCodeResumes(t *testing.T) {
 		}
 		if forwardsOf(t, reg, "") != before+1 || forwardsOf(t, reg, tc.label) != label+1 {
 			t.Errorf("%v %v: not counted as %s", tc.m.GetContinuation(), tc.reply, tc.label)
+		}
+	}
+}
+
+// rejectedByEarlier is how a node of the previous release answers an
+// AskContinue (cluster/placement's activation cannot decode a message it
+// has no type for).
+var rejectedByEarlier = &grain.Error{Code: pb.GrainError_CODE_REJECTED, Message: `cannot decode payload "type.googleapis.com/mcpgrain.v1.AskContinue": not found`, Node: "n2"}
+
+// An owner that rejects the continuation unrun (an earlier release's, which
+// has no AskContinue) is read as one that cannot take it now:
+// OUTCOME_RETRY, after which code mode's resume falls back to
+// ExecutionResumeForModel (and the SDK's ContinueAsk answers ErrRetry, as
+// it did for the error); any other failure stays an error.
+func TestContinueThroughReadsARejectionAsARetry(t *testing.T) {
+	m := &pb.AskContinue{ExecutionId: "exec_1", Continuation: CodeResumeContinuation}
+	reply, err := ContinueThrough(replying{err: fmt.Errorf("cluster: %w", rejectedByEarlier)})(t.Context(), "sess-a", m)
+	if err != nil || reply.GetOutcome() != pb.AskContinueReply_OUTCOME_RETRY {
+		t.Fatalf("rejected: %v, %v; want OUTCOME_RETRY", reply, err)
+	}
+	for _, fail := range []error{
+		errors.New("no answer"),
+		&grain.Error{Code: pb.GrainError_CODE_INTERNAL, Message: "boom"},
+	} {
+		if reply, err := ContinueThrough(replying{err: fail})(t.Context(), "sess-a", m); err == nil {
+			t.Errorf("%v: answered %v, want the error", fail, reply)
 		}
 	}
 }

@@ -170,10 +170,16 @@ func holdWork(ctx context.Context, t *testing.T, c *testcluster.Cluster, lb *bal
 // (docs/operations.md, "Upgrading: one node at a time"): SIGTERM, wait for
 // the process to exit, start the new binary with the same flags, wait for
 // /readyz and every node seeing every member; then traffic must progress
-// before the next node.
-func roll(t *testing.T, c *testcluster.Cluster, sw *switcher, bin string, rec *recorder) {
+// before the next node. mixed runs once the first node runs bin, while
+// the others still run the previous release.
+func roll(t *testing.T, c *testcluster.Cluster, sw *switcher, bin string, rec *recorder, mixed func()) {
 	t.Helper()
 	for i, n := range c.Nodes() {
+		if i == 1 {
+			began := time.Now()
+			mixed()
+			t.Logf("mixed cluster (node %s on the current build, the others on the previous release): checked in %s", c.Node(0).ID, time.Since(began).Round(time.Millisecond))
+		}
 		began := time.Now()
 		c.Stop(i)
 		drained := time.Since(began)
@@ -215,7 +221,9 @@ func stopLog(n *testcluster.Node) string {
 // of the previous release to the current build, one node at a time, with
 // the documented drain, under traffic (echo calls on open sessions,
 // executions paused and accepted, short tasks), while sessions, paused
-// executions, long tasks and reminders made on the old nodes wait. After
+// executions, long tasks and reminders made on the old nodes wait. Once
+// the first node is replaced, code mode's cross-session resume is driven
+// both ways between it and an old node (crossSessionResumes). After
 // the roll every held pause is accepted and must write its to-do exactly
 // once, every task must end exactly once (completed), every reminder must
 // have fired, the pauses left undecided must time out at their deadline
@@ -229,7 +237,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	sw := newSwitcher(t, prev, 3)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Wrap: sw.wrap, ExtraArgs: []string{
 		"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--approval-window", approvalWindow.String(),
-		"--tools", "code,demo,conformance"}}) // conformance: slow_compute, a task tool
+		"--keys-file", keysFile(t), "--tools", "code,demo,conformance"}}) // conformance: slow_compute, a task tool
 	cur := testcluster.Binary(t)
 	for _, n := range c.Nodes() {
 		expect(t, n, prev)
@@ -254,7 +262,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 		t.Fatal("the echo callers made no progress on the old cluster")
 	}
 	from := time.Now()
-	roll(t, c, sw, cur, rec)
+	roll(t, c, sw, cur, rec, func() { crossSessionResumes(t, c, todos, 0, 1) })
 	to := time.Now()
 	stopTraffic()
 	wg.Wait()
