@@ -38,8 +38,9 @@ import (
 // client re-initializes instead. Not writing it saves two rows per
 // created session.
 //
-// Write-behind means the last flush interval of events can be lost if the
-// node dies; a clean passivation flushes everything first.
+// Write-behind means the events of the last window ([flushPolicy]: the
+// flush interval, 10 ms by default) can be lost if the node dies without
+// a clean shutdown; a clean passivation flushes everything first.
 //
 // What one session can make the store keep is bounded (events stay an
 // hour, so an unbounded log is a way to make the node store whatever a
