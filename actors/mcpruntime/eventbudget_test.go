@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	"github.com/mcpgrain/mcpgrain/internal/testenv"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -200,7 +201,8 @@ func TestEventBudgetsHoldAcrossNodesSharingAStore(t *testing.T) {
 	errs := make(chan error, nodes)
 	for n := range nodes {
 		st := openStore(t, dsn)
-		w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Millisecond,
+		w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Real(),
+			flushPolicy{window: time.Millisecond, events: maxGroupEvents, bytes: maxGroupBytes},
 			eventLimits{memory: 1 << 20, maxEvent: 1 << 10, budget: 1 << 20, principal: principal}, nil)
 		t.Cleanup(func() { _ = w.close(context.Background()) })
 		wg.Add(1)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
 
@@ -37,8 +38,9 @@ import (
 // client re-initializes instead. Not writing it saves two rows per
 // created session.
 //
-// Write-behind means the last flush interval of events can be lost if the
-// node dies; a clean passivation flushes everything first.
+// Write-behind means the events of the last window ([flushPolicy]: the
+// flush interval, 10 ms by default) can be lost if the node dies without
+// a clean shutdown; a clean passivation flushes everything first.
 //
 // What one session can make the store keep is bounded (events stay an
 // hour, so an unbounded log is a way to make the node store whatever a
@@ -469,9 +471,10 @@ func (l *eventLog) close(ctx context.Context) error {
 }
 
 // eventWriter writes the event logs of all the session runtimes of a node
-// behind, in batches: one goroutine and one store write per flush
-// interval for the whole node (a goroutine and a ticker per resident
-// runtime cost a million wake-ups a second with 10,000 resident).
+// behind, in groups ([flushPolicy]): one goroutine and one store write per
+// group for the whole node (a goroutine and a ticker per resident
+// runtime cost a million wake-ups a second with 10,000 resident), so the
+// sequential calls of a window share one transaction.
 //
 // After each flush it keeps the budgets that span sessions, from what the
 // store counts (the store is the source of truth: every node of a
@@ -501,12 +504,17 @@ func (l *eventLog) close(ctx context.Context) error {
 type eventWriter struct {
 	st      eventStore
 	log     *slog.Logger
-	every   time.Duration
+	clk     clock.Clock
+	policy  flushPolicy
 	lim     eventLimits
 	metrics *eventMetrics
 
-	mu      sync.Mutex
-	pending []pendingEvent
+	mu           sync.Mutex
+	pending      []pendingEvent
+	pendingBytes int         // of the pending events' data
+	window       clock.Timer // the pending events' window (nil: none armed)
+	gen          uint64      // of window: a window that ended after its flush is ignored
+	retrying     bool        // the last commit failed: a full group waits for its window too
 
 	flushMu    sync.Mutex // one flush at a time: the writer's and callers' (After, close)
 	sinceCheck int64      // bytes flushed since the store's usage was last read (flushMu held)
@@ -518,6 +526,37 @@ type eventWriter struct {
 	// (see [eventWriter.shared]).
 	answers answerSet
 }
+
+// flushPolicy is when the writer commits the events it gathered (a group
+// commit: every session of the node in one store write). The first event
+// of a group opens its window; the group is committed when the window
+// ends — not later: events that arrive meanwhile join it without
+// extending it, so no event waits longer than the window — or at once
+// when it holds events events or bytes bytes of data, whichever comes
+// first. A runtime's close (passivation) and a resume that needs the
+// store commit at once.
+type flushPolicy struct {
+	window time.Duration
+	events int
+	bytes  int
+}
+
+// Defaults of the writer's group commit (Config.EventFlushInterval and
+// the bounds of one group).
+const (
+	// DefaultEventFlushInterval is the window of a group of events: what
+	// a node killed without a clean shutdown may lose at most.
+	DefaultEventFlushInterval = 10 * time.Millisecond
+	// maxGroupEvents and maxGroupBytes bound one group (a busy node
+	// commits before the window ends): four INSERTs of 64 events, and
+	// what the store's one write holds.
+	maxGroupEvents = 256
+	maxGroupBytes  = 1 << 20
+)
+
+// full reports whether a group of n events holding size bytes of data
+// is committed now, without waiting for its window to end.
+func (p flushPolicy) full(n, size int) bool { return n >= p.events || size >= p.bytes }
 
 // maxSharedAnswers bounds the distinct initialize answers a node shares;
 // past it the set starts over (those kept stay with their logs).
@@ -559,52 +598,103 @@ type pendingEvent struct {
 	ev  eventstore.Event
 }
 
-func newEventWriter(st eventStore, log *slog.Logger, every time.Duration, lim eventLimits, m *eventMetrics) *eventWriter {
-	w := &eventWriter{st: st, log: log, every: every, lim: lim, metrics: m,
+func newEventWriter(st eventStore, log *slog.Logger, clk clock.Clock, policy flushPolicy, lim eventLimits, m *eventMetrics) *eventWriter {
+	w := &eventWriter{st: st, log: log, clk: clk, policy: policy, lim: lim, metrics: m,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go w.run()
 	return w
 }
 
-// add queues an event for the next flush.
+// add queues an event for its group's commit: it opens the group's
+// window if it is the first, or asks for the commit at once if it fills
+// the group.
 func (w *eventWriter) add(l *eventLog, ev eventstore.Event) {
 	w.mu.Lock()
 	w.pending = append(w.pending, pendingEvent{l, ev})
+	w.pendingBytes += len(ev.Data)
+	full := !w.retrying && w.policy.full(len(w.pending), w.pendingBytes)
+	if !full {
+		w.openWindow()
+	}
 	w.mu.Unlock()
+	if full {
+		w.commitNow()
+	}
+}
+
+// openWindow arms the window of the pending events unless one is armed
+// (w.mu held).
+func (w *eventWriter) openWindow() {
+	if w.window != nil {
+		return
+	}
+	w.gen++
+	gen := w.gen
+	w.window = w.clk.AfterFunc(w.policy.window, func() { w.windowEnded(gen) })
+}
+
+// windowEnded asks for the commit of the group whose window ended, if
+// it was not committed meanwhile.
+func (w *eventWriter) windowEnded(gen uint64) {
+	w.mu.Lock()
+	current := w.window != nil && w.gen == gen
+	w.mu.Unlock()
+	if current {
+		w.commitNow()
+	}
+}
+
+// commitNow wakes the writer goroutine to commit the pending events.
+func (w *eventWriter) commitNow() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
 	}
 }
 
+// run commits each group when it is due. A failed commit keeps its
+// events pending and is tried again when a new window ends.
 func (w *eventWriter) run() {
 	defer close(w.stopped)
-	wait := time.NewTimer(w.every)
-	wait.Stop()
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-w.kick:
 		}
-		// Batch what arrives within the interval.
-		wait.Reset(w.every)
-		select {
-		case <-w.stop:
-			wait.Stop()
-			return
-		case <-wait.C:
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := w.flush(ctx); err != nil {
 			w.log.Warn("mcpruntime: flush the event log (will retry)", "err", err)
-			select {
-			case w.kick <- struct{}{}:
-			default:
-			}
 		}
 		cancel()
 	}
+}
+
+// take takes the pending events for a commit, closing their window.
+func (w *eventWriter) take() []pendingEvent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	batch := w.pending
+	w.pending, w.pendingBytes, w.retrying = nil, 0, false
+	if w.window != nil {
+		w.window.Stop()
+		w.window = nil
+	}
+	return batch
+}
+
+// putBack returns the events of a failed commit to the front of the
+// pending ones, to be committed when a new window ends (not at once when
+// the group is full: a store that fails fast would be retried for every
+// event).
+func (w *eventWriter) putBack(batch []pendingEvent) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending, w.retrying = append(batch, w.pending...), true
+	for _, p := range batch {
+		w.pendingBytes += len(p.ev.Data)
+	}
+	w.openWindow()
 }
 
 // flush writes every pending event of the node, then keeps the budgets:
@@ -613,10 +703,7 @@ func (w *eventWriter) run() {
 func (w *eventWriter) flush(ctx context.Context) error {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
-	w.mu.Lock()
-	batch := w.pending
-	w.pending = nil
-	w.mu.Unlock()
+	batch := w.take()
 	if len(batch) == 0 {
 		return nil
 	}
@@ -628,9 +715,7 @@ func (w *eventWriter) flush(ctx context.Context) error {
 	}
 	totals, err := w.st.AppendEvents(ctx, events)
 	if err != nil {
-		w.mu.Lock()
-		w.pending = append(batch, w.pending...)
-		w.mu.Unlock()
+		w.putBack(batch)
 		return err
 	}
 	var trim []*eventLog

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgrain/mcpgrain/actors/mcpruntime/eventstore"
+	"github.com/mcpgrain/mcpgrain/cluster/clock"
 	"github.com/mcpgrain/mcpgrain/cluster/store"
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -32,10 +34,12 @@ func testStore(t *testing.T) *eventstore.Store {
 	return eventstore.New(st)
 }
 
-// testWriter is a node's event writer on st (it flushes when told to).
+// testWriter is a node's event writer on st (it flushes when told to:
+// its window is an hour and its groups have no bound).
 func testWriter(t *testing.T, st eventStore, lim eventLimits) *eventWriter {
 	t.Helper()
-	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, lim, nil)
+	w := newEventWriter(st, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Real(),
+		flushPolicy{window: time.Hour, events: math.MaxInt, bytes: math.MaxInt}, lim, nil)
 	t.Cleanup(func() { _ = w.close(context.Background()) })
 	return w
 }

@@ -91,8 +91,11 @@ type Config struct {
 	Store store.Store
 	// Logger logs runtime problems. Default slog.Default().
 	Logger *slog.Logger
-	// EventFlushInterval is the write-behind interval of the event log.
-	// Default 10ms.
+	// EventFlushInterval is the write-behind window of the event log: the
+	// events of a window are committed together when it ends (or sooner,
+	// when a group is full: see flushPolicy), so a node killed without a
+	// clean shutdown loses at most the events of the last window.
+	// Default [DefaultEventFlushInterval].
 	EventFlushInterval time.Duration
 	// EventMemory bounds the flushed events a session keeps in memory for
 	// quick resumes (older ones are read back from the store; events not
@@ -219,7 +222,7 @@ func NewBuilder(cfg Config) (*Builder, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.EventFlushInterval <= 0 {
-		cfg.EventFlushInterval = 10 * time.Millisecond
+		cfg.EventFlushInterval = DefaultEventFlushInterval
 	}
 	if cfg.EventMemory <= 0 {
 		cfg.EventMemory = 64 << 10
@@ -257,7 +260,8 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	}
 	srv.AddReceivingMiddleware(growStack, b.recordState, b.bindScope, b.bindCall)
 	b.server, b.closeSrv = srv, closeSrv
-	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, cfg.EventFlushInterval,
+	b.events = newEventWriter(eventstore.New(cfg.Store), cfg.Logger, clock.Real(),
+		flushPolicy{window: cfg.EventFlushInterval, events: maxGroupEvents, bytes: maxGroupBytes},
 		eventLimits{memory: cfg.EventMemory, maxEvent: cfg.MaxEventBytes, budget: cfg.SessionEventBytes,
 			principal: cfg.PrincipalEventBytes, stored: cfg.StoredEventBytes}, m)
 	return b, nil

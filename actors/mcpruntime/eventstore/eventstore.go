@@ -64,12 +64,15 @@ const deletesLockKey = 0x6d63706576646c
 type Store struct {
 	db  *store.DB
 	now func() time.Time // stamps stored events (the store's clock)
+	// inserts are the batched INSERTs in the dialect's placeholders
+	// (insertTexts).
+	inserts *[2][]string
 }
 
 // New returns the event log kept in st's database.
 func New(st store.Store) *Store {
 	db := st.DB()
-	return &Store{db: db, now: db.Now}
+	return &Store{db: db, now: db.Now, inserts: insertTexts(db.Dialect())}
 }
 
 // Event is one SSE event of an MCP session's stream, kept so a client can
@@ -129,7 +132,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []Event) ([]EventBytes,
 			}
 			// RETURNING names the rows actually inserted: an event already
 			// stored (a retried flush) adds nothing to its principal's bytes.
-			rows, err := tx.QueryContext(ctx, insertEventsText[len(chunk)], args...)
+			rows, err := tx.QueryContext(ctx, s.inserts[0][len(chunk)], args...)
 			if err == nil {
 				_, err = added.scan(rows)
 			}
@@ -138,7 +141,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []Event) ([]EventBytes,
 			}
 		}
 		var err error
-		totals, err = added.addIn(ctx, tx)
+		totals, err = added.addIn(ctx, tx, s.inserts[1])
 		return err
 	})
 	if err != nil {
@@ -157,22 +160,50 @@ const eventsPerInsert = 64
 // eventColumns are the parameters of one event's row.
 const eventColumns = 7
 
-// insertEventsText holds the INSERT of n events at index n (built once:
-// the text is the prepared-statement caches' key).
-var insertEventsText = func() []string {
+// insertTexts holds, for a dialect, the INSERT of n events at [0][n] and
+// the upsert of n principals' counts at [1][n] (built once: the text is
+// the prepared-statement caches' key). On SQLite the parameters are
+// anonymous (?): a $N parameter is a named one there, and binding looks
+// each name up in a list of all of them (sqlite3_bind_parameter_name),
+// which made binding a 64-event INSERT's 448 parameters 40 % of its CPU
+// (BenchmarkAppendWarmCalls). Postgres numbers them ($N).
+func insertTexts(dialect string) *[2][]string {
+	if dialect == "sqlite" {
+		return &sqliteInserts
+	}
+	return &postgresInserts
+}
+
+var (
+	postgresInserts = [2][]string{batchTexts(eventsInsert, eventColumns, false), batchTexts(bytesUpsert, 3, false)}
+	sqliteInserts   = [2][]string{batchTexts(eventsInsert, eventColumns, true), batchTexts(bytesUpsert, 3, true)}
+)
+
+// The batched statements: head, then the rows' parameters, then tail.
+var (
+	eventsInsert = [2]string{"INSERT INTO mcp_events (session, stream, idx, data, created_at_ms, org, user_id) VALUES ",
+		" ON CONFLICT (session, stream, idx) DO NOTHING RETURNING org, user_id, LENGTH(data)"}
+	bytesUpsert = [2]string{"INSERT INTO mcp_event_bytes (org, user_id, bytes) VALUES ",
+		" ON CONFLICT (org, user_id) DO UPDATE SET bytes = mcp_event_bytes.bytes + excluded.bytes RETURNING org, user_id, bytes"}
+)
+
+// batchTexts holds stmt with n rows of cols parameters at index n, for
+// n up to eventsPerInsert.
+func batchTexts(stmt [2]string, cols int, anonymous bool) []string {
 	texts := make([]string, eventsPerInsert+1)
 	for n := 1; n <= eventsPerInsert; n++ {
 		var b strings.Builder
-		b.WriteString("INSERT INTO mcp_events (session, stream, idx, data, created_at_ms, org, user_id) VALUES ")
-		writeParams(&b, n, eventColumns)
-		b.WriteString(" ON CONFLICT (session, stream, idx) DO NOTHING RETURNING org, user_id, LENGTH(data)")
+		b.WriteString(stmt[0])
+		writeParams(&b, n, cols, anonymous)
+		b.WriteString(stmt[1])
 		texts[n] = b.String()
 	}
 	return texts
-}()
+}
 
-// writeParams writes n rows of cols numbered parameters: ($1, $2), ($3, $4)…
-func writeParams(b *strings.Builder, n, cols int) {
+// writeParams writes n rows of cols parameters: ($1, $2), ($3, $4)…, or
+// (?, ?), (?, ?)… if anonymous.
+func writeParams(b *strings.Builder, n, cols int, anonymous bool) {
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
@@ -182,7 +213,11 @@ func writeParams(b *strings.Builder, n, cols int) {
 			if c > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(b, "$%d", cols*i+c+1)
+			if anonymous {
+				b.WriteByte('?')
+			} else {
+				fmt.Fprintf(b, "$%d", cols*i+c+1)
+			}
 		}
 		b.WriteByte(')')
 	}
@@ -539,7 +574,7 @@ func (p principalBytes) keys() []principalKey {
 
 // addIn adds p to the principals' counts on q and returns their new
 // totals.
-func (p principalBytes) addIn(ctx context.Context, q store.Querier) ([]EventBytes, error) {
+func (p principalBytes) addIn(ctx context.Context, q store.Querier, texts []string) ([]EventBytes, error) {
 	keys := p.keys()
 	totals := make([]EventBytes, 0, len(keys))
 	for len(keys) > 0 {
@@ -549,7 +584,7 @@ func (p principalBytes) addIn(ctx context.Context, q store.Querier) ([]EventByte
 		for _, k := range chunk {
 			args = append(args, k.org, k.user, p[k])
 		}
-		rows, err := q.QueryContext(ctx, addEventBytesText[len(chunk)], args...)
+		rows, err := q.QueryContext(ctx, texts[len(chunk)], args...)
 		if err != nil {
 			return nil, fmt.Errorf("store: count the bytes of %d principals' events: %w", len(chunk), err)
 		}
@@ -563,19 +598,6 @@ func (p principalBytes) addIn(ctx context.Context, q store.Querier) ([]EventByte
 	}
 	return totals, nil
 }
-
-// addEventBytesText holds the upsert of n principals' counts at index n.
-var addEventBytesText = func() []string {
-	texts := make([]string, eventsPerInsert+1)
-	for n := 1; n <= eventsPerInsert; n++ {
-		var b strings.Builder
-		b.WriteString("INSERT INTO mcp_event_bytes (org, user_id, bytes) VALUES ")
-		writeParams(&b, n, 3)
-		b.WriteString(" ON CONFLICT (org, user_id) DO UPDATE SET bytes = mcp_event_bytes.bytes + excluded.bytes RETURNING org, user_id, bytes")
-		texts[n] = b.String()
-	}
-	return texts
-}()
 
 // subtractIn subtracts p from the principals' counts on q (never below
 // zero: events stored before the counts, or by a node of an older
