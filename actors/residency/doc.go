@@ -60,7 +60,9 @@
 //	// On every request:           reg.Touch(sessionID, now)
 //	// When the runtime is disposed: reg.Release(sessionID)
 //
-// CanEvict runs under the registry's lock on other grains' goroutines: it
-// must be cheap, non-blocking, safe for concurrent use (read atomics the
-// grain maintains) and must not call the Registry.
+// CanEvict runs under the registry's lock on other grains' goroutines
+// (admissions and picks): it must be cheap, non-blocking, safe for
+// concurrent use (read atomics the grain maintains) and must not call the
+// Registry. [Registry.Counts] calls it outside the lock, on a copy of the
+// entries, so a metrics scrape never holds up an admission for its walk.
 package residency
