@@ -32,7 +32,12 @@
 //  4. The build releases its [Slot] on every exit path (Release is
 //     idempotent, so a deferred Release plus an explicit one is fine) and,
 //     only if it succeeded, calls [Registry.Register].
-//  5. The grain calls [Registry.Touch] on activity and [Registry.Release]
+//  5. When the soft cap is lowered under the resident runtimes
+//     ([Registry.SetSoftCap] reports it), the node calls [Registry.Trim]
+//     on a tick: it chooses a few of the excess a call, least recently
+//     active first, counting those already asked as going, and the node
+//     sends them eviction requests as in step 2.
+//  6. The grain calls [Registry.Touch] on activity and [Registry.Release]
 //     when its runtime is disposed (idle, cap eviction, passivation,
 //     shutdown). Release is idempotent.
 //

@@ -63,7 +63,7 @@ type Entry struct {
 	ID string
 	// CanEvict is the synchronous, cheap eviction prefilter: it reports
 	// false while the runtime has open streams or paused/running
-	// executions. [Registry.Admit] and [Registry.Pick] call it with the
+	// executions. [Registry.Admit], [Registry.Pick] and [Registry.Trim] call it with the
 	// registry's lock held, from whichever goroutine calls them, so it
 	// must be safe for concurrent use, must not block, and must not call
 	// back into the Registry (that deadlocks). [Registry.Counts] calls it
@@ -195,12 +195,56 @@ func (r *Registry) Config() Config {
 
 // SetSoftCap changes the soft cap (at least 1) for later admissions: a
 // node that sizes residency by memory moves it as it measures. Resident
-// runtimes over a lowered cap are not evicted at once; each later cold
-// build asks one to go, as always.
-func (r *Registry) SetSoftCap(n int) {
+// runtimes over a lowered cap are not evicted at once: each later cold
+// build asks one to go, as always, and [Registry.Trim], called on a tick,
+// asks the excess to go a few at a time. It reports whether resident
+// runtimes plus in-flight builds are over the new cap.
+func (r *Registry) SetSoftCap(n int) (over bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cap = max(1, n)
+	return len(r.entries)+r.inFlight > r.cap
+}
+
+// TrimScan bounds how many entries one [Registry.Trim] looks at (least
+// recently active first), so a tick holds the lock for at most that many
+// CanEvict calls however many runtimes are pinned.
+const TrimScan = 4096
+
+// Trim chooses up to limit entries to ask to evict, so that resident
+// runtimes plus in-flight builds come down to the soft cap after it was
+// lowered under them: least recently active first, among those whose
+// CanEvict says yes and that were not asked within the grace window. It
+// marks them eviction-requested at now and returns their ids (nil when
+// not over the cap). The excess it asks for is what the cap is exceeded by
+// minus the entries already asked and still inside their grace window
+// that it passes on the way to its picks (they are on their way out:
+// asking others in their place would evict twice as many; one asked and
+// active since, further back, declined or will, and is not counted). It
+// looks at no more than
+// [TrimScan] entries. over reports whether the registry is still over the
+// cap before these go: the caller ticks again while it is.
+func (r *Registry) Trim(now time.Time, limit int) (ids []string, over bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	excess := len(r.entries) + r.inFlight - r.cap
+	if excess <= 0 {
+		return nil, false
+	}
+	scanned := 0
+	for el := r.lru.Front(); el != nil && excess > 0 && len(ids) < limit && scanned < TrimScan; el = el.Next() {
+		scanned++
+		e := el.Value.(*entry)
+		switch {
+		case r.pendingLocked(e, now):
+			excess--
+		case r.canEvictLocked(e):
+			e.markRequested(now)
+			ids = append(ids, e.id)
+			excess--
+		}
+	}
+	return ids, true
 }
 
 // Admit is called before every cold build. It always reserves a build slot

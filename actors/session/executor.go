@@ -208,7 +208,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	}()
 	now := s.now()
 	if s.h.sizing != nil {
-		s.h.sizing.resize(s.h.registry, now)
+		s.h.resize(now)
 	}
 	adm := s.h.registry.Admit(now)
 	defer adm.Slot.Release()

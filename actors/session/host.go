@@ -106,7 +106,8 @@ type Host struct {
 	parked atomic.Int64 // standalone streams parked on sessions without a runtime
 	primes atomic.Uint64
 
-	sizing  *sizing // nil: fixed soft cap
+	sizing  *sizing  // nil: fixed soft cap
+	trim    *trimmer // nil: fixed soft cap
 	evictor *residency.Evictor
 }
 
@@ -172,13 +173,24 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	h := &Host{cfg: cfg, registry: residency.New(cfg.Residency), log: cfg.Logger, residents: map[string]*resident{}}
-	if cfg.Memory.Budget > 0 {
-		h.sizing = newSizing(cfg.Memory)
-		h.sizing.resize(h.registry, cfg.Clock.Now())
-	}
 	h.metrics = newMetrics(cfg.Registerer, h)
 	h.evictor = &residency.Evictor{Evict: cfg.Evict, Done: h.evicted}
+	if cfg.Memory.Budget > 0 {
+		h.sizing = newSizing(cfg.Memory)
+		h.trim = &trimmer{reg: h.registry, clock: cfg.Clock, evict: h.evictor.Request,
+			resize: h.resize, interval: trimInterval, perTick: trimPerTick}
+		h.resize(cfg.Clock.Now())
+	}
 	return h, nil
+}
+
+// resize re-measures the memory-derived soft cap (at most every
+// sizingInterval) and, when it fell under the resident runtimes, starts
+// trimming them down to it.
+func (h *Host) resize(now time.Time) {
+	if h.sizing.resize(h.registry, now) {
+		h.trim.kick()
+	}
 }
 
 // Kind returns the session grain kind to register on the node.
