@@ -32,7 +32,12 @@
 //  4. The build releases its [Slot] on every exit path (Release is
 //     idempotent, so a deferred Release plus an explicit one is fine) and,
 //     only if it succeeded, calls [Registry.Register].
-//  5. The grain calls [Registry.Touch] on activity and [Registry.Release]
+//  5. When the soft cap is lowered under the resident runtimes
+//     ([Registry.SetSoftCap] reports it), the node calls [Registry.Trim]
+//     on a tick: it chooses a few of the excess a call, least recently
+//     active first, counting those already asked as going, and the node
+//     sends them eviction requests as in step 2.
+//  6. The grain calls [Registry.Touch] on activity and [Registry.Release]
 //     when its runtime is disposed (idle, cap eviction, passivation,
 //     shutdown). Release is idempotent.
 //
@@ -60,7 +65,9 @@
 //	// On every request:           reg.Touch(sessionID, now)
 //	// When the runtime is disposed: reg.Release(sessionID)
 //
-// CanEvict runs under the registry's lock on other grains' goroutines: it
-// must be cheap, non-blocking, safe for concurrent use (read atomics the
-// grain maintains) and must not call the Registry.
+// CanEvict runs under the registry's lock on other grains' goroutines
+// (admissions and picks): it must be cheap, non-blocking, safe for
+// concurrent use (read atomics the grain maintains) and must not call the
+// Registry. [Registry.Counts] calls it outside the lock, on a copy of the
+// entries, so a metrics scrape never holds up an admission for its walk.
 package residency

@@ -63,13 +63,15 @@ type Entry struct {
 	ID string
 	// CanEvict is the synchronous, cheap eviction prefilter: it reports
 	// false while the runtime has open streams or paused/running
-	// executions. It is called with the registry's lock held, from
-	// whichever goroutine calls [Registry.Admit], [Registry.Pick] or
-	// [Registry.Counts], so it must be safe for concurrent use, must not
-	// block, and must not call back into the Registry (that deadlocks). A
-	// panic in it is recovered and counts as false. nil means always
-	// evictable. A wrong true is harmless: the grain re-checks itself when
-	// it receives the eviction request.
+	// executions. [Registry.Admit], [Registry.Pick] and [Registry.Trim] call it with the
+	// registry's lock held, from whichever goroutine calls them, so it
+	// must be safe for concurrent use, must not block, and must not call
+	// back into the Registry (that deadlocks). [Registry.Counts] calls it
+	// outside the lock on a snapshot of the entries, so it may also be
+	// called just after the entry's [Registry.Release]. A panic in it is
+	// recovered and counts as false. nil means always evictable. A wrong
+	// true is harmless: the grain re-checks itself when it receives the
+	// eviction request.
 	CanEvict func() bool
 }
 
@@ -120,10 +122,16 @@ type entry struct {
 	canEvict     func() bool
 	lastActivity time.Time
 	seq          uint64 // registration order; breaks lastActivity ties
-	requested    bool
-	requestedAt  time.Time
-	elem         *list.Element // in Registry.lru
+	// requestedAt is when the entry was last asked to evict (nil: never).
+	// It is written under the registry's lock and read by
+	// [Registry.Counts] outside it.
+	requestedAt atomic.Pointer[time.Time]
+	elem        *list.Element // in Registry.lru
+	at          int           // index in Registry.all
 }
+
+// markRequested records an eviction request at now.
+func (e *entry) markRequested(now time.Time) { e.requestedAt.Store(&now) }
 
 // before reports whether e is less recently active than o.
 func (e *entry) before(o *entry) bool {
@@ -147,11 +155,20 @@ type Registry struct {
 	// from the front and stops at the first evictable entry outside its
 	// grace window, so picking costs what it skips, not the number of
 	// resident runtimes.
-	lru      *list.List
+	lru *list.List
+	// all holds the entries in no order (a removal moves the last one
+	// into its place): [Registry.Counts] copies it under the lock, a
+	// memmove, and walks the copy outside it.
+	all      []*entry
 	peak     int
 	inFlight int
 	seq      uint64
-	panics   int
+	panics   atomic.Int64
+
+	// countsMu serialises [Registry.Counts], which owns snap: the copy of
+	// all it walks, kept between calls so a scrape does not allocate.
+	countsMu sync.Mutex
+	snap     []*entry
 }
 
 // New returns an empty Registry. It panics if cfg does not pass
@@ -178,12 +195,56 @@ func (r *Registry) Config() Config {
 
 // SetSoftCap changes the soft cap (at least 1) for later admissions: a
 // node that sizes residency by memory moves it as it measures. Resident
-// runtimes over a lowered cap are not evicted at once; each later cold
-// build asks one to go, as always.
-func (r *Registry) SetSoftCap(n int) {
+// runtimes over a lowered cap are not evicted at once: each later cold
+// build asks one to go, as always, and [Registry.Trim], called on a tick,
+// asks the excess to go a few at a time. It reports whether resident
+// runtimes plus in-flight builds are over the new cap.
+func (r *Registry) SetSoftCap(n int) (over bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cap = max(1, n)
+	return len(r.entries)+r.inFlight > r.cap
+}
+
+// TrimScan bounds how many entries one [Registry.Trim] looks at (least
+// recently active first), so a tick holds the lock for at most that many
+// CanEvict calls however many runtimes are pinned.
+const TrimScan = 4096
+
+// Trim chooses up to limit entries to ask to evict, so that resident
+// runtimes plus in-flight builds come down to the soft cap after it was
+// lowered under them: least recently active first, among those whose
+// CanEvict says yes and that were not asked within the grace window. It
+// marks them eviction-requested at now and returns their ids (nil when
+// not over the cap). The excess it asks for is what the cap is exceeded by
+// minus the entries already asked and still inside their grace window
+// that it passes on the way to its picks (they are on their way out:
+// asking others in their place would evict twice as many; one asked and
+// active since, further back, declined or will, and is not counted). It
+// looks at no more than
+// [TrimScan] entries. over reports whether the registry is still over the
+// cap before these go: the caller ticks again while it is.
+func (r *Registry) Trim(now time.Time, limit int) (ids []string, over bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	excess := len(r.entries) + r.inFlight - r.cap
+	if excess <= 0 {
+		return nil, false
+	}
+	scanned := 0
+	for el := r.lru.Front(); el != nil && excess > 0 && len(ids) < limit && scanned < TrimScan; el = el.Next() {
+		scanned++
+		e := el.Value.(*entry)
+		switch {
+		case r.pendingLocked(e, now):
+			excess--
+		case r.canEvictLocked(e):
+			e.markRequested(now)
+			ids = append(ids, e.id)
+			excess--
+		}
+	}
+	return ids, true
 }
 
 // Admit is called before every cold build. It always reserves a build slot
@@ -204,7 +265,7 @@ func (r *Registry) Admit(now time.Time) Admission {
 		return a
 	}
 	if e := r.pickLocked(now); e != nil {
-		e.requested, e.requestedAt = true, now
+		e.markRequested(now)
 		a.Evict = e.id
 	} else {
 		a.Overflow = true
@@ -246,10 +307,14 @@ func (r *Registry) Register(e Entry, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq++
+	en := &entry{id: e.ID, canEvict: e.CanEvict, lastActivity: now, seq: r.seq}
 	if old := r.entries[e.ID]; old != nil {
 		r.lru.Remove(old.elem)
+		en.at, r.all[old.at] = old.at, en
+	} else {
+		en.at = len(r.all)
+		r.all = append(r.all, en)
 	}
-	en := &entry{id: e.ID, canEvict: e.CanEvict, lastActivity: now, seq: r.seq}
 	r.entries[e.ID] = en
 	r.place(en)
 	if n := len(r.entries); n > r.peak {
@@ -311,6 +376,10 @@ func (r *Registry) Release(id string) bool {
 	}
 	r.lru.Remove(e.elem)
 	delete(r.entries, id)
+	last := r.all[len(r.all)-1]
+	last.at, r.all[e.at] = e.at, last
+	r.all[len(r.all)-1] = nil
+	r.all = r.all[:len(r.all)-1]
 	return true
 }
 
@@ -322,7 +391,7 @@ func (r *Registry) MarkEvictionRequested(id string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.entries[id]; e != nil {
-		e.requested, e.requestedAt = true, now
+		e.markRequested(now)
 	}
 }
 
@@ -353,19 +422,22 @@ func (r *Registry) pickLocked(now time.Time) *entry {
 	return nil
 }
 
-// pendingLocked reports whether e is inside its eviction grace window.
+// pendingLocked reports whether e is inside its eviction grace window
+// (r.grace does not change: Counts calls it without the lock).
 func (r *Registry) pendingLocked(e *entry, now time.Time) bool {
-	return e.requested && now.Sub(e.requestedAt) < r.grace
+	at := e.requestedAt.Load()
+	return at != nil && now.Sub(*at) < r.grace
 }
 
-// canEvictLocked runs e's prefilter; a panic counts as false.
+// canEvictLocked runs e's prefilter; a panic counts as false. Counts calls
+// it without the lock (e.canEvict does not change once registered).
 func (r *Registry) canEvictLocked(e *entry) (ok bool) {
 	if e.canEvict == nil {
 		return true
 	}
 	defer func() {
 		if recover() != nil {
-			r.panics++
+			r.panics.Add(1)
 			ok = false
 		}
 	}()
@@ -382,17 +454,16 @@ func (r *Registry) Resident() int {
 
 // Counts returns a snapshot of the registry at now. It calls every entry's
 // CanEvict (it costs what the number of resident runtimes does: for
-// metrics, not for request paths).
+// metrics, not for request paths) — outside the registry's lock: under it
+// it only copies the entries' pointers, so a scrape at 250,000 resident
+// runtimes holds up admissions for a memmove, not for 250,000 calls.
+// Resident is the snapshot's size, so Evictable + Pinned == Resident;
+// concurrent calls take turns.
 func (r *Registry) Counts(now time.Time) Counts {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := Counts{
-		Resident:       len(r.entries),
-		Peak:           r.peak,
-		InFlightBuilds: r.inFlight,
-		SoftCap:        r.cap,
-	}
-	for _, e := range r.entries {
+	r.countsMu.Lock()
+	defer r.countsMu.Unlock()
+	c := r.snapshot()
+	for _, e := range r.snap {
 		if r.canEvictLocked(e) {
 			c.Evictable++
 		} else {
@@ -402,6 +473,21 @@ func (r *Registry) Counts(now time.Time) Counts {
 			c.EvictionPending++
 		}
 	}
-	c.CanEvictPanics = r.panics
+	clear(r.snap) // no disposed runtime kept reachable until the next scrape
+	c.CanEvictPanics = int(r.panics.Load())
 	return c
+}
+
+// snapshot copies the entries into r.snap and returns the counts kept as
+// numbers, under the registry's lock (r.countsMu held).
+func (r *Registry) snapshot() Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.snap = append(r.snap[:0], r.all...)
+	return Counts{
+		Resident:       len(r.all),
+		Peak:           r.peak,
+		InFlightBuilds: r.inFlight,
+		SoftCap:        r.cap,
+	}
 }

@@ -91,13 +91,23 @@ type Host struct {
 	metrics  *metrics
 	log      *slog.Logger
 
+	// mu guards residents and all, the resident runtimes the gauges walk:
+	// all in no order (a removal moves the last one into its place), so a
+	// scrape copies it under mu, a memmove, and walks the copy outside it
+	// (every build adds and every disposal removes under mu).
 	mu        sync.Mutex
-	residents map[string]*resident // for gauges
+	residents map[string]*resident
+	all       []*resident
+	// countsMu serialises counts, which owns snap (all's copy, kept
+	// between scrapes).
+	countsMu sync.Mutex
+	snap     []*resident
 
 	parked atomic.Int64 // standalone streams parked on sessions without a runtime
 	primes atomic.Uint64
 
-	sizing  *sizing // nil: fixed soft cap
+	sizing  *sizing  // nil: fixed soft cap
+	trim    *trimmer // nil: fixed soft cap
 	evictor *residency.Evictor
 }
 
@@ -118,6 +128,7 @@ type resident struct {
 	// decided counts executions handed a decision and not settled yet
 	// (the lifecycle machine's handedOver): they are about to run, so they pin.
 	decided atomic.Int32
+	at      int32 // index in Host.all (under Host.mu)
 }
 
 // streams is the number of POST exchanges in flight.
@@ -162,13 +173,24 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	h := &Host{cfg: cfg, registry: residency.New(cfg.Residency), log: cfg.Logger, residents: map[string]*resident{}}
-	if cfg.Memory.Budget > 0 {
-		h.sizing = newSizing(cfg.Memory)
-		h.sizing.resize(h.registry, cfg.Clock.Now())
-	}
 	h.metrics = newMetrics(cfg.Registerer, h)
 	h.evictor = &residency.Evictor{Evict: cfg.Evict, Done: h.evicted}
+	if cfg.Memory.Budget > 0 {
+		h.sizing = newSizing(cfg.Memory)
+		h.trim = &trimmer{reg: h.registry, clock: cfg.Clock, evict: h.evictor.Request,
+			resize: h.resize, interval: trimInterval, perTick: trimPerTick}
+		h.resize(cfg.Clock.Now())
+	}
 	return h, nil
+}
+
+// resize re-measures the memory-derived soft cap (at most every
+// sizingInterval) and, when it fell under the resident runtimes, starts
+// trimming them down to it.
+func (h *Host) resize(now time.Time) {
+	if h.sizing.resize(h.registry, now) {
+		h.trim.kick()
+	}
 }
 
 // Kind returns the session grain kind to register on the node.
@@ -199,33 +221,54 @@ type countsView struct {
 	Streams, Paused, Running, Leases int
 }
 
+// counts walks the resident runtimes outside h.mu (on a copy taken under
+// it), so a scrape at 250,000 runtimes does not hold up the builds that
+// add theirs (residency.Registry.Counts does the same for its entries).
 func (h *Host) counts() countsView {
 	c := countsView{Counts: h.registry.Counts(h.cfg.Clock.Now())}
 	if h.cfg.SessionlessStreams != nil {
 		c.Streams += h.cfg.SessionlessStreams()
 	}
+	h.countsMu.Lock()
+	defer h.countsMu.Unlock()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, r := range h.residents {
+	h.snap = append(h.snap[:0], h.all...)
+	h.mu.Unlock()
+	for _, r := range h.snap {
 		c.Streams += r.rt.OpenStreams()
 		c.Paused += r.rt.PausedExecutions()
 		c.Paused += r.rt.DurablePausedExecutions() // parked here, though they pin nothing
 		c.Running += r.rt.RunningExecutions()
 		c.Leases += int(r.leases.Load())
 	}
+	clear(h.snap) // no disposed runtime kept reachable until the next scrape
 	return c
 }
 
 func (h *Host) addResident(id string, r *resident) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old := h.residents[id]; old != nil {
+		r.at, h.all[old.at] = old.at, r
+	} else {
+		r.at = int32(len(h.all))
+		h.all = append(h.all, r)
+	}
 	h.residents[id] = r
-	h.mu.Unlock()
 }
 
 func (h *Host) removeResident(id string) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.residents[id]
+	if r == nil {
+		return
+	}
 	delete(h.residents, id)
-	h.mu.Unlock()
+	last := h.all[len(h.all)-1]
+	last.at, h.all[r.at] = r.at, last
+	h.all[len(h.all)-1] = nil
+	h.all = h.all[:len(h.all)-1]
 }
 
 // requestEviction asks the candidate to evict itself, without blocking the

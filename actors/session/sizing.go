@@ -55,12 +55,13 @@ func (z *sizing) read() (live uint64, gogc int, limit uint64) {
 }
 
 // resize measures (if the last measurement is older than sizingInterval)
-// and sets reg's soft cap.
-func (z *sizing) resize(reg *residency.Registry, now time.Time) {
+// and sets reg's soft cap. It reports whether it measured and reg is over
+// the cap it set.
+func (z *sizing) resize(reg *residency.Registry, now time.Time) (over bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if !z.last.IsZero() && now.Sub(z.last) < sizingInterval {
-		return
+		return false
 	}
 	z.last = now
 	live, gogc, limit := z.read()
@@ -70,7 +71,7 @@ func (z *sizing) resize(reg *residency.Registry, now time.Time) {
 	}
 	s := residency.Sample{Resident: resident, LiveHeap: live, Baseline: z.baseline, GOGC: gogc, MemLimit: limit}
 	z.per = z.model.PerRuntime(s)
-	reg.SetSoftCap(z.model.Cap(s))
+	return reg.SetSoftCap(z.model.Cap(s))
 }
 
 // perRuntime is the last estimate of one runtime's memory.
