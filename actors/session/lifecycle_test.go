@@ -692,10 +692,15 @@ func TestJournalStoredDeadlineIsArmedByThePausesLease(t *testing.T) {
 	e := newEnv(t, 32, shortPolicy())
 	e.create("s1")
 	rt := e.rt("s1")
-	timers := e.clk.Pending()
-	e.journalDeadline(rt, "exec-1", t0.Add(time.Minute))
-	if n := e.clk.Pending(); n != timers {
-		t.Fatalf("%d timers armed by the journal's report, before the pause is registered (want none)", n-timers)
+	due := t0.Add(time.Minute)
+	if !e.clk.Now().Equal(t0) {
+		t.Fatalf("clock at %v after create, want %v (the deadline's timer would be due elsewhere)", e.clk.Now(), t0)
+	}
+	e.journalDeadline(rt, "exec-1", due)
+	// Counted by due time, not in all: other timers (the session's idle
+	// timer, the host's) may be armed concurrently by then.
+	if n := e.clk.PendingAt(due); n != 0 {
+		t.Fatalf("%d timers due at the deadline armed by the journal's report, before the pause is registered (want none)", n)
 	}
 	// The runtime's goroutine is descheduled past the deadline between the
 	// journal's commit and the pause's registration.

@@ -126,3 +126,18 @@ func (c *Fake) Pending() int {
 	defer c.mu.Unlock()
 	return len(c.timers)
 }
+
+// PendingAt returns how many armed timers are due exactly at t: a test
+// asks after one timer while others (an idle timer, a node's tick) may be
+// armed concurrently.
+func (c *Fake) PendingAt(t time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, x := range c.timers {
+		if x.at.Equal(t) {
+			n++
+		}
+	}
+	return n
+}

@@ -44,3 +44,23 @@ func TestFakeRunsDueTimersInOrderAtTheirTime(t *testing.T) {
 		t.Fatalf("ran %v", got)
 	}
 }
+
+func TestFakePendingAtCountsTimersDueThen(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := NewFake(start)
+	c.AfterFunc(time.Second, func() {})
+	c.AfterFunc(time.Second, func() {})
+	stopped := c.AfterFunc(time.Second, func() {})
+	c.AfterFunc(2*time.Second, func() {})
+	stopped.Stop()
+	if n := c.PendingAt(start.Add(time.Second)); n != 2 {
+		t.Fatalf("PendingAt(+1s) = %d, want 2", n)
+	}
+	if n := c.PendingAt(start.Add(3 * time.Second)); n != 0 {
+		t.Fatalf("PendingAt(+3s) = %d, want 0", n)
+	}
+	c.Advance(time.Second)
+	if n := c.PendingAt(start.Add(time.Second)); n != 0 {
+		t.Fatalf("PendingAt(+1s) after it ran = %d, want 0", n)
+	}
+}
