@@ -390,14 +390,23 @@ func (r *Runtime) journalSource(in session.BuildInput) journalSource {
 	switch {
 	case !cm.Durable || in.Grain == "":
 		return nil
-	case r.asks != nil && r.asks.grain == in.Grain:
+	case r.asks != nil && r.asks.grain == in.Grain && sameDeadlines(in):
 		return r
 	}
-	j := engine.StoreJournal{Store: r.b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cm.Directory != nil}
-	if d, ok := in.Leases.(session.DeadlineLeases); ok {
-		j.Deadlines, j.Stored = d.DeadlineReminders()
+	return fixedJournal{engine.StoreJournal{Store: r.b.runs, Grain: in.Grain, EpochOf: in.Epoch, Publish: cm.Directory != nil,
+		Deadlines: in.Deadlines, Stored: in.DeadlinesStored}}
+}
+
+// sameDeadlines reports whether a journal made later from the session's
+// lease hooks (Runtime.journal) carries the deadline reminders in.Deadlines
+// names (or none, as in does).
+func sameDeadlines(in session.BuildInput) bool {
+	d, ok := in.Leases.(session.DeadlineLeases)
+	if !ok {
+		return in.Deadlines == ""
 	}
-	return fixedJournal{j}
+	name, _ := d.DeadlineReminders()
+	return name == in.Deadlines
 }
 
 // journal implements journalSource: the durable code-mode journal of the

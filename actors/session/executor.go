@@ -230,7 +230,7 @@ func (s *session) build(ctx context.Context, g grain.Context) error {
 	rt, err := s.h.cfg.Builder.Build(ctx, BuildInput{SessionID: s.id, Grain: grain.KeyOf(g), Epoch: s.epoch.Load,
 		Principal: rec.GetPrincipal(), State: rec.GetRuntimeState(), Leases: hk, StateChanged: hk.StateChanged,
 		AppState: rec.GetAppState(), AppStateChanged: hk.AppStateChanged,
-		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk})
+		UntrimmedEventBytes: rec.GetUntrimmedEventBytes(), Schedules: hk, Deadlines: reminderApproval, DeadlinesStored: hk.DeadlinesStored})
 	if err != nil {
 		return &grain.Error{Code: pb.GrainError_CODE_UNAVAILABLE, Message: fmt.Sprintf("session runtime failed to start: %v", err)}
 	}

@@ -93,7 +93,7 @@ func (h *hooks) DeadlineReminders() (string, func(set []store.Reminder, cancelle
 	return reminderApproval, h.DeadlinesStored
 }
 
-// DeadlinesStored is DeadlineReminders' report of stored deadlines: cancelled
+// DeadlinesStored implements BuildInput.DeadlinesStored: cancelled
 // reminders are disarmed at once; a pause's deadline is noted for its
 // lease message (takeDeadline), which arms it in the grain's turn. The
 // journal reports before the engine registers the pause: a deadline

@@ -663,22 +663,20 @@ func TestDecisionWithoutADirectoryLeavesTheEntryToTheSurface(t *testing.T) {
 // journalDeadline stores exec's deadline reminder, due at due, as a
 // durable pause's journal write does (store.RemindersIn in a domain's
 // transaction, fenced by the session's epoch), and reports it to the
-// session's lease hooks (DeadlineLeases) as the journal does once it
-// committed.
+// runtime's DeadlinesStored as the journal does once it committed.
 func (e *env) journalDeadline(rt *fakeRuntime, exec string, due time.Time) {
 	e.t.Helper()
 	ctx := context.Background()
-	name, reported := rt.in.Leases.(session.DeadlineLeases).DeadlineReminders()
 	var stored []store.Reminder
 	err := e.st.DB().Write(ctx, func(ctx context.Context, q store.Querier) error {
 		var err error
-		stored, err = store.RemindersIn(ctx, q, rt.in.Grain, rt.in.Epoch(), []store.Reminder{{Name: name + exec, DueAt: due}}, nil, e.st.DB().Now())
+		stored, err = store.RemindersIn(ctx, q, rt.in.Grain, rt.in.Epoch(), []store.Reminder{{Name: rt.in.Deadlines + exec, DueAt: due}}, nil, e.st.DB().Now())
 		return err
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	reported(stored, nil)
+	rt.in.DeadlinesStored(stored, nil)
 }
 
 // Regression (the journal's deadline fold): a pause's journal stores its

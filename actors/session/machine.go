@@ -158,7 +158,7 @@ type event struct {
 	durable   bool      // LeasePaused: the pause is journaled
 	journaled bool      // LeasePaused: journaled, though it pins the runtime (PauseJournal)
 	// stored: LeasePaused: the pause's journal stored its deadline
-	// reminder (DeadlineLeases); LeaseSettled: the settling
+	// reminder (BuildInput.Deadlines); LeaseSettled: the settling
 	// journal write cancelled it.
 	stored    bool
 	action    string    // LeaseResuming: the decision handed to the code

@@ -135,21 +135,24 @@ type BuildInput struct {
 	// ScheduleAt; safe to call from any goroutine; after the runtime was
 	// closed it fails).
 	Schedules app.Scheduler
+	// Deadlines names the session's reminder of a durable pause's
+	// deadline (Deadlines + the pause's id): a runtime whose pause
+	// journal carries the grain's reminders (engine.StoreJournal's
+	// Deadlines) sets it with the write that publishes the pause and
+	// cancels it with the one that settles it, and reports each such
+	// write, once committed, to DeadlinesStored (safe to call from any
+	// goroutine), before the pause's and the settle's lease hooks. The
+	// session then writes neither. A runtime that ignores both leaves
+	// the session to write them, as before.
+	Deadlines       string
+	DeadlinesStored func(set []store.Reminder, cancelled []string)
 }
 
 // DeadlineLeases is implemented by the lease hooks (BuildInput.Leases)
 // of a session that takes its pauses' deadline reminders from the
-// journal. DeadlineReminders returns the name of the session's reminder
-// of a durable pause's deadline (name + the pause's id) and where to
-// report it: a runtime whose pause journal carries the grain's reminders
-// (engine.StoreJournal's Deadlines) sets it with the write that publishes
-// the pause and cancels it with the one that settles it, and reports each
-// such write, once committed, to stored (safe to call from any
-// goroutine), before the pause's and the settle's lease hooks. The
-// session then writes neither. A runtime that ignores them leaves the
-// session to write them, as before. They are read from the hooks, the
-// one place a runtime keeps them (it may make its journal after Build
-// returned).
+// journal: DeadlineReminders returns BuildInput.Deadlines and
+// DeadlinesStored, for a runtime that makes its journal after Build
+// returned (keeping the hooks it keeps anyway, not both values too).
 type DeadlineLeases interface {
 	LeaseHooks
 	DeadlineReminders() (name string, stored func(set []store.Reminder, cancelled []string))
