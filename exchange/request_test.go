@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
 		},
 		Principal: &pb.Principal{User: "u", Org: "o", Role: "r"},
 	}
-	req, err := request(t.Context(), m, requestHeader(m, Identity(m, "G1", false)))
+	req, err := request(t.Context(), m, requestHeader(m, IdentityValue(m, "G1", false)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,5 +142,31 @@ func TestAddHeaderAddsAsHeaderAdd(t *testing.T) {
 	h.Add("X-Two", "c")
 	if !slices.Equal(vs, []string{"a", "b"}) || len(h["X-Two"]) != 3 {
 		t.Errorf("an Add after the head reached its values: %q %q", vs, h["X-Two"])
+	}
+}
+
+// maxRequestHeaderAllocs bounds the objects of a request's header with a
+// client's usual 6 forwarded fields and the caller's identity: the map
+// (its table a second object) and one slice of all values, as when the
+// identity came in a header of its own (which Start merged and dropped).
+const maxRequestHeaderAllocs = 3
+
+func TestRequestHeaderAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	m := &pb.HttpExchange{Host: "h:1", Principal: &pb.Principal{User: "u"}}
+	for i := range 6 {
+		m.Headers = append(m.Headers, &pb.HttpHeader{Name: fmt.Sprintf("Mcp-X-%d", i), Values: []string{"v"}})
+	}
+	id := IdentityValue(m, "G1", false)
+	var h http.Header
+	allocs := testing.AllocsPerRun(100, func() { h = requestHeader(m, id) })
+	t.Logf("%.1f allocations per request header (%d fields)", allocs, len(h))
+	if len(h) != 7 || HeaderValue(h, HeaderIdentity) != id {
+		t.Fatalf("header %v", h)
+	}
+	if allocs > maxRequestHeaderAllocs {
+		t.Fatalf("%.1f allocations per request header, want ≤ %d", allocs, maxRequestHeaderAllocs)
 	}
 }

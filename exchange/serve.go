@@ -44,26 +44,26 @@ func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack
 // request whose context ends when the returned cancel is called. ctx is
 // the grain's turn's (its Receive's): with tracing on, the handler takes
 // over the turn's grain.receive span (tracing.TakeReceive) and ends it
-// when it returns; ctx's cancellation does not reach the handler. extra
-// headers (e.g. the caller's identity, set by the grain) are added to the
-// request. When serve returns, the response is ended and Done is sent to
-// self.
+// when it returns; ctx's cancellation does not reach the handler. A
+// non-empty identity (the caller's, [IdentityValue], set by the grain) is
+// the request's [HeaderIdentity], replacing any m carries. When serve
+// returns, the response is ended and Done is sent to self.
 //
 // With a non-nil ack, the caller answers the request later (grain.Context
 // Defer) and Start calls ack once: with the first frame if m asks for it in
 // the reply (FirstFrameInReply) and the handler produces it within
 // ackWindow, else with nil when the window ends. A nil ack means the caller
 // answered already; every frame then goes to the reply address.
-func Start(ctx context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
-	return start(ctx, system, self, m, extra, serve, ack, ackWindow)
+func Start(ctx context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, identity string, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
+	return start(ctx, system, self, m, identity, serve, ack, ackWindow)
 }
 
 // start is Start with the ack window as a parameter (tests set their own).
-func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
+func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, identity string, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply address")
 	}
-	header := requestHeader(m, extra)
+	header := requestHeader(m, identity)
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx, endSpan := serveSpan(turn, ctx, m, header)
 	req, err := request(ctx, m, header)
@@ -109,7 +109,7 @@ var handlers = dispatch.NewWarm(256, 0)
 
 // Request rebuilds the forwarded request.
 func Request(m *pb.HttpExchange) (*http.Request, error) {
-	return request(context.Background(), m, requestHeader(m, nil))
+	return request(context.Background(), m, requestHeader(m, ""))
 }
 
 // request rebuilds the forwarded request with ctx and header. Its URL is
@@ -157,19 +157,19 @@ func RequestBody(req *http.Request) ([]byte, bool) {
 	return nil, false
 }
 
-// requestHeader is the header of m's request, with extra's fields added
-// (they replace m's of the same name). The values are copied into one
+// requestHeader is the header of m's request, with a non-empty identity
+// as its [HeaderIdentity] (replacing m's). The values are copied into one
 // slice (m's may be the gateway's own request's: a handler must not write
 // into them), each field's clipped so that an Add to it copies.
-func requestHeader(m *pb.HttpExchange, extra http.Header) http.Header {
-	n := 0
+func requestHeader(m *pb.HttpExchange, identity string) http.Header {
+	n, extra := 0, 0
 	for _, h := range m.GetHeaders() {
 		n += len(h.GetValues())
 	}
-	for _, vs := range extra {
-		n += len(vs)
+	if identity != "" {
+		n, extra = n+1, 1
 	}
-	header := make(http.Header, len(m.GetHeaders())+len(extra))
+	header := make(http.Header, len(m.GetHeaders())+extra)
 	values := make([]string, 0, n)
 	add := func(k string, vs []string) {
 		if len(vs) == 0 {
@@ -184,12 +184,13 @@ func requestHeader(m *pb.HttpExchange, extra http.Header) http.Header {
 		header[k] = values[start:len(values):len(values)]
 	}
 	for _, h := range m.GetHeaders() {
-		if k := textproto.CanonicalMIMEHeaderKey(h.GetName()); extra[k] == nil {
+		if k := textproto.CanonicalMIMEHeaderKey(h.GetName()); extra == 0 || k != HeaderIdentity {
 			add(k, h.GetValues())
 		}
 	}
-	for k, vs := range extra {
-		add(k, vs)
+	if extra > 0 {
+		values = append(values, identity)
+		header[HeaderIdentity] = values[len(values)-1:]
 	}
 	return header
 }

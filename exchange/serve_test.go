@@ -112,7 +112,7 @@ func TestQuickAnswerTravelsWithTheAck(t *testing.T) {
 	ack, acked := acks()
 	// A window far longer than the handler can take, even on a loaded
 	// machine under the race detector: the frame must come with the ack.
-	_, err := start(context.Background(), sys, pid, exchangeTo(pid, "a1", true), nil, func(w http.ResponseWriter, _ *http.Request) {
+	_, err := start(context.Background(), sys, pid, exchangeTo(pid, "a1", true), "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: result\n\n"))
 		w.(http.Flusher).Flush()
@@ -139,7 +139,7 @@ func TestSilentHandlerIsAckedAloneAfterTheWindow(t *testing.T) {
 	sys, pid, got := frames(t)
 	ack, acked := acks()
 	release := make(chan struct{})
-	_, err := Start(context.Background(), sys, pid, exchangeTo(pid, "a2", true), nil, func(w http.ResponseWriter, _ *http.Request) {
+	_, err := Start(context.Background(), sys, pid, exchangeTo(pid, "a2", true), "", func(w http.ResponseWriter, _ *http.Request) {
 		<-release
 		_, _ = w.Write([]byte(`{"late":true}`))
 	}, ack)
@@ -162,7 +162,7 @@ func TestSilentHandlerIsAckedAloneAfterTheWindow(t *testing.T) {
 func TestExchangeWithoutFirstFrameInReplyIsAckedAtOnce(t *testing.T) {
 	sys, pid, got := frames(t)
 	ack, acked := acks()
-	_, err := Start(context.Background(), sys, pid, exchangeTo(pid, "a3", false), nil, func(w http.ResponseWriter, _ *http.Request) {
+	_, err := Start(context.Background(), sys, pid, exchangeTo(pid, "a3", false), "", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 	}, ack)
 	if err != nil {
@@ -188,7 +188,7 @@ func TestFlushedHeadTakesTheAckBeforeItsWindow(t *testing.T) {
 	sys, pid, got := frames(t)
 	ack, acked := acks()
 	release := make(chan struct{})
-	_, err := start(context.Background(), sys, pid, exchangeTo(pid, "a4", true), nil, func(w http.ResponseWriter, _ *http.Request) {
+	_, err := start(context.Background(), sys, pid, exchangeTo(pid, "a4", true), "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("id: 1\ndata: \n\n"))
 		w.(http.Flusher).Flush()
