@@ -111,17 +111,49 @@ func TestHeaderValueReadsAsGet(t *testing.T) {
 }
 
 // A response's head is a copy: a handler changing its header after the
-// head went out changes nothing sent.
-func TestHeaderFieldsCopyTheHeader(t *testing.T) {
-	h := http.Header{"Content-Type": {"text/event-stream"}, "X-Two": {"a", "b"}, "X-None": {}}
-	fields := headerFields(h)
-	h["X-Two"][0] = "changed"
-	got := http.Header{}
-	for _, f := range fields {
-		got[f.GetName()] = f.GetValues()
+// head went out changes nothing sent. Whether its fields fit in the
+// frame's own allocation or not.
+func TestHeadFrameCopiesTheHeader(t *testing.T) {
+	for _, extra := range []int{0, headFields - 3, headFields - 2, headFields, 3 * headFields} {
+		h := http.Header{"Content-Type": {"text/event-stream"}, "X-Two": {"a", "b"}, "X-None": {}}
+		for i := range extra {
+			h[fmt.Sprintf("X-%d", i)] = []string{fmt.Sprint(i)}
+		}
+		want := h.Clone()
+		f := headFrameOf(h)
+		h["X-Two"][0] = "changed"
+		h["X-Added"] = []string{"later"}
+		got := http.Header{}
+		for _, hd := range f.GetHead().GetHeaders() {
+			got[hd.GetName()] = hd.GetValues()
+		}
+		if len(got) != len(want) || len(got["X-None"]) != 0 {
+			t.Fatalf("%d more fields: %v, want %v", extra, got, want)
+		}
+		for k, vs := range want {
+			if !slices.Equal(got[k], vs) && len(vs) > 0 {
+				t.Errorf("%d more fields: %s = %q, want %q", extra, k, got[k], vs)
+			}
+		}
 	}
-	if len(fields) != 3 || got.Get("Content-Type") != "text/event-stream" || !slices.Equal(got["X-Two"], []string{"a", "b"}) || len(got["X-None"]) != 0 {
-		t.Errorf("fields %v", got)
+}
+
+// maxHeadFrameAllocs bounds the objects of a response's first frame with
+// go-sdk's four fields: the frame with its head and fields (one
+// allocation); 5 before (frame, head, fields, their pointers, values).
+const maxHeadFrameAllocs = 1
+
+func TestHeadFrameAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	h := http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache, no-transform"},
+		"Connection": {"keep-alive"}, "Mcp-Session-Id": {"s-1"}}
+	var f *pb.ExchangeFrame
+	allocs := testing.AllocsPerRun(100, func() { f = headFrameOf(h) })
+	t.Logf("%.1f allocations per first frame (%d fields)", allocs, len(f.GetHead().GetHeaders()))
+	if allocs > maxHeadFrameAllocs {
+		t.Fatalf("%.1f allocations per first frame, want ≤ %d", allocs, maxHeadFrameAllocs)
 	}
 }
 

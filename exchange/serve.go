@@ -235,6 +235,10 @@ const coalesceWindow = time.Millisecond
 // that stays silent longer gets its acknowledgement alone.
 const ackWindow = 5 * time.Millisecond
 
+// firstWriteRoom is the buffer a response's first Write makes: a quick
+// answer's priming event and result fit in it.
+const firstWriteRoom = 1 << 10
+
 // maxChunk flushes buffered body bytes beyond this size even without an
 // explicit Flush.
 const maxChunk = 32 << 10
@@ -305,6 +309,11 @@ func (w *Writer) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	if w.buf.Cap() == 0 {
+		// Room for a usual answer at once (go-sdk writes an SSE answer
+		// in a few pieces: the buffer grew two or three times).
+		w.buf.Grow(max(len(b), firstWriteRoom))
+	}
 	w.buf.Write(b)
 	if w.buf.Len() >= maxChunk {
 		w.sendLocked(false, "")
@@ -333,17 +342,28 @@ func (w *Writer) sendLocked(end bool, errText string) {
 	if w.timer != nil && end {
 		w.timer.Stop()
 	}
-	f := &pb.ExchangeFrame{ExchangeId: w.id, End: end, Error: errText}
+	var f *pb.ExchangeFrame
 	if !w.sent {
 		w.sent = true
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
-		f.Head = &pb.ExchangeHead{Status: int32(w.status), Headers: headerFields(w.header)}
+		f = headFrameOf(w.header)
+		f.Head.Status = int32(w.status)
+	} else {
+		f = &pb.ExchangeFrame{}
 	}
+	f.ExchangeId, f.End, f.Error = w.id, end, errText
 	if w.buf.Len() > 0 {
-		f.Data = append([]byte(nil), w.buf.Bytes()...)
-		w.buf.Reset()
+		if end {
+			// The last frame: nothing writes to the buffer again, so the
+			// frame takes its bytes instead of a copy.
+			f.Data = w.buf.Bytes()
+			w.buf = bytes.Buffer{}
+		} else {
+			f.Data = append([]byte(nil), w.buf.Bytes()...)
+			w.buf.Reset()
+		}
 	}
 	if a := w.ack; a != nil {
 		// Under the lock, so no later frame can overtake this one: the
@@ -356,24 +376,48 @@ func (w *Writer) sendLocked(end bool, errText string) {
 	w.system.Root.Send(w.to, f)
 }
 
-// headerFields copies h into messages: one array of them and one of
-// their values (the handler may go on to change h).
-func headerFields(h http.Header) []*pb.HttpHeader {
+// headFields is how many header fields (and values) a response's first
+// frame holds in its own allocation (headFrame): go-sdk's answers carry
+// 3–4 (Content-Type, Cache-Control, Connection, Mcp-Session-Id).
+const headFields = 6
+
+// headFrame is a response's first frame with its head and room for its
+// header fields: one allocation, not five (frame, head, fields, their
+// pointers, their values).
+type headFrame struct {
+	frame    pb.ExchangeFrame
+	head     pb.ExchangeHead
+	fields   [headFields]pb.HttpHeader
+	pointers [headFields]*pb.HttpHeader
+	values   [headFields]string
+}
+
+// headFrameOf is a first frame whose head holds a copy of h (the handler
+// may go on to change h): in one allocation when h fits in a headFrame,
+// else with the fields and their values in their own.
+func headFrameOf(h http.Header) *pb.ExchangeFrame {
 	n := 0
 	for _, v := range h {
 		n += len(v)
 	}
-	values := make([]string, 0, n)
-	fields := make([]pb.HttpHeader, len(h))
-	out := make([]*pb.HttpHeader, 0, len(h))
+	hf := &headFrame{}
+	f := &hf.frame
+	f.Head = &hf.head
+	var fields []pb.HttpHeader
+	var values []string
+	if len(h) <= headFields && n <= headFields {
+		fields, values, f.Head.Headers = hf.fields[:len(h)], hf.values[:0], hf.pointers[:0:len(h)]
+	} else {
+		fields, values, f.Head.Headers = make([]pb.HttpHeader, len(h)), make([]string, 0, n), make([]*pb.HttpHeader, 0, len(h))
+	}
 	for k, v := range h {
 		start := len(values)
 		values = append(values, v...)
-		f := &fields[len(out)]
-		f.Name, f.Values = k, values[start:len(values):len(values)]
-		out = append(out, f)
+		hd := &fields[len(f.Head.Headers)]
+		hd.Name, hd.Values = k, values[start:len(values):len(values)]
+		f.Head.Headers = append(f.Head.Headers, hd)
 	}
-	return out
+	return f
 }
 
 // End sends what is left and ends the response (once).
