@@ -30,7 +30,7 @@ func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
 		},
 		Principal: &pb.Principal{User: "u", Org: "o", Role: "r"},
 	}
-	req, err := request(t.Context(), m, requestHeader(m, IdentityValue(m, "G1", false)))
+	req, err := request(t.Context(), m, IdentityValue(m, "G1", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,5 +200,56 @@ func TestRequestHeaderAllocations(t *testing.T) {
 	}
 	if allocs > maxRequestHeaderAllocs {
 		t.Fatalf("%.1f allocations per request header, want ≤ %d", allocs, maxRequestHeaderAllocs)
+	}
+}
+
+// A request's header is the forwarded one with the identity, whether it
+// fits in the map the request was made with or not.
+func TestRequestHeaderOfAnySize(t *testing.T) {
+	for _, n := range []int{0, 1, smallHeader - 1, smallHeader, smallHeader + 1, 3 * smallHeader} {
+		m := &pb.HttpExchange{Method: http.MethodPost, Host: "h:1", Principal: &pb.Principal{User: "u"}, Body: []byte("{}")}
+		for i := range n {
+			m.Headers = append(m.Headers, &pb.HttpHeader{Name: fmt.Sprintf("mcp-x-%d", i), Values: []string{fmt.Sprint(i), "more"}})
+		}
+		id := IdentityValue(m, "G1", false)
+		req, err := request(t.Context(), m, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(req.Header) != n+1 || HeaderValue(req.Header, HeaderIdentity) != id {
+			t.Fatalf("%d fields: header %v", n, req.Header)
+		}
+		for i := range n {
+			if got := req.Header.Values(fmt.Sprintf("Mcp-X-%d", i)); !slices.Equal(got, []string{fmt.Sprint(i), "more"}) {
+				t.Errorf("%d fields: Mcp-X-%d = %q", n, i, got)
+			}
+		}
+	}
+}
+
+// maxRequestAllocs bounds the objects of a warm call's rebuilt request
+// (6 forwarded fields and the identity): the request, its URL, its
+// header's table and values, its body. 7 before: the request's own
+// header map was made, dropped and another made for the fields.
+const maxRequestAllocs = 6
+
+func TestRequestAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	m := &pb.HttpExchange{Method: http.MethodPost, Host: "h:1", Principal: &pb.Principal{User: "u"}, Body: []byte("{}")}
+	for i := range 6 {
+		m.Headers = append(m.Headers, &pb.HttpHeader{Name: fmt.Sprintf("Mcp-X-%d", i), Values: []string{"v"}})
+	}
+	id := IdentityValue(m, "G1", false)
+	ctx := t.Context()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := request(ctx, m, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.1f allocations per request", allocs)
+	if allocs > maxRequestAllocs {
+		t.Fatalf("%.1f allocations per request, want ≤ %d", allocs, maxRequestAllocs)
 	}
 }

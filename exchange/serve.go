@@ -63,16 +63,16 @@ func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply address")
 	}
-	header := requestHeader(m, identity)
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx, endSpan := serveSpan(turn, ctx, m, header)
-	req, err := request(ctx, m, header)
+	ctx, stop := context.WithCancel(context.Background())
+	ctx, endSpan := serveSpan(turn, ctx, m)
+	req, err := request(ctx, m, identity)
 	if err != nil {
-		cancel()
+		stop()
 		endSpan()
 		return nil, err
 	}
-	w := NewWriter(system, actor.NewPID(m.GetReplyAddress(), m.GetReplyId()), m.GetExchangeId())
+	injectSpan(ctx, m, req.Header)
+	w := newWriterTo(system, m.GetReplyAddress(), m.GetReplyId(), m.GetExchangeId())
 	if ack != nil {
 		if !m.GetFirstFrameInReply() {
 			ack(nil)
@@ -80,9 +80,8 @@ func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *
 			w.ackFirst(ack, window)
 		}
 	}
-	id := m.GetExchangeId()
 	handlers.Schedule(func() {
-		defer cancel()
+		defer stop()
 		defer endSpan()
 		defer func() {
 			switch r := recover(); {
@@ -95,11 +94,11 @@ func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *
 			default:
 				w.End("")
 			}
-			system.Root.Send(self, &Done{ID: id})
+			system.Root.Send(self, &w.done)
 		}()
 		serve(w, req)
 	})
-	return cancel, nil
+	return stop, nil
 }
 
 // handlers runs exchanges' handlers on reused goroutines (package
@@ -109,15 +108,17 @@ var handlers = dispatch.NewWarm(256, 0)
 
 // Request rebuilds the forwarded request.
 func Request(m *pb.HttpExchange) (*http.Request, error) {
-	return request(context.Background(), m, requestHeader(m, ""))
+	return request(context.Background(), m, "")
 }
 
-// request rebuilds the forwarded request with ctx and header. Its URL is
-// m's path and query as they are (a URL formatted and parsed again would
-// be the same, at an allocation or two per request); its body is one
-// value over m's body ([RequestBody] reads it again), with no GetBody
-// closure.
-func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http.Request, error) {
+// request rebuilds the forwarded request with ctx and a non-empty
+// identity (requestHeader). Its URL is m's path and query as they are (a
+// URL formatted and parsed again would be the same, at an allocation or
+// two per request); its header is filled into the map the request was
+// made with when it fits in that map's first table (8 fields), else made
+// for its size; its body is one value over m's body ([RequestBody] reads
+// it again), with no GetBody closure.
+func request(ctx context.Context, m *pb.HttpExchange, identity string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad exchange request: %w", err)
@@ -126,7 +127,10 @@ func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http
 	if req.URL.Path == "" {
 		req.URL.Path = "/mcp"
 	}
-	req.Header = header
+	if n := headerFieldCount(m, identity); n > smallHeader {
+		req.Header = make(http.Header, n)
+	}
+	fillHeader(req.Header, m, identity)
 	req.Host = m.GetHost()
 	req.Body = http.NoBody
 	if b := m.GetBody(); len(b) > 0 {
@@ -162,6 +166,28 @@ func RequestBody(req *http.Request) ([]byte, bool) {
 // slice (m's may be the gateway's own request's: a handler must not write
 // into them), each field's clipped so that an Add to it copies.
 func requestHeader(m *pb.HttpExchange, identity string) http.Header {
+	header := make(http.Header, headerFieldCount(m, identity))
+	fillHeader(header, m, identity)
+	return header
+}
+
+// smallHeader is how many fields a map made without a size holds in its
+// first table: a request's header up to this fills the map
+// http.NewRequest made (one object: its table; a map made for the size
+// was two, and the request's own was dropped).
+const smallHeader = 8
+
+// headerFieldCount is how many fields requestHeader(m, identity) has at
+// most.
+func headerFieldCount(m *pb.HttpExchange, identity string) int {
+	if identity != "" {
+		return len(m.GetHeaders()) + 1
+	}
+	return len(m.GetHeaders())
+}
+
+// fillHeader adds requestHeader's fields to the empty header.
+func fillHeader(header http.Header, m *pb.HttpExchange, identity string) {
 	n, extra := 0, 0
 	for _, h := range m.GetHeaders() {
 		n += len(h.GetValues())
@@ -169,7 +195,6 @@ func requestHeader(m *pb.HttpExchange, identity string) http.Header {
 	if identity != "" {
 		n, extra = n+1, 1
 	}
-	header := make(http.Header, len(m.GetHeaders())+extra)
 	values := make([]string, 0, n)
 	add := func(k string, vs []string) {
 		if len(vs) == 0 {
@@ -192,7 +217,6 @@ func requestHeader(m *pb.HttpExchange, identity string) http.Header {
 		values = append(values, identity)
 		header[HeaderIdentity] = values[len(values)-1:]
 	}
-	return header
 }
 
 // Writer is the http.ResponseWriter a tunnelled handler writes to. It
@@ -203,6 +227,11 @@ type Writer struct {
 	system *actor.ActorSystem
 	to     *actor.PID
 	id     string
+	// toPID and done are what Start's writer sends to: the reply
+	// address, and the Done message for its grain (in the writer's
+	// allocation, not two of their own).
+	toPID actor.PID
+	done  Done
 
 	mu      sync.Mutex
 	header  http.Header
@@ -246,6 +275,15 @@ const maxChunk = 32 << 10
 // NewWriter returns a writer streaming to the actor to.
 func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Writer {
 	return &Writer{system: system, to: to, id: exchangeID, header: http.Header{}}
+}
+
+// newWriterTo is NewWriter to the actor address/id, holding its PID and
+// its exchange's Done.
+func newWriterTo(system *actor.ActorSystem, address, id, exchangeID string) *Writer {
+	w := &Writer{system: system, id: exchangeID, header: http.Header{}}
+	w.toPID.Address, w.toPID.Id = address, id
+	w.to, w.done.ID = &w.toPID, exchangeID
+	return w
 }
 
 // ackFirst makes the first frame go to ack, if it is ready within window;

@@ -250,3 +250,23 @@ func TestQuickAnswerAllocations(t *testing.T) {
 		t.Fatalf("%.1f allocations per quick answer, want ≤ %d", allocs, maxQuickAnswerAllocs)
 	}
 }
+
+// maxStartWriterAllocs bounds the objects of Start's writer: the writer
+// (its reply PID and its Done in it) and its header map. 4 before: the
+// PID and the Done were objects of their own.
+const maxStartWriterAllocs = 2
+
+func TestStartWriterAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	var w *Writer
+	allocs := testing.AllocsPerRun(100, func() { w = newWriterTo(nil, "gw:1", "replies", "x1") })
+	t.Logf("%.1f allocations per writer", allocs)
+	if w.to.GetAddress() != "gw:1" || w.to.GetId() != "replies" || w.done.ID != "x1" || w.id != "x1" {
+		t.Fatalf("writer to %v, done %v", w.to, w.done)
+	}
+	if allocs > maxStartWriterAllocs {
+		t.Fatalf("%.1f allocations per writer, want ≤ %d", allocs, maxStartWriterAllocs)
+	}
+}
