@@ -147,12 +147,12 @@ func CallerOf(h http.Header) Caller {
 	b := make([]byte, 0, len(enc[0])+len(enc[1])+len(enc[2])+len(enc[3])+len(enc[4]))
 	for i, e := range enc {
 		var err error
-		if b, err = b64.AppendDecode(b, []byte(e)); err != nil {
+		if b, err = b64.AppendDecode(b, unsafe.Slice(unsafe.StringData(e), len(e))); err != nil { // read only
 			return Caller{}
 		}
 		ends[i] = len(b)
 	}
-	s := string(b)
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
 	return Caller{User: s[:ends[0]], Org: s[ends[0]:ends[1]], Role: s[ends[1]:ends[2]],
 		Origin: s[ends[2]:ends[3]], Mode: s[ends[3]:ends[4]], Sessionless: flag == "1", Session: session}
 }

@@ -109,3 +109,23 @@ func TestIdentityValueAllocations(t *testing.T) {
 		t.Fatalf("%.1f allocations per identity, want ≤ %d", allocs, maxIdentityAllocs)
 	}
 }
+
+// maxCallerOfAllocs bounds the objects of reading a caller: the decoded
+// fields' one string. 2 before (their bytes, then a copy as a string).
+const maxCallerOfAllocs = 1
+
+func TestCallerOfAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	h := Caller{User: "alice@example.com", Org: "acme", Role: "member", Origin: "http://mcp.example.com:8443/" + strings.Repeat("p", 40), Session: "s-1"}.Header()
+	var c Caller
+	allocs := testing.AllocsPerRun(100, func() { c = CallerOf(h) })
+	t.Logf("%.1f allocations a caller", allocs)
+	if c.User != "alice@example.com" || c.Session != "s-1" {
+		t.Fatalf("caller %+v", c)
+	}
+	if allocs > maxCallerOfAllocs {
+		t.Fatalf("%.1f allocations a caller, want ≤ %d", allocs, maxCallerOfAllocs)
+	}
+}
