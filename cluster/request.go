@@ -55,10 +55,26 @@ const (
 // no member hosts yet. Errors are *grain.Error, [ErrUnknownOutcome], or the
 // context's error.
 func (n *Node) Request(ctx context.Context, kind, identity string, msg proto.Message, opts ...CallOption) (proto.Message, error) {
-	var o grain.CallOptions
-	for _, opt := range opts {
-		opt(&o)
+	return n.RequestWith(ctx, kind, identity, msg, callOptions(opts))
+}
+
+// callOptions applies opts (an options value of its own on the heap only
+// when there are options: a function an option is takes its address).
+func callOptions(opts []CallOption) grain.CallOptions {
+	if len(opts) == 0 {
+		return grain.CallOptions{}
 	}
+	o := new(grain.CallOptions)
+	for _, opt := range opts {
+		opt(o)
+	}
+	return *o
+}
+
+// RequestWith is [Node.Request] with its options as a value: a caller
+// that sends many requests (the gateway's forwarder, every exchange) sets
+// them without an option's function and the heap copy it takes.
+func (n *Node) RequestWith(ctx context.Context, kind, identity string, msg proto.Message, o grain.CallOptions) (proto.Message, error) {
 	if o.AttemptTimeout <= 0 {
 		o.AttemptTimeout = n.cfg.AttemptTimeout
 	}

@@ -99,7 +99,10 @@ func (t *idTagger) rewrite(p []byte) []byte {
 		p = append(t.partial, p...)
 		t.partial = nil
 	}
-	out := make([]byte, 0, len(p)+len(eventIDTag)+base64.RawURLEncoding.EncodedLen(len(t.reqID)))
+	// Room for a tag on every "id:" (a stream's first frame holds two
+	// events: go-sdk's priming event and the answer).
+	tags := max(bytes.Count(p, sseIDField), 1)
+	out := make([]byte, 0, len(p)+tags*(len(eventIDTag)+base64.RawURLEncoding.EncodedLen(len(t.reqID))))
 	for len(p) > 0 {
 		nl := bytes.IndexByte(p, '\n')
 		if nl < 0 {

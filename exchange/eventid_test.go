@@ -81,3 +81,25 @@ func TestRestartingEventAnswersTheRequest(t *testing.T) {
 		t.Fatalf("event data %q: %+v %v", data, msg, err)
 	}
 }
+
+// maxTagAllocs bounds the objects of tagging a quick answer's frame (the
+// priming event and the answer, two ids): its output. 2 before: the
+// output had room for one tag and grew at the second.
+const maxTagAllocs = 1
+
+func TestIDTaggerAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	frame := []byte("id: s_0\ndata: \n\nevent: message\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"call-123\",\"result\":{}}\n\n")
+	tg := &idTagger{reqID: json.RawMessage(`"call-123"`)}
+	var out []byte
+	allocs := testing.AllocsPerRun(100, func() { out = tg.rewrite(frame) })
+	t.Logf("%.1f allocations per frame (%d bytes)", allocs, len(out))
+	if strings.Count(string(out), eventIDTag) != 2 {
+		t.Fatalf("frame %q", out)
+	}
+	if allocs > maxTagAllocs {
+		t.Fatalf("%.1f allocations per frame, want ≤ %d", allocs, maxTagAllocs)
+	}
+}

@@ -261,12 +261,8 @@ func (f *Forwarder) start(r *http.Request, t Target, x *pb.HttpExchange) (*pb.Ex
 	if r.Method == http.MethodGet {
 		timeout, idem = 3*f.startTimeout, true
 	}
-	opts := make([]cluster.CallOption, 1, 2)
-	opts[0] = cluster.Deadline(time.Now().Add(timeout))
-	if idem {
-		opts = append(opts, cluster.Idempotent())
-	}
-	res, err := f.node.Request(r.Context(), t.Kind, t.ID, x, opts...)
+	o := grain.CallOptions{Deadline: time.Now().Add(timeout), Idempotent: idem}
+	res, err := f.node.RequestWith(r.Context(), t.Kind, t.ID, x, o)
 	if err != nil {
 		return nil, err
 	}

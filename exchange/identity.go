@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unsafe"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
 )
@@ -73,7 +74,8 @@ func (c Caller) Encode() string {
 	}
 	b := make([]byte, 0, n)
 	for _, s := range enc {
-		b = b64.AppendEncode(b, []byte(s))
+		// Read only: no copy of s (a []byte(s) of more than 32 bytes is one).
+		b = b64.AppendEncode(b, unsafe.Slice(unsafe.StringData(s), len(s)))
 		b = append(b, identitySep...)
 	}
 	if c.Sessionless {
@@ -81,7 +83,9 @@ func (c Caller) Encode() string {
 	}
 	b = append(b, identitySep...)
 	b = append(b, c.Session...)
-	return string(b)
+	// b is not written again: the string shares its bytes (one
+	// allocation, not two, as strings.Builder does).
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // Header is a header holding only c.
@@ -90,17 +94,37 @@ func (c Caller) Header() http.Header {
 }
 
 // Identity returns the header describing m's caller, its elicitation mode
-// (?elicitation_mode=), its public origin, and the grain serving it.
+// (?elicitation_mode=), its public origin, and the grain serving it: a
+// header holding [IdentityValue] alone.
 func Identity(m *pb.HttpExchange, grainID string, sessionless bool) http.Header {
+	return callerOf(m, originScheme+m.GetHost(), grainID, sessionless).Header()
+}
+
+// IdentityValue is [Identity]'s one value ([HeaderIdentity]'s), what
+// [Start] takes: a grain serving an exchange passes the value, and the
+// request's header is made once, with it ([Identity]'s own header, a map
+// and its slice, would be copied into the request's and dropped).
+func IdentityValue(m *pb.HttpExchange, grainID string, sessionless bool) string {
+	// The origin on the stack: only its encoding is kept.
+	var buf [96]byte
+	origin := append(append(buf[:0], originScheme...), m.GetHost()...)
+	return callerOf(m, unsafe.String(unsafe.SliceData(origin), len(origin)), grainID, sessionless).Encode()
+}
+
+// originScheme is what a request's origin is its host after.
+const originScheme = "http://"
+
+// callerOf is the caller of m, with origin, served by grain grainID.
+func callerOf(m *pb.HttpExchange, origin, grainID string, sessionless bool) Caller {
 	p := m.GetPrincipal()
-	c := Caller{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole(), Origin: "http://" + m.GetHost(),
+	c := Caller{User: p.GetUser(), Org: p.GetOrg(), Role: p.GetRole(), Origin: origin,
 		Sessionless: sessionless, Session: grainID}
 	if m.GetRawQuery() != "" {
 		if q, err := url.ParseQuery(m.GetRawQuery()); err == nil {
 			c.Mode = q.Get("elicitation_mode")
 		}
 	}
-	return c.Header()
+	return c
 }
 
 // CallerOf reads the caller from h's [HeaderIdentity]: the zero Caller if
@@ -123,12 +147,12 @@ func CallerOf(h http.Header) Caller {
 	b := make([]byte, 0, len(enc[0])+len(enc[1])+len(enc[2])+len(enc[3])+len(enc[4]))
 	for i, e := range enc {
 		var err error
-		if b, err = b64.AppendDecode(b, []byte(e)); err != nil {
+		if b, err = b64.AppendDecode(b, unsafe.Slice(unsafe.StringData(e), len(e))); err != nil { // read only
 			return Caller{}
 		}
 		ends[i] = len(b)
 	}
-	s := string(b)
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
 	return Caller{User: s[:ends[0]], Org: s[ends[0]:ends[1]], Role: s[ends[1]:ends[2]],
 		Origin: s[ends[2]:ends[3]], Mode: s[ends[3]:ends[4]], Sessionless: flag == "1", Session: session}
 }

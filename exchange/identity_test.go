@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	pb "github.com/mcpgrain/mcpgrain/proto/mcpgrain/v1"
@@ -68,5 +69,63 @@ func TestIdentityOfAnExchange(t *testing.T) {
 	}
 	if got := ApprovalURL("", Identity(m, "g1", false), "e1"); got != "http://mcp.test/approve/e1" {
 		t.Errorf("ApprovalURL at the origin: %q", got)
+	}
+}
+
+// IdentityValue is Identity's one value, for every host length (the
+// origin is built on the stack up to 96 bytes, on the heap beyond) and
+// fields longer than 32 bytes (encoded without a copy).
+func TestIdentityValueIsIdentitys(t *testing.T) {
+	for _, host := range []string{"", "mcp.test", strings.Repeat("h", 89), strings.Repeat("h", 90), strings.Repeat("h", 300)} {
+		m := &pb.HttpExchange{Host: host, RawQuery: "elicitation_mode=url",
+			Principal: &pb.Principal{User: strings.Repeat("u", 40), Org: "o", Role: "r"}}
+		for _, sessionless := range []bool{false, true} {
+			want := HeaderValue(Identity(m, "g1", sessionless), HeaderIdentity)
+			if got := IdentityValue(m, "g1", sessionless); got != want {
+				t.Errorf("host of %d bytes: IdentityValue %q, Identity's %q", len(host), got, want)
+			}
+			if c := CallerOf(http.Header{HeaderIdentity: {want}}); c.Origin != "http://"+host || c.User != m.Principal.User {
+				t.Errorf("host of %d bytes: %+v", len(host), c)
+			}
+		}
+	}
+}
+
+// maxIdentityAllocs bounds the objects of a warm request's identity: its
+// encoded value. Identity's header, which Start took before, was 5 (the
+// origin, the bytes and their string, the map and its slice; 4 now).
+const maxIdentityAllocs = 1
+
+func TestIdentityValueAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	m := &pb.HttpExchange{Host: "mcp.example.com:8443", Principal: &pb.Principal{User: "alice@example.com", Org: "acme", Role: "member"}}
+	var v string
+	allocs := testing.AllocsPerRun(100, func() { v = IdentityValue(m, "s-0123456789abcdef0123456789abcdef", false) })
+	header := testing.AllocsPerRun(100, func() { _ = Identity(m, "s-0123456789abcdef0123456789abcdef", false) })
+	t.Logf("%.1f allocations per identity (%d bytes); %.1f for Identity's header", allocs, len(v), header)
+	if allocs > maxIdentityAllocs {
+		t.Fatalf("%.1f allocations per identity, want ≤ %d", allocs, maxIdentityAllocs)
+	}
+}
+
+// maxCallerOfAllocs bounds the objects of reading a caller: the decoded
+// fields' one string. 2 before (their bytes, then a copy as a string).
+const maxCallerOfAllocs = 1
+
+func TestCallerOfAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	h := Caller{User: "alice@example.com", Org: "acme", Role: "member", Origin: "http://mcp.example.com:8443/" + strings.Repeat("p", 40), Session: "s-1"}.Header()
+	var c Caller
+	allocs := testing.AllocsPerRun(100, func() { c = CallerOf(h) })
+	t.Logf("%.1f allocations a caller", allocs)
+	if c.User != "alice@example.com" || c.Session != "s-1" {
+		t.Fatalf("caller %+v", c)
+	}
+	if allocs > maxCallerOfAllocs {
+		t.Fatalf("%.1f allocations a caller, want ≤ %d", allocs, maxCallerOfAllocs)
 	}
 }

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ func TestRequestRebuildsTheForwardedRequest(t *testing.T) {
 		},
 		Principal: &pb.Principal{User: "u", Org: "o", Role: "r"},
 	}
-	req, err := request(t.Context(), m, requestHeader(m, Identity(m, "G1", false)))
+	req, err := request(t.Context(), m, IdentityValue(m, "G1", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,17 +111,49 @@ func TestHeaderValueReadsAsGet(t *testing.T) {
 }
 
 // A response's head is a copy: a handler changing its header after the
-// head went out changes nothing sent.
-func TestHeaderFieldsCopyTheHeader(t *testing.T) {
-	h := http.Header{"Content-Type": {"text/event-stream"}, "X-Two": {"a", "b"}, "X-None": {}}
-	fields := headerFields(h)
-	h["X-Two"][0] = "changed"
-	got := http.Header{}
-	for _, f := range fields {
-		got[f.GetName()] = f.GetValues()
+// head went out changes nothing sent. Whether its fields fit in the
+// frame's own allocation or not.
+func TestHeadFrameCopiesTheHeader(t *testing.T) {
+	for _, extra := range []int{0, headFields - 3, headFields - 2, headFields, 3 * headFields} {
+		h := http.Header{"Content-Type": {"text/event-stream"}, "X-Two": {"a", "b"}, "X-None": {}}
+		for i := range extra {
+			h[fmt.Sprintf("X-%d", i)] = []string{fmt.Sprint(i)}
+		}
+		want := h.Clone()
+		f := headFrameOf(h)
+		h["X-Two"][0] = "changed"
+		h["X-Added"] = []string{"later"}
+		got := http.Header{}
+		for _, hd := range f.GetHead().GetHeaders() {
+			got[hd.GetName()] = hd.GetValues()
+		}
+		if len(got) != len(want) || len(got["X-None"]) != 0 {
+			t.Fatalf("%d more fields: %v, want %v", extra, got, want)
+		}
+		for k, vs := range want {
+			if !slices.Equal(got[k], vs) && len(vs) > 0 {
+				t.Errorf("%d more fields: %s = %q, want %q", extra, k, got[k], vs)
+			}
+		}
 	}
-	if len(fields) != 3 || got.Get("Content-Type") != "text/event-stream" || !slices.Equal(got["X-Two"], []string{"a", "b"}) || len(got["X-None"]) != 0 {
-		t.Errorf("fields %v", got)
+}
+
+// maxHeadFrameAllocs bounds the objects of a response's first frame with
+// go-sdk's four fields: the frame with its head and fields (one
+// allocation); 5 before (frame, head, fields, their pointers, values).
+const maxHeadFrameAllocs = 1
+
+func TestHeadFrameAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	h := http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache, no-transform"},
+		"Connection": {"keep-alive"}, "Mcp-Session-Id": {"s-1"}}
+	var f *pb.ExchangeFrame
+	allocs := testing.AllocsPerRun(100, func() { f = headFrameOf(h) })
+	t.Logf("%.1f allocations per first frame (%d fields)", allocs, len(f.GetHead().GetHeaders()))
+	if allocs > maxHeadFrameAllocs {
+		t.Fatalf("%.1f allocations per first frame, want ≤ %d", allocs, maxHeadFrameAllocs)
 	}
 }
 
@@ -141,5 +174,82 @@ func TestAddHeaderAddsAsHeaderAdd(t *testing.T) {
 	h.Add("X-Two", "c")
 	if !slices.Equal(vs, []string{"a", "b"}) || len(h["X-Two"]) != 3 {
 		t.Errorf("an Add after the head reached its values: %q %q", vs, h["X-Two"])
+	}
+}
+
+// maxRequestHeaderAllocs bounds the objects of a request's header with a
+// client's usual 6 forwarded fields and the caller's identity: the map
+// (its table a second object) and one slice of all values, as when the
+// identity came in a header of its own (which Start merged and dropped).
+const maxRequestHeaderAllocs = 3
+
+func TestRequestHeaderAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	m := &pb.HttpExchange{Host: "h:1", Principal: &pb.Principal{User: "u"}}
+	for i := range 6 {
+		m.Headers = append(m.Headers, &pb.HttpHeader{Name: fmt.Sprintf("Mcp-X-%d", i), Values: []string{"v"}})
+	}
+	id := IdentityValue(m, "G1", false)
+	var h http.Header
+	allocs := testing.AllocsPerRun(100, func() { h = requestHeader(m, id) })
+	t.Logf("%.1f allocations per request header (%d fields)", allocs, len(h))
+	if len(h) != 7 || HeaderValue(h, HeaderIdentity) != id {
+		t.Fatalf("header %v", h)
+	}
+	if allocs > maxRequestHeaderAllocs {
+		t.Fatalf("%.1f allocations per request header, want ≤ %d", allocs, maxRequestHeaderAllocs)
+	}
+}
+
+// A request's header is the forwarded one with the identity, whether it
+// fits in the map the request was made with or not.
+func TestRequestHeaderOfAnySize(t *testing.T) {
+	for _, n := range []int{0, 1, smallHeader - 1, smallHeader, smallHeader + 1, 3 * smallHeader} {
+		m := &pb.HttpExchange{Method: http.MethodPost, Host: "h:1", Principal: &pb.Principal{User: "u"}, Body: []byte("{}")}
+		for i := range n {
+			m.Headers = append(m.Headers, &pb.HttpHeader{Name: fmt.Sprintf("mcp-x-%d", i), Values: []string{fmt.Sprint(i), "more"}})
+		}
+		id := IdentityValue(m, "G1", false)
+		req, err := request(t.Context(), m, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(req.Header) != n+1 || HeaderValue(req.Header, HeaderIdentity) != id {
+			t.Fatalf("%d fields: header %v", n, req.Header)
+		}
+		for i := range n {
+			if got := req.Header.Values(fmt.Sprintf("Mcp-X-%d", i)); !slices.Equal(got, []string{fmt.Sprint(i), "more"}) {
+				t.Errorf("%d fields: Mcp-X-%d = %q", n, i, got)
+			}
+		}
+	}
+}
+
+// maxRequestAllocs bounds the objects of a warm call's rebuilt request
+// (6 forwarded fields and the identity): the request, its URL, its
+// header's table and values, its body. 7 before: the request's own
+// header map was made, dropped and another made for the fields.
+const maxRequestAllocs = 6
+
+func TestRequestAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector changes allocation counts")
+	}
+	m := &pb.HttpExchange{Method: http.MethodPost, Host: "h:1", Principal: &pb.Principal{User: "u"}, Body: []byte("{}")}
+	for i := range 6 {
+		m.Headers = append(m.Headers, &pb.HttpHeader{Name: fmt.Sprintf("Mcp-X-%d", i), Values: []string{"v"}})
+	}
+	id := IdentityValue(m, "G1", false)
+	ctx := t.Context()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := request(ctx, m, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.1f allocations per request", allocs)
+	if allocs > maxRequestAllocs {
+		t.Fatalf("%.1f allocations per request, want ≤ %d", allocs, maxRequestAllocs)
 	}
 }

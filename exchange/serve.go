@@ -44,35 +44,35 @@ func AckWith(answer func(proto.Message, error), started *pb.ExchangeStarted) Ack
 // request whose context ends when the returned cancel is called. ctx is
 // the grain's turn's (its Receive's): with tracing on, the handler takes
 // over the turn's grain.receive span (tracing.TakeReceive) and ends it
-// when it returns; ctx's cancellation does not reach the handler. extra
-// headers (e.g. the caller's identity, set by the grain) are added to the
-// request. When serve returns, the response is ended and Done is sent to
-// self.
+// when it returns; ctx's cancellation does not reach the handler. A
+// non-empty identity (the caller's, [IdentityValue], set by the grain) is
+// the request's [HeaderIdentity], replacing any m carries. When serve
+// returns, the response is ended and Done is sent to self.
 //
 // With a non-nil ack, the caller answers the request later (grain.Context
 // Defer) and Start calls ack once: with the first frame if m asks for it in
 // the reply (FirstFrameInReply) and the handler produces it within
 // ackWindow, else with nil when the window ends. A nil ack means the caller
 // answered already; every frame then goes to the reply address.
-func Start(ctx context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
-	return start(ctx, system, self, m, extra, serve, ack, ackWindow)
+func Start(ctx context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, identity string, serve func(http.ResponseWriter, *http.Request), ack Ack) (cancel context.CancelFunc, err error) {
+	return start(ctx, system, self, m, identity, serve, ack, ackWindow)
 }
 
 // start is Start with the ack window as a parameter (tests set their own).
-func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, extra http.Header, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
+func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *pb.HttpExchange, identity string, serve func(http.ResponseWriter, *http.Request), ack Ack, window time.Duration) (cancel context.CancelFunc, err error) {
 	if m.GetReplyAddress() == "" || m.GetReplyId() == "" || m.GetExchangeId() == "" {
 		return nil, fmt.Errorf("exchange needs an id and a reply address")
 	}
-	header := requestHeader(m, extra)
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx, endSpan := serveSpan(turn, ctx, m, header)
-	req, err := request(ctx, m, header)
+	ctx, stop := context.WithCancel(context.Background())
+	ctx, endSpan := serveSpan(turn, ctx, m)
+	req, err := request(ctx, m, identity)
 	if err != nil {
-		cancel()
+		stop()
 		endSpan()
 		return nil, err
 	}
-	w := NewWriter(system, actor.NewPID(m.GetReplyAddress(), m.GetReplyId()), m.GetExchangeId())
+	injectSpan(ctx, m, req.Header)
+	w := newWriterTo(system, m.GetReplyAddress(), m.GetReplyId(), m.GetExchangeId())
 	if ack != nil {
 		if !m.GetFirstFrameInReply() {
 			ack(nil)
@@ -80,9 +80,8 @@ func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *
 			w.ackFirst(ack, window)
 		}
 	}
-	id := m.GetExchangeId()
 	handlers.Schedule(func() {
-		defer cancel()
+		defer stop()
 		defer endSpan()
 		defer func() {
 			switch r := recover(); {
@@ -95,11 +94,11 @@ func start(turn context.Context, system *actor.ActorSystem, self *actor.PID, m *
 			default:
 				w.End("")
 			}
-			system.Root.Send(self, &Done{ID: id})
+			system.Root.Send(self, &w.done)
 		}()
 		serve(w, req)
 	})
-	return cancel, nil
+	return stop, nil
 }
 
 // handlers runs exchanges' handlers on reused goroutines (package
@@ -109,15 +108,17 @@ var handlers = dispatch.NewWarm(256, 0)
 
 // Request rebuilds the forwarded request.
 func Request(m *pb.HttpExchange) (*http.Request, error) {
-	return request(context.Background(), m, requestHeader(m, nil))
+	return request(context.Background(), m, "")
 }
 
-// request rebuilds the forwarded request with ctx and header. Its URL is
-// m's path and query as they are (a URL formatted and parsed again would
-// be the same, at an allocation or two per request); its body is one
-// value over m's body ([RequestBody] reads it again), with no GetBody
-// closure.
-func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http.Request, error) {
+// request rebuilds the forwarded request with ctx and a non-empty
+// identity (requestHeader). Its URL is m's path and query as they are (a
+// URL formatted and parsed again would be the same, at an allocation or
+// two per request); its header is filled into the map the request was
+// made with when it fits in that map's first table (8 fields), else made
+// for its size; its body is one value over m's body ([RequestBody] reads
+// it again), with no GetBody closure.
+func request(ctx context.Context, m *pb.HttpExchange, identity string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, m.GetMethod(), "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad exchange request: %w", err)
@@ -126,7 +127,10 @@ func request(ctx context.Context, m *pb.HttpExchange, header http.Header) (*http
 	if req.URL.Path == "" {
 		req.URL.Path = "/mcp"
 	}
-	req.Header = header
+	if n := headerFieldCount(m, identity); n > smallHeader {
+		req.Header = make(http.Header, n)
+	}
+	fillHeader(req.Header, m, identity)
 	req.Host = m.GetHost()
 	req.Body = http.NoBody
 	if b := m.GetBody(); len(b) > 0 {
@@ -157,19 +161,40 @@ func RequestBody(req *http.Request) ([]byte, bool) {
 	return nil, false
 }
 
-// requestHeader is the header of m's request, with extra's fields added
-// (they replace m's of the same name). The values are copied into one
+// requestHeader is the header of m's request, with a non-empty identity
+// as its [HeaderIdentity] (replacing m's). The values are copied into one
 // slice (m's may be the gateway's own request's: a handler must not write
 // into them), each field's clipped so that an Add to it copies.
-func requestHeader(m *pb.HttpExchange, extra http.Header) http.Header {
-	n := 0
+func requestHeader(m *pb.HttpExchange, identity string) http.Header {
+	header := make(http.Header, headerFieldCount(m, identity))
+	fillHeader(header, m, identity)
+	return header
+}
+
+// smallHeader is how many fields a map made without a size holds in its
+// first table: a request's header up to this fills the map
+// http.NewRequest made (one object: its table; a map made for the size
+// was two, and the request's own was dropped).
+const smallHeader = 8
+
+// headerFieldCount is how many fields requestHeader(m, identity) has at
+// most.
+func headerFieldCount(m *pb.HttpExchange, identity string) int {
+	if identity != "" {
+		return len(m.GetHeaders()) + 1
+	}
+	return len(m.GetHeaders())
+}
+
+// fillHeader adds requestHeader's fields to the empty header.
+func fillHeader(header http.Header, m *pb.HttpExchange, identity string) {
+	n, extra := 0, 0
 	for _, h := range m.GetHeaders() {
 		n += len(h.GetValues())
 	}
-	for _, vs := range extra {
-		n += len(vs)
+	if identity != "" {
+		n, extra = n+1, 1
 	}
-	header := make(http.Header, len(m.GetHeaders())+len(extra))
 	values := make([]string, 0, n)
 	add := func(k string, vs []string) {
 		if len(vs) == 0 {
@@ -184,14 +209,14 @@ func requestHeader(m *pb.HttpExchange, extra http.Header) http.Header {
 		header[k] = values[start:len(values):len(values)]
 	}
 	for _, h := range m.GetHeaders() {
-		if k := textproto.CanonicalMIMEHeaderKey(h.GetName()); extra[k] == nil {
+		if k := textproto.CanonicalMIMEHeaderKey(h.GetName()); extra == 0 || k != HeaderIdentity {
 			add(k, h.GetValues())
 		}
 	}
-	for k, vs := range extra {
-		add(k, vs)
+	if extra > 0 {
+		values = append(values, identity)
+		header[HeaderIdentity] = values[len(values)-1:]
 	}
-	return header
 }
 
 // Writer is the http.ResponseWriter a tunnelled handler writes to. It
@@ -202,6 +227,11 @@ type Writer struct {
 	system *actor.ActorSystem
 	to     *actor.PID
 	id     string
+	// toPID and done are what Start's writer sends to: the reply
+	// address, and the Done message for its grain (in the writer's
+	// allocation, not two of their own).
+	toPID actor.PID
+	done  Done
 
 	mu      sync.Mutex
 	header  http.Header
@@ -234,6 +264,10 @@ const coalesceWindow = time.Millisecond
 // that stays silent longer gets its acknowledgement alone.
 const ackWindow = 5 * time.Millisecond
 
+// firstWriteRoom is the buffer a response's first Write makes: a quick
+// answer's priming event and result fit in it.
+const firstWriteRoom = 1 << 10
+
 // maxChunk flushes buffered body bytes beyond this size even without an
 // explicit Flush.
 const maxChunk = 32 << 10
@@ -241,6 +275,15 @@ const maxChunk = 32 << 10
 // NewWriter returns a writer streaming to the actor to.
 func NewWriter(system *actor.ActorSystem, to *actor.PID, exchangeID string) *Writer {
 	return &Writer{system: system, to: to, id: exchangeID, header: http.Header{}}
+}
+
+// newWriterTo is NewWriter to the actor address/id, holding its PID and
+// its exchange's Done.
+func newWriterTo(system *actor.ActorSystem, address, id, exchangeID string) *Writer {
+	w := &Writer{system: system, id: exchangeID, header: http.Header{}}
+	w.toPID.Address, w.toPID.Id = address, id
+	w.to, w.done.ID = &w.toPID, exchangeID
+	return w
 }
 
 // ackFirst makes the first frame go to ack, if it is ready within window;
@@ -304,6 +347,11 @@ func (w *Writer) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	if w.buf.Cap() == 0 {
+		// Room for a usual answer at once (go-sdk writes an SSE answer
+		// in a few pieces: the buffer grew two or three times).
+		w.buf.Grow(max(len(b), firstWriteRoom))
+	}
 	w.buf.Write(b)
 	if w.buf.Len() >= maxChunk {
 		w.sendLocked(false, "")
@@ -332,17 +380,28 @@ func (w *Writer) sendLocked(end bool, errText string) {
 	if w.timer != nil && end {
 		w.timer.Stop()
 	}
-	f := &pb.ExchangeFrame{ExchangeId: w.id, End: end, Error: errText}
+	var f *pb.ExchangeFrame
 	if !w.sent {
 		w.sent = true
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
-		f.Head = &pb.ExchangeHead{Status: int32(w.status), Headers: headerFields(w.header)}
+		f = headFrameOf(w.header)
+		f.Head.Status = int32(w.status)
+	} else {
+		f = &pb.ExchangeFrame{}
 	}
+	f.ExchangeId, f.End, f.Error = w.id, end, errText
 	if w.buf.Len() > 0 {
-		f.Data = append([]byte(nil), w.buf.Bytes()...)
-		w.buf.Reset()
+		if end {
+			// The last frame: nothing writes to the buffer again, so the
+			// frame takes its bytes instead of a copy.
+			f.Data = w.buf.Bytes()
+			w.buf = bytes.Buffer{}
+		} else {
+			f.Data = append([]byte(nil), w.buf.Bytes()...)
+			w.buf.Reset()
+		}
 	}
 	if a := w.ack; a != nil {
 		// Under the lock, so no later frame can overtake this one: the
@@ -355,24 +414,48 @@ func (w *Writer) sendLocked(end bool, errText string) {
 	w.system.Root.Send(w.to, f)
 }
 
-// headerFields copies h into messages: one array of them and one of
-// their values (the handler may go on to change h).
-func headerFields(h http.Header) []*pb.HttpHeader {
+// headFields is how many header fields (and values) a response's first
+// frame holds in its own allocation (headFrame): go-sdk's answers carry
+// 3–4 (Content-Type, Cache-Control, Connection, Mcp-Session-Id).
+const headFields = 6
+
+// headFrame is a response's first frame with its head and room for its
+// header fields: one allocation, not five (frame, head, fields, their
+// pointers, their values).
+type headFrame struct {
+	frame    pb.ExchangeFrame
+	head     pb.ExchangeHead
+	fields   [headFields]pb.HttpHeader
+	pointers [headFields]*pb.HttpHeader
+	values   [headFields]string
+}
+
+// headFrameOf is a first frame whose head holds a copy of h (the handler
+// may go on to change h): in one allocation when h fits in a headFrame,
+// else with the fields and their values in their own.
+func headFrameOf(h http.Header) *pb.ExchangeFrame {
 	n := 0
 	for _, v := range h {
 		n += len(v)
 	}
-	values := make([]string, 0, n)
-	fields := make([]pb.HttpHeader, len(h))
-	out := make([]*pb.HttpHeader, 0, len(h))
+	hf := &headFrame{}
+	f := &hf.frame
+	f.Head = &hf.head
+	var fields []pb.HttpHeader
+	var values []string
+	if len(h) <= headFields && n <= headFields {
+		fields, values, f.Head.Headers = hf.fields[:len(h)], hf.values[:0], hf.pointers[:0:len(h)]
+	} else {
+		fields, values, f.Head.Headers = make([]pb.HttpHeader, len(h)), make([]string, 0, n), make([]*pb.HttpHeader, 0, len(h))
+	}
 	for k, v := range h {
 		start := len(values)
 		values = append(values, v...)
-		f := &fields[len(out)]
-		f.Name, f.Values = k, values[start:len(values):len(values)]
-		out = append(out, f)
+		hd := &fields[len(f.Head.Headers)]
+		hd.Name, hd.Values = k, values[start:len(values):len(values)]
+		f.Head.Headers = append(f.Head.Headers, hd)
 	}
-	return out
+	return f
 }
 
 // End sends what is left and ends the response (once).

@@ -19,8 +19,8 @@ import (
 // CPU on the gateway.
 type replies struct {
 	pid       *actor.PID
-	streams   sync.Map   // exchange id → *responseStream
-	followers *followers // watch the activations whose responses go on
+	streams   Table[*responseStream] // by exchange id
+	followers *followers             // watch the activations whose responses go on
 }
 
 func newReplies(system *actor.ActorSystem) *replies {
@@ -38,7 +38,7 @@ func (r *replies) SendUserMessage(_ *actor.PID, message any) {
 		return
 	}
 	if s, ok := r.streams.Load(f.GetExchangeId()); ok {
-		s.(*responseStream).deliver(f)
+		s.deliver(f)
 	}
 }
 

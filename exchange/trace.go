@@ -72,12 +72,10 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // the request: the grain.receive span of the grain's turn (turn), taken
 // over, so that it lasts until the handler returns (one span for the
 // message and its handler); a span of its own, a child of the gateway's
-// span whose context m carries, when the turn has none to hand over. The
-// span's context goes in the request's headers too (traceparent,
-// tracestate, baggage): go-sdk hands a handler the request's headers, not
-// its context. With tracing off or no trace context in m it returns ctx
-// and a no-op end.
-func serveSpan(turn, ctx context.Context, m *pb.HttpExchange, header http.Header) (context.Context, func()) {
+// span whose context m carries, when the turn has none to hand over.
+// injectSpan puts its context in the request's headers. With tracing off
+// or no trace context in m it returns ctx and a no-op end.
+func serveSpan(turn, ctx context.Context, m *pb.HttpExchange) (context.Context, func()) {
 	if !tracing.On() || len(m.GetTraceContext()) == 0 {
 		return ctx, func() {}
 	}
@@ -93,8 +91,18 @@ func serveSpan(turn, ctx context.Context, m *pb.HttpExchange, header http.Header
 		ctx = tracing.Extract(ctx, m.GetTraceContext())
 		ctx, span = tracing.Start(ctx, serveName(m.GetMethod()), trace.WithSpanKind(trace.SpanKindInternal))
 	}
-	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(header))
 	return ctx, func() { span.End() }
+}
+
+// injectSpan puts the span context serveSpan gave ctx in the request's
+// header too (traceparent, tracestate, baggage): go-sdk hands a handler
+// the request's headers, not its context. Nothing with tracing off or no
+// trace context in m (serveSpan made no span).
+func injectSpan(ctx context.Context, m *pb.HttpExchange, header http.Header) {
+	if !tracing.On() || len(m.GetTraceContext()) == 0 {
+		return
+	}
+	otel.GetTextMapPropagator().Inject(ctx, tracing.Header(header))
 }
 
 // serveName is the exchange span's name for an HTTP method: the methods

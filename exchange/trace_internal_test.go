@@ -54,7 +54,7 @@ func TestTheHandlerTakesOverTheTurnsReceiveSpan(t *testing.T) {
 		m := exchangeTo(pid, id, false)
 		m.TraceContext = tracing.Inject(gctx)
 		seen := make(chan string, 1)
-		_, err := Start(turn, sys, pid, m, nil, func(w http.ResponseWriter, r *http.Request) {
+		_, err := Start(turn, sys, pid, m, "", func(w http.ResponseWriter, r *http.Request) {
 			seen <- r.Header.Get("Traceparent")
 			w.WriteHeader(http.StatusOK)
 		}, nil)

@@ -83,22 +83,34 @@ var ErrNoHandles = errors.New("mcpgrain: this request cannot reach handles (not 
 
 type handlesKey struct{}
 
-type boundHandles struct {
+// handlesCtx is a context bound to a handle service: the binding and the
+// context in one object (context.WithValue would box the binding in a
+// second; every request of a node's server is bound).
+type handlesCtx struct {
+	context.Context
 	h Handles
 	p *pb.Principal
+}
+
+// Value implements context.Context: the binding itself for handlesKey.
+func (c *handlesCtx) Value(key any) any {
+	if key == (handlesKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
 // WithHandles binds ctx to the node's handle service h, for a request of
 // principal p (the caller when the request belongs to no scope).
 func WithHandles(ctx context.Context, h Handles, p *pb.Principal) context.Context {
-	return context.WithValue(ctx, handlesKey{}, boundHandles{h: h, p: p})
+	return &handlesCtx{Context: ctx, h: h, p: p}
 }
 
 // handlesOf returns the service bound to ctx and the caller: the
 // principal of ctx's scope if it has one (a session's, a handle's),
 // otherwise the request's.
 func handlesOf(ctx context.Context) (Handles, *pb.Principal, error) {
-	b, ok := ctx.Value(handlesKey{}).(boundHandles)
+	b, ok := ctx.Value(handlesKey{}).(*handlesCtx)
 	if !ok || b.h == nil {
 		return nil, nil, ErrNoHandles
 	}

@@ -312,7 +312,7 @@ func (c *cont) Receive(ctx context.Context, g grain.Context, msg proto.Message) 
 		c.serving.Add(1)
 		started := &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
 		answer := g.Defer()
-		cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, exchange.Identity(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
+		cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, exchange.IdentityValue(m, c.id, true), func(w http.ResponseWriter, r *http.Request) {
 			defer c.serving.Add(-1)
 			c.h.serve(w, r)
 		}, exchange.AckWith(answer, started))

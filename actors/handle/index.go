@@ -176,16 +176,19 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 type toolKey struct{}
 
 // withTool notes in ctx the tool a tools/call calls (Middleware), for
-// Mint.
+// Mint: the request itself (a pointer in the context's value, where the
+// name, a string, was boxed: one object a call fewer).
 func withTool(ctx context.Context, req any) context.Context {
 	if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
-		return context.WithValue(ctx, toolKey{}, ctr.Params.Name)
+		return context.WithValue(ctx, toolKey{}, ctr)
 	}
 	return ctx
 }
 
 // toolOf is the tool ctx's request calls ("": not a tools/call).
 func toolOf(ctx context.Context) string {
-	t, _ := ctx.Value(toolKey{}).(string)
-	return t
+	if ctr, ok := ctx.Value(toolKey{}).(*mcp.CallToolRequest); ok && ctr.Params != nil {
+		return ctr.Params.Name
+	}
+	return ""
 }

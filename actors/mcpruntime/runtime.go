@@ -183,11 +183,11 @@ type Builder struct {
 	runtimes sync.Map
 	// events writes the event logs of all its runtimes behind.
 	events *eventWriter
-	// cuts are the POST exchanges in flight on the node's runtimes: token
-	// (headerExchange) -> *postExchange. One map for the node, not one a
-	// runtime: a sync.Map holds ~0.2 KB of its own once written, and a
-	// token is random, so a runtime only ever finds its own exchanges.
-	cuts sync.Map
+	// cuts are the POST exchanges in flight on the node's runtimes, by
+	// token (headerExchange). One table for the node, not one a runtime:
+	// a map holds room of its own once written, and a token is unique on
+	// the node, so a runtime only ever finds its own exchanges.
+	cuts exchange.Table[*postExchange]
 	// calls is the durable calls' store, shared by the runtimes.
 	calls *callstore.Store
 	// refusals counts AskLater refusals at the per-principal cap.
@@ -1020,8 +1020,7 @@ func (r *Runtime) exchangeOf(h http.Header) (*postExchange, <-chan struct{}) {
 	if tok == "" {
 		return nil, nil
 	}
-	if v, ok := r.b.cuts.Load(tok); ok {
-		ex := v.(*postExchange)
+	if ex, ok := r.b.cuts.Load(tok); ok {
 		return ex, ex.done
 	}
 	return nil, closedChan

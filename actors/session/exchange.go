@@ -78,7 +78,7 @@ func (s *session) exchange(ctx context.Context, g grain.Context, m *pb.HttpExcha
 		s.res.posts.Add(1) // in this turn: whatever the grain decides next sees it
 	}
 	answer := g.Defer() // exchange.Start answers, with the response's first frame
-	cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, exchange.Identity(m, s.id, false), s.handler(es, adm), exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
+	cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, exchange.IdentityValue(m, s.id, false), s.handler(es, adm), exchange.AckWith(answer, started(pb.SessionReply_STATUS_OK)))
 	if err != nil {
 		if post {
 			s.res.posts.Add(-1)
@@ -162,7 +162,7 @@ func (s *session) park(ctx context.Context, g grain.Context, m *pb.HttpExchange)
 		s.wake = make(chan struct{})
 	}
 	wake, gauge, id := s.wake, &s.h.parked, s.h.primeID()
-	cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, r *http.Request) {
+	cancel, err := exchange.Start(ctx, g.ActorSystem(), g.Self(), m, "", func(w http.ResponseWriter, r *http.Request) {
 		gauge.Add(1)
 		defer gauge.Add(-1)
 		exchange.WriteParkedHead(w, id)

@@ -73,7 +73,7 @@ func (t *taskGrain) serve(ctx context.Context, g grain.Context, m *pb.HttpExchan
 	rep := t.answer(ctx, g, r, m.GetPrincipal())
 	answer := g.Defer()
 	started := &pb.ExchangeStarted{Status: pb.SessionReply_STATUS_OK, Node: g.Node(), GrainAddress: g.Self().GetAddress(), GrainId: g.Self().GetId()}
-	_, err = exchange.Start(ctx, g.ActorSystem(), g.Self(), m, nil, func(w http.ResponseWriter, _ *http.Request) {
+	_, err = exchange.Start(ctx, g.ActorSystem(), g.Self(), m, "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rep.status)
 		_, _ = w.Write(append(rep.body, '\n'))
