@@ -2,8 +2,6 @@ package systemtest
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,23 +11,11 @@ import (
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
-// keysFile writes alice and bob (org acme) to a --keys-file.
-func keysFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "keys.json")
-	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"},{"token":%q,"user":"carol","org":"globex","role":"admin"}]}`,
-		aliceToken, bobToken, carolToken)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // A client that recycles its MCP session resumes from a new session owned
 // by another node: the resume is forwarded to the owner, with the caller's
 // identity checked there, on three real nodes behind one gateway.
 func TestCrossSessionResumeIsForwardedToTheOwnerNode(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "code", "--demo-api", "--keys-file", keysFile(t)}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "code", "--demo-api", "--keys-file", testcluster.KeysFile(t)}})
 	owner := connectOwnedByAs(t, c, 0, 1, aliceToken, nil)
 	id := pause(t, owner, "waiting_for_interaction")
 	recycled := connectOwnedByAs(t, c, 0, 2, aliceToken, nil)

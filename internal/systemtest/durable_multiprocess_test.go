@@ -121,7 +121,7 @@ func completed(t *testing.T, res *mcp.CallToolResult, sc map[string]any) map[str
 func TestDurablePauseSurvivesPassivationApprovedOverGRPC(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GRPC: true, ExtraArgs: append([]string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}, passivateSoon...)})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t)}, passivateSoon...)})
 	owner := c.Node(1)
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	heapBefore, _ := owner.Metric("go_memstats_heap_inuse_bytes{")
@@ -243,7 +243,7 @@ func decideHTTP(t *testing.T, n *testcluster.Node, execID string) {
 func TestDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t)}})
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	id := pauseDurable(t, cs)
 
@@ -294,7 +294,7 @@ func TestDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 func TestCrossSessionResumeAfterKillOfTheOwnersNode(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t)}})
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	id := pauseDurable(t, cs)
 
@@ -338,7 +338,7 @@ func TestCrossSessionResumeAfterKillOfTheOwnersNode(t *testing.T) {
 func TestDurablePauseSurvivesWholeClusterRestart(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, GRPC: true, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t)}})
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	id := pauseDurable(t, cs)
 
@@ -382,7 +382,7 @@ func TestDurablePauseSurvivesWholeClusterRestart(t *testing.T) {
 func TestDurablePauseDeadlineWakesAPassivatedSession(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: append([]string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t), "--approval-window", "4s"}, passivateSoon...)})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t), "--approval-window", "4s"}, passivateSoon...)})
 	cs := quietClient(t, c, 0, 1, aliceToken)
 	res, sc := callTool(t, cs, "execute", map[string]any{"code": `
 		try { await tools.todo.createTodo({title: "late"}) } catch (e) { return "went on: " + e.message }`})
@@ -412,7 +412,7 @@ func TestDurablePauseDeadlineWakesAPassivatedSession(t *testing.T) {
 func TestSessionlessDurablePauseSurvivesKillOfItsNode(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t)}})
 	// Through node 1: a fresh sessionless request runs on a continuation
 	// grain that node owns.
 	viaB := mrtrClient(t, c.Node(1).HTTP, aliceToken)

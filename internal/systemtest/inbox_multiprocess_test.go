@@ -16,7 +16,7 @@ import (
 // the call runs on node 1, and node 2's browser sees the decision arrive;
 // when node 2 restarts, its page reconnects and goes on updating.
 func TestApprovalsInboxAcrossNodes(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "code", "--demo-api", "--keys-file", keysFile(t)}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "code", "--demo-api", "--keys-file", testcluster.KeysFile(t)}})
 	owner := connectOwnedByAs(t, c, 0, 1, aliceToken, nil)
 	ctx := browser(t)
 	alice := inboxTab(t, ctx, c.Node(0).HTTP, aliceToken, true)

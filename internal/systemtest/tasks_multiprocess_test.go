@@ -50,7 +50,7 @@ func waitStatus(t *testing.T, addr, id, want string) rpcAnswer {
 // any node. (A tool that is not safe to re-run ends failed instead:
 // actors/tasks TestAfterLossRerunsOnlySafeToolsAFewTimes.)
 func TestTaskOutlivesKillOfItsNode(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "conformance", "--keys-file", keysFile(t)}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--tools", "conformance", "--keys-file", testcluster.KeysFile(t)}})
 	asked := taskOwnedBy(t, c, 0, 1, func(addr string) string { return startTask(t, addr, aliceToken, 600) })
 	waiting := taskOwnedBy(t, c, 0, 1, func(addr string) string {
 		a := modernCall(t, addr, aliceToken, "tools/call", "confirm_delete",
@@ -132,7 +132,7 @@ func TestTaskOutlivesKillOfItsNode(t *testing.T) {
 func TestExecuteTaskPauseSurvivesKillOfItsNode(t *testing.T) {
 	api, todoFlag := testcluster.TodoAPI(t)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{
-		"--tools", "code", "--openapi", todoFlag, "--keys-file", keysFile(t)}})
+		"--tools", "code", "--openapi", todoFlag, "--keys-file", testcluster.KeysFile(t)}})
 	id := taskOwnedBy(t, c, 0, 1, func(addr string) string {
 		a := modernCall(t, addr, aliceToken, "tools/call", "execute", map[string]any{"name": "execute", "arguments": map[string]any{"code": durableCode}}, true)
 		id, _ := a.Result["taskId"].(string)

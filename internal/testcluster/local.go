@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -137,4 +138,18 @@ func MustKeys(t testing.TB, token, user, org, role string) *auth.Keys {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// KeysFile writes alice and bob (org acme; admin and member) and carol
+// (org globex, admin) with their tokens to a --keys-file for the
+// multi-process nodes (Options.ExtraArgs) and returns its path.
+func KeysFile(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"},{"token":%q,"user":"carol","org":"globex","role":"admin"}]}`,
+		AliceToken, BobToken, CarolToken)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

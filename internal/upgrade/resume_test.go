@@ -2,8 +2,6 @@ package upgrade_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,25 +12,11 @@ import (
 	"github.com/mcpgrain/mcpgrain/internal/testcluster"
 )
 
-// keysFile writes alice and bob (org acme; admin and member) to a
-// --keys-file: the users of the cross-session resumes. The cluster's own
-// token (testcluster.Token, user dev) stays, for the traffic.
-func keysFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "keys.json")
-	body := fmt.Sprintf(`{"keys":[{"token":%q,"user":"alice","org":"acme","role":"admin"},{"token":%q,"user":"bob","org":"acme","role":"member"}]}`,
-		testcluster.AliceToken, testcluster.BobToken)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // forwardsOK is node i's mcpgrain_resume_forwards_total{outcome="ok"}: the
 // cross-session resumes it sent to another session's owner that the owner
-// answered (either route; an AskContinue answered "unknown", after which
-// the node falls back to ExecutionResumeForModel, is not counted, its
-// fallback is).
+// answered (either route; an AskContinue the previous release rejected,
+// after which the node falls back to ExecutionResumeForModel, is not
+// counted, its fallback is).
 func forwardsOK(t *testing.T, c *testcluster.Cluster, i int) float64 {
 	t.Helper()
 	return testcluster.ScrapeMetrics(t, c.Node(i).HTTP).Value("mcpgrain_resume_forwards_total", map[string]string{"outcome": "ok"})

@@ -237,7 +237,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	sw := newSwitcher(t, prev, 3)
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Wrap: sw.wrap, ExtraArgs: []string{
 		"--reminder-poll", "250ms", "--rate-limit", "0", "--openapi", todoFlag, "--approval-window", approvalWindow.String(),
-		"--keys-file", keysFile(t), "--tools", "code,demo,conformance"}}) // conformance: slow_compute, a task tool
+		"--keys-file", testcluster.KeysFile(t), "--tools", "code,demo,conformance"}}) // conformance: slow_compute, a task tool
 	cur := testcluster.Binary(t)
 	for _, n := range c.Nodes() {
 		expect(t, n, prev)
