@@ -155,11 +155,11 @@ func TestLocalRequestTimesOut(t *testing.T) {
 // while the request's options were on the heap whatever they were).
 const maxLocalRequestAllocs = 13
 
-// A warm request to a grain on this node allocates no protoactor future
-// (a registered process, its id, a timer and its function, a condition
-// variable and its lock, the envelopes: ≈ 10 objects); its own objects
-// are the request, its reply channel and the grain's answer.
-func TestLocalRequestAllocations(t *testing.T) {
+// warmHoldNode is a node with a "hold" grain activated by one request,
+// for the allocation tests (skipped under the race detector, which
+// changes allocation counts).
+func warmHoldNode(t *testing.T) (*cluster.Node, context.Context, *wrapperspb.StringValue) {
+	t.Helper()
 	if raceDetector {
 		t.Skip("the race detector changes allocation counts")
 	}
@@ -169,6 +169,15 @@ func TestLocalRequestAllocations(t *testing.T) {
 	if _, err := node.Request(ctx, "hold", "g", msg); err != nil {
 		t.Fatal(err)
 	}
+	return node, ctx, msg
+}
+
+// A warm request to a grain on this node allocates no protoactor future
+// (a registered process, its id, a timer and its function, a condition
+// variable and its lock, the envelopes: ≈ 10 objects); its own objects
+// are the request, its reply channel and the grain's answer.
+func TestLocalRequestAllocations(t *testing.T) {
+	node, ctx, msg := warmHoldNode(t)
 	allocs := testing.AllocsPerRun(200, func() {
 		if _, err := node.Request(ctx, "hold", "g", msg); err != nil {
 			t.Fatal(err)
@@ -184,15 +193,7 @@ func TestLocalRequestAllocations(t *testing.T) {
 // what one without options does: 1 more with them as options (11
 // measured; the options' heap copy, the deadline's function).
 func TestLocalRequestWithOptionsAllocations(t *testing.T) {
-	if raceDetector {
-		t.Skip("the race detector changes allocation counts")
-	}
-	node, _ := startHoldNode(t)
-	ctx := context.Background()
-	msg := wrapperspb.String("hi")
-	if _, err := node.Request(ctx, "hold", "g", msg); err != nil {
-		t.Fatal(err)
-	}
+	node, ctx, msg := warmHoldNode(t)
 	measure := func(f func() error) float64 {
 		return testing.AllocsPerRun(200, func() {
 			if err := f(); err != nil {
